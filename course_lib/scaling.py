@@ -1,0 +1,290 @@
+"""Scaling laws: Amdahl, Gustafson, parallel efficiency, Karp-Flatt and fits.
+
+Pure math on numbers and numpy arrays; every function broadcasts its arguments and
+returns a Python ``float`` when all arguments are scalars.
+
+Notation (the source chapter's): ``p`` is the parallelisable fraction of the work,
+``n`` the number of processors (devices) given to the parallel part. In Amdahl's
+general form the second argument is ``s``, the speedup of the parallelisable part;
+with ideal devices ``s = n``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from ._validate import as_real, broadcast, check_range, scalar_or_array
+
+__all__ = [
+    "AmdahlFit",
+    "amdahl",
+    "amdahl_limit",
+    "devices_needed",
+    "efficiency",
+    "fit_amdahl",
+    "gustafson",
+    "karp_flatt",
+]
+
+
+def _fraction(p, name: str = "p") -> np.ndarray:
+    arr = as_real(p, name)
+    check_range(arr, name, 0.0, 1.0)
+    return arr
+
+
+def _count(n, name: str = "n", *, allow_inf: bool = True, strictly_above_one: bool = False):
+    arr = as_real(n, name, allow_inf=allow_inf)
+    check_range(arr, name, 1.0, np.inf, low_open=strictly_above_one)
+    return arr
+
+
+def amdahl(p, n):
+    r"""Amdahl's law: speedup of a fixed workload whose fraction ``p`` is parallel.
+
+    .. math:: S(n) = \frac{1}{(1 - p) + p / n}
+
+    Parameters
+    ----------
+    p : float or array_like
+        Parallelisable fraction of the serial run time, in [0, 1].
+    n : float or array_like
+        Processors given to the parallel part (>= 1; ``numpy.inf`` gives the limit
+        ``1 / (1 - p)``). In the general form this is ``s``, the speedup of the
+        parallelisable part: ``amdahl(p, s)`` is the same function.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        The speedup, broadcast over ``p`` and ``n``.
+
+    Examples
+    --------
+    >>> amdahl(0.9, 10)
+    5.2631578947368425
+    >>> amdahl(0.9, float("inf"))
+    10.000000000000002
+    >>> amdahl([0.5, 0.99], 4).round(3)
+    array([1.6  , 3.883])
+    """
+    p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n))
+    with np.errstate(divide="ignore"):
+        serial = 1.0 - p_arr
+        parallel = np.where(np.isinf(n_arr), 0.0, p_arr / np.where(np.isinf(n_arr), 1.0, n_arr))
+        result = 1.0 / (serial + parallel)
+    return scalar_or_array(result, p, n)
+
+
+def amdahl_limit(p):
+    r"""The largest speedup Amdahl's law allows: :math:`\lim_{n\to\infty} S = 1/(1-p)`.
+
+    Parameters
+    ----------
+    p : float or array_like
+        Parallelisable fraction in [0, 1]; ``p = 1`` gives ``inf``.
+
+    Examples
+    --------
+    >>> amdahl_limit(0.9)   # 10% serial work: at most 10x, not 9x
+    10.000000000000002
+    >>> amdahl_limit(1.0)
+    inf
+    """
+    p_arr = _fraction(p)
+    with np.errstate(divide="ignore"):
+        result = 1.0 / (1.0 - p_arr)
+    return scalar_or_array(result, p)
+
+
+def gustafson(p, n):
+    r"""Gustafson's law: scaled speedup when the workload grows with ``n``.
+
+    .. math:: S(n) = (1 - p) + p \, n
+
+    Here ``p`` is the parallel fraction of the *parallel* run's time (the problem
+    grows so that each processor keeps a fixed amount of parallel work).
+
+    Parameters
+    ----------
+    p : float or array_like
+        Parallel fraction of the parallel run time, in [0, 1].
+    n : float or array_like
+        Number of processors, >= 1 (finite).
+
+    Examples
+    --------
+    >>> gustafson(0.9, 10)
+    9.1
+    >>> gustafson(0.5, [1, 2, 4])
+    array([1. , 1.5, 2.5])
+    """
+    p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n, allow_inf=False))
+    return scalar_or_array((1.0 - p_arr) + p_arr * n_arr, p, n)
+
+
+def efficiency(speedup, n):
+    r"""Parallel efficiency :math:`\eta = S / n` (1 means every processor is fully used).
+
+    Parameters
+    ----------
+    speedup : float or array_like
+        Measured or modelled speedup, > 0.
+    n : float or array_like
+        Number of processors, >= 1 (finite).
+
+    Examples
+    --------
+    >>> efficiency(6.0, 8)
+    0.75
+    """
+    s_arr = as_real(speedup, "speedup")
+    check_range(s_arr, "speedup", 0.0, np.inf, low_open=True)
+    s_arr, n_arr = broadcast(speedup=s_arr, n=_count(n, allow_inf=False))
+    return scalar_or_array(s_arr / n_arr, speedup, n)
+
+
+def karp_flatt(speedup, n):
+    r"""Karp-Flatt metric: the experimentally determined serial fraction.
+
+    .. math:: e = \frac{1/S - 1/n}{1 - 1/n}
+
+    For a program that follows Amdahl's law exactly, ``e = 1 - p`` for every ``n``;
+    an ``e`` that grows with ``n`` points to overhead (communication, imbalance)
+    rather than to inherently serial work.
+
+    Parameters
+    ----------
+    speedup : float or array_like
+        Measured speedup with ``n`` processors, > 0.
+    n : float or array_like
+        Number of processors, > 1 (finite).
+
+    Examples
+    --------
+    >>> round(karp_flatt(amdahl(0.95, 16), 16), 12)
+    0.05
+    """
+    s_arr = as_real(speedup, "speedup")
+    check_range(s_arr, "speedup", 0.0, np.inf, low_open=True)
+    s_arr, n_arr = broadcast(
+        speedup=s_arr, n=_count(n, allow_inf=False, strictly_above_one=True)
+    )
+    result = (1.0 / s_arr - 1.0 / n_arr) / (1.0 - 1.0 / n_arr)
+    return scalar_or_array(result, speedup, n)
+
+
+class AmdahlFit(NamedTuple):
+    """Result of :func:`fit_amdahl`."""
+
+    p: float
+    """Least-squares estimate of the parallel fraction, clipped to [0, 1]."""
+    stderr: float
+    """Standard error of ``p`` (NaN with fewer than two points that have n > 1)."""
+    n_points: int
+    """Number of (n, speedup) pairs used."""
+
+
+def fit_amdahl(n, speedup) -> AmdahlFit:
+    r"""Estimate Amdahl's ``p`` from measured ``(n, speedup)`` pairs by least squares.
+
+    Amdahl's law is linear in ``p`` when written for the normalised run time:
+    :math:`1/S - 1 = -p\,(1 - 1/n)`. The fit minimises the squared error of the
+    normalised run time ``1/S`` (the quantity that is measured) over ``p``:
+
+    .. math:: \hat p = -\frac{\sum_i x_i y_i}{\sum_i x_i^2},\quad
+              x_i = 1 - 1/n_i,\; y_i = 1/S_i - 1
+
+    Parameters
+    ----------
+    n : array_like
+        Processor counts, >= 1 (at least one must be > 1).
+    speedup : array_like
+        Measured speedups, > 0, the same shape as ``n``.
+
+    Returns
+    -------
+    AmdahlFit
+        ``p`` clipped to [0, 1] (a super-linear measurement would otherwise give p > 1),
+        its standard error and the number of points.
+
+    Examples
+    --------
+    >>> n = [1, 2, 4, 8, 16]
+    >>> fit = fit_amdahl(n, amdahl(0.9, n))
+    >>> round(fit.p, 12), round(fit.stderr, 12)
+    (0.9, 0.0)
+    """
+    n_arr = _count(n, allow_inf=False)
+    s_arr = as_real(speedup, "speedup")
+    check_range(s_arr, "speedup", 0.0, np.inf, low_open=True)
+    if n_arr.ndim != 1 or s_arr.ndim != 1:
+        raise ValueError(
+            f"n and speedup must be 1-D sequences, got shapes {n_arr.shape} and {s_arr.shape}"
+        )
+    if n_arr.shape != s_arr.shape:
+        raise ValueError(
+            f"n and speedup must have the same length, got {n_arr.size} and {s_arr.size}"
+        )
+    x = 1.0 - 1.0 / n_arr
+    y = 1.0 / s_arr - 1.0
+    sxx = float(np.sum(x * x))
+    if sxx == 0.0:
+        raise ValueError("n must contain at least one processor count > 1 to fit p")
+    p_hat = -float(np.sum(x * y)) / sxx
+    informative = int(np.count_nonzero(x > 0))
+    if informative >= 2:
+        residuals = y + p_hat * x
+        dof = informative - 1
+        stderr = math.sqrt(float(np.sum(residuals[x > 0] ** 2)) / dof / sxx)
+    else:
+        stderr = math.nan
+    return AmdahlFit(p=min(max(p_hat, 0.0), 1.0), stderr=stderr, n_points=int(n_arr.size))
+
+
+def devices_needed(p, target_speedup):
+    r"""Smallest whole number of devices whose Amdahl speedup reaches ``target_speedup``.
+
+    Solves :math:`1/((1-p) + p/n) \ge S^*` for the smallest integer ``n``:
+    :math:`n = \lceil p / (1/S^* - (1 - p)) \rceil`. A target at or above the limit
+    ``1/(1-p)`` can never be reached and gives ``inf``.
+
+    Parameters
+    ----------
+    p : float or array_like
+        Parallelisable fraction in [0, 1].
+    target_speedup : float or array_like
+        Desired speedup, >= 1.
+
+    Returns
+    -------
+    int or float or numpy.ndarray
+        An ``int`` for scalar input (``math.inf`` if unreachable), else a float array.
+
+    Examples
+    --------
+    >>> devices_needed(0.9, 5)
+    9
+    >>> devices_needed(0.9, 10)
+    inf
+    """
+    p_arr = _fraction(p)
+    t_arr = as_real(target_speedup, "target_speedup", allow_inf=True)
+    check_range(t_arr, "target_speedup", 1.0, np.inf)
+    p_arr, t_arr = broadcast(p=p_arr, target_speedup=t_arr)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        denom = 1.0 / t_arr - (1.0 - p_arr)
+        # A target within round-off of the limit 1/(1-p) counts as the limit itself.
+        reachable = denom > 1e-12 / t_arr
+        exact = np.where(reachable, p_arr / np.where(reachable, denom, 1.0), np.inf)
+    # Guard against round-off: ceil of a value a hair above an integer.
+    finite = np.where(np.isinf(exact), 1.0, exact)
+    n = np.where(np.isinf(exact), np.inf, np.maximum(1.0, np.ceil(finite - 1e-9 * finite)))
+    reached = np.isinf(n) | (amdahl(p_arr, np.where(np.isinf(n), 1.0, n)) >= t_arr * (1 - 1e-12))
+    n = np.where(reached, n, n + 1)
+    if np.ndim(p) == 0 and np.ndim(target_speedup) == 0:
+        value = float(n)
+        return math.inf if math.isinf(value) else int(value)
+    return n

@@ -1,0 +1,204 @@
+"""Sliders wired to plot functions: live in JupyterLab, a static PNG everywhere else.
+
+:func:`live_figure` returns an object whose notebook output is ONE bundle holding
+
+* the widget view (sliders + figure), which JupyterLab renders live: the figure is
+  redrawn by the kernel whenever a slider moves;
+* an ``image/png`` of the initial state, which every viewer without a widget
+  manager shows instead (GitHub, nbviewer, nbconvert, slides without widget state,
+  a notebook opened unexecuted after a save from JupyterLab);
+* a short ``text/plain`` naming the figure and its slider values (what nbval sees).
+
+JupyterLab picks the richest type it can render, so it shows the live widget and no
+duplicate figure. Only notebooks import this module (it imports ipywidgets).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .plots import figure_to_png
+
+__all__ = ["Slider", "LiveFigure", "live_figure"]
+
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+@dataclass(frozen=True)
+class Slider:
+    """Description of one slider.
+
+    Parameters
+    ----------
+    name : str
+        Keyword argument of the plot function that the slider sets.
+    label : str
+        Short label shown beside the slider (e.g. ``"p"``).
+    min, max, step, value : float
+        Range, step and initial value. For ``kind="log2"`` they are exponents of 2
+        except ``value``, which is the actual initial value (a power of two).
+    unit : str
+        Unit shown after the label, e.g. ``"devices"``; empty for pure numbers.
+    help : str
+        One sentence shown as the slider's tooltip.
+    kind : {"float", "int", "log2"}
+        A float slider, an integer slider, or integer powers of two (1, 2, 4, ...).
+    readout_format : str
+        Format of the value shown beside the slider (``".2f"`` by default for floats).
+    """
+
+    name: str
+    label: str
+    min: float
+    max: float
+    step: float
+    value: float
+    unit: str = ""
+    help: str = ""
+    kind: str = "float"
+    readout_format: str = ".2f"
+
+    def __post_init__(self):
+        if self.kind not in ("float", "int", "log2"):
+            raise ValueError(f"kind must be 'float', 'int' or 'log2', got {self.kind!r}")
+        if not self.min < self.max:
+            raise ValueError(f"slider {self.name!r}: min must be < max, got {self.min}, {self.max}")
+        lo, hi = (2.0**self.min, 2.0**self.max) if self.kind == "log2" else (self.min, self.max)
+        if not lo <= self.value <= hi:
+            raise ValueError(
+                f"slider {self.name!r}: value must be in [{lo:g}, {hi:g}], got {self.value}"
+            )
+
+    @property
+    def description(self) -> str:
+        """Text shown beside the slider: label and unit."""
+        return f"{self.label} [{self.unit}]" if self.unit else self.label
+
+    def make_widget(self):
+        """The ipywidgets slider for this description."""
+        import ipywidgets as w
+
+        common = dict(
+            description=self.description,
+            tooltip=self.help,
+            continuous_update=True,
+            style={"description_width": "initial"},
+            layout=w.Layout(width="460px"),
+        )
+        if self.kind == "int":
+            return w.IntSlider(
+                min=int(self.min), max=int(self.max), step=int(self.step), value=int(self.value), **common
+            )
+        if self.kind == "log2":
+            return w.FloatLogSlider(
+                base=2, min=self.min, max=self.max, step=self.step, value=self.value,
+                readout_format=".0f", **common,
+            )
+        return w.FloatSlider(
+            min=self.min, max=self.max, step=self.step, value=self.value,
+            readout_format=self.readout_format, **common,
+        )
+
+    def convert(self, raw: Any):
+        """Slider value as passed to the plot function (int for int/log2 sliders)."""
+        if self.kind in ("int", "log2"):
+            return int(round(raw))
+        return float(raw)
+
+
+class LiveFigure:
+    """A plot function bound to sliders (see :func:`live_figure`)."""
+
+    def __init__(
+        self,
+        plot: Callable[..., Any],
+        sliders: Sequence[Slider],
+        fixed: dict[str, Any] | None = None,
+        dpi: int = 80,
+    ):
+        import ipywidgets as w
+
+        if not callable(plot):
+            raise TypeError(f"plot must be callable, got {type(plot).__name__}")
+        names = [s.name for s in sliders]
+        if len(set(names)) != len(names):
+            raise ValueError(f"slider names must be unique, got {names}")
+        self.plot, self.sliders, self.fixed, self.dpi = plot, tuple(sliders), dict(fixed or {}), dpi
+        self.controls = {s.name: s.make_widget() for s in self.sliders}
+        self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        self.message = w.HTML()
+        self.initial_png = self._render()
+        self.image.value = self.initial_png
+        for control in self.controls.values():
+            control.observe(self._on_change, names="value")
+        self.widget = w.VBox([*self.controls.values(), self.message, self.image])
+        self.widget.add_class("ddl-live-figure")
+
+    def values(self) -> dict[str, Any]:
+        """Current slider values, converted as the plot function receives them."""
+        return {s.name: s.convert(self.controls[s.name].value) for s in self.sliders}
+
+    def _render(self) -> bytes:
+        fig = self.plot(**self.fixed, **self.values())
+        return figure_to_png(fig, self.dpi)
+
+    def _on_change(self, _change=None) -> None:
+        try:
+            self.image.value = self._render()
+            self.message.value = ""
+        except (ValueError, TypeError) as exc:  # show bad combinations, keep the last figure
+            self.message.value = f"<span style='color:#b00'>{exc}</span>"
+
+    def _describe(self) -> str:
+        vals = ", ".join(f"{k}={_fmt(v)}" for k, v in self.values().items())
+        return f"<live figure: {getattr(self.plot, '__name__', 'plot')}({vals})>"
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        if isinstance(bundle, tuple):  # pragma: no cover - (data, metadata) form
+            bundle = bundle[0]
+        bundle["image/png"] = self.initial_png
+        bundle["text/plain"] = self._describe()
+        return bundle
+
+    def __repr__(self) -> str:
+        return self._describe()
+
+
+def live_figure(
+    plot: Callable[..., Any],
+    sliders: Sequence[Slider],
+    dpi: int = 80,
+    **fixed: Any,
+) -> LiveFigure:
+    """Wire ``sliders`` to ``plot`` and return a displayable live figure.
+
+    Parameters
+    ----------
+    plot : callable
+        A pure plot function from :mod:`course_lib.plots` returning a Figure; it is
+        called with every slider's ``name`` as a keyword, plus ``fixed``.
+    sliders : sequence of Slider
+    dpi : int
+        Resolution of the rendered PNG (lower is faster to redraw).
+    **fixed
+        Further keyword arguments passed unchanged to ``plot``.
+
+    Examples
+    --------
+    >>> from course_lib.plots.scaling import laws_figure
+    >>> fig = live_figure(laws_figure, [Slider("p", "p", 0, 1, 0.01, 0.9),
+    ...                                 Slider("n", "N", 0, 10, 1, 16, unit="devices", kind="log2")])
+    >>> fig.values()
+    {'p': 0.9, 'n': 16}
+    """
+    return LiveFigure(plot, sliders, fixed, dpi)
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float) and math.isfinite(v):
+        return f"{v:g}"
+    return str(v)
