@@ -27,8 +27,10 @@ _SUBMODULES = frozenset(
         "model_parallel",
         "models",
         "optim",
+        "parallel_map",
         "plots",
         "scaling",
+        "timing",
         "widgets",
     }
 )
