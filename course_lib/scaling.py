@@ -27,6 +27,7 @@ __all__ = [
     "fit_amdahl",
     "gustafson",
     "karp_flatt",
+    "speedup",
 ]
 
 
@@ -123,6 +124,31 @@ def gustafson(p, n):
     """
     p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n, allow_inf=False))
     return scalar_or_array((1.0 - p_arr) + p_arr * n_arr, p, n)
+
+
+def speedup(t_serial, t_parallel):
+    r"""Measured speedup :math:`S = T_1 / T_N` from two run times.
+
+    Parameters
+    ----------
+    t_serial : float or array_like
+        Run time of the reference (serial, or smallest) configuration, > 0.
+    t_parallel : float or array_like
+        Run time(s) of the parallel configuration(s), > 0, same unit.
+
+    Examples
+    --------
+    >>> speedup(4968.0, 101.2)   # LAMB: 16 chips -> 1,024 chips, minutes
+    49.09090909090909
+    >>> speedup(10.0, [10.0, 5.0, 2.5])
+    array([1., 2., 4.])
+    """
+    t1 = as_real(t_serial, "t_serial")
+    check_range(t1, "t_serial", 0.0, np.inf, low_open=True)
+    tn = as_real(t_parallel, "t_parallel")
+    check_range(tn, "t_parallel", 0.0, np.inf, low_open=True)
+    t1, tn = broadcast(t_serial=t1, t_parallel=tn)
+    return scalar_or_array(t1 / tn, t_serial, t_parallel)
 
 
 def efficiency(speedup, n):

@@ -22,7 +22,7 @@ from typing import Any
 
 from .plots import figure_to_png
 
-__all__ = ["Slider", "LiveFigure", "live_figure"]
+__all__ = ["Slider", "LiveFigure", "link_sliders", "live_figure"]
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -202,3 +202,28 @@ def _fmt(v: Any) -> str:
     if isinstance(v, float) and math.isfinite(v):
         return f"{v:g}"
     return str(v)
+
+
+def link_sliders(source: LiveFigure, target: LiveFigure, names: Sequence[str]) -> None:
+    """Make sliders of two live figures move together (linked in the browser).
+
+    Moving the named slider of either figure moves the other one, so one set of
+    values drives both figures (e.g. Amdahl's and Gustafson's laws side by side).
+
+    Examples
+    --------
+    >>> from course_lib.plots.scaling import laws_figure
+    >>> a = live_figure(laws_figure, [Slider("p", "p", 0, 1, 0.01, 0.9), Slider("n", "N", 0, 10, 1, 16, kind="log2")])
+    >>> b = live_figure(laws_figure, [Slider("p", "p", 0, 1, 0.01, 0.9), Slider("n", "N", 0, 10, 1, 16, kind="log2")])
+    >>> link_sliders(a, b, ["p"])
+    >>> a.controls["p"].value = 0.5
+    >>> b.values()["p"]
+    0.5
+    """
+    import ipywidgets as w
+
+    for name in names:
+        if name not in source.controls or name not in target.controls:
+            raise ValueError(f"both figures need a slider named {name!r}")
+        # A kernel-side link: both figures redraw, in JupyterLab and when driven from code.
+        w.link((source.controls[name], "value"), (target.controls[name], "value"))

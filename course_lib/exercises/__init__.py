@@ -47,6 +47,7 @@ def check(
     atol: float = 0.0,
     hint: str = "",
     unit: str = "",
+    mistakes: dict[Any, str] | None = None,
 ) -> Result:
     """Compare ``answer`` with ``expected`` and explain the outcome.
 
@@ -68,6 +69,9 @@ def check(
         Shown after a wrong answer.
     unit : str
         Unit of the answer, shown in the messages.
+    mistakes : dict, optional
+        Known wrong answers (computed by the caller) mapped to a targeted hint, shown
+        instead of ``hint`` when the answer matches one of them.
 
     Examples
     --------
@@ -91,6 +95,12 @@ def check(
     if ok:
         return Result(True, f"✓ Correct: {name} = {_fmt(expected)}{suffix}.")
     text = f"✗ {name} = {_fmt(answer)}{suffix} is not right."
+    for wrong, why in (mistakes or {}).items():
+        try:
+            if _matches(answer, wrong, rtol, atol):
+                return Result(False, f"{text} {why}")
+        except (TypeError, ValueError):
+            continue
     if hint:
         text += f" Hint: {hint}"
     return Result(False, text)

@@ -1,0 +1,109 @@
+"""Static checks of every notebook: structure the course promises, and CI coverage.
+
+The notebooks themselves are executed by nbval (`make test` passes notebooks/ with
+--nbval-lax); these tests check what execution cannot: slide metadata, learning goals,
+summary, hidden solutions, static fallbacks, stored reference outputs.
+"""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+SLIDE_TYPES = {"slide", "subslide", "fragment", "-", "skip", "notes"}
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def _load(path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _source(cell):
+    src = cell["source"]
+    return "".join(src) if isinstance(src, list) else src
+
+
+ids = [p.name for p in NOTEBOOKS]
+
+
+def test_notebooks_are_numbered_in_chapter_order():
+    assert NOTEBOOKS, "no notebooks found"
+    numbers = [int(re.match(r"(\d\d)_", p.name).group(1)) for p in NOTEBOOKS]
+    assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+
+
+def test_make_test_executes_every_notebook():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "--nbval-lax" in recipe and "notebooks" in recipe
+    assert "--ignore" not in recipe and "--deselect" not in recipe
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "--nbval-lax",
+         "--nbval-current-env", "-p", "no:cacheprovider", "notebooks"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    ).stdout
+    collected = {line.split("::")[0] for line in out.splitlines() if ".ipynb::" in line}
+    assert {f"notebooks/{p.name}" for p in NOTEBOOKS} <= collected
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_cell_has_slide_metadata(path):
+    for i, cell in enumerate(_load(path)["cells"]):
+        slide_type = cell["metadata"].get("slideshow", {}).get("slide_type")
+        assert slide_type in SLIDE_TYPES, f"cell {i} has slide_type {slide_type!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_learning_goals_first_and_summary_last(path):
+    cells = _load(path)["cells"]
+    assert cells[0]["cell_type"] == "markdown" and "Learning goals" in _source(cells[0])
+    assert cells[0]["metadata"]["slideshow"]["slide_type"] == "slide"
+    last_md = [c for c in cells if c["cell_type"] == "markdown"][-1]
+    assert "Summary" in _source(last_md) or "summary" in _source(last_md)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_exercises_have_checks_and_hidden_solutions(path):
+    cells = _load(path)["cells"]
+    solutions = [c for c in cells if "solution" in c["metadata"].get("tags", [])]
+    exercises = [c for c in cells if c["cell_type"] == "markdown" and "Exercise" in _source(c)]
+    assert exercises, "no exercises"
+    assert len(solutions) >= len(exercises), "every exercise needs a solution cell"
+    for cell in solutions:
+        assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True
+        outputs = "".join(
+            "".join(o.get("data", {}).get("text/plain", "")) + "".join(o.get("text", ""))
+            for o in cell.get("outputs", [])
+        )
+        assert "✓" in outputs, f"solution cell does not pass its own check: {_source(cell)[:80]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_no_errors_saved_and_checked_cells_have_reference_output(path):
+    for i, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        assert all(o["output_type"] != "error" for o in cell["outputs"]), f"error saved in cell {i}"
+        if "nbval-check-output" in cell["metadata"].get("tags", []):
+            # nbval passes such a cell silently when nothing is stored: require a reference
+            assert cell["outputs"] and cell["execution_count"], f"cell {i} has no stored output"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_live_widget_carries_a_static_figure(path):
+    for i, cell in enumerate(_load(path)["cells"]):
+        for out in cell.get("outputs", []):
+            data = out.get("data", {})
+            if WIDGET_VIEW in data and "ddl-no-fallback" not in cell["metadata"].get("tags", []):
+                assert "image/png" in data or "text/html" in data, f"cell {i}: widget without fallback"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_chinese_terms_present(path):
+    text = "".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "markdown")
+    assert re.search(r"[\u4e00-\u9fff]", text), "no Chinese term beside the key concepts"

@@ -1,0 +1,84 @@
+"""course_lib.widgets: live figures redraw on slider changes and carry a static PNG."""
+
+import pytest
+
+from course_lib.plots.scaling import amdahl_figure, laws_figure
+from course_lib.widgets import WIDGET_VIEW_MIME, Slider, live_figure
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _sliders():
+    return [
+        Slider("p", "p", 0, 1, 0.01, 0.9, help="parallel fraction"),
+        Slider("n", "N", 0, 10, 1, 16, unit="devices", kind="log2", help="device count"),
+    ]
+
+
+def test_bundle_has_widget_view_png_and_text():
+    fig = live_figure(laws_figure, _sliders())
+    bundle = fig._repr_mimebundle_()
+    assert bundle["image/png"].startswith(PNG_MAGIC)
+    assert bundle[WIDGET_VIEW_MIME]["model_id"] == fig.widget.model_id
+    assert bundle["text/plain"] == "<live figure: laws_figure(p=0.9, n=16)>"
+
+
+def test_slider_change_redraws_and_keeps_initial_fallback():
+    fig = live_figure(laws_figure, _sliders())
+    first = fig.image.value
+    fig.controls["p"].value = 0.5
+    assert fig.image.value != first
+    assert fig.initial_png == first  # the static fallback stays the initial state
+    assert fig.values() == {"p": 0.5, "n": 16}
+
+
+def test_log2_slider_gives_integers_and_units_show_in_description():
+    fig = live_figure(laws_figure, _sliders())
+    fig.controls["n"].value = 64
+    assert fig.values()["n"] == 64 and isinstance(fig.values()["n"], int)
+    assert fig.controls["n"].description == "N [devices]"
+    assert fig.controls["p"].tooltip == "parallel fraction"
+
+
+def test_fixed_arguments_are_passed_through():
+    fig = live_figure(
+        amdahl_figure,
+        [Slider("p", "p", 0, 1, 0.01, 0.9), Slider("s", "s", 1, 64, 1, 8, kind="float")],
+        n=8,
+        n_max=64,
+    )
+    assert fig.fixed == {"n": 8, "n_max": 64}
+
+
+def test_plot_error_is_shown_not_raised():
+    def plot(p):
+        if p > 0.5:
+            raise ValueError("p too large for this demo")
+        return laws_figure(p, 4)
+
+    fig = live_figure(plot, [Slider("p", "p", 0, 1, 0.1, 0.2)])
+    before = fig.image.value
+    fig.controls["p"].value = 0.9
+    assert "p too large" in fig.message.value
+    assert fig.image.value == before
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        (dict(min=1, max=0), "min must be < max"),
+        (dict(value=5), "value must be in [0, 1]"),
+        (dict(kind="cubic"), "kind must be"),
+    ],
+)
+def test_bad_slider_specs(kwargs, words):
+    spec = dict(name="p", label="p", min=0, max=1, step=0.1, value=0.5) | kwargs
+    with pytest.raises(ValueError, match=words.replace("[", r"\[").replace("]", r"\]")):
+        Slider(**spec)
+
+
+def test_duplicate_names_and_non_callable_plot_rejected():
+    with pytest.raises(ValueError, match="unique"):
+        live_figure(laws_figure, [Slider("p", "p", 0, 1, 0.1, 0.5)] * 2)
+    with pytest.raises(TypeError, match="plot must be callable"):
+        live_figure("laws", [Slider("p", "p", 0, 1, 0.1, 0.5)])
