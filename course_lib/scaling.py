@@ -139,7 +139,7 @@ def speedup(t_serial, t_parallel):
     Examples
     --------
     >>> speedup(4968.0, 101.2)   # LAMB: 16 chips -> 1,024 chips, minutes
-    49.09090909090909
+    49.090909090909086
     >>> speedup(10.0, [10.0, 5.0, 2.5])
     array([1., 2., 4.])
     """
