@@ -18,10 +18,15 @@ import numpy as np
 __all__ = [
     "DataFileError",
     "Digits",
+    "DnnModel",
+    "HardwareDevice",
     "TrainingRecord",
     "data_dir",
+    "get_device",
     "lamb_scaling_table",
     "load_digits",
+    "load_dnn_models",
+    "load_hardware",
     "load_training_records",
     "read_csv",
 ]
@@ -156,7 +161,7 @@ def read_csv(name: str, record_type: type) -> tuple[Any, ...]:
                     f"{path}, line {line_no}: expected {len(spec)} cells, got {len(row)}"
                 )
             values = {}
-            for (field_name, (typ, optional)), cell in zip(spec, row):
+            for (field_name, (typ, optional)), cell in zip(spec, row, strict=True):
                 cell = cell.strip()
                 if cell == "":
                     if not optional:
@@ -247,3 +252,165 @@ def lamb_scaling_table() -> dict[str, np.ndarray]:
         "iterations": np.array([r.iterations for r in rows]),
         "time_minutes": np.array([r.time_minutes for r in rows]),
     }
+
+
+# ------------------------------------------------------------------ hardware.csv
+@dataclass(frozen=True)
+class HardwareDevice:
+    """One row of ``data/hardware.csv``: a device the course names, with its sources.
+
+    Throughputs are in TFLOP/s (10^12 floating-point operations per second, an FMA
+    counted as 2), bandwidths in GB/s (10^9 bytes per second), memory in GB as the
+    vendor states it.
+    """
+
+    device_id: str
+    device: str
+    kind: str
+    """One of ``cpu_core``, ``cpu_socket``, ``gpu``, ``tpu_chip``."""
+    year: int
+    peak_fp32_tflops: float | None
+    peak_tensor_tflops: float | None
+    """Dense matrix-unit peak at ``tensor_precision`` (no structured sparsity)."""
+    tensor_precision: str | None
+    memory_bandwidth_gb_s: float
+    memory_gb: float | None
+    link_bandwidth_gb_s: float | None
+    """Device-to-device link (NVLink/NVSwitch), total over both directions."""
+    sustained_fraction: float
+    """Typical fraction of the peak named by ``sustained_of`` reached in training."""
+    sustained_of: str
+    """``fp32`` or ``tensor``: which peak ``sustained_fraction`` applies to."""
+    sustained_estimate: bool
+    """True when ``sustained_fraction`` is an assumption rather than a published measurement."""
+    sustained_basis: str
+    source: str
+    note: str | None
+
+    @property
+    def peak_tflops(self) -> float:
+        """The peak that ``sustained_fraction`` refers to (tensor or FP32), TFLOP/s."""
+        value = self.peak_tensor_tflops if self.sustained_of == "tensor" else self.peak_fp32_tflops
+        if value is None:  # guarded by the loader; kept for hand-built instances
+            raise ValueError(f"{self.device_id}: no {self.sustained_of} peak given")
+        return value
+
+    @property
+    def sustained_tflops(self) -> float:
+        """Typical sustained training throughput: ``sustained_fraction * peak_tflops``."""
+        return self.sustained_fraction * self.peak_tflops
+
+    @property
+    def sustained_flops(self) -> float:
+        """:attr:`sustained_tflops` in FLOP/s (for :func:`course_lib.cost.training_time`)."""
+        return self.sustained_tflops * 1e12
+
+
+_DEVICE_KINDS = ("cpu_core", "cpu_socket", "gpu", "tpu_chip")
+
+
+def load_hardware() -> tuple[HardwareDevice, ...]:
+    """Devices of the course with peak and typical sustained throughput (``data/hardware.csv``).
+
+    Every row cites its source; ``sustained_estimate`` marks assumed utilisations.
+
+    Examples
+    --------
+    >>> hw = {d.device_id: d for d in load_hardware()}
+    >>> hw["v100_sxm2_32gb"].peak_tensor_tflops, hw["v100_sxm2_32gb"].memory_bandwidth_gb_s
+    (125.0, 900.0)
+    >>> round(hw["v100_sxm2_32gb"].sustained_tflops, 1)
+    37.5
+    """
+    rows = read_csv("hardware.csv", HardwareDevice)
+    path = data_dir() / "hardware.csv"
+    seen: set[str] = set()
+    for line_no, d in enumerate(rows, start=2):
+        where = f"{path}, line {line_no}"
+        if d.device_id in seen:
+            raise DataFileError(f"{where}: duplicate device_id {d.device_id!r}")
+        seen.add(d.device_id)
+        if d.kind not in _DEVICE_KINDS:
+            raise DataFileError(f"{where}: kind must be one of {_DEVICE_KINDS}, got {d.kind!r}")
+        if d.sustained_of not in ("fp32", "tensor"):
+            raise DataFileError(f"{where}: sustained_of must be 'fp32' or 'tensor', got {d.sustained_of!r}")
+        if not 0.0 < d.sustained_fraction <= 1.0:
+            raise DataFileError(f"{where}: sustained_fraction must be in (0, 1], got {d.sustained_fraction}")
+        peak = d.peak_tensor_tflops if d.sustained_of == "tensor" else d.peak_fp32_tflops
+        if peak is None or peak <= 0:
+            raise DataFileError(f"{where}: sustained_of={d.sustained_of!r} needs a positive peak")
+        if (d.peak_tensor_tflops is None) != (d.tensor_precision is None):
+            raise DataFileError(f"{where}: peak_tensor_tflops and tensor_precision go together")
+    return rows
+
+
+def get_device(device_id: str) -> HardwareDevice:
+    """The row of ``data/hardware.csv`` with this ``device_id``.
+
+    Examples
+    --------
+    >>> get_device("tpuv3_chip").peak_tensor_tflops
+    123.0
+    """
+    devices = load_hardware()
+    for d in devices:
+        if d.device_id == device_id:
+            return d
+    known = ", ".join(d.device_id for d in devices)
+    raise ValueError(f"device_id must be one of {known}; got {device_id!r}")
+
+
+# ---------------------------------------------------------------- dnn_models.csv
+@dataclass(frozen=True)
+class DnnModel:
+    """One row of ``data/dnn_models.csv``: a model of Bianco et al. (2018)'s figure.
+
+    ``gmacs_per_forward`` counts multiply-accumulates (10^9 MACs) of one forward pass
+    of one image; 1 MAC = 2 FLOPs. (The source figure labels this axis "G-FLOPs".)
+    """
+
+    model: str
+    family: str
+    top1_pct: float | None
+    top5_pct: float
+    gmacs_per_forward: float
+    params_million: float
+    input_px: int
+    accuracy_source: str
+    complexity_source: str
+    note: str | None
+
+    @property
+    def gflops_per_forward(self) -> float:
+        """Forward-pass cost in GFLOPs (2 FLOPs per multiply-accumulate)."""
+        return 2.0 * self.gmacs_per_forward
+
+
+def load_dnn_models() -> tuple[DnnModel, ...]:
+    """ImageNet models with accuracy, compute and size (``data/dnn_models.csv``).
+
+    Examples
+    --------
+    >>> models = {m.model: m for m in load_dnn_models()}
+    >>> models["ResNet-50"].gmacs_per_forward, models["ResNet-50"].gflops_per_forward
+    (4.089, 8.178)
+    >>> len(models), sorted({m.family for m in models.values()})[:3]
+    (44, ['AlexNet', 'DPN', 'DenseNet'])
+    """
+    rows = read_csv("dnn_models.csv", DnnModel)
+    path = data_dir() / "dnn_models.csv"
+    seen: set[str] = set()
+    for line_no, m in enumerate(rows, start=2):
+        where = f"{path}, line {line_no}"
+        if m.model in seen:
+            raise DataFileError(f"{where}: duplicate model {m.model!r}")
+        seen.add(m.model)
+        for name in ("top1_pct", "top5_pct"):
+            value = getattr(m, name)
+            if value is not None and not 0.0 < value <= 100.0:
+                raise DataFileError(f"{where}: {name} must be in (0, 100], got {value}")
+        if m.top1_pct is not None and m.top1_pct > m.top5_pct:
+            raise DataFileError(f"{where}: top1_pct {m.top1_pct} exceeds top5_pct {m.top5_pct}")
+        if m.gmacs_per_forward <= 0 or m.params_million <= 0 or m.input_px <= 0:
+            raise DataFileError(f"{where}: gmacs_per_forward, params_million, input_px must be > 0")
+    return rows
