@@ -1,0 +1,36 @@
+"""Command line: ``python -m course_lib doctor`` and ``python -m course_lib slides``."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+USAGE = """usage: python -m course_lib COMMAND [options]
+
+commands:
+  doctor   check the environment (Python, JupyterLab, widgets, BLAS, cores, /dev/shm ...)
+  slides   export every notebook to an offline reveal.js deck under build/slides/
+           (python -m course_lib slides --help for the options)
+"""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, end="")
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "doctor":
+        from .doctor import main as doctor_main
+
+        return doctor_main(rest)
+    if command == "slides":
+        from .slides import main as slides_main
+
+        return slides_main(rest)
+    print(f"unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

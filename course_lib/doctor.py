@@ -1,0 +1,504 @@
+"""Environment diagnosis: ``python -m course_lib doctor``.
+
+Prints what a learner needs when something does not work - Python, JupyterLab,
+ipywidgets and its JupyterLab front-end extension, matplotlib, numpy's BLAS and its
+threads, CPU cores, the multiprocessing start method, free space in ``/dev/shm`` and the
+optional parts (torch, the slide and browser-test tools) - each problem with a one-line
+fix. The exit status is 1 when something required is missing, else 0.
+
+Every check is a small function returning a :class:`Check`; what it probes (package
+versions, files, the CPU count ...) goes through the module-level helpers ``_dist_version``,
+``_which``, ``_disk_free`` ... so tests can replace them.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["Check", "REQUIRED", "run_checks", "format_report", "main"]
+
+OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "--"
+
+#: Minimum and exclusive maximum versions of the required packages (as in
+#: pyproject.toml; ``tests/test_doctor.py`` checks the two agree).
+REQUIRED: dict[str, tuple[str, str]] = {
+    "jupyterlab": ("4.2", "5"),
+    "ipywidgets": ("8.1", "9"),
+    "matplotlib": ("3.7", "4"),
+    "numpy": ("1.24", "3"),
+    "threadpoolctl": ("3.1", "4"),
+}
+PYTHON_MIN = (3, 10)
+#: /dev/shm below this many bytes free: the data-parallel chapter's shared-memory
+#: all-reduce (a few MB per worker) and torch's DataLoader may fail.
+SHM_WARN_BYTES = 64 * 2**20
+WIDGET_EXTENSION = ("@jupyter-widgets", "jupyterlab-manager")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of the report.
+
+    Attributes
+    ----------
+    name : str
+        What was checked.
+    status : str
+        ``"ok"``, ``"warn"`` (works, but something will be slow or fragile), ``"FAIL"``
+        (required and missing or broken: the exit status becomes 1) or ``"--"``
+        (optional part absent; nothing breaks).
+    detail : str
+        What was found.
+    fix : str
+        One line that fixes the problem (empty when there is none).
+    """
+
+    name: str
+    status: str
+    detail: str
+    fix: str = ""
+
+    def __post_init__(self):
+        if self.status not in (OK, WARN, FAIL, INFO):
+            raise ValueError(f"status must be one of ok, warn, FAIL, --; got {self.status!r}")
+
+
+# ------------------------------------------------------------------ probes (patchable)
+def _dist_version(dist: str) -> str | None:
+    """Installed version of distribution ``dist`` in this environment, or None."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _which(cmd: str) -> str | None:
+    return shutil.which(cmd)
+
+
+def _disk_free(path: str) -> int | None:
+    """Free bytes on the file system holding ``path`` (None if it does not exist)."""
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def _cpu_counts() -> tuple[int | None, int | None]:
+    """(logical CPUs of the machine, CPUs this process may run on)."""
+    total = os.cpu_count()
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = total
+    return total, usable
+
+
+def _blas_info() -> list[dict]:
+    """threadpoolctl's description of the BLAS libraries numpy loaded."""
+    import numpy  # noqa: F401  (loads the BLAS so threadpoolctl can see it)
+    from threadpoolctl import threadpool_info
+
+    return [i for i in threadpool_info() if i.get("user_api") == "blas"]
+
+
+def _start_method() -> str:
+    import multiprocessing
+
+    return multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_context().get_start_method()
+
+
+def _matplotlib_backend() -> str:
+    """The configured backend, without importing pyplot or resolving 'auto'."""
+    import matplotlib
+
+    backend = matplotlib.rcParams._get_backend_or_none()  # None: auto-select (fine)
+    return backend or "auto"
+
+
+def _kernel_argv() -> list[str] | None:
+    """argv of the ``python3`` kernel that JupyterLab from this environment starts."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+    except ImportError:
+        return None
+    try:
+        return list(KernelSpecManager().get_kernel_spec("python3").argv)
+    except NoSuchKernel:
+        return None
+
+
+def _run_python(python: str, code: str) -> tuple[int, str]:
+    """Run ``python -c code``; (return code, stripped stdout+stderr)."""
+    try:
+        proc = subprocess.run(
+            [python, "-c", code], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return 1, str(exc)
+    return proc.returncode, (proc.stdout + proc.stderr).strip()
+
+
+def _labextension_dirs(prefix: Path) -> list[Path]:
+    """Where a JupyterLab installed in ``prefix`` looks for prebuilt extensions."""
+    dirs = [prefix / "share" / "jupyter" / "labextensions"]
+    try:
+        from jupyter_core.paths import jupyter_path
+
+        if Path(sys.prefix) == prefix:
+            return [Path(p) for p in jupyter_path("labextensions")]
+        dirs += [Path(p) for p in jupyter_path("labextensions")[1:]]  # user and system dirs
+    except ImportError:
+        pass
+    return dirs
+
+
+# ------------------------------------------------------------------ helpers
+def _vtuple(version: str) -> tuple[int, ...]:
+    """Leading numeric release of a version string: '8.1.9rc1' -> (8, 1, 9)."""
+    out = []
+    for part in version.split("."):
+        digits = ""
+        for ch in part:
+            if not ch.isdigit():
+                break
+            digits += ch
+        if not digits:
+            break
+        out.append(int(digits))
+        if len(digits) != len(part):
+            break
+    return tuple(out)
+
+
+def _pip(spec: str) -> str:
+    return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(spec)}"
+
+
+def _requirement(dist: str) -> str:
+    lo, hi = REQUIRED[dist]
+    return f"{dist}>={lo},<{hi}"
+
+
+def _package_check(dist: str, label: str | None = None) -> Check:
+    """A required package: installed, and its version in the supported range."""
+    label = label or dist
+    version = _dist_version(dist)
+    if version is None:
+        return Check(label, FAIL, "not installed", _pip(_requirement(dist)))
+    lo, hi = REQUIRED[dist]
+    if not _vtuple(lo) <= _vtuple(version) < _vtuple(hi):
+        return Check(
+            label, FAIL, f"{version} is outside the supported range [{lo}, {hi})",
+            _pip(_requirement(dist)),
+        )
+    return Check(label, OK, version)
+
+
+# ------------------------------------------------------------------ the checks
+def check_python() -> Check:
+    """Python version (the course needs 3.10 or newer) and which interpreter runs."""
+    version = ".".join(map(str, sys.version_info[:3]))
+    detail = f"{version} ({sys.executable})"
+    if tuple(sys.version_info[:2]) < PYTHON_MIN:
+        need = ".".join(map(str, PYTHON_MIN))
+        return Check("Python", FAIL, detail, f"install Python >= {need} and re-run `make install`")
+    return Check("Python", OK, detail)
+
+
+def check_jupyterlab() -> Check:
+    return _package_check("jupyterlab")
+
+
+def check_ipywidgets() -> Check:
+    return _package_check("ipywidgets")
+
+
+def check_widget_frontend() -> Check:
+    """Is the widget front-end (jupyterlab_widgets) installed where JupyterLab runs?
+
+    Widgets that show as text (``VBox(children=...)``) almost always mean that the
+    JupyterLab serving the notebook comes from an environment without
+    ``jupyterlab_widgets``, or that its major version does not match ipywidgets'.
+    """
+    name = "widget front-end"
+    own_prefix = Path(sys.prefix)
+    on_path = _which("jupyter-lab")
+    lab_prefix = Path(on_path).parent.parent if on_path else own_prefix
+    where = "" if lab_prefix == own_prefix else f" of the jupyter-lab on PATH ({on_path})"
+    found = [
+        d / Path(*WIDGET_EXTENSION)
+        for d in _labextension_dirs(lab_prefix)
+        if (d / Path(*WIDGET_EXTENSION) / "package.json").is_file()
+    ]
+    if not found:
+        if lab_prefix == own_prefix:
+            fix = _pip("jupyterlab_widgets>=3,<4")
+        else:
+            fix = (
+                f"start JupyterLab from this environment (`make lab`), or run "
+                f"{shlex.quote(str(lab_prefix / 'bin' / 'python'))} -m pip install 'jupyterlab_widgets>=3,<4'"
+            )
+        return Check(
+            name, FAIL,
+            f"jupyterlab_widgets is not installed in the environment{where} ({lab_prefix}): "
+            "widgets will show as text",
+            fix,
+        )
+    detail = f"jupyterlab_widgets in {found[0].parent.parent}"
+    widgets_version = _dist_version("jupyterlab_widgets") if lab_prefix == own_prefix else None
+    ipyw = _dist_version("ipywidgets")
+    if widgets_version:
+        detail = f"jupyterlab_widgets {widgets_version} ({found[0].parent.parent})"
+        # ipywidgets 8 pairs with jupyterlab_widgets 3, ipywidgets 7 with 1.
+        if ipyw and _vtuple(ipyw)[:1] == (8,) and _vtuple(widgets_version)[:1] != (3,):
+            return Check(
+                name, FAIL,
+                f"jupyterlab_widgets {widgets_version} does not match ipywidgets {ipyw} (needs 3.x)",
+                _pip("jupyterlab_widgets>=3,<4"),
+            )
+    if lab_prefix != own_prefix:
+        return Check(
+            name, WARN,
+            f"the jupyter-lab on PATH ({on_path}) belongs to another environment; {detail}",
+            "use `make lab` (it starts JupyterLab from .venv)",
+        )
+    return Check(name, OK, detail)
+
+
+def check_kernel() -> Check:
+    """Does the ``python3`` kernel run in this environment (where course_lib is)?"""
+    name = "notebook kernel"
+    argv = _kernel_argv()
+    if argv is None:
+        if _dist_version("ipykernel") is None:
+            return Check(name, FAIL, "ipykernel is not installed", _pip("ipykernel"))
+        return Check(name, FAIL, "no 'python3' kernel found", f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix")
+    exe = argv[0] if argv else ""
+    major, minor = sys.version_info[:2]
+    # jupyter_client runs these names with the server's own interpreter.
+    if exe in ("python", f"python{major}", f"python{major}.{minor}") or exe == sys.executable:
+        return Check(name, OK, f"python3 runs {sys.executable}")
+    code, out = _run_python(exe, "import ipywidgets, course_lib")
+    if code != 0:
+        last = out.splitlines()[-1] if out else "cannot run it"
+        return Check(
+            name, FAIL,
+            f"the python3 kernel runs {exe}, which cannot import the course ({last})",
+            f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix",
+        )
+    return Check(name, OK, f"python3 runs {exe}")
+
+
+def check_matplotlib() -> Check:
+    base = _package_check("matplotlib")
+    if base.status != OK:
+        return base
+    try:
+        backend = _matplotlib_backend()
+        importlib.import_module("matplotlib.backends.backend_agg")
+    except ImportError as exc:
+        return Check("matplotlib", FAIL, f"{base.detail}, Agg backend unavailable ({exc})", _pip(_requirement("matplotlib")))
+    return Check(
+        "matplotlib", OK,
+        f"{base.detail}, backend {backend} (course figures render with Agg, no pyplot)",
+    )
+
+
+def check_numpy_blas() -> Check:
+    """numpy version, its BLAS library and thread count (oversubscription check)."""
+    base = _package_check("numpy")
+    if base.status != OK:
+        return Check("numpy / BLAS", base.status, base.detail, base.fix)
+    if _dist_version("threadpoolctl") is None:
+        return Check("numpy / BLAS", FAIL, f"numpy {base.detail}; threadpoolctl not installed", _pip(_requirement("threadpoolctl")))
+    try:
+        libs = _blas_info()
+    except Exception as exc:  # a broken numpy import must not crash the doctor
+        return Check("numpy / BLAS", FAIL, f"numpy {base.detail} does not import ({exc})", _pip(_requirement("numpy")))
+    if not libs:
+        return Check(
+            "numpy / BLAS", WARN,
+            f"numpy {base.detail}; no BLAS library found (matrix products will be slow)",
+            _pip("numpy") + " --force-reinstall",
+        )
+    parts = []
+    threads = max(int(lib.get("num_threads") or 1) for lib in libs)
+    for lib in libs:
+        arch = f" {lib['architecture']}" if lib.get("architecture") else ""
+        parts.append(f"{lib.get('internal_api')} {lib.get('version') or '?'}{arch}, {lib.get('num_threads')} threads")
+    detail = f"numpy {base.detail}; " + "; ".join(parts)
+    _, usable = _cpu_counts()
+    if usable and threads > usable:
+        return Check(
+            "numpy / BLAS", WARN,
+            detail + f" > {usable} usable cores (oversubscribed: parallel runs get slower)",
+            f"export OMP_NUM_THREADS={usable} before starting JupyterLab",
+        )
+    return Check("numpy / BLAS", OK, detail)
+
+
+def check_cpu() -> Check:
+    total, usable = _cpu_counts()
+    if not total:
+        return Check("CPU cores", WARN, "unknown")
+    detail = f"{usable} usable of {total} logical"
+    if (usable or total) < 2:
+        return Check(
+            "CPU cores", WARN,
+            detail + ": parallel runs cannot be faster than serial ones here",
+            "give the machine (or container) at least 2 cores, e.g. `docker run --cpus 2`",
+        )
+    return Check("CPU cores", OK, detail)
+
+
+def check_start_method() -> Check:
+    method = _start_method()
+    notes = {
+        "fork": "fork (fast start-up; the course's workers are spawn-safe too)",
+        "spawn": "spawn (each worker re-imports course_lib: about 0.3 s start-up per process)",
+        "forkserver": "forkserver (about 0.2 s start-up per process)",
+    }
+    return Check("multiprocessing", OK, notes.get(method, method))
+
+
+def check_shm() -> Check:
+    """Free space in /dev/shm (shared-memory all-reduce in the data-parallel chapter)."""
+    if not sys.platform.startswith("linux"):
+        return Check("/dev/shm", OK, f"not used on {sys.platform} (shared memory is managed by the OS)")
+    free = _disk_free("/dev/shm")
+    if free is None:
+        return Check(
+            "/dev/shm", FAIL, "missing: multiprocessing.shared_memory cannot work",
+            "mount a tmpfs on /dev/shm (in Docker: `docker run --shm-size=1g ...`)",
+        )
+    detail = f"{free / 2**20:,.0f} MiB free"
+    if free < SHM_WARN_BYTES:
+        return Check(
+            "/dev/shm", WARN, detail + f" (< {SHM_WARN_BYTES // 2**20} MiB: shared-memory runs may fail)",
+            "in Docker: `docker run --shm-size=1g ...`; else free space in /dev/shm",
+        )
+    return Check("/dev/shm", OK, detail)
+
+
+def check_torch() -> Check:
+    """Optional: torch (extra ``engines``) for the real data-parallel engine."""
+    version = _dist_version("torch")
+    if version is None:
+        return Check(
+            "torch (optional)", INFO,
+            "not installed: chapter 05's torch comparison is skipped",
+            f"{shlex.quote(sys.executable)} -m pip install torch==2.13.0  # CPU build",
+        )
+    return Check("torch (optional)", OK, version)
+
+
+def check_slide_tools() -> Check:
+    """Optional: npm, used by ``make slides`` to fetch reveal.js, MathJax ... once."""
+    npm = _which("npm")
+    if npm is None:
+        return Check(
+            "npm (make slides)", INFO, "not found: `make slides` cannot fetch reveal.js",
+            "install Node.js (e.g. `apt-get install npm`)",
+        )
+    return Check("npm (make slides)", OK, npm)
+
+
+def check_browser_tools() -> Check:
+    """Optional: Debian's chromium and playwright, for the real-browser tests."""
+    missing, fixes = [], []
+    if not Path("/usr/bin/chromium").is_file() and _which("chromium") is None:
+        missing.append("chromium")
+        fixes.append("apt-get install chromium")
+    if _dist_version("playwright") is None:
+        missing.append("playwright")
+        fixes.append(_pip("playwright>=1.40,<2"))
+    if missing:
+        return Check(
+            "browser tests (optional)", INFO,
+            f"skipped by `make test`: {' and '.join(missing)} not installed",
+            "; ".join(fixes) + " (never `playwright install`)",
+        )
+    return Check("browser tests (optional)", OK, "chromium and playwright present")
+
+
+CHECKS: tuple[Callable[[], Check], ...] = (
+    check_python,
+    check_jupyterlab,
+    check_ipywidgets,
+    check_widget_frontend,
+    check_kernel,
+    check_matplotlib,
+    check_numpy_blas,
+    check_cpu,
+    check_start_method,
+    check_shm,
+    check_torch,
+    check_slide_tools,
+    check_browser_tools,
+)
+
+
+def run_checks(checks: Sequence[Callable[[], Check]] | None = None) -> list[Check]:
+    """Run ``checks`` (default: all of :data:`CHECKS`).
+
+    A check that crashes is reported as a failure, never raised.
+    """
+    results = []
+    for fn in CHECKS if checks is None else checks:
+        try:
+            results.append(fn())
+        except Exception as exc:  # the doctor must always print its report
+            label = fn.__name__.removeprefix("check_")
+            results.append(Check(label, FAIL, f"check crashed: {type(exc).__name__}: {exc}"))
+    return results
+
+
+def format_report(results: Sequence[Check]) -> str:
+    """The report as text: one line per check, its fix indented below.
+
+    Examples
+    --------
+    >>> print(format_report([Check("Python", "ok", "3.11.2"),
+    ...                      Check("ipywidgets", "FAIL", "not installed", "pip install ipywidgets")]))
+    ddl-course doctor
+      ok    Python                   3.11.2
+      FAIL  ipywidgets               not installed
+            fix: pip install ipywidgets
+    1 problem must be fixed (FAIL); 0 warnings.
+    """
+    lines = ["ddl-course doctor"]
+    for r in results:
+        lines.append(f"  {r.status:<5} {r.name:<24} {r.detail}")
+        if r.fix and r.status != OK:
+            lines.append(f"        fix: {r.fix}")
+    fails = sum(r.status == FAIL for r in results)
+    warns = sum(r.status == WARN for r in results)
+    if fails:
+        lines.append(f"{fails} problem{'s' if fails != 1 else ''} must be fixed (FAIL); "
+                     f"{warns} warning{'s' if warns != 1 else ''}.")
+    else:
+        lines.append(f"Everything required is in place; {warns} warning{'s' if warns != 1 else ''}.")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    """Print the report; return 1 if a required part is missing or broken, else 0."""
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: python -m course_lib doctor\n\n" + __doc__.split("\n\n")[1])
+        return 0
+    if argv:
+        print(f"doctor takes no arguments, got {list(argv)}", file=sys.stderr)
+        return 2
+    results = run_checks()
+    print(format_report(results))
+    return 1 if any(r.status == FAIL for r in results) else 0

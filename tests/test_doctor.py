@@ -1,0 +1,254 @@
+"""Tests of ``python -m course_lib doctor``: the real environment passes, and every
+failure path (faked by monkeypatching the probes) gives the right status and a fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib import __main__ as cli
+from course_lib import doctor
+from course_lib.doctor import FAIL, INFO, OK, WARN, Check
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake_versions(monkeypatch, **versions):
+    """Make _dist_version report ``versions`` (None = not installed), else the truth."""
+    real = doctor._dist_version
+    table = {k.replace("_", "-"): v for k, v in versions.items()}
+
+    def fake(dist):
+        key = dist.replace("_", "-")
+        return table[key] if key in table else real(dist)
+
+    monkeypatch.setattr(doctor, "_dist_version", fake)
+
+
+# ------------------------------------------------------------ the real environment
+def test_this_environment_is_healthy(capsys):
+    assert doctor.main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("ddl-course doctor\n")
+    for name in ("Python", "jupyterlab", "ipywidgets", "widget front-end", "numpy / BLAS",
+                 "CPU cores", "multiprocessing", "/dev/shm", "torch (optional)"):
+        assert f" {name} " in out
+    assert "Everything required is in place" in out
+
+
+def test_command_line_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "course_lib", "doctor"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "jupyterlab" in proc.stdout
+
+
+def test_cli_usage_and_unknown_command(capsys):
+    assert cli.main([]) == 2
+    assert "doctor" in capsys.readouterr().out
+    assert cli.main(["--help"]) == 0
+    assert cli.main(["frobnicate"]) == 2
+    assert "unknown command 'frobnicate'" in capsys.readouterr().err
+    assert doctor.main(["--bogus"]) == 2
+
+
+def test_required_ranges_match_pyproject():
+    tomllib = pytest.importorskip("tomllib")
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {}
+    for text in project["dependencies"]:
+        req = Requirement(text)
+        lo = next(s.version for s in req.specifier if s.operator == ">=")
+        hi = next(s.version for s in req.specifier if s.operator == "<")
+        declared[req.name] = (lo, hi)
+    assert declared == doctor.REQUIRED
+    assert project["requires-python"] == ">=" + ".".join(map(str, doctor.PYTHON_MIN))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("8.1.9", (8, 1, 9)), ("2.13.0+cpu", (2, 13, 0)), ("4.0.0rc1", (4, 0, 0)), ("10", (10,)),
+     ("1.24.dev0", (1, 24))],
+)
+def test_version_tuple(text, expected):
+    assert doctor._vtuple(text) == expected
+
+
+def test_check_rejects_unknown_status():
+    with pytest.raises(ValueError, match="status"):
+        Check("x", "bad", "")
+
+
+# ------------------------------------------------------------ failure paths
+def test_missing_required_package_fails_with_pip_fix(monkeypatch, capsys):
+    fake_versions(monkeypatch, ipywidgets=None)
+    result = doctor.check_ipywidgets()
+    assert result.status == FAIL and result.detail == "not installed"
+    assert "-m pip install 'ipywidgets>=8.1,<9'" in result.fix
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  ipywidgets" in out and "fix: " in out and "must be fixed" in out
+
+
+def test_version_outside_range_fails(monkeypatch):
+    fake_versions(monkeypatch, jupyterlab="3.6.7")
+    result = doctor.check_jupyterlab()
+    assert result.status == FAIL
+    assert "3.6.7 is outside the supported range [4.2, 5)" in result.detail
+    fake_versions(monkeypatch, jupyterlab="5.0.0")
+    assert doctor.check_jupyterlab().status == FAIL
+
+
+def test_old_python_fails(monkeypatch):
+    monkeypatch.setattr(doctor, "PYTHON_MIN", (99, 0))
+    result = doctor.check_python()
+    assert result.status == FAIL and "99.0" in result.fix
+
+
+def make_extension(prefix: Path) -> None:
+    ext = prefix / "share" / "jupyter" / "labextensions" / "@jupyter-widgets" / "jupyterlab-manager"
+    ext.mkdir(parents=True)
+    (ext / "package.json").write_text("{}")
+
+
+def only_prefix_dirs(prefix: Path) -> list[Path]:
+    return [prefix / "share" / "jupyter" / "labextensions"]
+
+
+def test_widget_frontend_missing_in_own_environment(monkeypatch, tmp_path):
+    monkeypatch.setattr(doctor, "_which", lambda cmd: None)
+    monkeypatch.setattr(doctor, "_labextension_dirs", lambda prefix: [tmp_path])
+    result = doctor.check_widget_frontend()
+    assert result.status == FAIL
+    assert "widgets will show as text" in result.detail
+    assert "jupyterlab_widgets>=3,<4" in result.fix
+
+
+def test_widget_frontend_of_other_jupyterlab_on_path(monkeypatch, tmp_path):
+    other = tmp_path / "otherenv"
+    monkeypatch.setattr(doctor, "_which", lambda cmd: str(other / "bin" / "jupyter-lab"))
+    monkeypatch.setattr(doctor, "_labextension_dirs", only_prefix_dirs)
+    missing = doctor.check_widget_frontend()
+    assert missing.status == FAIL
+    assert str(other) in missing.detail and "make lab" in missing.fix
+    make_extension(other)
+    present = doctor.check_widget_frontend()
+    assert present.status == WARN and "another environment" in present.detail
+
+
+def test_widget_frontend_major_version_mismatch(monkeypatch, tmp_path):
+    make_extension(tmp_path)
+    monkeypatch.setattr(doctor, "_which", lambda cmd: None)
+    monkeypatch.setattr(doctor, "_labextension_dirs", lambda prefix: only_prefix_dirs(tmp_path))
+    fake_versions(monkeypatch, ipywidgets="8.1.9", jupyterlab_widgets="1.1.7")
+    result = doctor.check_widget_frontend()
+    assert result.status == FAIL and "does not match ipywidgets 8.1.9" in result.detail
+    fake_versions(monkeypatch, ipywidgets="8.1.9", jupyterlab_widgets="3.0.17")
+    assert doctor.check_widget_frontend().status == OK
+
+
+def test_labextension_dirs():
+    own = doctor._labextension_dirs(Path(sys.prefix))
+    assert Path(sys.prefix) / "share" / "jupyter" / "labextensions" in own
+    other = doctor._labextension_dirs(Path("/nonexistent/env"))
+    assert other[0] == Path("/nonexistent/env/share/jupyter/labextensions")
+    assert Path(sys.prefix) / "share" / "jupyter" / "labextensions" not in other
+
+
+def test_kernel_checks(monkeypatch):
+    monkeypatch.setattr(doctor, "_kernel_argv", lambda: ["python", "-m", "ipykernel_launcher"])
+    assert doctor.check_kernel().status == OK
+    monkeypatch.setattr(doctor, "_kernel_argv", lambda: ["/nonexistent/bin/python", "-m", "x"])
+    broken = doctor.check_kernel()  # the real _run_python cannot start it
+    assert broken.status == FAIL and "/nonexistent/bin/python" in broken.detail
+    assert "ipykernel install --sys-prefix" in broken.fix
+    monkeypatch.setattr(doctor, "_run_python", lambda exe, code: (0, ""))
+    assert doctor.check_kernel().status == OK
+    monkeypatch.setattr(doctor, "_kernel_argv", lambda: None)
+    fake_versions(monkeypatch, ipykernel=None)
+    assert doctor.check_kernel().status == FAIL
+
+
+def test_matplotlib_without_agg_fails(monkeypatch):
+    real_import = doctor.importlib.import_module
+
+    def no_agg(name, *a):
+        if name == "matplotlib.backends.backend_agg":
+            raise ImportError("no agg")
+        return real_import(name, *a)
+
+    monkeypatch.setattr(doctor.importlib, "import_module", no_agg)
+    assert doctor.check_matplotlib().status == FAIL
+
+
+def test_blas_oversubscription_warns(monkeypatch):
+    lib = {"user_api": "blas", "internal_api": "openblas", "version": "0.3.31", "num_threads": 8}
+    monkeypatch.setattr(doctor, "_blas_info", lambda: [lib])
+    monkeypatch.setattr(doctor, "_cpu_counts", lambda: (2, 2))
+    result = doctor.check_numpy_blas()
+    assert result.status == WARN
+    assert "openblas 0.3.31, 8 threads" in result.detail
+    assert result.fix == "export OMP_NUM_THREADS=2 before starting JupyterLab"
+    monkeypatch.setattr(doctor, "_cpu_counts", lambda: (16, 16))
+    assert doctor.check_numpy_blas().status == OK
+
+
+def test_blas_missing_or_broken(monkeypatch):
+    monkeypatch.setattr(doctor, "_blas_info", lambda: [])
+    assert doctor.check_numpy_blas().status == WARN
+
+    def boom():
+        raise ImportError("numpy core broken")
+
+    monkeypatch.setattr(doctor, "_blas_info", boom)
+    result = doctor.check_numpy_blas()
+    assert result.status == FAIL and "numpy core broken" in result.detail
+    fake_versions(monkeypatch, threadpoolctl=None)
+    assert doctor.check_numpy_blas().status == FAIL
+
+
+def test_single_core_warns(monkeypatch):
+    monkeypatch.setattr(doctor, "_cpu_counts", lambda: (8, 1))
+    result = doctor.check_cpu()
+    assert result.status == WARN and "1 usable of 8" in result.detail and result.fix
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/dev/shm is Linux only")
+def test_shm_paths(monkeypatch):
+    monkeypatch.setattr(doctor, "_disk_free", lambda path: None)
+    assert doctor.check_shm().status == FAIL
+    monkeypatch.setattr(doctor, "_disk_free", lambda path: 10 * 2**20)
+    small = doctor.check_shm()
+    assert small.status == WARN and "10 MiB free" in small.detail and "--shm-size" in small.fix
+    monkeypatch.setattr(doctor, "_disk_free", lambda path: 2**30)
+    assert doctor.check_shm().status == OK
+
+
+def test_optional_parts_do_not_fail(monkeypatch, capsys):
+    fake_versions(monkeypatch, torch=None, playwright=None)
+    monkeypatch.setattr(doctor, "_which", lambda cmd: None)
+    torch = doctor.check_torch()
+    assert torch.status == INFO and "torch==2.13.0" in torch.fix
+    assert doctor.check_slide_tools().status == INFO
+    assert "playwright" in doctor.check_browser_tools().detail
+    monkeypatch.setattr(doctor, "CHECKS", (doctor.check_torch, doctor.check_slide_tools,
+                                           doctor.check_browser_tools, doctor.check_cpu))
+    assert doctor.main([]) == 0
+    assert "Everything required is in place" in capsys.readouterr().out
+
+
+def test_warnings_alone_exit_zero_and_crashes_are_failures(monkeypatch, capsys):
+    def crashes():
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(doctor, "CHECKS", (lambda: Check("x", WARN, "meh", "do y"),))
+    assert doctor.main([]) == 0
+    assert "1 warning" in capsys.readouterr().out
+    monkeypatch.setattr(doctor, "CHECKS", (crashes,))
+    assert doctor.main([]) == 1
+    assert "check crashed: RuntimeError: kaboom" in capsys.readouterr().out
