@@ -15,17 +15,26 @@ from typing import Any
 
 import numpy as np
 
+from ._validate import check_int
+
 __all__ = [
+    "CPU_TRENDS_ATTRIBUTION",
+    "CPU_TREND_SERIES",
+    "CpuTrend",
     "DataFileError",
     "Digits",
     "DnnModel",
+    "GlossaryEntry",
     "HardwareDevice",
     "TrainingRecord",
     "data_dir",
     "get_device",
+    "glossary_markdown",
     "lamb_scaling_table",
+    "load_cpu_trends",
     "load_digits",
     "load_dnn_models",
+    "load_glossary",
     "load_hardware",
     "load_training_records",
     "read_csv",
@@ -414,3 +423,139 @@ def load_dnn_models() -> tuple[DnnModel, ...]:
         if m.gmacs_per_forward <= 0 or m.params_million <= 0 or m.input_px <= 0:
             raise DataFileError(f"{where}: gmacs_per_forward, params_million, input_px must be > 0")
     return rows
+
+
+# ---------------------------------------------------------------- cpu_trends.csv
+@dataclass(frozen=True)
+class _TrendPoint:
+    series: str
+    year: float
+    value: float
+    unit: str
+
+
+#: Series of ``data/cpu_trends.csv`` and their units (K. Rupp / Horowitz et al., CC BY 4.0).
+CPU_TREND_SERIES: dict[str, str] = {
+    "transistors_thousands": "thousands of transistors",
+    "single_thread_specint_x1000": "SpecINT x 1000 (single thread)",
+    "frequency_mhz": "MHz",
+    "typical_power_w": "W",
+    "logical_cores": "count",
+}
+
+
+@dataclass(frozen=True)
+class CpuTrend:
+    """One series of the microprocessor trend data: ``year`` and ``value`` arrays, sorted by year."""
+
+    series: str
+    unit: str
+    year: np.ndarray
+    value: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.year.shape[0])
+
+
+#: Attribution that must accompany any use of ``data/cpu_trends.csv`` (CC BY 4.0).
+CPU_TRENDS_ATTRIBUTION = (
+    "Microprocessor trend data: K. Rupp, https://github.com/karlrupp/microprocessor-trend-data "
+    "(CC BY 4.0); data up to 2010 by M. Horowitz, F. Labonte, O. Shacham, K. Olukotun, "
+    "L. Hammond and C. Batten; 2010-2021 by K. Rupp."
+)
+
+
+def load_cpu_trends() -> dict[str, CpuTrend]:
+    """50 years of microprocessor trends, one :class:`CpuTrend` per series.
+
+    Keys are those of :data:`CPU_TREND_SERIES`. Any use must carry
+    :data:`CPU_TRENDS_ATTRIBUTION`.
+
+    Examples
+    --------
+    >>> trends = load_cpu_trends()
+    >>> sorted(trends) == sorted(CPU_TREND_SERIES)
+    True
+    >>> f = trends["frequency_mhz"]
+    >>> f.unit, int(f.year.min()), bool(f.value.max() < 10_000)
+    ('MHz', 1971, True)
+    """
+    points = read_csv("cpu_trends.csv", _TrendPoint)
+    path = data_dir() / "cpu_trends.csv"
+    grouped: dict[str, list[tuple[float, float]]] = {s: [] for s in CPU_TREND_SERIES}
+    for line_no, p in enumerate(points, start=2):
+        where = f"{path}, line {line_no}"
+        if p.series not in CPU_TREND_SERIES:
+            raise DataFileError(f"{where}: unknown series {p.series!r}")
+        if p.unit != CPU_TREND_SERIES[p.series]:
+            raise DataFileError(
+                f"{where}: unit of {p.series} must be {CPU_TREND_SERIES[p.series]!r}, got {p.unit!r}"
+            )
+        if not (1950.0 <= p.year <= 2100.0) or not (p.value > 0 and np.isfinite(p.value)):
+            raise DataFileError(f"{where}: year must be in [1950, 2100] and value > 0")
+        grouped[p.series].append((p.year, p.value))
+    result = {}
+    for series, pairs in grouped.items():
+        if not pairs:
+            raise DataFileError(f"{path}: series {series} has no data")
+        arr = np.array(sorted(pairs), dtype=np.float64)
+        result[series] = CpuTrend(series, CPU_TREND_SERIES[series], arr[:, 0], arr[:, 1])
+    return result
+
+
+# ------------------------------------------------------------------ glossary.csv
+@dataclass(frozen=True)
+class GlossaryEntry:
+    """One row of ``data/glossary.csv``: a key concept of the course."""
+
+    term: str
+    term_zh: str
+    zh_from_source: bool
+    """True when ``term_zh`` is the source chapter's own wording (AI-System ch. 6)."""
+    definition: str
+    chapter: int
+    source_section: str | None
+    """Section of the source chapter where the Chinese term appears (e.g. ``6.2.3``)."""
+
+
+def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:
+    """Key terms in English and Chinese with a one-line definition (``data/glossary.csv``).
+
+    Parameters
+    ----------
+    chapter : int, optional
+        Only the terms introduced in this course chapter (1-5).
+
+    Examples
+    --------
+    >>> {e.term: e.term_zh for e in load_glossary()}["speedup"]
+    '加速比'
+    >>> all(e.chapter == 5 for e in load_glossary(5))
+    True
+    """
+    if chapter is not None:
+        chapter = check_int(chapter, "chapter", 1, 5)
+    rows = read_csv("glossary.csv", GlossaryEntry)
+    path = data_dir() / "glossary.csv"
+    seen: set[str] = set()
+    for line_no, e in enumerate(rows, start=2):
+        if e.term in seen:
+            raise DataFileError(f"{path}, line {line_no}: duplicate term {e.term!r}")
+        seen.add(e.term)
+        if not 1 <= e.chapter <= 5:
+            raise DataFileError(f"{path}, line {line_no}: chapter must be in [1, 5], got {e.chapter}")
+    return tuple(e for e in rows if chapter is None or e.chapter == chapter)
+
+
+def glossary_markdown(chapter: int) -> str:
+    """A Markdown table of one chapter's terms (English, 中文, definition) for a notebook.
+
+    Examples
+    --------
+    >>> print(glossary_markdown(2).splitlines()[0])
+    | term | 中文 | definition |
+    """
+    lines = ["| term | 中文 | definition |", "|---|---|---|"]
+    for e in load_glossary(chapter):
+        lines.append(f"| {e.term} | {e.term_zh} | {e.definition} |")
+    return "\n".join(lines)
