@@ -1,0 +1,341 @@
+r"""Cost models of collective communication (集合通信) and of a data-parallel step.
+
+All formulas use the **alpha-beta model** (α-β 模型): sending one message of
+:math:`m` bytes over one link takes :math:`\alpha + m / \beta`, with latency
+:math:`\alpha` (seconds per message) and bandwidth :math:`\beta` (bytes per second).
+Every device has one full-duplex link (it can send and receive :math:`\beta` bytes/s
+at the same time); links do not share bandwidth; computing the sums is free.
+
+Units, everywhere: ``nbytes`` in bytes, ``bandwidth`` in bytes/s, ``latency`` and
+every returned time in seconds. (A "25 GB/s" link is ``bandwidth=25e9``; a
+"100 Gbit/s" network is ``bandwidth=100e9 / 8``.)
+
+Every function broadcasts its arguments and returns a Python ``float`` when all of
+them are scalars. ``devices`` must hold whole numbers >= 1.
+
+References: Thakur, Rabenseifner, Gropp, "Optimization of collective communication
+operations in MPICH", IJHPCA 19(1), 2005 (ring and tree costs); Patarasuk and Yuan,
+"Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 69(2),
+2009 (the ring all-reduce is bandwidth-optimal).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import as_real, broadcast, check_range, scalar_or_array
+
+__all__ = [
+    "ALGORITHMS",
+    "allreduce_time",
+    "data_parallel_efficiency",
+    "data_parallel_speedup",
+    "data_parallel_step_time",
+    "parameter_server_time",
+    "ring_allgather_time",
+    "ring_allreduce_time",
+    "ring_reduce_scatter_time",
+    "tree_allreduce_time",
+]
+
+#: Names accepted by :func:`allreduce_time` and the data-parallel step model.
+ALGORITHMS = ("ring", "tree", "ps")
+
+
+def _nbytes(value) -> np.ndarray:
+    arr = as_real(value, "nbytes")
+    check_range(arr, "nbytes", 0.0, np.inf)
+    return arr
+
+
+def _devices(value, name: str = "devices") -> np.ndarray:
+    arr = as_real(value, name)
+    check_range(arr, name, 1.0, np.inf)
+    if np.any(arr != np.floor(arr)):
+        bad = arr[arr != np.floor(arr)].flat[0] if arr.ndim else float(arr)
+        raise ValueError(f"{name} must be whole numbers >= 1, got {float(bad):g}")
+    return arr
+
+
+def _bandwidth(value) -> np.ndarray:
+    arr = as_real(value, "bandwidth", allow_inf=True)
+    check_range(arr, "bandwidth", 0.0, np.inf, low_open=True)
+    return arr
+
+
+def _latency(value) -> np.ndarray:
+    arr = as_real(value, "latency")
+    check_range(arr, "latency", 0.0, np.inf)
+    return arr
+
+
+def _args(nbytes, devices, bandwidth, latency):
+    return broadcast(
+        nbytes=_nbytes(nbytes),
+        devices=_devices(devices),
+        bandwidth=_bandwidth(bandwidth),
+        latency=_latency(latency),
+    )
+
+
+def ring_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
+    r"""Time of a ring all-reduce (环形全归约) of ``nbytes`` on ``devices`` devices.
+
+    The buffer is cut into :math:`N` chunks; a reduce-scatter (:math:`N-1` steps) then
+    an all-gather (:math:`N-1` steps) each move one chunk of :math:`m/N` bytes per
+    device per step:
+
+    .. math:: T = 2\,\frac{N-1}{N}\,\frac{m}{\beta} + 2\,(N-1)\,\alpha
+
+    The bandwidth term tends to :math:`2 m / \beta` as :math:`N` grows - independent of
+    :math:`N` - while the latency term grows linearly. One device: 0.
+
+    Parameters
+    ----------
+    nbytes : float or array_like
+        :math:`m`, bytes of the buffer every device holds (e.g. 4 x parameters for
+        float32 gradients), >= 0.
+    devices : float or array_like
+        :math:`N`, whole number >= 1.
+    bandwidth : float or array_like
+        :math:`\beta`, bytes/s per link, > 0.
+    latency : float or array_like
+        :math:`\alpha`, seconds per message, >= 0.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        Seconds.
+
+    Examples
+    --------
+    >>> ring_allreduce_time(1e9, 4, 1e9)          # 2 x 3/4 x 1 s
+    1.5
+    >>> ring_allreduce_time(1e9, 4, 1e9, latency=1e-3)
+    1.506
+    >>> ring_allreduce_time(1e9, 1, 1e9, 1e-3)
+    0.0
+    """
+    m, n, b, a = _args(nbytes, devices, bandwidth, latency)
+    result = 2.0 * (n - 1.0) / n * m / b + 2.0 * (n - 1.0) * a
+    return scalar_or_array(result, nbytes, devices, bandwidth, latency)
+
+
+def ring_reduce_scatter_time(nbytes, devices, bandwidth, latency=0.0):
+    r"""Time of a ring reduce-scatter: :math:`\frac{N-1}{N}\frac{m}{\beta} + (N-1)\alpha`.
+
+    Afterwards device :math:`i` holds the sum of chunk :math:`i` (:math:`m/N` bytes).
+    Half of :func:`ring_allreduce_time`.
+
+    Examples
+    --------
+    >>> ring_reduce_scatter_time(1e9, 4, 1e9)
+    0.75
+    """
+    m, n, b, a = _args(nbytes, devices, bandwidth, latency)
+    result = (n - 1.0) / n * m / b + (n - 1.0) * a
+    return scalar_or_array(result, nbytes, devices, bandwidth, latency)
+
+
+def ring_allgather_time(nbytes, devices, bandwidth, latency=0.0):
+    r"""Time of a ring all-gather of a buffer of ``nbytes`` in total (:math:`m/N` per device).
+
+    :math:`\frac{N-1}{N}\frac{m}{\beta} + (N-1)\alpha` - the same cost as a reduce-scatter.
+
+    Examples
+    --------
+    >>> ring_allgather_time(1e9, 4, 1e9)
+    0.75
+    """
+    return ring_reduce_scatter_time(nbytes, devices, bandwidth, latency)
+
+
+def tree_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
+    r"""Time of a binary-tree all-reduce: reduce to a root, then broadcast, whole buffer.
+
+    Each of the :math:`\lceil \log_2 N \rceil` levels is crossed twice with the full
+    message (no pipelining):
+
+    .. math:: T = 2 \lceil \log_2 N \rceil \left(\alpha + \frac{m}{\beta}\right)
+
+    Latency grows only logarithmically, but every step sends all :math:`m` bytes: it
+    beats the ring for small messages and loses for large ones.
+
+    Examples
+    --------
+    >>> tree_allreduce_time(1e6, 8, 1e9, 1e-5)   # 6 x (10 µs + 1 ms)
+    0.00606
+    """
+    m, n, b, a = _args(nbytes, devices, bandwidth, latency)
+    levels = np.ceil(np.log2(n) - 1e-12)
+    levels = np.maximum(levels, 0.0)
+    result = 2.0 * levels * (a + m / b)
+    return scalar_or_array(result, nbytes, devices, bandwidth, latency)
+
+
+def parameter_server_time(nbytes, devices, bandwidth, latency=0.0, servers=1):
+    r"""Time of one gradient exchange through parameter servers (参数服务器).
+
+    Model: :math:`N` workers each push their whole gradient (:math:`m` bytes) to the
+    servers, which hold the parameters in :math:`S` equal shards and add the
+    gradients; then every worker pulls the updated parameters (:math:`m` bytes). Each
+    server's link carries :math:`N m / S` bytes in each phase, each worker's link
+    :math:`m`; the slower of the two limits each phase, and each phase costs one
+    latency:
+
+    .. math:: T = 2\left(\max\!\left(\frac{N}{S}, 1\right)\frac{m}{\beta} + \alpha\right)
+
+    With one server the time grows linearly with :math:`N` (the server's link is
+    the bottleneck) - unlike the ring all-reduce. A single worker still pushes and
+    pulls (the parameters live on the server), so this is not 0 for :math:`N = 1`.
+
+    Parameters
+    ----------
+    nbytes, devices, bandwidth, latency
+        As in :func:`ring_allreduce_time`; ``devices`` counts workers.
+    servers : float or array_like
+        :math:`S`, number of server processes (each with its own link), whole number >= 1.
+
+    Examples
+    --------
+    >>> parameter_server_time(1e9, 4, 1e9)               # 2 x 4 s
+    8.0
+    >>> parameter_server_time(1e9, 4, 1e9, servers=4)    # sharded: 2 x 1 s
+    2.0
+    """
+    m, n, b, a, s = broadcast(
+        nbytes=_nbytes(nbytes),
+        devices=_devices(devices),
+        bandwidth=_bandwidth(bandwidth),
+        latency=_latency(latency),
+        servers=_devices(servers, "servers"),
+    )
+    result = 2.0 * (np.maximum(n / s, 1.0) * m / b + a)
+    return scalar_or_array(result, nbytes, devices, bandwidth, latency, servers)
+
+
+def allreduce_time(nbytes, devices, bandwidth, latency=0.0, *, algorithm: str = "ring", servers=1):
+    """Gradient-exchange time of ``algorithm`` in {"ring", "tree", "ps"}.
+
+    ``"ps"`` is :func:`parameter_server_time` with ``servers``; the others ignore it.
+
+    Examples
+    --------
+    >>> allreduce_time(1e9, 4, 1e9, algorithm="ps")
+    8.0
+    """
+    if algorithm == "ring":
+        return ring_allreduce_time(nbytes, devices, bandwidth, latency)
+    if algorithm == "tree":
+        return tree_allreduce_time(nbytes, devices, bandwidth, latency)
+    if algorithm == "ps":
+        return parameter_server_time(nbytes, devices, bandwidth, latency, servers)
+    raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
+
+
+def data_parallel_step_time(
+    compute_time,
+    devices,
+    nbytes,
+    bandwidth,
+    latency=0.0,
+    *,
+    algorithm: str = "ring",
+    overlap=0.0,
+    servers=1,
+):
+    r"""Time of one data-parallel training step with a fixed global batch (strong scaling).
+
+    The global batch's compute :math:`t_c` (forward + backward on one device) is split
+    evenly over :math:`N` devices, then the gradients (:math:`m` bytes) are exchanged
+    with ``algorithm``, taking :math:`t_m(N)`. A fraction ``overlap`` of the
+    communication can run while the backward pass still computes (gradient
+    bucketing), but never more than the compute there is:
+
+    .. math:: t(N) = \frac{t_c}{N} + t_m(N) - \min\!\left(o \, t_m(N), \frac{t_c}{N}\right)
+
+    With ``overlap=0`` this is the plain sum :math:`t_c/N + t_m(N)`. For ``"ring"`` and
+    ``"tree"``, :math:`t(1) = t_c` (no communication).
+
+    Parameters
+    ----------
+    compute_time : float or array_like
+        :math:`t_c`, seconds of forward + backward of the global batch on ONE device, >= 0.
+    devices : float or array_like
+        :math:`N`, whole number >= 1.
+    nbytes, bandwidth, latency
+        Gradient bytes, link bytes/s, seconds per message (see :func:`ring_allreduce_time`).
+    algorithm : {"ring", "tree", "ps"}
+        Collective used for the gradients.
+    overlap : float or array_like
+        :math:`o \in [0, 1]`, fraction of the communication that may overlap compute.
+    servers : float or array_like
+        Parameter servers (``algorithm="ps"`` only).
+
+    Examples
+    --------
+    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9)                 # 0.25 + 1.5
+    1.75
+    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, overlap=1.0)    # 0.25 hidden
+    1.5
+    """
+    tc = as_real(compute_time, "compute_time")
+    check_range(tc, "compute_time", 0.0, np.inf)
+    o = as_real(overlap, "overlap")
+    check_range(o, "overlap", 0.0, 1.0)
+    n = _devices(devices)
+    tm = np.asarray(
+        allreduce_time(nbytes, devices, bandwidth, latency, algorithm=algorithm, servers=servers),
+        dtype=np.float64,
+    )
+    tc, n, tm, o = broadcast(compute_time=tc, devices=n, communication=tm, overlap=o)
+    compute = tc / n
+    result = compute + tm - np.minimum(o * tm, compute)
+    return scalar_or_array(
+        result, compute_time, devices, nbytes, bandwidth, latency, overlap, servers
+    )
+
+
+def data_parallel_speedup(
+    compute_time, devices, nbytes, bandwidth, latency=0.0, *, algorithm="ring", overlap=0.0, servers=1
+):
+    r"""Modelled speedup :math:`S(N) = t_c / t(N)` over one device without communication.
+
+    Examples
+    --------
+    >>> data_parallel_speedup(1.0, 4, 1e9, 1e9)
+    0.5714285714285714
+    """
+    tc = as_real(compute_time, "compute_time")
+    check_range(tc, "compute_time", 0.0, np.inf, low_open=True)
+    t = data_parallel_step_time(
+        compute_time, devices, nbytes, bandwidth, latency,
+        algorithm=algorithm, overlap=overlap, servers=servers,
+    )
+    tc, t = broadcast(compute_time=tc, step_time=np.asarray(t, dtype=np.float64))
+    return scalar_or_array(tc / t, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
+
+
+def data_parallel_efficiency(
+    compute_time, devices, nbytes, bandwidth, latency=0.0, *, algorithm="ring", overlap=0.0, servers=1
+):
+    r"""Modelled parallel efficiency :math:`\eta(N) = t_c / (N \, t(N))` of data parallelism.
+
+    This is the :math:`\eta` of the training-time decomposition
+    (:func:`course_lib.cost.training_time`): the fraction of the ideal N-fold speed
+    that survives the gradient exchange. The baseline is one device WITHOUT
+    communication, so :math:`\eta(1) = 1` for "ring" and "tree" but below 1 for "ps".
+
+    Examples
+    --------
+    >>> data_parallel_efficiency(1.0, 4, 1e9, 1e9)        # 1 / (4 x 1.75)
+    0.14285714285714285
+    >>> round(data_parallel_efficiency(1.0, 4, 1e6, 1e10), 4)   # small model, fast link
+    0.9994
+    """
+    s = data_parallel_speedup(
+        compute_time, devices, nbytes, bandwidth, latency,
+        algorithm=algorithm, overlap=overlap, servers=servers,
+    )
+    s, n = broadcast(speedup=np.asarray(s, dtype=np.float64), devices=_devices(devices))
+    return scalar_or_array(s / n, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)

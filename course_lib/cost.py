@@ -1,0 +1,496 @@
+r"""What a training run costs: the time decomposition and FLOP/MAC counts.
+
+The source chapter (AI-System 6.1.3, figure 6-1-5) splits the training time into
+three levers::
+
+    training time = data size x compute per sample / compute rate
+    compute rate  = per-device rate x device count x parallel efficiency
+
+In symbols, with :math:`D` samples (all epochs), :math:`C` FLOPs per sample (forward
+and backward), :math:`r` the sustained FLOP/s of one device, :math:`N` devices and
+:math:`\eta \in (0, 1]` the parallel efficiency:
+
+.. math:: T = \frac{D \cdot C}{R}, \qquad R = r \cdot N \cdot \eta
+
+Conventions used everywhere in the course
+-----------------------------------------
+* **1 MAC = 2 FLOPs.** A multiply-accumulate (MAC, 乘加) ``acc += a * b`` counts as
+  two floating-point operations (FLOPs, 浮点运算). Layer counts in this module are in
+  MACs (``linear_macs``, ``conv2d_macs``); multiply by :data:`FLOPS_PER_MAC` for FLOPs.
+  Many papers and the source chapter's figure label MACs as "FLOPs" - check.
+* FLOPs are a count (an amount of work); FLOP/s is a rate. Times are in seconds.
+
+Only numpy is imported at module level; :func:`measure_flop_rate` imports the
+running example and the timing helper when it is called.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._validate import as_real, broadcast, check_int, check_range, scalar_or_array
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .models import MLP
+    from .timing import Timing
+
+__all__ = [
+    "FLOPS_PER_MAC",
+    "FlopRate",
+    "conv2d_macs",
+    "device_hours",
+    "human_duration",
+    "linear_macs",
+    "measure_flop_rate",
+    "mlp_training_flops",
+    "required_efficiency",
+    "sequence_tokens",
+    "training_time",
+    "transformer_training_flops",
+]
+
+#: Floating-point operations per multiply-accumulate (one multiply + one add).
+FLOPS_PER_MAC = 2
+
+
+# ------------------------------------------------------------------ the decomposition
+def _nonneg(value, name: str) -> np.ndarray:
+    arr = as_real(value, name)
+    check_range(arr, name, 0.0, np.inf)
+    return arr
+
+
+def _positive(value, name: str) -> np.ndarray:
+    arr = as_real(value, name)
+    check_range(arr, name, 0.0, np.inf, low_open=True)
+    return arr
+
+
+def _devices(value, name: str = "devices") -> np.ndarray:
+    arr = as_real(value, name)
+    check_range(arr, name, 1.0, np.inf)
+    return arr
+
+
+def _efficiency(value, name: str = "efficiency") -> np.ndarray:
+    arr = as_real(value, name)
+    check_range(arr, name, 0.0, 1.0, low_open=True)
+    return arr
+
+
+def training_time(samples, flops_per_sample, device_flops, devices=1, efficiency=1.0):
+    r"""Training time in seconds: :math:`T = D \cdot C / (r \cdot N \cdot \eta)`.
+
+    Parameters
+    ----------
+    samples : float or array_like
+        :math:`D`, samples processed in the whole run (data-set size x epochs), >= 0.
+        For language models, tokens work as samples if ``flops_per_sample`` is per token.
+    flops_per_sample : float or array_like
+        :math:`C`, FLOPs of one sample's forward and backward pass (about 3x the
+        forward pass), >= 0. FLOPs, not MACs: FLOPs = 2 x MACs.
+    device_flops : float or array_like
+        :math:`r`, sustained FLOP/s of one device (peak x utilisation), > 0.
+    devices : float or array_like
+        :math:`N`, number of devices, >= 1.
+    efficiency : float or array_like
+        :math:`\eta`, parallel efficiency in (0, 1]: the fraction of the ideal
+        N-fold rate the N devices achieve together.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        Seconds, broadcast over all arguments (a float when all are scalars).
+
+    Examples
+    --------
+    >>> training_time(1e6, 1e9, 1e12)            # 1e15 FLOPs at 1 TFLOP/s
+    1000.0
+    >>> training_time(1e6, 1e9, 1e12, devices=8, efficiency=0.5)
+    250.0
+    >>> training_time(1e6, 1e9, 1e12, devices=[1, 2, 4])
+    array([1000.,  500.,  250.])
+    """
+    d = _nonneg(samples, "samples")
+    c = _nonneg(flops_per_sample, "flops_per_sample")
+    r = _positive(device_flops, "device_flops")
+    n = _devices(devices)
+    eta = _efficiency(efficiency)
+    d, c, r, n, eta = broadcast(
+        samples=d, flops_per_sample=c, device_flops=r, devices=n, efficiency=eta
+    )
+    result = d * c / (r * n * eta)
+    return scalar_or_array(result, samples, flops_per_sample, device_flops, devices, efficiency)
+
+
+def required_efficiency(samples, flops_per_sample, device_flops, devices, time):
+    r"""The parallel efficiency that a measured training ``time`` implies.
+
+    Solves :math:`T = D C / (r N \eta)` for :math:`\eta = D C / (r N T)`. A result
+    above 1 means the run did less work or ran faster per device than assumed
+    (e.g. it changed the batch size, the optimiser or the number of steps).
+
+    Parameters
+    ----------
+    samples, flops_per_sample, device_flops, devices
+        As in :func:`training_time`.
+    time : float or array_like
+        Measured wall-clock time of the run in seconds, > 0.
+
+    Examples
+    --------
+    >>> required_efficiency(1e6, 1e9, 1e12, devices=8, time=250.0)
+    0.5
+    """
+    d = _nonneg(samples, "samples")
+    c = _nonneg(flops_per_sample, "flops_per_sample")
+    r = _positive(device_flops, "device_flops")
+    n = _devices(devices)
+    t = _positive(time, "time")
+    d, c, r, n, t = broadcast(samples=d, flops_per_sample=c, device_flops=r, devices=n, time=t)
+    return scalar_or_array(d * c / (r * n * t), samples, flops_per_sample, device_flops, devices, time)
+
+
+def device_hours(seconds, devices=1):
+    """Device-hours of a run: wall-clock hours x devices (what a cloud bill counts).
+
+    Examples
+    --------
+    >>> device_hours(3600.0, devices=8)
+    8.0
+    """
+    s = _nonneg(seconds, "seconds")
+    n = _devices(devices)
+    s, n = broadcast(seconds=s, devices=n)
+    return scalar_or_array(s * n / 3600.0, seconds, devices)
+
+
+_UNITS = (
+    ("years", 365.25 * 86400.0),
+    ("days", 86400.0),
+    ("h", 3600.0),
+    ("min", 60.0),
+    ("s", 1.0),
+)
+
+
+def human_duration(seconds: float, digits: int = 3) -> str:
+    """A duration in the largest unit that keeps the number >= 1 (years .. s, ms, µs).
+
+    Parameters
+    ----------
+    seconds : float
+        Duration, >= 0 and finite.
+    digits : int
+        Significant digits, 1 to 15.
+
+    Examples
+    --------
+    >>> human_duration(2820.0)
+    '47 min'
+    >>> human_duration(3 * 86400 * 365.25)
+    '3 years'
+    >>> human_duration(0.0125)
+    '12.5 ms'
+    """
+    arr = as_real(seconds, "seconds")
+    if arr.ndim != 0:
+        raise TypeError(f"seconds must be a scalar, got an array of shape {arr.shape}")
+    check_range(arr, "seconds", 0.0, np.inf)
+    digits = check_int(digits, "digits", 1, 15)
+    s = float(arr)
+    if s == 0.0:
+        return "0 s"
+    for unit, size in _UNITS:
+        if s >= size:
+            return f"{s / size:.{digits}g} {unit}"
+    if s >= 1e-3:
+        return f"{s * 1e3:.{digits}g} ms"
+    return f"{s * 1e6:.{digits}g} µs"
+
+
+# ------------------------------------------------------------------ FLOP / MAC counts
+def transformer_training_flops(params, tokens):
+    r"""Training FLOPs of a dense transformer: :math:`6 \cdot P \cdot D` ("6ND").
+
+    Each parameter takes part in one multiply-accumulate per token in the forward
+    pass (2 FLOPs) and two in the backward pass (4 FLOPs: the gradient with respect
+    to the input and to the weight), so forward = 2PD, backward = 4PD.
+
+    Assumptions: the matrix multiplications with the weights dominate; attention
+    score computations (which grow with sequence length, about
+    :math:`6 \cdot n_{layers} \cdot seq \cdot d_{model}` per token), embeddings
+    look-ups, normalisation and the optimiser update are left out, and no
+    activation recomputation. It underestimates for long sequences relative to
+    the model width.
+
+    Parameters
+    ----------
+    params : float or array_like
+        :math:`P`, number of parameters, >= 0.
+    tokens : float or array_like
+        :math:`D`, training tokens processed (all epochs), >= 0.
+
+    Returns
+    -------
+    float or numpy.ndarray
+        FLOPs (not MACs).
+
+    Examples
+    --------
+    >>> transformer_training_flops(340e6, 1e9)
+    2.04e+18
+    """
+    p = _nonneg(params, "params")
+    d = _nonneg(tokens, "tokens")
+    p, d = broadcast(params=p, tokens=d)
+    return scalar_or_array(6.0 * p * d, params, tokens)
+
+
+def sequence_tokens(steps, batch_size, sequence_length):
+    """Tokens processed by a run of ``steps`` steps of ``batch_size`` sequences.
+
+    Arrays broadcast, so a run with phases (e.g. BERT: 90% of the steps at length
+    128, 10% at 512) is ``sequence_tokens([s1, s2], b, [128, 512]).sum()``.
+
+    Examples
+    --------
+    >>> sequence_tokens(1000, 256, 128)
+    32768000.0
+    """
+    s = _nonneg(steps, "steps")
+    b = _nonneg(batch_size, "batch_size")
+    n = _nonneg(sequence_length, "sequence_length")
+    s, b, n = broadcast(steps=s, batch_size=b, sequence_length=n)
+    return scalar_or_array(s * b * n, steps, batch_size, sequence_length)
+
+
+def linear_macs(in_features: int, out_features: int, batch: int = 1) -> int:
+    """Multiply-accumulates of a fully connected layer's forward pass (FLOPs = 2 x MACs).
+
+    ``y = x @ W + b`` with ``x`` (batch, in_features) and ``W`` (in_features,
+    out_features) costs ``batch * in_features * out_features`` MACs; the bias add is
+    not counted.
+
+    Examples
+    --------
+    >>> linear_macs(64, 32)
+    2048
+    >>> FLOPS_PER_MAC * linear_macs(1024, 1024, batch=8)
+    16777216
+    """
+    i = check_int(in_features, "in_features", 1)
+    o = check_int(out_features, "out_features", 1)
+    b = check_int(batch, "batch", 1)
+    return b * i * o
+
+
+def _pair(value, name: str, minimum: int) -> tuple[int, int]:
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        if len(value) != 2:
+            raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+        return (check_int(value[0], f"{name}[0]", minimum), check_int(value[1], f"{name}[1]", minimum))
+    v = check_int(value, name, minimum)
+    return v, v
+
+
+def conv2d_macs(
+    in_channels: int,
+    out_channels: int,
+    kernel_size,
+    input_size,
+    *,
+    stride=1,
+    padding=0,
+    dilation=1,
+    groups: int = 1,
+    batch: int = 1,
+) -> int:
+    r"""Multiply-accumulates of a 2-D convolution's forward pass (FLOPs = 2 x MACs).
+
+    With output size :math:`H_o \times W_o`, the layer is one GEMM (the im2col view)
+    of :math:`M \times K` by :math:`K \times N` with :math:`M = B H_o W_o`,
+    :math:`K = (C_i / g) H_f W_f`, :math:`N = C_o`, i.e. :math:`M K N` MACs. The bias
+    add is not counted.
+
+    Parameters
+    ----------
+    in_channels, out_channels : int
+        :math:`C_i`, :math:`C_o`, both divisible by ``groups``.
+    kernel_size, input_size : int or (int, int)
+        :math:`(H_f, W_f)` and the input's :math:`(H, W)`.
+    stride, padding, dilation : int or (int, int)
+        As in ``torch.nn.Conv2d``; the output is
+        :math:`H_o = \lfloor (H + 2p - d (H_f - 1) - 1) / s \rfloor + 1`.
+    groups : int
+        Grouped convolution (``groups == in_channels``: depthwise).
+    batch : int
+        :math:`B`, images in the batch.
+
+    Examples
+    --------
+    >>> conv2d_macs(3, 64, 7, 224, stride=2, padding=3)   # ResNet-50's first layer
+    118013952
+    >>> conv2d_macs(3, 2, 2, 3)   # the chapter's im2col figure: 4 outputs x 12 x 2
+    96
+    """
+    ci = check_int(in_channels, "in_channels", 1)
+    co = check_int(out_channels, "out_channels", 1)
+    g = check_int(groups, "groups", 1)
+    b = check_int(batch, "batch", 1)
+    if ci % g or co % g:
+        raise ValueError(
+            f"in_channels ({ci}) and out_channels ({co}) must be divisible by groups ({g})"
+        )
+    kh, kw = _pair(kernel_size, "kernel_size", 1)
+    h, w = _pair(input_size, "input_size", 1)
+    sh, sw = _pair(stride, "stride", 1)
+    ph, pw = _pair(padding, "padding", 0)
+    dh, dw = _pair(dilation, "dilation", 1)
+    ho = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+    wo = (w + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+    if ho < 1 or wo < 1:
+        raise ValueError(
+            f"kernel_size {kh}x{kw} (dilation {dh}x{dw}) does not fit input_size {h}x{w} "
+            f"with padding {ph}x{pw}"
+        )
+    return b * ho * wo * co * (ci // g) * kh * kw
+
+
+def mlp_training_flops(model: MLP, samples) -> float | np.ndarray:
+    """FLOPs to train the running example on ``samples`` samples (forward + backward).
+
+    ``samples x model.flops_per_sample()["total"]`` - GEMMs only (see
+    :meth:`course_lib.models.MLP.flops_per_sample`); the optimiser update (a few
+    FLOPs per parameter per step) is left out.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> mlp_training_flops(MLP((64, 32, 10)), 1000)
+    10112000.0
+    """
+    per_sample = _flops_per_sample(model)
+    d = _nonneg(samples, "samples")
+    return scalar_or_array(d * per_sample, samples)
+
+
+def _flops_per_sample(model) -> int:
+    counts = getattr(model, "flops_per_sample", None)
+    if not callable(counts):
+        raise TypeError(f"model must be a course_lib.models.MLP, got {type(model).__name__}")
+    return int(counts()["total"])
+
+
+# ------------------------------------------------------------------ measurement
+@dataclass(frozen=True)
+class FlopRate:
+    """Achieved FLOP rate of training epochs of the running example on this machine.
+
+    Attributes
+    ----------
+    flops_per_epoch : float
+        FLOPs of one epoch (GEMMs, forward + backward) by the model's count.
+    samples : int
+        Samples per epoch.
+    batch_size : int
+        Samples per step.
+    timing : course_lib.timing.Timing
+        Wall-clock seconds of one epoch (repeated).
+    """
+
+    flops_per_epoch: float
+    samples: int
+    batch_size: int
+    timing: Timing
+
+    @property
+    def rate(self) -> float:
+        """Achieved FLOP/s, :math:`r` = FLOPs of an epoch / median epoch time."""
+        return self.flops_per_epoch / self.timing.median
+
+    @property
+    def flops_per_sample(self) -> float:
+        """FLOPs per sample (forward + backward)."""
+        return self.flops_per_epoch / self.samples
+
+    def predict_time(self, epochs) -> float | np.ndarray:
+        """Predicted seconds for ``epochs`` epochs: :func:`training_time` with r = :attr:`rate`."""
+        e = _nonneg(epochs, "epochs")
+        return training_time(e * self.samples, self.flops_per_sample, self.rate)
+
+    def __repr__(self) -> str:
+        return (
+            f"FlopRate(rate={self.rate / 1e9:.3g} GFLOP/s, epoch={self.timing.median * 1e3:.3g} ms"
+            f" (spread {self.timing.spread:.0%}), batch_size={self.batch_size})"
+        )
+
+
+def measure_flop_rate(
+    model: MLP,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    batch_size: int = 32,
+    lr: float = 0.1,
+    repeat: int = 5,
+    warmup: int = 1,
+    seed: int = 0,
+) -> FlopRate:
+    """Time one training epoch of ``model`` and return the achieved FLOP rate.
+
+    Each timed call is ``course_lib.models.train(model, x, y, epochs=1, ...)`` - the
+    same loop a longer run executes, so ``result.predict_time(epochs)`` predicts such
+    a run. The rate includes everything the loop does (batch gathering, bias adds,
+    softmax, the update, Python overhead), which is why it is far below the BLAS
+    GEMM peak, especially for small batches.
+
+    Parameters
+    ----------
+    model : course_lib.models.MLP
+    x, y : numpy.ndarray
+        Training inputs and labels.
+    batch_size : int
+        Samples per step.
+    lr : float
+        Learning rate of the SGD steps (does not change the time).
+    repeat, warmup : int
+        Passed to :func:`course_lib.timing.measure`.
+    seed : int
+        Seed of the initialisation and shuffling.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> from course_lib.datasets import load_digits
+    >>> d = load_digits("train")
+    >>> m = measure_flop_rate(MLP((64, 64, 10)), d.x, d.y, batch_size=64, repeat=2)
+    >>> m.rate > 0, m.samples
+    (True, 1438)
+    """
+    from .models import train
+    from .timing import measure
+
+    per_sample = _flops_per_sample(model)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    repeat = check_int(repeat, "repeat", 1)
+    warmup = check_int(warmup, "warmup", 0)
+    x_arr = model._check_x(x)
+    y_arr = model._check_y(y, x_arr.shape[0])
+    if x_arr.shape[0] == 0:
+        raise ValueError("x must hold at least one sample")
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    params = model.init_params(check_int(seed, "seed", 0))
+
+    def epoch():
+        train(model, x_arr, y_arr, epochs=1, batch_size=batch_size, lr=lr, seed=seed, params=params)
+
+    timing = measure(epoch, repeat=repeat, warmup=warmup)
+    n = int(x_arr.shape[0])
+    return FlopRate(float(per_sample) * n, n, batch_size, timing)

@@ -1,0 +1,292 @@
+"""course_lib.cost: hand-derived values, bad input, properties, doctests."""
+
+import doctest
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import course_lib.cost as cost
+from course_lib.cost import (
+    FLOPS_PER_MAC,
+    conv2d_macs,
+    device_hours,
+    human_duration,
+    linear_macs,
+    measure_flop_rate,
+    mlp_training_flops,
+    required_efficiency,
+    sequence_tokens,
+    training_time,
+    transformer_training_flops,
+)
+from course_lib.models import MLP
+
+positive = st.floats(1e-3, 1e12, allow_nan=False, allow_infinity=False)
+effs = st.floats(1e-3, 1.0, allow_nan=False)
+devs = st.integers(1, 100_000)
+
+
+def test_doctests():
+    result = doctest.testmod(cost)
+    assert result.attempted > 10 and result.failed == 0
+
+
+# ------------------------------------------------------------------ training_time
+def test_training_time_hand_values():
+    # 1e6 samples x 1e9 FLOPs = 1e15 FLOPs; at 1e12 FLOP/s: 1000 s
+    assert training_time(1e6, 1e9, 1e12) == 1000.0
+    # 8 devices at 50% efficiency = 4 effective devices
+    assert training_time(1e6, 1e9, 1e12, devices=8, efficiency=0.5) == 250.0
+    assert training_time(0, 1e9, 1e12) == 0.0
+    assert type(training_time(1, 1, 1)) is float
+
+
+def test_training_time_broadcasts():
+    out = training_time(1e6, 1e9, 1e12, devices=np.array([[1], [2]]), efficiency=[1.0, 0.5])
+    assert out.shape == (2, 2)
+    np.testing.assert_allclose(out, [[1000, 2000], [500, 1000]])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "name"),
+    [
+        (dict(samples=-1), "samples"),
+        (dict(flops_per_sample=-1), "flops_per_sample"),
+        (dict(device_flops=0), "device_flops"),
+        (dict(devices=0), "devices"),
+        (dict(devices=0.5), "devices"),
+        (dict(efficiency=0.0), "efficiency"),
+        (dict(efficiency=1.5), "efficiency"),
+        (dict(efficiency=-0.1), "efficiency"),
+        (dict(samples=math.nan), "samples"),
+        (dict(device_flops=math.inf), "device_flops"),
+    ],
+)
+def test_training_time_bad_values(kwargs, name):
+    args = dict(samples=1e6, flops_per_sample=1e9, device_flops=1e12) | kwargs
+    with pytest.raises(ValueError, match=name):
+        training_time(**args)
+
+
+@pytest.mark.parametrize("bad", ["10", None, True, 1 + 2j])
+def test_training_time_bad_types(bad):
+    with pytest.raises(TypeError, match="samples"):
+        training_time(bad, 1e9, 1e12)
+
+
+def test_training_time_shape_mismatch_named():
+    with pytest.raises(ValueError, match="devices"):
+        training_time([1, 2, 3], 1.0, 1.0, devices=[1, 2])
+
+
+@given(positive, positive, positive, devs, effs, st.integers(2, 64))
+@settings(max_examples=60, deadline=None)
+def test_training_time_inverse_in_devices_and_efficiency(d, c, r, n, eta, k):
+    t = training_time(d, c, r, devices=n, efficiency=eta)
+    assert training_time(d, c, r, devices=n * k, efficiency=eta) == pytest.approx(t / k, rel=1e-12)
+    assert training_time(d, c, r, devices=n, efficiency=eta / k) == pytest.approx(t * k, rel=1e-12)
+    # only the product r N eta matters
+    assert training_time(d, c, r * n * eta) == pytest.approx(t, rel=1e-12)
+    # linear in data size and per-sample compute
+    assert training_time(k * d, c, r, n, eta) == pytest.approx(k * t, rel=1e-12)
+    assert training_time(d, k * c, r, n, eta) == pytest.approx(k * t, rel=1e-12)
+
+
+@given(positive, positive, positive, devs, effs)
+@settings(max_examples=40, deadline=None)
+def test_required_efficiency_inverts_training_time(d, c, r, n, eta):
+    t = training_time(d, c, r, devices=n, efficiency=eta)
+    assert required_efficiency(d, c, r, n, t) == pytest.approx(eta, rel=1e-12)
+
+
+def test_required_efficiency_bad_time():
+    with pytest.raises(ValueError, match="time"):
+        required_efficiency(1, 1, 1, 1, time=0)
+
+
+def test_device_hours():
+    assert device_hours(3600, 8) == 8.0
+    assert device_hours(47 * 60, 1472) == pytest.approx(1472 * 47 / 60)
+    with pytest.raises(ValueError, match="seconds"):
+        device_hours(-1)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.0, "0 s"),
+        (5e-6, "5 µs"),
+        (0.0125, "12.5 ms"),
+        (1.0, "1 s"),
+        (59.0, "59 s"),
+        (90.0, "1.5 min"),
+        (47 * 60.0, "47 min"),
+        (2 * 3600.0, "2 h"),
+        (36 * 86400.0, "36 days"),
+        (2.5 * 365.25 * 86400, "2.5 years"),
+    ],
+)
+def test_human_duration(seconds, text):
+    assert human_duration(seconds) == text
+
+
+def test_human_duration_bad_input():
+    with pytest.raises(ValueError, match="seconds"):
+        human_duration(-1.0)
+    with pytest.raises(TypeError, match="seconds"):
+        human_duration([1.0, 2.0])
+    with pytest.raises(ValueError, match="digits"):
+        human_duration(1.0, digits=0)
+
+
+# ------------------------------------------------------------------ FLOP counts
+def test_transformer_flops_hand_values():
+    assert transformer_training_flops(1, 1) == 6.0
+    assert transformer_training_flops(340e6, 1e9) == pytest.approx(2.04e18)
+    np.testing.assert_allclose(transformer_training_flops([1, 2], 10), [60, 120])
+    with pytest.raises(ValueError, match="params"):
+        transformer_training_flops(-1, 1)
+    with pytest.raises(ValueError, match="tokens"):
+        transformer_training_flops(1, -1)
+
+
+@given(positive, positive, st.floats(0.01, 100))
+@settings(max_examples=40, deadline=None)
+def test_6nd_linear_in_both(n, d, k):
+    f = transformer_training_flops(n, d)
+    assert transformer_training_flops(k * n, d) == pytest.approx(k * f, rel=1e-12)
+    assert transformer_training_flops(n, k * d) == pytest.approx(k * f, rel=1e-12)
+
+
+def test_6nd_matches_a_linear_layer_count():
+    # A stack of linear layers (no attention) is exactly what 6ND counts: per token,
+    # forward = 2 MAC-FLOPs per weight, backward twice that.
+    sizes = [(512, 2048), (2048, 512)]
+    params = sum(i * o for i, o in sizes)
+    tokens = 1000
+    forward = FLOPS_PER_MAC * sum(linear_macs(i, o, batch=tokens) for i, o in sizes)
+    assert transformer_training_flops(params, tokens) == 3 * forward
+
+
+def test_sequence_tokens_bert_phases():
+    # BERT pre-training: 1M steps of 256 sequences, 90% at length 128, 10% at 512
+    tokens = sequence_tokens([900_000, 100_000], 256, [128, 512]).sum()
+    assert tokens == 900_000 * 256 * 128 + 100_000 * 256 * 512
+    with pytest.raises(ValueError, match="batch_size"):
+        sequence_tokens(1, -1, 1)
+
+
+def test_linear_macs():
+    assert linear_macs(64, 32) == 64 * 32
+    assert linear_macs(3, 5, batch=7) == 105
+    with pytest.raises(ValueError, match="in_features"):
+        linear_macs(0, 3)
+    with pytest.raises(TypeError, match="out_features"):
+        linear_macs(3, 2.5)
+    with pytest.raises(ValueError, match="batch"):
+        linear_macs(3, 3, batch=0)
+
+
+def test_linear_macs_agrees_with_the_running_example():
+    model = MLP((64, 32, 16, 10))
+    forward = FLOPS_PER_MAC * sum(
+        linear_macs(a, b) for a, b in zip(model.sizes[:-1], model.sizes[1:], strict=False)
+    )
+    assert forward == model.flops_per_sample()["forward"]
+
+
+def _conv_macs_by_loops(ci, co, k, h, w, stride, pad, groups, batch):
+    """Independent reference: count the MACs of a direct convolution loop."""
+    ho = (h + 2 * pad - k) // stride + 1
+    wo = (w + 2 * pad - k) // stride + 1
+    count = 0
+    for _b in range(batch):
+        for oc in range(co):
+            g = oc // (co // groups)
+            for _y in range(ho):
+                for _x in range(wo):
+                    for _ic in range(g * (ci // groups), (g + 1) * (ci // groups)):
+                        count += k * k
+    return count
+
+
+@pytest.mark.parametrize(
+    ("ci", "co", "k", "h", "w", "stride", "pad", "groups", "batch"),
+    [
+        (3, 2, 2, 3, 3, 1, 0, 1, 1),  # the chapter's im2col figure
+        (4, 6, 3, 7, 5, 2, 1, 1, 2),
+        (4, 4, 3, 6, 6, 1, 1, 4, 1),  # depthwise
+        (6, 4, 1, 5, 5, 1, 0, 2, 3),
+    ],
+)
+def test_conv2d_macs_against_loops(ci, co, k, h, w, stride, pad, groups, batch):
+    got = conv2d_macs(ci, co, k, (h, w), stride=stride, padding=pad, groups=groups, batch=batch)
+    assert got == _conv_macs_by_loops(ci, co, k, h, w, stride, pad, groups, batch)
+
+
+def test_conv2d_macs_known_layers():
+    # ResNet-50 conv1: 112 x 112 outputs x 64 channels x (3 x 7 x 7) MACs
+    assert conv2d_macs(3, 64, 7, 224, stride=2, padding=3) == 112 * 112 * 64 * 3 * 49
+    # im2col GEMM sizes M x K x N
+    b, ho, wo, ci, kh, kw, co = 8, 14, 14, 256, 3, 3, 256
+    assert conv2d_macs(ci, co, 3, 14, padding=1, batch=b) == (b * ho * wo) * (ci * kh * kw) * co
+    # dilation 2 with a 3x3 kernel covers 5x5
+    assert conv2d_macs(1, 1, 3, 5, dilation=2) == 9
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "name"),
+    [
+        (dict(in_channels=0), ValueError, "in_channels"),
+        (dict(groups=3), ValueError, "groups"),
+        (dict(kernel_size=(3, 3, 3)), ValueError, "kernel_size"),
+        (dict(kernel_size=9), ValueError, "kernel_size"),
+        (dict(stride=0), ValueError, "stride"),
+        (dict(padding=-1), ValueError, "padding"),
+        (dict(input_size=2.0), TypeError, "input_size"),
+    ],
+)
+def test_conv2d_macs_bad_input(kwargs, exc, name):
+    args = dict(in_channels=4, out_channels=4, kernel_size=3, input_size=8) | kwargs
+    with pytest.raises(exc, match=name):
+        conv2d_macs(**args)
+
+
+def test_mlp_training_flops():
+    model = MLP((64, 64, 10))
+    assert mlp_training_flops(model, 100) == 100 * model.flops_per_sample()["total"]
+    with pytest.raises(TypeError, match="model"):
+        mlp_training_flops("mlp", 1)
+
+
+# ------------------------------------------------------------------ measurement
+def test_measure_flop_rate_is_consistent():
+    from course_lib.datasets import load_digits
+
+    d = load_digits("train")
+    model = MLP((64, 32, 10))
+    m = measure_flop_rate(model, d.x[:256], d.y[:256], batch_size=64, repeat=2, warmup=0)
+    assert m.samples == 256 and m.batch_size == 64
+    assert m.flops_per_epoch == 256 * model.flops_per_sample()["total"]
+    assert m.rate == pytest.approx(m.flops_per_epoch / m.timing.median)
+    # the prediction for E epochs is E times the measured epoch (by construction of r)
+    assert m.predict_time(10) == pytest.approx(10 * m.timing.median)
+    assert "GFLOP/s" in repr(m)
+
+
+def test_measure_flop_rate_bad_input():
+    from course_lib.datasets import load_digits
+
+    d = load_digits("test")
+    model = MLP((64, 8, 10))
+    with pytest.raises(ValueError, match="batch_size"):
+        measure_flop_rate(model, d.x, d.y, batch_size=0)
+    with pytest.raises(ValueError, match="x must have shape"):
+        measure_flop_rate(model, d.x[:, :10], d.y)
+    with pytest.raises(ValueError, match="lr"):
+        measure_flop_rate(model, d.x, d.y, lr=-1.0)
+    with pytest.raises(TypeError, match="model"):
+        measure_flop_rate(object(), d.x, d.y)
