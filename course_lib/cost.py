@@ -40,7 +40,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from .timing import Timing
 
 __all__ = [
+    "BERT_LARGE",
     "FLOPS_PER_MAC",
+    "PretrainingRecipe",
     "FlopRate",
     "conv2d_macs",
     "device_hours",
@@ -268,6 +270,65 @@ def sequence_tokens(steps, batch_size, sequence_length):
     n = _nonneg(sequence_length, "sequence_length")
     s, b, n = broadcast(steps=s, batch_size=b, sequence_length=n)
     return scalar_or_array(s * b * n, steps, batch_size, sequence_length)
+
+
+@dataclass(frozen=True)
+class PretrainingRecipe:
+    """A language model's pre-training run: size and steps, for a 6ND estimate.
+
+    Attributes
+    ----------
+    name : str
+    params : float
+        Parameters :math:`P`.
+    steps : tuple of int
+        Steps of each phase (e.g. BERT trains at two sequence lengths).
+    batch_size : tuple of int
+        Sequences per step in each phase.
+    sequence_length : tuple of int
+        Tokens per sequence in each phase.
+    source : str
+        Where the numbers come from.
+    """
+
+    name: str
+    params: float
+    steps: tuple[int, ...]
+    batch_size: tuple[int, ...]
+    sequence_length: tuple[int, ...]
+    source: str
+
+    @property
+    def tokens(self) -> float:
+        """Training tokens :math:`D`, summed over the phases."""
+        return float(np.sum(sequence_tokens(self.steps, self.batch_size, self.sequence_length)))
+
+    @property
+    def flops(self) -> float:
+        """Training FLOPs by :func:`transformer_training_flops` (6 P D)."""
+        return transformer_training_flops(self.params, self.tokens)
+
+    @property
+    def flops_per_token(self) -> float:
+        """6 P: FLOPs per training token."""
+        return 6.0 * self.params
+
+
+#: BERT-Large pre-training as published: 340M parameters; 1,000,000 steps of 256
+#: sequences, 90% of the steps at sequence length 128 and the last 10% at 512.
+BERT_LARGE = PretrainingRecipe(
+    name="BERT-Large",
+    params=340e6,
+    steps=(900_000, 100_000),
+    batch_size=(256, 256),
+    sequence_length=(128, 512),
+    source=(
+        "Devlin, Chang, Lee, Toutanova, BERT: Pre-training of Deep Bidirectional Transformers "
+        "for Language Understanding, NAACL 2019, arXiv:1810.04805: section 3 (BERT-Large, "
+        "340M parameters) and appendix A.2 (batch 256 sequences, 1,000,000 steps; sequence "
+        "length 128 for 90% of the steps, 512 for the remaining 10%)"
+    ),
+)
 
 
 def linear_macs(in_features: int, out_features: int, batch: int = 1) -> int:

@@ -290,3 +290,13 @@ def test_measure_flop_rate_bad_input():
         measure_flop_rate(model, d.x, d.y, lr=-1.0)
     with pytest.raises(TypeError, match="model"):
         measure_flop_rate(object(), d.x, d.y)
+
+
+def test_bert_large_recipe():
+    from course_lib.cost import BERT_LARGE
+
+    tokens = 900_000 * 256 * 128 + 100_000 * 256 * 512
+    assert BERT_LARGE.tokens == tokens
+    assert BERT_LARGE.flops == pytest.approx(6 * 340e6 * tokens)
+    assert BERT_LARGE.flops_per_token == 6 * 340e6
+    assert "1810.04805" in BERT_LARGE.source
