@@ -26,6 +26,7 @@ __all__ = [
     "efficiency",
     "fit_amdahl",
     "gustafson",
+    "gustafson_to_amdahl",
     "karp_flatt",
     "speedup",
 ]
@@ -124,6 +125,29 @@ def gustafson(p, n):
     """
     p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n, allow_inf=False))
     return scalar_or_array((1.0 - p_arr) + p_arr * n_arr, p, n)
+
+
+def gustafson_to_amdahl(p, n):
+    r"""Amdahl's fraction of the scaled problem that Gustafson's ``p`` describes.
+
+    Gustafson's ``p`` is the parallel share of the *parallel* run (on ``n`` devices).
+    Run the same, scaled problem on one device and the parallel part takes ``n`` times
+    longer, so its share of the serial run is
+
+    .. math:: p_A = rac{p\,n}{(1 - p) + p\,n}
+
+    and ``amdahl(p_A, n) == gustafson(p, n)``: the two laws agree on one problem; they
+    differ in which problem they hold fixed as ``n`` changes.
+
+    Examples
+    --------
+    >>> pa = gustafson_to_amdahl(0.9, 64)
+    >>> round(pa, 4), round(amdahl(pa, 64), 6) == round(gustafson(0.9, 64), 6)
+    (0.9983, True)
+    """
+    p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n, allow_inf=False))
+    scaled = p_arr * n_arr
+    return scalar_or_array(scaled / ((1.0 - p_arr) + scaled), p, n)
 
 
 def speedup(t_serial, t_parallel):

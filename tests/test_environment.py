@@ -1,13 +1,16 @@
 """environment.yml (conda, Binder) stays consistent with pyproject.toml."""
 
 import re
-import tomllib
+import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
+# tomllib is in the standard library from Python 3.11; on 3.10 use tomli if present.
+tomllib = pytest.importorskip("tomllib" if sys.version_info >= (3, 11) else "tomli")
 ROOT = Path(__file__).resolve().parent.parent
 # PyPI name -> conda-forge name, where they differ.
 CONDA_NAMES = {"matplotlib": "matplotlib-base"}

@@ -71,7 +71,10 @@ def test_learning_goals_first_and_summary_last(path):
 def test_exercises_have_checks_and_hidden_solutions(path):
     cells = _load(path)["cells"]
     solutions = [c for c in cells if "solution" in c["metadata"].get("tags", [])]
-    exercises = [c for c in cells if c["cell_type"] == "markdown" and "Exercise" in _source(c)]
+    exercises = [
+        c for c in cells
+        if c["cell_type"] == "markdown" and re.search(r"^#+ *Exercise \d", _source(c), re.M)
+    ]
     assert exercises, "no exercises"
     assert len(solutions) >= len(exercises), "every exercise needs a solution cell"
     for cell in solutions:

@@ -43,15 +43,15 @@ def ex2_speedup(answer) -> Result:
 
 
 def ex3_devices(answer) -> Result:
-    """Fewest devices that give a speedup of 15 when p = 0.95."""
+    """Fewest devices that give a speedup of 12 when p = 0.95."""
     return check(
         answer,
-        devices_needed(0.95, 15),
+        devices_needed(0.95, 12),
         rtol=0,
         atol=0.5,
         name="devices needed",
         unit="devices",
-        hint="solve 1/((1-p) + p/N) >= 15 for N and round UP to a whole device.",
+        hint="solve 1/((1-p) + p/N) >= 12 for N and round UP to a whole device.",
     )
 
 

@@ -95,7 +95,13 @@ def laws_figure(p: float, n: int, *, n_max: int = 1024):
 
 
 def measured_speedup_figure(
-    n, speedup, *, fit_p: float | None = None, title: str = "measured speedup", label="measured"
+    n,
+    speedup,
+    *,
+    fit_p: float | None = None,
+    title: str = "measured speedup",
+    label: str = "measured",
+    xlabel: str = "N",
 ):
     """Measured speedups against the ideal line and, if given, a fitted Amdahl curve.
 
@@ -105,6 +111,8 @@ def measured_speedup_figure(
         Device (process, thread, chip) counts and the measured speedups.
     fit_p : float, optional
         Parallel fraction from :func:`course_lib.scaling.fit_amdahl`; its curve is drawn.
+    title, label, xlabel : str
+        Axes title, legend label of the measurements, x-axis label.
     """
     n_arr, s_arr = np.asarray(n, float), np.asarray(speedup, float)
     fig, ax = new_figure(size=(6.0, 3.8))
@@ -113,6 +121,6 @@ def measured_speedup_figure(
     if fit_p is not None:
         ax.plot(grid, scaling.amdahl(fit_p, grid), color=COLORS[1], label=f"Amdahl fit, p = {fit_p:.3f}")
     ax.plot(n_arr, s_arr, "o-", color=COLORS[0], label=label)
-    ax.set(xlabel="N", ylabel="speedup S", title=title)
+    ax.set(xlabel=xlabel, ylabel="speedup S", title=title)
     ax.legend(fontsize=8, loc="upper left")
     return fig
