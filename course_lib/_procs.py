@@ -1,0 +1,842 @@
+"""Worker processes and shared memory with a guaranteed clean-up (used by the trainers).
+
+The data-parallel trainer (:mod:`course_lib.data_parallel`), the torch engine and the
+pipeline trainer (:mod:`course_lib.model_parallel`) all start a few worker processes,
+share arrays with them and must never hang or leak. This module holds that machinery
+once; its public API is small:
+
+:class:`ProcessGroup`
+    Starts ``world_size`` processes running ``target(ctx, *args)`` with a chosen start
+    method (``fork``, ``forkserver``, ``spawn``), collects their return values, and
+
+    * re-raises an exception of a worker in the caller as :class:`WorkerError` carrying
+      the worker's traceback;
+    * raises :class:`WorkerDied` when a worker exits without a result (``os._exit``,
+      a signal, the out-of-memory killer);
+    * raises :class:`WorkerTimeout` when no worker reported progress for ``timeout``
+      seconds (a hang, a deadlock);
+    * on any error and on ``KeyboardInterrupt`` (the notebook's stop button) terminates
+      every worker (SIGTERM, then SIGKILL) and reaps it: no orphan, no zombie.
+
+    Workers ignore SIGINT (JupyterLab's interrupt signals the whole process group): the
+    parent alone decides to stop them.
+:class:`WorkerContext`
+    What a worker receives first: ``rank``, ``world_size``, ``timeout`` (use it for every
+    blocking wait) and :meth:`WorkerContext.progress` to report its step count (the
+    parent's hang detection and progress bar read it).
+:class:`SharedArray` / :class:`SharedSpec`
+    A numpy array in a named ``multiprocessing.shared_memory`` segment. The creator
+    (parent) owns it and ``unlink()`` s it in ``close()`` (also on error: use ``with``);
+    workers attach with ``spec.attach()`` and never unlink.
+:class:`Fault`
+    A deliberate failure (raise, hard exit, kill, hang) at a given rank and step, for
+    the fault-injection tests and for demonstrations in the notebooks.
+:func:`blas_threads`
+    Limit the BLAS thread pool of the current process (one thread per worker avoids
+    oversubscribing the cores).
+
+The target must live in an importable module, never in a notebook, so that ``spawn``
+and ``forkserver`` can find it (:func:`demo_worker` is one).
+
+Examples
+--------
+>>> with ProcessGroup(demo_worker, 2, args=(3,), kwargs={"value": 10.0},
+...                   start_method="fork", timeout=30) as group:
+...     group.join()
+[0.0, 10.0]
+>>> with ProcessGroup(demo_worker, 2, args=(3, Fault("raise", rank=1, step=2)),
+...                   start_method="fork") as group:
+...     group.join()
+Traceback (most recent call last):
+...
+course_lib._procs.WorkerError: worker 1 raised FaultInjected: injected fault in worker 1 at step 2
+<BLANKLINE>
+--- traceback in worker 1 ---
+...
+>>> with SharedArray((2, 3), "float32") as shared:
+...     shared.array[:] = 1.0
+...     with shared.spec.attach() as view:   # what a worker does
+...         float(view.sum())
+6.0
+>>> Fault("hang", rank=1, step=2)
+Fault(kind='hang', rank=1, step=2)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import multiprocessing as mp
+import multiprocessing.connection
+import os
+import pickle
+import secrets
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from multiprocessing import shared_memory
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ._validate import check_int, check_positive
+
+__all__ = [
+    "Fault",
+    "FaultInjected",
+    "ProcessGroup",
+    "ProcessGroupError",
+    "SharedArray",
+    "SharedSpec",
+    "WorkerContext",
+    "WorkerDied",
+    "WorkerError",
+    "WorkerTimeout",
+    "blas_threads",
+    "check_start_method",
+    "ResourceSnapshot",
+    "default_start_method",
+    "demo_worker",
+    "leaked_resources",
+    "resource_snapshot",
+]
+
+#: Prefix of every shared-memory segment the course creates: ``ddl_<pid>_<random>``.
+SHM_PREFIX = "ddl_"
+
+_POLL_S = 0.1  # how often the parent looks at the progress counters
+_TERMINATE_GRACE_S = 2.0  # SIGTERM -> wait this long -> SIGKILL
+
+
+# ------------------------------------------------------------------------ errors
+class ProcessGroupError(RuntimeError):
+    """A worker process failed; the message says which one and how."""
+
+
+class WorkerError(ProcessGroupError):
+    """A worker raised an exception; ``remote_traceback`` is the worker's traceback.
+
+    Attributes
+    ----------
+    rank : int
+    exc_type : str
+        Name of the exception class raised in the worker.
+    remote_traceback : str
+        The traceback as the worker formatted it.
+    original : BaseException or None
+        The worker's exception object, when it could be sent back (also set as
+        ``__cause__``).
+    """
+
+    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str, original=None):
+        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
+        self.original = original
+        super().__init__(
+            f"worker {rank} raised {exc_type}: {message}\n\n"
+            f"--- traceback in worker {rank} ---\n{remote_traceback.rstrip()}"
+        )
+
+
+class WorkerDied(ProcessGroupError):
+    """A worker process ended without returning a result (hard exit, signal, OOM kill)."""
+
+    def __init__(self, rank: int, exitcode: int | None):
+        self.rank, self.exitcode = rank, exitcode
+        if exitcode is not None and exitcode < 0:
+            try:
+                how = f"was killed by signal {signal.Signals(-exitcode).name}"
+            except ValueError:  # pragma: no cover - unknown signal number
+                how = f"was killed by signal {-exitcode}"
+        else:
+            how = f"exited with code {exitcode}"
+        super().__init__(
+            f"worker {rank} {how} before returning a result; the other workers were stopped"
+            + (" (SIGKILL often means the out-of-memory killer)" if exitcode == -9 else "")
+        )
+
+
+class WorkerTimeout(ProcessGroupError):
+    """No worker reported progress for ``timeout`` seconds (hang or deadlock)."""
+
+    def __init__(self, timeout: float, progress: Sequence[int], finished: Sequence[bool]):
+        self.timeout, self.progress = timeout, list(progress)
+        waiting = [r for r, done in enumerate(finished) if not done]
+        lowest = min(self.progress[r] for r in waiting)
+        behind = [r for r in waiting if self.progress[r] == lowest]
+        states = ", ".join(f"worker {r}: {p}" for r, p in enumerate(self.progress))
+        super().__init__(
+            f"no worker made progress for {timeout:g} s; stopped all workers. "
+            f"Progress counters ({states}); the hung worker is probably {behind} "
+            f"(the others wait for it). Increase `timeout` if the work is just slow."
+        )
+
+
+class FaultInjected(RuntimeError):
+    """The exception raised by ``Fault("raise")``."""
+
+
+# ------------------------------------------------------------------------ faults
+@dataclass(frozen=True)
+class Fault:
+    """A deliberate failure in worker ``rank`` at the start of step ``step``.
+
+    Parameters
+    ----------
+    kind : {"raise", "exit", "kill", "hang"}
+        ``raise``: raise :class:`FaultInjected` (a bug in the worker's code);
+        ``exit``: ``os._exit(3)`` without clean-up (a crash in native code);
+        ``kill``: SIGKILL to itself (what the out-of-memory killer does);
+        ``hang``: sleep forever (a deadlock).
+    rank : int
+        Worker that fails, >= 0.
+    step : int
+        Step (or micro-batch, for a pipeline) at which it fails, >= 0.
+    """
+
+    kind: str
+    rank: int = 0
+    step: int = 0
+
+    KINDS = ("raise", "exit", "kill", "hang")
+
+    def __post_init__(self):
+        if self.kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}, got {self.kind!r}")
+        check_int(self.rank, "rank", 0)
+        check_int(self.step, "step", 0)
+
+    def maybe_fire(self, rank: int, step: int) -> None:
+        """Fail now if this is the chosen rank and step (call it in the worker)."""
+        if rank != self.rank or step != self.step:
+            return
+        if self.kind == "raise":
+            raise FaultInjected(f"injected fault in worker {rank} at step {step}")
+        if self.kind == "exit":
+            os._exit(3)
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(60)  # pragma: no cover - the signal arrives first
+        while True:  # "hang"
+            time.sleep(3600)
+
+
+# ------------------------------------------------------------------ start methods
+def default_start_method() -> str:
+    """The start method the course uses when none is given.
+
+    ``forkserver`` on Linux (fork-safe: workers are forked from a clean server process,
+    not from a kernel that runs threads; Python 3.14 made it the default too),
+    ``spawn`` elsewhere (the default on macOS and Windows).
+    """
+    methods = mp.get_all_start_methods()
+    if sys.platform.startswith("linux") and "forkserver" in methods:
+        return "forkserver"
+    return "spawn"
+
+
+def check_start_method(start_method: str | None) -> str:
+    """Validate ``start_method`` (None means :func:`default_start_method`)."""
+    if start_method is None:
+        return default_start_method()
+    methods = mp.get_all_start_methods()
+    if start_method not in methods:
+        raise ValueError(f"start_method must be one of {methods} or None, got {start_method!r}")
+    return start_method
+
+
+def _check_importable(target: Callable, start_method: str) -> None:
+    """spawn/forkserver re-import the target by name: reject what they cannot find."""
+    if not callable(target):
+        raise TypeError(f"target must be callable, got {type(target).__name__}")
+    if start_method == "fork":
+        return
+    module = getattr(target, "__module__", None)
+    qualname = getattr(target, "__qualname__", "")
+    main = sys.modules.get("__main__")
+    interactive_main = module == "__main__" and not getattr(main, "__file__", None)
+    if module is None or "<locals>" in qualname or "<lambda>" in qualname or interactive_main:
+        raise ValueError(
+            f"target {qualname or target!r} must be a module-level function of an importable "
+            f"module for start_method={start_method!r} (the worker re-imports it by name); "
+            "functions defined in a notebook or inside another function cannot be found there"
+        )
+
+
+# ------------------------------------------------------------------- BLAS threads
+@contextlib.contextmanager
+def blas_threads(n: int | None) -> Iterator[None]:
+    """Limit the BLAS thread pool of this process to ``n`` threads (None: no limit).
+
+    Examples
+    --------
+    >>> with blas_threads(1):
+    ...     pass
+    """
+    if n is None:
+        yield
+        return
+    n = check_int(n, "blas_threads", 1)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=n, user_api="blas"):
+        yield
+
+
+# ----------------------------------------------------------------- shared memory
+def _release(shm: shared_memory.SharedMemory) -> None:
+    """Close a segment's file descriptor; unmap it when the last array using it dies.
+
+    ``SharedMemory.close()`` unmaps at once, and numpy does not hold a buffer export
+    on the memory it wraps: an array still alive then points to unmapped memory and
+    the process crashes (segmentation fault) on its next access. Dropping our
+    references instead lets reference counting unmap the segment exactly when the
+    last view of it goes away.
+    """
+    buf, mapping = shm._buf, shm._mmap
+    shm._buf = shm._mmap = None
+    del buf, mapping  # unmapped here unless arrays still use it
+    shm.close()  # now only closes the file descriptor
+
+
+class SharedSpec(NamedTuple):
+    """A picklable handle of a :class:`SharedArray` (what a worker receives)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+    @contextlib.contextmanager
+    def attach(self) -> Iterator[np.ndarray]:
+        """Map the segment in this process and yield it as an array (no copy).
+
+        On exit the mapping is released (unmapped once no view of the array is left).
+        A worker never unlinks: the creator does.
+        """
+        if sys.version_info >= (3, 13):  # pragma: no cover - newer Pythons
+            shm = shared_memory.SharedMemory(name=self.name, track=False)
+        else:
+            # Workers started by multiprocessing share the parent's resource tracker,
+            # whose registry is a set: registering the name again is harmless, and the
+            # creator's unlink() unregisters it.
+            shm = shared_memory.SharedMemory(name=self.name)
+        array = np.ndarray(self.shape, dtype=np.dtype(self.dtype), buffer=shm.buf)
+        try:
+            yield array
+        finally:
+            del array
+            _release(shm)
+
+
+class SharedArray:
+    """A numpy array in a new shared-memory segment, unlinked by :meth:`close`.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+    dtype : numpy dtype
+    init : array_like, optional
+        Initial content (broadcast to ``shape``); otherwise zeros.
+
+    Use it as a context manager (or call :meth:`close` in ``finally``): the segment is
+    removed from ``/dev/shm`` even if views of :attr:`array` are still alive; its memory
+    is unmapped when the last of them goes away (never while one can still read it).
+    """
+
+    def __init__(self, shape, dtype, init=None):
+        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        shape = tuple(check_int(s, "shape", 0) for s in shape)
+        dtype = np.dtype(dtype)
+        nbytes = max(1, math.prod(shape) * dtype.itemsize)
+        name = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
+        self._shm = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
+        self.array = np.ndarray(shape, dtype=dtype, buffer=self._shm.buf)
+        if init is None:
+            self.array.fill(0)
+        else:
+            self.array[...] = init
+        self.spec = SharedSpec(name, shape, dtype.str)
+
+    @property
+    def name(self) -> str:
+        """Name of the segment (``/dev/shm/<name>`` on Linux)."""
+        return self.spec.name
+
+    def close(self) -> None:
+        """Unlink the segment, then unmap it (idempotent)."""
+        shm, self._shm = self._shm, None
+        if shm is None:
+            return
+        self.array = None
+        try:
+            shm.unlink()
+        except FileNotFoundError:  # pragma: no cover - already removed
+            pass
+        _release(shm)
+
+    def __enter__(self) -> SharedArray:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._shm is None else "open"
+        return f"SharedArray({self.spec.name!r}, shape={self.spec.shape}, dtype={self.spec.dtype}, {state})"
+
+
+# ------------------------------------------------------------------ worker side
+@dataclass(frozen=True)
+class WorkerContext:
+    """What every worker receives as its first argument."""
+
+    rank: int
+    world_size: int
+    timeout: float
+    """The parent's timeout in seconds (see :attr:`wait_timeout` for waits in a worker)."""
+    _counter_spec: SharedSpec | None = None
+    _counters: Any = None
+
+    @property
+    def wait_timeout(self) -> float:
+        """Timeout for a blocking wait in a worker (a barrier, a receive).
+
+        Longer than the parent's ``timeout``, so that the parent detects a hang first
+        and names the hung worker; it only ends waits orphaned by a killed parent.
+        """
+        return 2.0 * self.timeout + 5.0
+
+    def progress(self, value: int) -> None:
+        """Report progress (e.g. steps completed); the parent watches it for hangs."""
+        self._counters[self.rank] = value
+
+
+def _bootstrap(target, wctx: WorkerContext, conn, args, kwargs) -> None:
+    """Entry point of every worker process: run ``target``, send back result or error."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles interrupts
+    try:
+        with wctx._counter_spec.attach() as counters:
+            object.__setattr__(wctx, "_counters", counters)
+            try:
+                message = ("ok", target(wctx, *args, **kwargs))
+            finally:
+                object.__setattr__(wctx, "_counters", None)
+                del counters
+    except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
+        message = _error_message(exc)
+    try:
+        try:
+            conn.send(message)
+        except (BrokenPipeError, EOFError):  # the parent is gone: nobody to tell
+            pass
+        except Exception as exc:  # noqa: BLE001 - e.g. an unpicklable result
+            conn.send(_error_message(exc, prefix="could not send the result back: "))
+    finally:
+        conn.close()
+
+
+def _error_message(exc: BaseException, prefix: str = "") -> tuple:
+    tb = traceback.format_exc()
+    try:
+        original = pickle.dumps(exc)
+        pickle.loads(original)
+    except Exception:  # noqa: BLE001 - unpicklable exception: send the text only
+        original = None
+    return ("error", type(exc).__name__, prefix + str(exc), tb, original)
+
+
+def demo_worker(ctx: WorkerContext, steps: int, fault: Fault | None = None, value: float = 1.0,
+                result: Any = None):
+    """A tiny worker for the tests and examples: ``steps`` steps, then ``rank * value``.
+
+    Fires ``fault`` at its step, reports progress after every step, and returns
+    ``result`` instead if one is given.
+    """
+    for step in range(steps):
+        if fault is not None:
+            fault.maybe_fire(ctx.rank, step)
+        ctx.progress(step + 1)
+    return ctx.rank * value if result is None else result
+
+
+# ------------------------------------------------------------------ parent side
+class ProcessGroup:
+    """``world_size`` worker processes running ``target(ctx, *args, *rank_args[r], **kwargs)``.
+
+    Parameters
+    ----------
+    target : callable
+        Module-level function of an importable module; receives a
+        :class:`WorkerContext` first. Its return value (picklable) is what
+        :meth:`join` returns for that rank.
+    world_size : int
+        Number of processes, >= 1.
+    args : tuple
+        Positional arguments for every worker (picklable; multiprocessing objects such
+        as a Barrier must come from :attr:`mp_context`).
+    rank_args : sequence of tuples, optional
+        Extra positional arguments per rank (``len == world_size``), after ``args``.
+    kwargs : dict, optional
+        Keyword arguments for every worker.
+    start_method : {"fork", "forkserver", "spawn"} or None
+        None: :func:`default_start_method`.
+    timeout : float
+        Seconds without progress (see :meth:`WorkerContext.progress`) or a finished
+        worker after which :meth:`join` gives up with :class:`WorkerTimeout`.
+    name : str
+        Process name prefix (shown by ``ps``).
+    preload : sequence of str
+        Modules the forkserver imports once when it starts (the first forkserver group
+        of a kernel decides), so that each worker starts in milliseconds instead of
+        re-importing numpy. Ignored for fork and spawn.
+
+    Use as a context manager: ``__enter__`` starts the workers, ``__exit__`` stops
+    whatever still runs (also after an error or KeyboardInterrupt).
+    """
+
+    def __init__(
+        self,
+        target: Callable,
+        world_size: int,
+        *,
+        args: tuple = (),
+        rank_args: Sequence[tuple] | None = None,
+        kwargs: dict | None = None,
+        start_method: str | None = None,
+        timeout: float = 60.0,
+        name: str = "ddl-worker",
+        preload: Sequence[str] = ("course_lib._procs",),
+    ):
+        self.world_size = check_int(world_size, "world_size", 1)
+        self.start_method = check_start_method(start_method)
+        _check_importable(target, self.start_method)
+        self.timeout = check_positive(timeout, "timeout")
+        if rank_args is not None and len(rank_args) != self.world_size:
+            raise ValueError(
+                f"rank_args must have one tuple per worker ({self.world_size}), got {len(rank_args)}"
+            )
+        self.target, self.args, self.kwargs = target, tuple(args), dict(kwargs or {})
+        self.rank_args = [tuple(a) for a in rank_args] if rank_args is not None else [()] * self.world_size
+        self.name = name
+        self.preload = [str(m) for m in preload]
+        self.mp_context = mp.get_context(self.start_method)
+        """The multiprocessing context of the workers: create Barriers, Pipes here."""
+        self._counters: SharedArray | None = None
+        self._procs: list = []
+        self._conns: list = []
+        self._started = False
+        self.start_time: float | None = None
+
+    # -------------------------------------------------------------- lifecycle
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the started workers."""
+        return [p.pid for p in self._procs if p.pid is not None]
+
+    @property
+    def progress(self) -> list[int]:
+        """The workers' current progress counters."""
+        if self._counters is None:
+            return [0] * self.world_size
+        return self._counters.array.tolist()
+
+    def start(self) -> ProcessGroup:
+        """Start the workers (once)."""
+        if self._started:
+            raise RuntimeError("the process group was already started")
+        self._started = True
+        self.start_time = time.perf_counter()
+        if self.start_method != "fork" and os.name == "posix":
+            # Start the resource tracker now so that every worker shares it.
+            from multiprocessing import resource_tracker
+
+            resource_tracker.ensure_running()
+        if self.start_method == "forkserver" and self.preload:
+            self.mp_context.set_forkserver_preload(self.preload)
+        try:
+            self._counters = SharedArray(self.world_size, np.int64)
+            for rank in range(self.world_size):
+                recv_end, send_end = self.mp_context.Pipe(duplex=False)
+                wctx = WorkerContext(rank, self.world_size, self.timeout, self._counters.spec)
+                proc = self.mp_context.Process(
+                    target=_bootstrap,
+                    args=(self.target, wctx, send_end, self.args + self.rank_args[rank], self.kwargs),
+                    name=f"{self.name}-{rank}",
+                    daemon=True,
+                )
+                self._conns.append(recv_end)
+                try:
+                    proc.start()
+                finally:
+                    send_end.close()  # the child holds its own copy
+                self._procs.append(proc)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def join(self, *, progress_total: int | None = None, progress_label: str = "",
+             progress_display: bool | None = False) -> list:
+        """Wait for every worker and return their results, ordered by rank.
+
+        The group is closed afterwards (every worker reaped, the shared progress
+        counters unlinked), whether the workers succeeded or not.
+
+        Parameters
+        ----------
+        progress_total : int, optional
+            Final value of the progress counters (for the progress bar).
+        progress_label : str
+            Text beside the progress bar.
+        progress_display : bool or None
+            False: no bar; True: always; None: only in a notebook and only once the
+            run has taken longer than about 1.5 s.
+
+        Raises
+        ------
+        WorkerError, WorkerDied, WorkerTimeout
+            After stopping every worker.
+        """
+        if not self._started:
+            raise RuntimeError("start() the process group before join()")
+        n = self.world_size
+        results: list = [None] * n
+        pending = set(range(n))
+        last_seen = self.progress
+        last_change = time.monotonic()
+        bar = _Progress(progress_total, progress_label, progress_display)
+        try:
+            while pending:
+                waitables = {}
+                for r in pending:
+                    waitables[self._conns[r]] = r
+                    waitables[self._procs[r].sentinel] = r
+                ready = mp.connection.wait(list(waitables), timeout=_POLL_S)
+                for obj in ready:
+                    r = waitables[obj]
+                    if r not in pending:
+                        continue
+                    conn = self._conns[r]
+                    if obj is conn or conn.poll():
+                        results[r] = self._receive(r)
+                        pending.discard(r)
+                        last_change = time.monotonic()
+                    else:  # process ended and nothing is in the pipe
+                        self._procs[r].join(1.0)
+                        raise WorkerDied(r, self._procs[r].exitcode)
+                now_seen = self.progress
+                if now_seen != last_seen:
+                    last_seen, last_change = now_seen, time.monotonic()
+                    bar.update(min(now_seen))
+                elif time.monotonic() - last_change > self.timeout:
+                    raise WorkerTimeout(self.timeout, now_seen, [r not in pending for r in range(n)])
+                bar.tick()
+            bar.update(progress_total if progress_total is not None else min(self.progress))
+            bar.finish(ok=True)
+            return results
+        except BaseException:
+            bar.finish(ok=False)
+            raise
+        finally:
+            self.close()
+
+    def _receive(self, rank: int):
+        try:
+            message = self._conns[rank].recv()
+        except (EOFError, OSError):
+            self._procs[rank].join(1.0)
+            raise WorkerDied(rank, self._procs[rank].exitcode) from None
+        if message[0] == "ok":
+            return message[1]
+        _, exc_type, text, tb, original = message
+        exc = None
+        if original is not None:
+            try:
+                exc = pickle.loads(original)
+            except Exception:  # noqa: BLE001 - class not importable here
+                exc = None
+        error = WorkerError(rank, exc_type, text, tb, exc)
+        if exc is not None:
+            raise error from exc
+        raise error
+
+    def close(self) -> None:
+        """Stop every worker still running (SIGTERM, then SIGKILL) and reap it. Idempotent."""
+        procs = [p for p in self._procs if p.pid is not None]
+        for proc in procs:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + _TERMINATE_GRACE_S
+        for proc in procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+        for proc in procs:
+            if proc.is_alive():  # pragma: no cover - ignored SIGTERM
+                proc.kill()
+                proc.join(5.0)
+        for conn in self._conns:
+            conn.close()
+        for proc in procs:
+            if not proc.is_alive():
+                proc.close()
+        self._procs, self._conns = [], []
+        if self._counters is not None:
+            self._counters.close()
+            self._counters = None
+
+    def __enter__(self) -> ProcessGroup:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"ProcessGroup({getattr(self.target, '__qualname__', self.target)}, "
+            f"world_size={self.world_size}, start_method={self.start_method!r})"
+        )
+
+
+# ------------------------------------------------------------- leak checking
+_MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+@dataclass(frozen=True)
+class ResourceSnapshot:
+    """Processes and shared memory held by this process at one moment (Linux ``/proc``).
+
+    Attributes
+    ----------
+    processes : frozenset of (pid, state, command)
+        Every descendant process except multiprocessing's own long-lived helpers (the
+        resource tracker and the forkserver, started once per kernel on purpose).
+    segments : frozenset of str
+        ``/dev/shm`` entries named ``ddl_<this pid>_*``.
+    mapped : frozenset of str
+        ``/dev/shm`` files (segments, POSIX semaphores) mapped into this process.
+    """
+
+    processes: frozenset
+    segments: frozenset
+    mapped: frozenset
+
+
+def resource_snapshot() -> ResourceSnapshot:
+    """Take a :class:`ResourceSnapshot` (empty sets where ``/proc`` does not exist)."""
+    if not os.path.isdir("/proc/self"):  # pragma: no cover - not Linux
+        return ResourceSnapshot(frozenset(), frozenset(), frozenset())
+    parents: dict[int, list[tuple[int, str]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2 :].split()
+        parents.setdefault(int(rest[1]), []).append((int(entry), rest[0]))
+    found, todo = [], [os.getpid()]
+    while todo:
+        for pid, state in parents.get(todo.pop(), []):
+            todo.append(pid)
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+            except OSError:
+                cmd = "?"
+            if not any(h in cmd for h in _MP_HELPERS):
+                found.append((pid, state, cmd))
+    prefix = f"{SHM_PREFIX}{os.getpid()}_"
+    segments = {e for e in os.listdir("/dev/shm") if e.startswith(prefix)} if os.path.isdir("/dev/shm") else set()
+    mapped = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            if "/dev/shm/" in line:
+                mapped.add(line.split("/dev/shm/", 1)[1].strip())
+    return ResourceSnapshot(frozenset(found), frozenset(segments), frozenset(mapped))
+
+
+def leaked_resources(before: ResourceSnapshot, grace: float = 3.0) -> list[str]:
+    """What exists now but not in ``before``: processes, segments, mappings.
+
+    Waits up to ``grace`` seconds for processes to finish exiting. Returns a list of
+    descriptions (empty: nothing leaked).
+    """
+    deadline = time.monotonic() + grace
+    while True:
+        now = resource_snapshot()
+        old_pids = {p for p, _, _ in before.processes}
+        procs = [f"process {p} ({state}) {cmd}" for p, state, cmd in now.processes if p not in old_pids]
+        leaks = procs + [f"/dev/shm/{s}" for s in sorted(now.segments - before.segments)]
+        leaks += [f"mapping of /dev/shm/{m}" for m in sorted(now.mapped - before.mapped)]
+        if not leaks or time.monotonic() > deadline:
+            return leaks
+        time.sleep(0.05)
+
+
+# ---------------------------------------------------------------- progress bar
+def _in_notebook() -> bool:
+    shell = sys.modules.get("IPython")
+    if shell is None:
+        return False
+    try:
+        ip = shell.get_ipython()
+    except Exception:  # noqa: BLE001 - IPython not initialised
+        return False
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+class _Progress:
+    """An ipywidgets progress bar shown for runs longer than ``delay`` seconds.
+
+    ``display=None`` shows it only in a notebook kernel; False never; True always (a
+    text line on stderr outside notebooks).
+    """
+
+    def __init__(self, total: int | None, label: str = "", display: bool | None = None,
+                 delay: float = 1.5):
+        self.total, self.label, self.delay = total, label, delay
+        self.enabled = bool(total) and (display if display is not None else _in_notebook())
+        self.notebook = _in_notebook()
+        self.t0 = time.monotonic()
+        self.value = 0
+        self.widget = None
+        self.shown = False
+
+    def _show(self) -> None:
+        self.shown = True
+        if self.notebook:
+            import ipywidgets as w
+            from IPython.display import display
+
+            self.widget = w.IntProgress(
+                value=self.value, min=0, max=self.total, description=self.label or "steps",
+                style={"description_width": "initial"},
+            )
+            display(self.widget)
+
+    def tick(self) -> None:
+        if self.enabled and not self.shown and time.monotonic() - self.t0 > self.delay:
+            self._show()
+            self.update(self.value)
+
+    def update(self, value: int) -> None:
+        self.value = int(value)
+        if not (self.enabled and self.shown):
+            return
+        if self.widget is not None:
+            self.widget.value = min(self.value, self.total)
+        else:
+            print(f"\r{self.label or 'steps'}: {self.value}/{self.total}", end="", file=sys.stderr)
+
+    def finish(self, ok: bool) -> None:
+        if not (self.enabled and self.shown):
+            return
+        elapsed = time.monotonic() - self.t0
+        if self.widget is not None:
+            self.widget.bar_style = "success" if ok else "danger"
+            self.widget.description = f"{self.label or 'steps'}: {'done' if ok else 'stopped'} in {elapsed:.1f} s"
+        else:
+            print(f" {'done' if ok else 'stopped'} in {elapsed:.1f} s", file=sys.stderr)
