@@ -1,0 +1,430 @@
+r"""Hybrid parallelism (混合并行): data x pipeline on a grid of devices, estimated.
+
+``N`` devices are arranged as a grid of ``D`` data-parallel replicas (数据并行) times
+``P`` pipeline stages (流水并行), ``D * P = N``. Replica ``d`` trains on ``B / D`` of the
+global batch with a ``P``-stage pipeline of ``M`` micro-batches; afterwards the ``D``
+copies of every stage all-reduce that stage's gradients (the ``P`` groups in parallel).
+For one step of the running example (:class:`course_lib.models.MLP`) this module
+estimates
+
+* the time: the pipeline's makespan from :func:`course_lib.model_parallel.simulate_pipeline`
+  (compute of the slowest stage, the bubble, activation hand-overs) plus the
+  gradient all-reduce from :func:`course_lib.comm.ring_allreduce_time`;
+* the memory per device: parameters, gradients, optimizer state, and the stashed
+  activations of the micro-batches in flight;
+
+and picks the fastest configuration that fits in memory (:func:`best_config`).
+:func:`scheme_comparison` computes the source chapter's comparison of schemes
+(AI-System 6.2.4, table 6-3-1) for the running example.
+
+The model is deliberately simple - no overlap of communication with compute, one link
+per device with bandwidth ``bandwidth`` for every transfer, FLOPs run at a sustained
+``device_flops`` whatever the matrix size - so that every number can be traced by hand.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import comm
+from ._validate import check_int, check_positive
+from .model_parallel import SCHEDULES, partition_layers, simulate_pipeline, stage_flops
+
+__all__ = [
+    "HybridConfig",
+    "SchemeComparison",
+    "best_config",
+    "best_configs",
+    "enumerate_configs",
+    "estimate_config",
+    "scheme_comparison",
+    "stage_activation_widths",
+    "stage_params",
+]
+
+
+@dataclass(frozen=True)
+class HybridConfig:
+    """Estimated step of one ``D x P`` configuration (times in s, memory in bytes).
+
+    ``step_time = compute + bubble + p2p + allreduce``: ``compute`` is the busy time of
+    the slowest stage, ``bubble`` the rest of the pipeline's makespan without
+    communication, ``p2p`` what the activation hand-overs add to the makespan,
+    ``allreduce`` the slowest stage group's gradient all-reduce.
+    """
+
+    devices: int
+    data: int
+    """D: data-parallel replicas."""
+    pipeline: int
+    """P: pipeline stages per replica."""
+    micro_batches: int
+    micro_batch_size: int
+    boundaries: tuple[int, ...]
+    compute: float
+    bubble: float
+    p2p: float
+    allreduce: float
+    memory_params: float
+    """Parameters + gradients + optimizer state of the largest stage, bytes."""
+    memory_activations: float
+    """Stashed activations on the stage that holds the most, bytes."""
+    memory: float
+    """Peak bytes on the fullest device (max over stages of params + activations)."""
+    fits: bool
+    """memory <= the device memory given."""
+
+    @property
+    def step_time(self) -> float:
+        return self.compute + self.bubble + self.p2p + self.allreduce
+
+    @property
+    def label(self) -> str:
+        return f"{self.data}x{self.pipeline}"
+
+
+def stage_params(model, boundaries) -> np.ndarray:
+    """Number of parameters each stage of a split holds.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> stage_params(MLP((64, 32, 10)), (0, 1, 2)).tolist()
+    [2080, 330]
+    """
+    from .model_parallel import _check_boundaries
+
+    b = _check_boundaries(model, boundaries)
+    out = []
+    for lo, hi in zip(b[:-1], b[1:]):
+        sl = model.layer_range(lo, hi)
+        out.append(sl.stop - sl.start)
+    return np.array(out, dtype=np.int64)
+
+
+def stage_activation_widths(model, boundaries) -> np.ndarray:
+    """Activation values per sample that each stage stashes for its backward.
+
+    Stage ``[lo, hi)`` keeps its input (``sizes[lo]``) and every layer's output
+    (``sizes[lo + 1] .. sizes[hi]``) - what :meth:`MLP.layer_backward` needs.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> stage_activation_widths(MLP((64, 32, 10)), (0, 1, 2)).tolist()
+    [96, 42]
+    """
+    from .model_parallel import _check_boundaries
+
+    b = _check_boundaries(model, boundaries)
+    return np.array([sum(model.sizes[lo : hi + 1]) for lo, hi in zip(b[:-1], b[1:])], dtype=np.int64)
+
+
+def _check_schedule(schedule: str) -> str:
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    return schedule
+
+
+def estimate_config(
+    model,
+    batch_size: int,
+    data: int,
+    pipeline: int,
+    *,
+    device_flops: float,
+    bandwidth: float,
+    latency: float = 0.0,
+    memory: float = math.inf,
+    micro_batches: int | None = None,
+    schedule: str = "1f1b",
+    optimizer_states: int = 0,
+) -> HybridConfig:
+    """Estimate one training step of ``model`` on a ``data x pipeline`` device grid.
+
+    Parameters
+    ----------
+    model : MLP
+        The running example (any sizes); its dtype sets the bytes per value.
+    batch_size : int
+        Global batch ``B`` >= ``data``; each replica gets ``ceil(B / D)`` samples.
+    data, pipeline : int
+        ``D`` >= 1 replicas and ``P`` stages, ``1 <= P <= model.n_layers`` (a stage
+        holds at least one layer). Stages are split by :func:`partition_layers`.
+    device_flops : float
+        Sustained FLOP/s of one device, > 0.
+    bandwidth : float
+        Bytes/s of a device's link (all-reduce and activation hand-over), > 0.
+    latency : float
+        Seconds per message, >= 0.
+    memory : float
+        Bytes per device; ``fits`` says whether the configuration stays below it.
+    micro_batches : int, optional
+        ``M`` per replica; default ``4 * P`` (GPipe's rule of thumb that the bubble is
+        small once ``M >= 4 P``), never more than the replica's samples.
+    schedule : {"1f1b", "gpipe"}
+        Sets how many micro-batches' activations a stage stashes (time is the same).
+    optimizer_states : int
+        Extra values per parameter kept by the optimizer: 0 for SGD, 1 for momentum,
+        2 for Adam/LAMB.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> model = MLP((64, 64, 64, 64, 10))
+    >>> c = estimate_config(model, 64, 1, 1, device_flops=1e9, bandwidth=1e9, micro_batches=1)
+    >>> c.compute == 64 * model.flops_per_sample()["total"] / 1e9, c.bubble, c.allreduce
+    (True, 0.0, 0.0)
+    """
+    batch_size = check_int(batch_size, "batch_size", 1)
+    data = check_int(data, "data", 1, batch_size)
+    pipeline = check_int(pipeline, "pipeline", 1, model.n_layers)
+    device_flops = check_positive(device_flops, "device_flops")
+    bandwidth = check_positive(bandwidth, "bandwidth")
+    latency = check_positive(latency, "latency", allow_zero=True)
+    memory = float(memory) if memory == math.inf else check_positive(memory, "memory")
+    optimizer_states = check_int(optimizer_states, "optimizer_states", 0)
+    _check_schedule(schedule)
+    replica = -(-batch_size // data)
+    if micro_batches is None:
+        micro_batches = min(4 * pipeline, replica)
+    micro_batches = check_int(micro_batches, "micro_batches", 1, replica)
+    mb = -(-replica // micro_batches)
+
+    bounds = partition_layers(model, pipeline)
+    f_flops, b_flops = stage_flops(model, bounds)
+    forward = f_flops * mb / device_flops
+    backward = b_flops * mb / device_flops
+    item = model.dtype.itemsize
+    # activation hand-over at boundary s: the output of stage s, mb x sizes[bounds[s + 1]]
+    sends = [latency + mb * model.sizes[bounds[s + 1]] * item / bandwidth for s in range(pipeline - 1)]
+
+    ideal = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
+    real = simulate_pipeline(
+        forward, backward, micro_batches=micro_batches, schedule=schedule, send_time=sends
+    )
+    compute = float(ideal.busy().max())
+    bubble = ideal.makespan - compute
+    p2p = real.makespan - ideal.makespan
+
+    n_params = stage_params(model, bounds)
+    grads = n_params * item
+    allreduce = float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
+
+    params_mem = n_params * item * (2 + optimizer_states)
+    act_mem = real.in_flight() * mb * stage_activation_widths(model, bounds) * item
+    per_stage = params_mem + act_mem
+    peak = float(per_stage.max())
+    return HybridConfig(
+        devices=data * pipeline,
+        data=data,
+        pipeline=pipeline,
+        micro_batches=micro_batches,
+        micro_batch_size=mb,
+        boundaries=bounds,
+        compute=compute,
+        bubble=bubble,
+        p2p=p2p,
+        allreduce=allreduce,
+        memory_params=float(params_mem.max()),
+        memory_activations=float(act_mem.max()),
+        memory=peak,
+        fits=peak <= memory,
+    )
+
+
+def enumerate_configs(model, batch_size: int, devices: int, **kw) -> list[HybridConfig]:
+    """Every ``D x P = devices`` grid with ``P <= n_layers`` and ``D <= batch_size``.
+
+    Keyword arguments are those of :func:`estimate_config`. Ordered by ``P``.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> cs = enumerate_configs(MLP((64, 64, 64, 10)), 256, 6, device_flops=1e9, bandwidth=1e9)
+    >>> [c.label for c in cs]
+    ['6x1', '3x2', '2x3']
+    """
+    devices = check_int(devices, "devices", 1)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    out = []
+    for p in range(1, min(devices, model.n_layers) + 1):
+        if devices % p == 0 and devices // p <= batch_size:
+            out.append(estimate_config(model, batch_size, devices // p, p, **kw))
+    return out
+
+
+def best_config(model, batch_size: int, devices: int, **kw) -> HybridConfig | None:
+    """The fastest configuration of :func:`enumerate_configs` that fits in memory.
+
+    Returns ``None`` when no grid of ``devices`` holds the model. Ties go to the
+    smaller pipeline degree.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> model = MLP((64, 64, 64, 10))
+    >>> best_config(model, 256, 4, device_flops=1e9, bandwidth=1e12).label
+    '4x1'
+    >>> best_config(model, 256, 4, device_flops=1e9, bandwidth=1e12, memory=1.0) is None
+    True
+    """
+    fitting = [c for c in enumerate_configs(model, batch_size, devices, **kw) if c.fits]
+    if not fitting:
+        return None
+    return min(fitting, key=lambda c: (c.step_time, c.pipeline))
+
+
+def best_configs(model, batch_size: int, device_counts, **kw) -> list[HybridConfig | None]:
+    """:func:`best_config` for each device count in ``device_counts``."""
+    return [best_config(model, batch_size, check_int(n, "device_counts[i]", 1), **kw) for n in device_counts]
+
+
+# ------------------------------------------------------------------ the chapter's table
+@dataclass(frozen=True)
+class SchemeComparison:
+    """The source chapter's comparison of schemes, computed for one model and ``N``.
+
+    Every attribute is a tuple ``(serial, data parallel, model parallel)``; model
+    parallel means the layer-wise split into ``N`` stages (a pipeline with one
+    micro-batch; micro-batching changes the time, not these quantities).
+    """
+
+    devices: int
+    batch_size: int
+    boundaries: tuple[int, ...]
+    input_per_device: tuple[float, float, float]
+    """Samples each device reads per step."""
+    traffic_per_device: tuple[float, float, float]
+    """Bytes the busiest device sends per step (ring all-reduce / activations + their gradients)."""
+    total_memory: tuple[float, float, float]
+    """Bytes summed over all devices: parameters, gradients and stashed activations."""
+    load_balance: tuple[float, float, float]
+    """Mean / max work per device (1 = perfectly balanced)."""
+    limit: tuple[float, float, float]
+    """Largest useful device count: samples per step (data), layers (model)."""
+
+    ROWS = (
+        ("input per device", "input_per_device", "samples"),
+        ("traffic per step, busiest device", "traffic_per_device", "bytes"),
+        ("total memory", "total_memory", "bytes"),
+        ("load balance (mean/max work)", "load_balance", ""),
+        ("limit on devices N", "limit", "devices"),
+    )
+
+    model_bytes: float = 0.0
+    """Bytes of the parameters (the unit of the chapter's traffic row)."""
+
+    def relative(self) -> dict[str, tuple[float, float, float]]:
+        """The rows in the chapter's units: input and memory relative to serial, traffic
+        relative to the model size (serial traffic is 0).
+        """
+        out = {}
+        for attr in ("input_per_device", "traffic_per_device", "total_memory"):
+            row = getattr(self, attr)
+            base = self.model_bytes if attr == "traffic_per_device" else row[0]
+            out[attr] = tuple(v / base for v in row)
+        return out
+
+    def to_markdown(self) -> str:
+        """A Markdown table: value and, in brackets, the value relative to serial."""
+        rel = self.relative()
+        head = f"| N = {self.devices}, B = {self.batch_size} | serial (非并行) | data parallel (数据并行) | model parallel (模型并行) |"
+        lines = [head, "|---|---|---|---|"]
+        for title, attr, unit in self.ROWS:
+            cells = []
+            for i, v in enumerate(getattr(self, attr)):
+                r = rel[attr][i] if attr in rel else math.nan
+                if attr == "load_balance":
+                    cells.append(f"{v:.2f}")
+                elif attr == "limit":
+                    cells.append("-" if math.isinf(v) else f"{v:.0f}")
+                else:
+                    txt = _human(v, unit)
+                    if attr == "traffic_per_device":
+                        txt += f" ({r:.2f} x model)"
+                    else:
+                        txt += f" ({r:.3g} x)"
+                    cells.append(txt)
+            lines.append(f"| {title} | " + " | ".join(cells) + " |")
+        return "\n".join(lines)
+
+    def _repr_markdown_(self) -> str:
+        return self.to_markdown()
+
+    def __repr__(self) -> str:
+        return self.to_markdown()
+
+
+def _human(v: float, unit: str) -> str:
+    if unit == "bytes":
+        for div, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+            if abs(v) >= div:
+                return f"{v / div:.3g} {name}"
+        return f"{v:.0f} B"
+    return f"{v:.4g}"
+
+
+def scheme_comparison(model, batch_size: int, devices: int) -> SchemeComparison:
+    """The chapter's table 6-3-1 (non-parallel / data / model parallel) for ``model``.
+
+    Parameters
+    ----------
+    model : MLP
+    batch_size : int
+        Global batch ``B`` >= ``devices``.
+    devices : int
+        ``N`` in [2, model.n_layers]: the model-parallel column needs a stage per device.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> t = scheme_comparison(MLP((64, 64, 10)), 128, 2)
+    >>> t.input_per_device, t.limit
+    ((128.0, 64.0, 128.0), (inf, 128.0, 2.0))
+    >>> [round(r, 2) for r in t.relative()["total_memory"]]   # boundary activations twice
+    [1.0, 1.35, 1.3]
+    """
+    model_n = check_int(devices, "devices", 2, model.n_layers)
+    batch_size = check_int(batch_size, "batch_size", model_n)
+    n = model_n
+    item = model.dtype.itemsize
+    params = model.n_params
+    param_bytes = params * item
+    act_width = sum(model.sizes)  # every layer's input and output, per sample
+    serial_mem = 2 * param_bytes + batch_size * act_width * item
+    shard = -(-batch_size // n)
+
+    # data parallel: full replicas, batch split, ring all-reduce of the gradients
+    dp_traffic = 2 * (n - 1) / n * param_bytes
+    dp_mem = n * 2 * param_bytes + batch_size * act_width * item
+    dp_balance = (batch_size / n) / shard
+
+    # model parallel: layer-wise stages, every stage sees the whole batch
+    bounds = partition_layers(model, n)
+    widths = stage_activation_widths(model, bounds)
+    mp_mem = 2 * param_bytes + batch_size * widths.sum() * item
+    # stage s sends its output forward and its input gradient backward
+    sent = []
+    for s in range(n):
+        out = model.sizes[bounds[s + 1]] if s < n - 1 else 0
+        back = model.sizes[bounds[s]] if s > 0 else 0
+        sent.append(batch_size * (out + back) * item)
+    f, b = stage_flops(model, bounds)
+    work = (f + b).astype(float)
+    mp_balance = float(work.mean() / work.max())
+
+    return SchemeComparison(
+        devices=n,
+        batch_size=batch_size,
+        boundaries=bounds,
+        input_per_device=(float(batch_size), float(batch_size) / n, float(batch_size)),
+        traffic_per_device=(0.0, float(dp_traffic), float(max(sent))),
+        total_memory=(float(serial_mem), float(dp_mem), float(mp_mem)),
+        load_balance=(1.0, float(dp_balance), mp_balance),
+        limit=(math.inf, float(batch_size), float(model.n_layers)),
+        model_bytes=float(param_bytes),
+    )

@@ -1,0 +1,296 @@
+"""Figures of chapter 05, part 2: pipeline timelines (Gantt charts), bubbles, hybrid grids."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from .. import hybrid, model_parallel
+from . import COLORS, new_figure
+
+__all__ = [
+    "gantt_figure",
+    "schedule_figure",
+    "bubble_figure",
+    "hybrid_configs_figure",
+    "hybrid_best_figure",
+    "hybrid_explorer_figure",
+]
+
+_KIND_COLOR = {"F": COLORS[0], "B": COLORS[1], "U": "0.55"}
+_KIND_NAME = {"F": "forward", "B": "backward", "U": "update"}
+_SCHEDULE_NAME = {"gpipe": "GPipe", "1f1b": "1F1B"}
+
+
+def _draw_gantt(ax, timeline, scale: float, labels: bool) -> None:
+    s_count = timeline.n_stages
+    span = max((op.end for op in timeline.ops), default=0.0) * scale
+    for kind in ("F", "B", "U"):
+        ops = [op for op in timeline.ops if op.kind == kind]
+        for s in range(s_count):
+            bars = [(op.start * scale, op.duration * scale) for op in ops if op.stage == s]
+            if bars:
+                ax.broken_barh(
+                    bars, (s - 0.4, 0.8), facecolors=_KIND_COLOR[kind], edgecolor="white",
+                    linewidth=0.5, label=f"{_KIND_NAME[kind]}, stage {s}",
+                )
+        if labels:
+            for op in ops:
+                if op.kind != "U" and span > 0 and op.duration * scale > span / 60:
+                    ax.text(
+                        (op.start + op.duration / 2) * scale, op.stage, str(op.micro),
+                        ha="center", va="center", fontsize=7, color="white",
+                    )
+    ax.set_yticks(range(s_count), [f"stage {s}" for s in range(s_count)])
+    ax.set_ylim(s_count - 0.5, -0.5)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.grid(False, axis="y")
+    # one legend entry per kind present
+    handles, names = [], []
+    from matplotlib.patches import Patch
+
+    for kind in ("F", "B", "U"):
+        if any(op.kind == kind for op in timeline.ops):
+            handles.append(Patch(color=_KIND_COLOR[kind]))
+            names.append(_KIND_NAME[kind])
+    ax.legend(handles, names, fontsize=8, loc="lower right", ncols=len(names))
+
+
+def gantt_figure(timeline, *, step: int | None = None, title: str | None = None, labels: bool = True):
+    """Gantt chart (甘特图) of a pipeline timeline, measured or simulated.
+
+    One row per stage; blue bars are forwards, orange backwards, grey updates, each
+    labelled with its micro-batch. The title compares the idle share with the formula
+    ``(S-1)/(M+S-1)``.
+
+    Parameters
+    ----------
+    timeline : course_lib.model_parallel.Timeline
+    step : int, optional
+        Draw only this step (default: the first step of a measured run, everything of
+        a simulated one).
+    title : str, optional
+    labels : bool
+        Write the micro-batch index into each bar.
+    """
+    if step is None and timeline.source == "measured" and len(timeline.steps) > 1:
+        step = timeline.steps[0]
+    tl = timeline.step(step) if step is not None else timeline
+    measured = tl.source == "measured"
+    scale = 1e3 if measured else 1.0
+    fig, ax = new_figure(size=(9.0, 1.0 + 0.55 * tl.n_stages + 0.6))
+    _draw_gantt(ax, tl, scale, labels)
+    formula = model_parallel.bubble_fraction(tl.n_stages, tl.n_micro)
+    what = "measured" if measured else "simulated"
+    name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
+    ax.set_xlabel("time [ms]" if measured else "time [units of one forward]")
+    ax.set_title(
+        title
+        or f"{name}, S = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}, "
+        f"formula (S-1)/(M+S-1) = {formula:.1%}",
+        fontsize=10,
+    )
+    return fig
+
+
+def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
+                    backward_ratio: float = 2.0, max_micro: int = 64):
+    """Simulated pipeline with equal stages: Gantt chart and bubble against ``M``.
+
+    Left: the simulated timeline (:func:`course_lib.model_parallel.simulate_uniform`) of
+    ``stages`` stages and ``micro_batches`` micro-batches. Right: the bubble share
+    against ``M`` - the formula for this ``S`` and the simulator's points for both
+    schedules - and the peak activations held by stage 0 (GPipe: ``M``; 1F1B: ``S``).
+
+    Parameters
+    ----------
+    stages, micro_batches : int
+        ``S`` >= 1, ``M`` >= 1 (the sliders).
+    schedule : {"gpipe", "1f1b"}
+    backward_ratio : float
+        Backward time relative to the forward (2 for a GEMM layer).
+    max_micro : int
+        Right end of the ``M`` axis.
+    """
+    tl = model_parallel.simulate_uniform(
+        stages, micro_batches, schedule=schedule, forward=1.0, backward=float(backward_ratio)
+    )
+    fig, (ax_g, ax_b) = new_figure(1, 2, size=(11.0, 1.6 + 0.35 * stages), width_ratios=(2.2, 1))
+    _draw_gantt(ax_g, tl, 1.0, labels=stages * micro_batches <= 256)
+    name = _SCHEDULE_NAME[schedule]
+    ax_g.set_xlabel("time [units of one forward]")
+    peak = tl.in_flight()
+    ax_g.set_title(
+        f"{name}, S = {stages}, M = {micro_batches}: bubble {tl.bubble():.1%}; "
+        f"stage 0 holds {peak[0]} micro-batches' activations",
+        fontsize=10,
+    )
+    ms = np.arange(1, max(max_micro, micro_batches) + 1)
+    ax_b.plot(ms, model_parallel.bubble_fraction(stages, ms), color="0.3", label="(S-1)/(M+S-1)")
+    pts = np.unique(np.round(np.geomspace(1, ms[-1], 9)).astype(int))
+    for sched, marker, color in (("gpipe", "o", COLORS[0]), ("1f1b", "x", COLORS[1])):
+        sim = [model_parallel.simulate_uniform(stages, int(m), schedule=sched,
+                                               backward=float(backward_ratio)).bubble() for m in pts]
+        ax_b.plot(pts, sim, marker, color=color, ls="none", label=f"simulated {_SCHEDULE_NAME[sched]}")
+    ax_b.plot([micro_batches], [tl.bubble()], "*", color=COLORS[2], ms=12, label="this setting")
+    ax_b.set_xscale("log", base=2)
+    ax_b.set(xlabel="micro-batches M", ylabel="bubble share", ylim=(0, 1), title=f"S = {stages}")
+    ax_b.legend(fontsize=7)
+    return fig
+
+
+def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured: Sequence[float],
+                  *, simulated: Sequence[float] | None = None, max_micro: int = 32):
+    """Measured bubble shares against the formula ``(S-1)/(M+S-1)``.
+
+    Parameters
+    ----------
+    stages, micro_batches, measured : sequences of equal length
+        One point per run: ``S``, ``M`` and the measured idle share.
+    simulated : sequence of float, optional
+        The simulator's prediction for each run (e.g. from measured stage costs).
+    max_micro : int
+        Right end of the ``M`` axis of the formula curves.
+    """
+    s_arr = np.asarray(stages, dtype=int)
+    m_arr = np.asarray(micro_batches, dtype=int)
+    y = np.asarray(measured, dtype=float)
+    if not (s_arr.shape == m_arr.shape == y.shape) or s_arr.ndim != 1:
+        raise ValueError("stages, micro_batches and measured must be 1-d and of equal length")
+    fig, ax = new_figure(size=(6.4, 4.0))
+    ms = np.arange(1, max(max_micro, int(m_arr.max(initial=1))) + 1)
+    for i, s in enumerate(sorted(set(s_arr.tolist()))):
+        color = COLORS[i % len(COLORS)]
+        ax.plot(ms, model_parallel.bubble_fraction(s, ms), color=color, label=f"formula, S = {s}")
+        sel = s_arr == s
+        ax.plot(m_arr[sel], y[sel], "o", color=color, label=f"measured, S = {s}")
+        if simulated is not None:
+            sim = np.asarray(simulated, dtype=float)
+            ax.plot(m_arr[sel], sim[sel], "x", color=color, ms=8, label=f"simulated, S = {s}")
+    ax.set(xlabel="micro-batches M", ylabel="bubble (idle share)", ylim=(0, 1),
+           title="pipeline bubble: measured vs (S-1)/(M+S-1)")
+    ax.set_xscale("log", base=2)
+    ax.legend(fontsize=8)
+    return fig
+
+
+# ---------------------------------------------------------------------- hybrid
+_PARTS = (("compute", "compute (slowest stage)"), ("bubble", "pipeline bubble"),
+          ("p2p", "activation hand-over"), ("allreduce", "gradient all-reduce"))
+
+
+def _bars(ax_t, ax_m, configs, memory: float | None, best) -> None:
+    labels = [c.label for c in configs]
+    x = np.arange(len(configs))
+    bottom = np.zeros(len(configs))
+    for i, (attr, name) in enumerate(_PARTS):
+        vals = np.array([getattr(c, attr) for c in configs]) * 1e3
+        ax_t.bar(x, vals, bottom=bottom, color=COLORS[i], label=name)
+        bottom += vals
+    for xi, c in zip(x, configs):
+        if not c.fits:
+            ax_t.text(xi, bottom[xi], "does not fit", ha="center", va="bottom", fontsize=7, color="#b00")
+    if best is not None:
+        bi = next(i for i, c in enumerate(configs) if c.label == best.label)
+        ax_t.plot([bi], [bottom[bi] * 1.08 + 1e-9], "*", color="k", ms=12, label="best that fits")
+    ax_t.set_xticks(x, labels)
+    ax_t.set(xlabel="D x P  (data-parallel replicas x pipeline stages)", ylabel="step time [ms]")
+    ax_t.legend(fontsize=7)
+    gb = np.array([c.memory for c in configs]) / 1e9
+    ax_m.bar(x, gb, color=[COLORS[2] if c.fits else "#b00" for c in configs])
+    if memory is not None and np.isfinite(memory):
+        ax_m.axhline(memory / 1e9, color="k", ls="--", lw=1, label="device memory")
+        ax_m.legend(fontsize=7)
+    ax_m.set_xticks(x, labels)
+    ax_m.set(xlabel="D x P", ylabel="memory per device [GB]")
+
+
+def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
+    """Step time (stacked: compute, bubble, hand-over, all-reduce) and memory per device
+    of every ``D x P`` configuration of one device count.
+
+    Parameters
+    ----------
+    configs : sequence of course_lib.hybrid.HybridConfig
+        E.g. from :func:`course_lib.hybrid.enumerate_configs`.
+    memory : float, optional
+        Device memory in bytes (drawn as a line).
+    """
+    configs = list(configs)
+    if not configs:
+        raise ValueError("configs must not be empty")
+    fitting = [c for c in configs if c.fits]
+    best = min(fitting, key=lambda c: (c.step_time, c.pipeline)) if fitting else None
+    fig, (ax_t, ax_m) = new_figure(1, 2, size=(10.0, 3.8))
+    _bars(ax_t, ax_m, configs, memory, best)
+    ax_t.set_title(f"N = {configs[0].devices} devices: estimated step", fontsize=10)
+    ax_m.set_title("memory per device", fontsize=10)
+    return fig
+
+
+def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
+    """Best configuration as the device count grows: step time and the chosen ``D``, ``P``.
+
+    Parameters
+    ----------
+    device_counts : sequence of int
+    best : sequence of HybridConfig or None
+        :func:`course_lib.hybrid.best_configs` for ``device_counts`` (None: nothing fits).
+    """
+    n = np.asarray(device_counts, dtype=float)
+    if len(best) != n.size:
+        raise ValueError("device_counts and best must have equal length")
+    fig, (ax_t, ax_c) = new_figure(1, 2, size=(10.0, 3.8))
+    ok = np.array([b is not None for b in best])
+    t = np.array([b.step_time if b is not None else np.nan for b in best])
+    ax_t.loglog(n[ok], t[ok] * 1e3, "o-", color=COLORS[0], label="best D x P")
+    if ok.any():
+        first = int(np.argmax(ok))
+        ideal = t[first] * n[first] / n
+        ax_t.loglog(n[first:], ideal[first:] * 1e3, ":", color="0.5", label="ideal 1/N from the first that fits")
+    for ni, b in zip(n, best):
+        if b is not None:
+            ax_t.annotate(b.label, (ni, b.step_time * 1e3), textcoords="offset points",
+                          xytext=(0, 6), ha="center", fontsize=7)
+    if (~ok).any():
+        ax_t.plot(n[~ok], np.full((~ok).sum(), np.nanmax(t) * 1e3 if ok.any() else 1.0), "x",
+                  color="#b00", label="does not fit")
+    ax_t.set(xlabel="devices N", ylabel="step time [ms]", title="fastest configuration that fits")
+    ax_t.legend(fontsize=7)
+    d = np.array([b.data if b is not None else np.nan for b in best])
+    p = np.array([b.pipeline if b is not None else np.nan for b in best])
+    ax_c.loglog(n, d, "o-", color=COLORS[0], label="D (data-parallel replicas)", base=2)
+    ax_c.loglog(n, p, "s-", color=COLORS[1], label="P (pipeline stages)", base=2)
+    ax_c.set(xlabel="devices N", ylabel="degree", title="chosen split D x P = N")
+    ax_c.legend(fontsize=7)
+    return fig
+
+
+def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_counts: Sequence[int],
+                           memory: float, **estimate_kw):
+    """Live-figure view: the configurations at ``devices`` and the best one as N grows.
+
+    ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
+    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.hybrid.enumerate_configs`.
+    """
+    configs = hybrid.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
+    fitting = [c for c in configs if c.fits]
+    best_here = min(fitting, key=lambda c: (c.step_time, c.pipeline)) if fitting else None
+    counts = list(device_counts)
+    bests = hybrid.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
+    fig, (ax_t, ax_m, ax_b) = new_figure(1, 3, size=(13.0, 3.8), width_ratios=(1.4, 1, 1.2))
+    _bars(ax_t, ax_m, configs, memory, best_here)
+    ax_t.set_title(f"N = {devices}: estimated step per D x P", fontsize=10)
+    ax_m.set_title("memory per device", fontsize=10)
+    n = np.asarray(counts, dtype=float)
+    t = np.array([b.step_time * 1e3 if b is not None else np.nan for b in bests])
+    ax_b.loglog(n, t, "o-", color=COLORS[0])
+    for ni, b in zip(n, bests):
+        if b is not None:
+            ax_b.annotate(b.label, (ni, b.step_time * 1e3), textcoords="offset points",
+                          xytext=(0, 6), ha="center", fontsize=7)
+    if best_here is not None:
+        ax_b.plot([devices], [best_here.step_time * 1e3], "*", color="k", ms=12)
+    ax_b.set(xlabel="devices N", ylabel="best step time [ms]", title="best D x P as N grows")
+    return fig

@@ -1,0 +1,134 @@
+"""course_lib.hybrid: data x pipeline grids and the chapter's comparison table."""
+
+import math
+
+import numpy as np
+import pytest
+
+from course_lib import comm, hybrid
+from course_lib import model_parallel as mp
+from course_lib.models import MLP
+
+FAST = dict(device_flops=1e10, bandwidth=1e9, latency=1e-5)
+
+
+def test_one_device_is_the_serial_step():
+    model = MLP((64, 64, 64, 10))
+    c = hybrid.estimate_config(model, 100, 1, 1, micro_batches=1, **FAST)
+    assert c.compute == pytest.approx(100 * model.flops_per_sample()["total"] / 1e10)
+    assert c.bubble == 0 and c.p2p == 0 and c.allreduce == 0
+    params = model.n_params * 4
+    assert c.memory == pytest.approx(2 * params + 100 * sum(model.sizes) * 4)
+    assert c.step_time == pytest.approx(c.compute) and c.fits
+
+
+def test_data_parallel_uses_the_ring_allreduce_and_splits_the_batch():
+    model = MLP((64, 64, 10))
+    c = hybrid.estimate_config(model, 100, 3, 1, micro_batches=1, **FAST)
+    assert c.allreduce == pytest.approx(comm.ring_allreduce_time(model.n_params * 4, 3, 1e9, 1e-5))
+    assert c.compute == pytest.approx(34 * model.flops_per_sample()["total"] / 1e10)  # ceil(100/3)
+
+
+def test_pipeline_matches_an_independent_simulation():
+    model = MLP((32, 64, 64, 64, 10))
+    c = hybrid.estimate_config(model, 64, 1, 2, micro_batches=8, schedule="gpipe", **FAST)
+    bounds = mp.partition_layers(model, 2)
+    f, b = mp.stage_flops(model, bounds)
+    send = 1e-5 + 8 * model.sizes[bounds[1]] * 4 / 1e9
+    t0 = mp.simulate_pipeline(f * 8 / 1e10, b * 8 / 1e10, micro_batches=8, schedule="gpipe")
+    t1 = mp.simulate_pipeline(f * 8 / 1e10, b * 8 / 1e10, micro_batches=8, schedule="gpipe",
+                              send_time=send)
+    assert c.boundaries == bounds and c.micro_batch_size == 8
+    assert c.compute + c.bubble == pytest.approx(t0.makespan)
+    assert c.step_time == pytest.approx(t1.makespan + c.allreduce)
+    assert c.compute == pytest.approx(8 * (f + b).max() * 8 / 1e10)
+    # memory: stage s stashes 8 micro-batches of its activations (GPipe)
+    widths = hybrid.stage_activation_widths(model, bounds)
+    params = hybrid.stage_params(model, bounds)
+    assert c.memory == pytest.approx(max(2 * params * 4 + 8 * 8 * widths * 4))
+
+
+def test_1f1b_needs_less_activation_memory_than_gpipe_in_the_same_time():
+    model = MLP((64,) + (256,) * 8 + (10,))
+    g = hybrid.estimate_config(model, 512, 1, 4, micro_batches=16, schedule="gpipe", **FAST)
+    o = hybrid.estimate_config(model, 512, 1, 4, micro_batches=16, schedule="1f1b", **FAST)
+    assert o.step_time == pytest.approx(g.step_time, rel=0.05)
+    assert o.memory_activations < g.memory_activations / 3  # 4 vs 16 micro-batches
+
+
+def test_stage_helpers_by_hand():
+    model = MLP((10, 20, 30, 5))
+    assert hybrid.stage_params(model, (0, 1, 3)).tolist() == [220, 630 + 155]
+    assert hybrid.stage_activation_widths(model, (0, 1, 3)).tolist() == [30, 55]
+    assert hybrid.stage_params(model, (0, 3)).sum() == model.n_params
+
+
+def test_enumerate_and_best():
+    model = MLP((64, 64, 64, 64, 10))
+    configs = hybrid.enumerate_configs(model, 256, 8, **FAST)
+    assert [c.label for c in configs] == ["8x1", "4x2", "2x4"]  # P = 8 > 4 layers is impossible
+    assert all(c.devices == 8 for c in configs)
+    best = hybrid.best_config(model, 256, 8, **FAST)
+    assert best.step_time == min(c.step_time for c in configs)
+    # memory too small for the data-parallel replica forces the pipeline
+    limit = (configs[0].memory + configs[1].memory) / 2
+    forced = hybrid.best_config(model, 256, 8, memory=limit, **FAST)
+    assert forced.pipeline > 1 and forced.memory <= limit
+    assert forced.step_time == min(c.step_time for c in configs[1:])
+    assert hybrid.best_config(model, 256, 8, memory=1.0, **FAST) is None
+    assert hybrid.best_configs(model, 256, [1, 2], **FAST)[0].label == "1x1"
+
+
+def test_large_batch_favours_data_parallelism_large_model_the_pipeline():
+    # the chapter's rule: data parallelism for large batches, model parallelism for large models
+    small_model = MLP((64, 64, 64, 64, 10))
+    assert hybrid.best_config(small_model, 8192, 4, **FAST).label == "4x1"
+    big_model = MLP((1024,) + (4096,) * 4 + (10,))
+    assert hybrid.best_config(big_model, 64, 4, **FAST).pipeline > 1
+
+
+@pytest.mark.parametrize(
+    "args, kwargs, match",
+    [
+        ((100, 1, 4), {}, "pipeline"),
+        ((100, 101, 1), {}, "data"),
+        ((100, 1, 1), {"micro_batches": 101}, "micro_batches"),
+        ((100, 1, 1), {"schedule": "x"}, "schedule"),
+        ((100, 1, 1), {"memory": -1.0}, "memory"),
+    ],
+)
+def test_estimate_rejects_bad_input(args, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        hybrid.estimate_config(MLP((8, 8, 8, 4)), *args, **FAST, **kwargs)
+    with pytest.raises(ValueError, match="device_flops"):
+        hybrid.estimate_config(MLP((8, 8, 4)), 8, 1, 1, device_flops=0, bandwidth=1.0)
+
+
+def test_scheme_comparison_hand_values():
+    model = MLP((64, 64, 10))
+    t = hybrid.scheme_comparison(model, 128, 2)
+    p_bytes = model.n_params * 4
+    assert t.input_per_device == (128, 64, 128)
+    assert t.traffic_per_device == (0, pytest.approx(p_bytes), 128 * 64 * 4)
+    act = 128 * (64 + 64 + 10) * 4
+    assert t.total_memory[0] == 2 * p_bytes + act
+    assert t.total_memory[1] == 2 * 2 * p_bytes + act
+    assert t.total_memory[2] == 2 * p_bytes + 128 * ((64 + 64) + (64 + 10)) * 4
+    assert t.load_balance[1] == 1.0
+    assert t.load_balance[2] == pytest.approx(((8192 + 8192) + (1280 + 2560)) / 2 / (8192 + 8192))
+    assert t.limit == (math.inf, 128, 2)
+    rel = t.relative()
+    assert rel["input_per_device"] == (1.0, 0.5, 1.0)
+    assert rel["traffic_per_device"][1] == pytest.approx(1.0)  # ring all-reduce ~ model size
+    md = t.to_markdown()
+    assert md.count("\n") == 6 and "数据并行" in md
+
+
+def test_scheme_comparison_memory_approaches_n_for_big_models():
+    model = MLP((256,) + (1024,) * 8 + (10,))
+    t = hybrid.scheme_comparison(model, 8, 8)
+    assert t.relative()["total_memory"][1] == pytest.approx(8, rel=0.02)
+    assert t.relative()["total_memory"][2] == pytest.approx(1, rel=0.02)
+    assert np.isclose(t.relative()["traffic_per_device"][1], 2 * 7 / 8)
+    with pytest.raises(ValueError, match="devices"):
+        hybrid.scheme_comparison(model, 8, 10)
