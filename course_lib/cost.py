@@ -52,6 +52,7 @@ __all__ = [
     "mlp_training_flops",
     "required_efficiency",
     "sequence_tokens",
+    "time_training_run",
     "training_time",
     "transformer_training_flops",
 ]
@@ -502,6 +503,7 @@ def measure_flop_rate(
     repeat: int = 5,
     warmup: int = 1,
     seed: int = 0,
+    threads: int | None = 1,
 ) -> FlopRate:
     """Time one training epoch of ``model`` and return the achieved FLOP rate.
 
@@ -524,6 +526,10 @@ def measure_flop_rate(
         Passed to :func:`course_lib.timing.measure`.
     seed : int
         Seed of the initialisation and shuffling.
+    threads : int or None
+        BLAS threads during the measurement (``threadpoolctl``); 1 (default) measures
+        one core, which is reproducible on a shared machine; None leaves the BLAS
+        default.
 
     Examples
     --------
@@ -534,24 +540,82 @@ def measure_flop_rate(
     >>> m.rate > 0, m.samples
     (True, 1438)
     """
-    from .models import train
     from .timing import measure
 
     per_sample = _flops_per_sample(model)
-    batch_size = check_int(batch_size, "batch_size", 1)
     repeat = check_int(repeat, "repeat", 1)
     warmup = check_int(warmup, "warmup", 0)
+    run, n = _training_run(model, x, y, 1, batch_size, lr, seed)
+    with _blas_threads(threads):
+        timing = measure(run, repeat=repeat, warmup=warmup)
+    return FlopRate(float(per_sample) * n, n, batch_size, timing)
+
+
+def time_training_run(
+    model: MLP,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    epochs: int,
+    batch_size: int = 32,
+    lr: float = 0.1,
+    seed: int = 0,
+    threads: int | None = 1,
+) -> float:
+    """Wall-clock seconds of ONE training run of ``epochs`` epochs (to check a prediction).
+
+    Runs ``course_lib.models.train`` exactly as :func:`measure_flop_rate` times it, once,
+    after one untimed epoch to warm caches.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> from course_lib.datasets import load_digits
+    >>> d = load_digits("test")
+    >>> time_training_run(MLP((64, 16, 10)), d.x, d.y, epochs=2) > 0
+    True
+    """
+    import time
+
+    epochs = check_int(epochs, "epochs", 1)
+    run, _ = _training_run(model, x, y, epochs, batch_size, lr, seed)
+    warm, _ = _training_run(model, x, y, 1, batch_size, lr, seed)
+    with _blas_threads(threads):
+        warm()
+        start = time.perf_counter()
+        run()
+        return time.perf_counter() - start
+
+
+def _training_run(model, x, y, epochs, batch_size, lr, seed):
+    """A zero-argument callable that trains ``model`` (validated), and the sample count."""
+    from .models import train
+
+    _flops_per_sample(model)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    seed = check_int(seed, "seed", 0)
     x_arr = model._check_x(x)
     y_arr = model._check_y(y, x_arr.shape[0])
     if x_arr.shape[0] == 0:
         raise ValueError("x must hold at least one sample")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    params = model.init_params(check_int(seed, "seed", 0))
+    params = model.init_params(seed)
 
-    def epoch():
-        train(model, x_arr, y_arr, epochs=1, batch_size=batch_size, lr=lr, seed=seed, params=params)
+    def run():
+        train(model, x_arr, y_arr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+              params=params)
 
-    timing = measure(epoch, repeat=repeat, warmup=warmup)
-    n = int(x_arr.shape[0])
-    return FlopRate(float(per_sample) * n, n, batch_size, timing)
+    return run, int(x_arr.shape[0])
+
+
+def _blas_threads(threads):
+    """Context manager limiting BLAS threads (``None``: leave them alone)."""
+    import contextlib
+
+    if threads is None:
+        return contextlib.nullcontext()
+    threads = check_int(threads, "threads", 1)
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=threads)

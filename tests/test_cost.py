@@ -300,3 +300,17 @@ def test_bert_large_recipe():
     assert BERT_LARGE.flops == pytest.approx(6 * 340e6 * tokens)
     assert BERT_LARGE.flops_per_token == 6 * 340e6
     assert "1810.04805" in BERT_LARGE.source
+
+
+def test_time_training_run_and_threads():
+    from course_lib.cost import time_training_run
+    from course_lib.datasets import load_digits
+
+    d = load_digits("test")
+    model = MLP((64, 8, 10))
+    assert time_training_run(model, d.x, d.y, epochs=1, batch_size=64) > 0
+    assert time_training_run(model, d.x, d.y, epochs=1, batch_size=64, threads=None) > 0
+    with pytest.raises(ValueError, match="epochs"):
+        time_training_run(model, d.x, d.y, epochs=0)
+    with pytest.raises(ValueError, match="threads"):
+        measure_flop_rate(model, d.x, d.y, threads=0)
