@@ -1,0 +1,537 @@
+"""The first measured experiment: one workload, split across 1, 2, ... processes.
+
+The workload is the running example's gradient computation over the digits training
+set: ``epochs`` passes of mini-batch forward and backward passes of an MLP with the
+parameters held fixed, summing every mini-batch gradient (``reduction="sum"``). With
+fixed parameters the mini-batches are independent, so the samples can be split into
+contiguous shards, one per process; the parent adds the shard gradients up. The sum
+is the same as the serial one (up to float rounding): this is data parallelism
+(数据并行) without the update step, which chapter 05 adds.
+
+Worker code lives here, in an importable module, so it works with the ``spawn`` start
+method (the default on macOS and Windows; a function defined in a notebook would fail
+there). Each worker limits its BLAS library to one thread (``threadpoolctl``): N
+processes then use N cores, not N x (BLAS threads) cores. The serial reference run
+limits BLAS to one thread too, so the speedup measures process parallelism only.
+Pools are always closed and joined (terminated on error, interrupt or time-out): no
+process outlives a call.
+
+Examples
+--------
+>>> shard_bounds(10, 3)
+[(0, 4), (4, 7), (7, 10)]
+>>> w = GradientWorkload(hidden=(16,), epochs=1)
+>>> w.sizes, w.flops_per_run() == 1 * 1438 * MLP((64, 16, 10)).flops_per_sample()["total"]
+((64, 16, 10), True)
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._validate import check_int, check_positive
+from .models import MLP
+
+__all__ = [
+    "GradientWorkload",
+    "SpeedupMeasurement",
+    "WorkerPool",
+    "available_cores",
+    "default_process_counts",
+    "epoch_gradient",
+    "measure_parallel_speedup",
+    "parallel_epoch_gradient",
+    "shard_bounds",
+]
+
+_START_METHODS = ("spawn", "fork", "forkserver")
+
+
+def available_cores() -> int:
+    """Cores this process may run on (the CPU affinity mask where the OS has one).
+
+    Containers and batch systems often allow fewer cores than ``os.cpu_count()`` reports.
+
+    Examples
+    --------
+    >>> 1 <= available_cores() <= (os.cpu_count() or 1)
+    True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def default_process_counts(cores: int | None = None) -> list[int]:
+    """Process counts to measure: 1..cores, thinned to powers of two above 8 cores.
+
+    Examples
+    --------
+    >>> default_process_counts(2), default_process_counts(4)
+    ([1, 2], [1, 2, 3, 4])
+    >>> default_process_counts(24)
+    [1, 2, 4, 8, 16, 24]
+    """
+    cores = available_cores() if cores is None else check_int(cores, "cores", 1)
+    if cores <= 8:
+        return list(range(1, cores + 1))
+    counts = [2**k for k in range(cores.bit_length()) if 2**k < cores]
+    return counts + [cores]
+
+
+def shard_bounds(n_items: int, parts: int) -> list[tuple[int, int]]:
+    """Split ``range(n_items)`` into ``parts`` contiguous shards whose sizes differ by at most 1.
+
+    Parameters
+    ----------
+    n_items : int
+        Number of items (samples), >= 0.
+    parts : int
+        Number of shards, >= 1. Shards may be empty when ``parts > n_items``.
+
+    Examples
+    --------
+    >>> shard_bounds(7, 2)
+    [(0, 4), (4, 7)]
+    >>> shard_bounds(2, 3)
+    [(0, 1), (1, 2), (2, 2)]
+    """
+    n_items = check_int(n_items, "n_items", 0)
+    parts = check_int(parts, "parts", 1)
+    base, extra = divmod(n_items, parts)
+    bounds, start = [], 0
+    for i in range(parts):
+        stop = start + base + (1 if i < extra else 0)
+        bounds.append((start, stop))
+        start = stop
+    return bounds
+
+
+def epoch_gradient(
+    model: MLP,
+    params: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    batch_size: int = 32,
+    epochs: int = 1,
+) -> tuple[float, np.ndarray]:
+    """Summed loss and summed gradient of ``epochs`` passes over ``(x, y)`` in mini-batches.
+
+    The serial reference of the experiment (and what each worker runs on its shard).
+    Gradients of the mini-batches are computed with ``reduction="sum"`` in the model's
+    dtype and accumulated in float64, so shard results add up to the full result.
+
+    Returns
+    -------
+    loss_sum : float
+    grad_sum : numpy.ndarray
+        float64, shape ``(model.n_params,)``.
+
+    Examples
+    --------
+    >>> m = MLP((4, 3, 2)); p = m.init_params(0)
+    >>> x = np.ones((5, 4), np.float32); y = np.array([0, 1, 0, 1, 1])
+    >>> loss, g = epoch_gradient(m, p, x, y, batch_size=2)
+    >>> full = m.loss_and_grad(p, x, y, reduction="sum")[1]
+    >>> bool(np.allclose(g, full, rtol=1e-5, atol=1e-6))
+    True
+    """
+    batch_size = check_int(batch_size, "batch_size", 1)
+    epochs = check_int(epochs, "epochs", 1)
+    grad_sum = np.zeros(model.n_params, dtype=np.float64)
+    buffer = np.zeros(model.n_params, dtype=model.dtype)
+    loss_sum = 0.0
+    n = x.shape[0]
+    for _ in range(epochs):
+        for start in range(0, n, batch_size):
+            loss, _ = model.loss_and_grad(
+                params, x[start : start + batch_size], y[start : start + batch_size],
+                reduction="sum", out=buffer,
+            )
+            loss_sum += loss
+            grad_sum += buffer
+    return loss_sum, grad_sum
+
+
+# ----------------------------------------------------------------- worker side
+def _worker_main(conn, sizes, x, y, batch_size, epochs) -> None:
+    """Body of one worker process: owns one shard; computes its gradient on request.
+
+    Protocol on its pipe: it first sends ``("ready", pid, blas_threads)``; then for
+    every parameter buffer it receives it sends ``("ok", loss, grad, seconds)`` (or
+    ``("error", traceback)``); ``None`` tells it to exit.
+    """
+    import signal
+    import traceback
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent alone decides to stop
+    try:
+        with threadpool_limits(limits=1):
+            blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+            conn.send(("ready", os.getpid(), max(blas, default=1)))
+            model = MLP(sizes)
+            while True:
+                params = conn.recv()
+                if params is None:
+                    break
+                t0 = time.perf_counter()
+                try:
+                    loss, grad = epoch_gradient(model, params, x, y, batch_size=batch_size,
+                                                epochs=epochs)
+                except Exception:  # report, keep serving: the parent decides
+                    conn.send(("error", traceback.format_exc()))
+                    continue
+                conn.send(("ok", loss, grad, time.perf_counter() - t0))
+    except (EOFError, BrokenPipeError):  # parent gone: just exit
+        pass
+    finally:
+        conn.close()
+
+
+# ----------------------------------------------------------------- parent side
+class WorkerPool:
+    """``processes`` worker processes, each holding one contiguous shard of the data.
+
+    Process ``k`` always computes shard ``k`` (one shard per process, so N processes
+    really share the work N ways). Use it as a context manager: leaving the ``with``
+    block stops and joins the workers (terminates them after an error, a time-out or
+    an interrupt), so no process is left behind.
+
+    Parameters
+    ----------
+    model : MLP
+    x, y : numpy.ndarray
+        The data; worker ``k`` receives only its shard, once, when it starts.
+    processes : int
+        Number of worker processes, 1 .. 4 x available cores.
+    batch_size, epochs : int
+        Mini-batch size and passes of the workload.
+    start_method : {"spawn", "fork", "forkserver"}
+        How to start the workers; "spawn" (default) behaves the same on every OS.
+    timeout : float
+        Seconds to wait for a worker (start-up or one gradient) before giving up: the
+        workers are terminated and ``TimeoutError`` raised - a broken worker never
+        hangs the notebook.
+
+    Attributes
+    ----------
+    worker_info : list of (pid, blas_threads)
+        Reported by each worker when it started.
+    startup_seconds : float
+        Time to start all workers and receive their first message.
+    """
+
+    def __init__(
+        self,
+        model: MLP,
+        x: np.ndarray,
+        y: np.ndarray,
+        processes: int,
+        *,
+        batch_size: int = 32,
+        epochs: int = 1,
+        start_method: str = "spawn",
+        timeout: float = 120.0,
+    ):
+        self.processes = check_int(processes, "processes", 1, 4 * available_cores())
+        if start_method not in _START_METHODS:
+            raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+        if start_method not in mp.get_all_start_methods():
+            raise ValueError(f"start_method {start_method!r} is not available on this platform")
+        self.timeout = check_positive(timeout, "timeout")
+        batch_size = check_int(batch_size, "batch_size", 1)
+        epochs = check_int(epochs, "epochs", 1)
+        self.model = model
+        x = model._check_x(x)
+        y = model._check_y(y, x.shape[0])
+        self.n_samples = int(x.shape[0])
+        self.bounds = shard_bounds(self.n_samples, self.processes)
+        self.last_worker_seconds: list[float] = []
+        ctx = mp.get_context(start_method)
+        self._procs: list = []
+        self._conns: list = []
+        t0 = time.perf_counter()
+        try:
+            for a, b in self.bounds:
+                parent_end, child_end = ctx.Pipe()
+                proc = ctx.Process(
+                    target=_worker_main,
+                    args=(child_end, model.sizes, x[a:b], y[a:b], batch_size, epochs),
+                    daemon=True,
+                )
+                proc.start()
+                child_end.close()
+                self._procs.append(proc)
+                self._conns.append(parent_end)
+            self.worker_info = [msg[1:] for msg in self._collect("start-up")]
+        except BaseException:
+            self.terminate()
+            raise
+        self.startup_seconds = time.perf_counter() - t0
+
+    def _collect(self, what: str) -> list[tuple]:
+        """One message from every worker, in rank order; stops everything on trouble."""
+        deadline = time.monotonic() + self.timeout
+        messages = []
+        for rank, conn in enumerate(self._conns):
+            if not conn.poll(max(0.0, deadline - time.monotonic())):
+                self.terminate()
+                raise TimeoutError(
+                    f"worker {rank} sent nothing during {what} within timeout={self.timeout:g} s; "
+                    "the workers were terminated"
+                )
+            try:
+                msg = conn.recv()
+            except EOFError:
+                code = self._procs[rank].exitcode
+                self.terminate()
+                raise RuntimeError(f"worker {rank} died during {what} (exit code {code})") from None
+            if msg[0] == "error":
+                self.terminate()
+                raise RuntimeError(f"worker {rank} failed during {what}:\n{msg[1]}")
+            messages.append(msg)
+        return messages
+
+    def gradient(self, params: np.ndarray) -> tuple[float, np.ndarray]:
+        """Summed loss and gradient over all samples, each process doing its shard."""
+        if not self._conns:
+            raise RuntimeError("the worker pool is closed")
+        self.model._check_flat(params, "params")
+        try:
+            for rank, conn in enumerate(self._conns):
+                try:
+                    conn.send(params)
+                except (BrokenPipeError, OSError):
+                    code = self._procs[rank].exitcode
+                    self.terminate()
+                    raise RuntimeError(f"worker {rank} is gone (exit code {code})") from None
+            parts = self._collect("a gradient")
+        except BaseException:
+            self.terminate()
+            raise
+        self.last_worker_seconds = [m[3] for m in parts]
+        loss = sum(m[1] for m in parts)
+        grad = parts[0][2]
+        for m in parts[1:]:
+            grad += m[2]
+        return loss, grad
+
+    def close(self) -> None:
+        """Ask the workers to exit and wait for them (terminate any that do not)."""
+        for conn in self._conns:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for proc in self._procs:
+            proc.join(timeout=10)
+        self.terminate()
+
+    def terminate(self) -> None:
+        """Stop every worker now and reap it."""
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self._procs:
+            proc.join(timeout=5)
+            if proc.is_alive():  # pragma: no cover - SIGTERM ignored
+                proc.kill()
+                proc.join()
+        for conn in self._conns:
+            conn.close()
+        self._procs, self._conns = [], []
+
+    def __enter__(self) -> WorkerPool:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.terminate()
+
+
+def parallel_epoch_gradient(
+    model: MLP,
+    params: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    processes: int,
+    batch_size: int = 32,
+    epochs: int = 1,
+    start_method: str = "spawn",
+) -> tuple[float, np.ndarray]:
+    """:func:`epoch_gradient` computed by ``processes`` worker processes (one shard each)."""
+    with WorkerPool(model, x, y, processes, batch_size=batch_size, epochs=epochs,
+                    start_method=start_method) as pool:
+        return pool.gradient(params)
+
+
+# ------------------------------------------------------------------ the experiment
+@dataclass(frozen=True)
+class GradientWorkload:
+    """The experiment's workload: an MLP on the digits training set.
+
+    Parameters
+    ----------
+    hidden : tuple of int
+        Hidden layer widths (input 64 and 10 classes are fixed by the data).
+    batch_size : int
+        Samples per mini-batch.
+    epochs : int
+        Passes over the 1,438 training samples (more passes = longer run, so that
+        process start-up and communication weigh less).
+    seed : int
+        Seed of the fixed parameters.
+    """
+
+    hidden: tuple[int, ...] = (256, 256)
+    batch_size: int = 64
+    epochs: int = 20
+    seed: int = 0
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return (64, *self.hidden, 10)
+
+    def flops_per_run(self, n_samples: int = 1438) -> int:
+        """GEMM FLOPs of one run (forward + backward of every sample, every pass)."""
+        return self.epochs * n_samples * MLP(self.sizes).flops_per_sample()["total"]
+
+
+@dataclass(frozen=True)
+class SpeedupMeasurement:
+    """Result of :func:`measure_parallel_speedup`. Times are medians of the repeats, in seconds."""
+
+    processes: np.ndarray
+    seconds: np.ndarray
+    serial_seconds: float
+    startup_seconds: np.ndarray
+    spread: np.ndarray
+    """(max - min) / median of the repeats, per process count: how noisy each time is."""
+    cores: int
+    start_method: str
+    workload: GradientWorkload
+    max_abs_difference: float
+    """Largest |parallel - serial| over the gradient entries, relative to max |serial|."""
+    all_times: list = field(default_factory=list, repr=False)
+
+    @property
+    def speedup(self) -> np.ndarray:
+        """S(N) = serial time / time with N processes."""
+        return self.serial_seconds / self.seconds
+
+    @property
+    def efficiency(self) -> np.ndarray:
+        """η(N) = S(N) / N."""
+        return self.speedup / self.processes
+
+    def table(self) -> str:
+        """A plain-text table of the measurement."""
+        lines = [f"{'N':>3} {'time [s]':>9} {'speedup':>8} {'efficiency':>10} {'spread':>7} {'start-up [s]':>12}"]
+        lines.append(f"{'ser':>3} {self.serial_seconds:>9.3f} {1.0:>8.2f} {1.0:>10.2f}")
+        for n, t, s, e, sp, st in zip(self.processes, self.seconds, self.speedup,
+                                      self.efficiency, self.spread, self.startup_seconds,
+                                      strict=True):
+            lines.append(f"{n:>3} {t:>9.3f} {s:>8.2f} {e:>10.2f} {sp:>7.0%} {st:>12.2f}")
+        return "\n".join(lines)
+
+
+def measure_parallel_speedup(
+    processes: Sequence[int] | None = None,
+    *,
+    workload: GradientWorkload | None = None,
+    repeat: int = 3,
+    start_method: str = "spawn",
+) -> SpeedupMeasurement:
+    """Time the workload serially and with each process count; return the speedups.
+
+    The serial run is :func:`epoch_gradient` in this process with BLAS limited to one
+    thread. For each N a :class:`WorkerPool` of N processes is started (start-up is
+    timed separately and NOT part of the measured time: it is paid once per pool),
+    warmed up once, then timed ``repeat`` times. Every parallel gradient is compared
+    with the serial one.
+
+    Parameters
+    ----------
+    processes : sequence of int, optional
+        Process counts (default :func:`default_process_counts`: 1 .. available cores).
+    workload : GradientWorkload, optional
+    repeat : int
+        Timed runs per count (median reported), 1 .. 50.
+    start_method : {"spawn", "fork", "forkserver"}
+
+    Examples
+    --------
+    >>> m = measure_parallel_speedup([1], workload=GradientWorkload(hidden=(8,), epochs=1),
+    ...                              repeat=1, start_method="fork")
+    >>> m.processes.tolist(), m.max_abs_difference < 1e-5, m.speedup.shape
+    ([1], True, (1,))
+    """
+    from threadpoolctl import threadpool_limits
+
+    from .datasets import load_digits
+
+    workload = GradientWorkload() if workload is None else workload
+    if not isinstance(workload, GradientWorkload):
+        raise TypeError(f"workload must be a GradientWorkload, got {type(workload).__name__}")
+    repeat = check_int(repeat, "repeat", 1, 50)
+    counts = default_process_counts() if processes is None else list(processes)
+    if not counts:
+        raise ValueError("processes must name at least one process count")
+    counts = [check_int(n, "processes", 1, 4 * available_cores()) for n in counts]
+    if start_method not in _START_METHODS:
+        raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+
+    data = load_digits("train")
+    model = MLP(workload.sizes)
+    params = model.init_params(workload.seed)
+    kwargs = dict(batch_size=workload.batch_size, epochs=workload.epochs)
+
+    with threadpool_limits(limits=1):
+        _, reference = epoch_gradient(model, params, data.x, data.y, **kwargs)  # warm-up
+        serial = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            epoch_gradient(model, params, data.x, data.y, **kwargs)
+            serial.append(time.perf_counter() - t0)
+
+    scale = float(np.abs(reference).max()) or 1.0
+    medians, spreads, startups, worst, all_times = [], [], [], 0.0, []
+    for n in counts:
+        with WorkerPool(model, data.x, data.y, n, start_method=start_method, **kwargs) as pool:
+            _, grad = pool.gradient(params)  # warm-up, and the correctness check
+            worst = max(worst, float(np.abs(grad - reference).max()) / scale)
+            times = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                pool.gradient(params)
+                times.append(time.perf_counter() - t0)
+            startups.append(pool.startup_seconds)
+        med = statistics.median(times)
+        medians.append(med)
+        spreads.append((max(times) - min(times)) / med)
+        all_times.append(times)
+    return SpeedupMeasurement(
+        processes=np.array(counts),
+        seconds=np.array(medians),
+        serial_seconds=statistics.median(serial),
+        startup_seconds=np.array(startups),
+        spread=np.array(spreads),
+        cores=available_cores(),
+        start_method=start_method,
+        workload=workload,
+        max_abs_difference=worst,
+        all_times=[serial, *all_times],
+    )

@@ -1,0 +1,197 @@
+"""The first measured experiment: correctness of the split, BLAS limits, clean shutdown."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib.datasets import load_digits
+from course_lib.models import MLP
+from course_lib.parallel_map import (
+    GradientWorkload,
+    WorkerPool,
+    available_cores,
+    default_process_counts,
+    epoch_gradient,
+    measure_parallel_speedup,
+    parallel_epoch_gradient,
+    shard_bounds,
+)
+
+FAST = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+
+@pytest.fixture
+def small():
+    data = load_digits("train")
+    model = MLP((64, 12, 10))
+    return model, model.init_params(1), data.x[:301], data.y[:301]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _assert_no_children_left(pids):
+    assert mp.active_children() == []
+    assert not any(_alive(pid) for pid in pids)
+
+
+@given(st.integers(0, 10_000), st.integers(1, 64))
+def test_shard_bounds_cover_everything_once_and_balance(n, parts):
+    bounds = shard_bounds(n, parts)
+    assert len(bounds) == parts and bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    sizes = [b - a for a, b in bounds]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n
+
+
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_shard_bounds_bad_parts(bad, exc):
+    with pytest.raises(exc, match="parts"):
+        shard_bounds(10, bad)
+
+
+def test_serial_epoch_gradient_is_the_sum_of_shard_gradients(small):
+    model, params, x, y = small
+    loss, full = epoch_gradient(model, params, x, y, batch_size=16, epochs=2)
+    parts = [epoch_gradient(model, params, x[a:b], y[a:b], batch_size=16, epochs=2)
+             for a, b in shard_bounds(len(y), 3)]
+    np.testing.assert_allclose(sum(g for _, g in parts), full, rtol=1e-5, atol=1e-6)
+    assert sum(lo for lo, _ in parts) == pytest.approx(loss, rel=1e-6)
+    # two passes with fixed parameters = twice one pass
+    _, once = epoch_gradient(model, params, x, y, batch_size=16, epochs=1)
+    np.testing.assert_allclose(full, 2 * once, rtol=1e-12)
+
+
+def test_spawned_workers_reproduce_the_serial_gradient_with_one_blas_thread(small):
+    """spawn is what macOS and Windows use: the worker code must be importable."""
+    model, params, x, y = small
+    _, serial = epoch_gradient(model, params, x, y, batch_size=32)
+    with WorkerPool(model, x, y, 2, batch_size=32, start_method="spawn") as pool:
+        loss, grad = pool.gradient(params)
+        pids = [pid for pid, _ in pool.worker_info]
+        assert len(set(pids)) == 2 and os.getpid() not in pids
+        assert [threads for _, threads in pool.worker_info] == [1, 1]
+    np.testing.assert_allclose(grad, serial, rtol=1e-5, atol=1e-6)
+    _assert_no_children_left(pids)
+
+
+@pytest.mark.parametrize("processes", [1, 3, 5])
+def test_any_process_count_gives_the_same_gradient(small, processes):
+    model, params, x, y = small
+    _, serial = epoch_gradient(model, params, x, y, batch_size=8)
+    _, grad = parallel_epoch_gradient(model, params, x, y, processes=processes, batch_size=8,
+                                      start_method=FAST)
+    np.testing.assert_allclose(grad, serial, rtol=1e-5, atol=1e-6)
+    assert mp.active_children() == []
+
+
+def test_error_inside_the_block_terminates_the_workers(small):
+    model, params, x, y = small
+    with pytest.raises(RuntimeError, match="learner stopped"):
+        with WorkerPool(model, x, y, 2, start_method=FAST) as pool:
+            pids = [pid for pid, _ in pool.worker_info]
+            raise RuntimeError("learner stopped")
+    _assert_no_children_left(pids)
+
+
+def test_timeout_terminates_instead_of_hanging(small):
+    model, params, x, y = small
+    pool = WorkerPool(model, x, y, 2, epochs=200, start_method=FAST, timeout=60)
+    pids = [pid for pid, _ in pool.worker_info]
+    pool.timeout = 0.01  # a gradient of 200 passes cannot arrive that fast
+    with pytest.raises(TimeoutError, match="during a gradient within timeout=0.01 s"):
+        pool.gradient(params)
+    _assert_no_children_left(pids)
+    with pytest.raises(RuntimeError, match="closed"):
+        pool.gradient(params)
+    pool.close()  # harmless after terminate
+
+
+def test_start_up_timeout(small):
+    model, _, x, y = small
+    with pytest.raises(TimeoutError, match="during start-up"):
+        WorkerPool(model, x, y, 2, start_method=FAST, timeout=1e-6)
+    assert mp.active_children() == []
+
+
+def test_a_killed_worker_is_reported_not_waited_for(small):
+    model, params, x, y = small
+    with pytest.raises(RuntimeError, match=r"worker 1 (died|is gone)"):
+        with WorkerPool(model, x, y, 2, start_method=FAST, timeout=30) as pool:
+            pids = [pid for pid, _ in pool.worker_info]
+            os.kill(pids[1], signal.SIGKILL)
+            pool._procs[1].join(5)
+            pool.gradient(params)
+    _assert_no_children_left(pids)
+
+
+def test_bad_parameters_of_the_pool(small):
+    model, params, x, y = small
+    with pytest.raises(ValueError, match=r"processes must be an integer in \[1, "):
+        WorkerPool(model, x, y, 0)
+    with pytest.raises(TypeError, match="processes must be an integer"):
+        WorkerPool(model, x, y, "2")
+    with pytest.raises(ValueError, match="start_method must be one of"):
+        WorkerPool(model, x, y, 1, start_method="thread")
+    with pytest.raises(ValueError, match="timeout must be in"):
+        WorkerPool(model, x, y, 1, timeout=0)
+    with pytest.raises(ValueError, match="x must have shape"):
+        WorkerPool(model, x[:, :10], y, 1)
+    with WorkerPool(model, x, y, 1, start_method=FAST) as pool:
+        with pytest.raises(ValueError, match="params must have shape"):
+            pool.gradient(params[:5])
+    assert mp.active_children() == []
+
+
+def test_measure_parallel_speedup_fields():
+    w = GradientWorkload(hidden=(16,), batch_size=64, epochs=1)
+    m = measure_parallel_speedup([1, 2], workload=w, repeat=2, start_method=FAST)
+    assert m.processes.tolist() == [1, 2] and m.seconds.shape == (2,)
+    np.testing.assert_allclose(m.speedup, m.serial_seconds / m.seconds)
+    np.testing.assert_allclose(m.efficiency, m.speedup / np.array([1, 2]))
+    assert m.max_abs_difference < 1e-5
+    assert len(m.all_times) == 3 and all(len(t) == 2 for t in m.all_times)
+    assert m.cores == available_cores() and m.start_method == FAST
+    table = m.table().splitlines()
+    assert len(table) == 4 and table[1].startswith("ser")
+    assert mp.active_children() == []
+
+
+@pytest.mark.parametrize(
+    "kwargs, exc, match",
+    [
+        (dict(processes=[]), ValueError, "at least one"),
+        (dict(processes=[0]), ValueError, "processes must be an integer in"),
+        (dict(repeat=0), ValueError, "repeat must be an integer in"),
+        (dict(workload=(64, 10)), TypeError, "workload must be a GradientWorkload"),
+        (dict(start_method="threads"), ValueError, "start_method must be one of"),
+    ],
+)
+def test_measure_bad_arguments(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        measure_parallel_speedup(**kwargs)
+
+
+def test_default_process_counts():
+    assert default_process_counts(1) == [1]
+    assert default_process_counts(8) == list(range(1, 9))
+    assert default_process_counts(64) == [1, 2, 4, 8, 16, 32, 64]
+    assert default_process_counts()[-1] == available_cores()
+
+
+def test_workload_flop_count():
+    w = GradientWorkload(hidden=(32,), epochs=3)
+    per_sample = MLP((64, 32, 10)).flops_per_sample()["total"]
+    assert w.flops_per_run() == 3 * 1438 * per_sample
