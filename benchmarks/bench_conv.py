@@ -1,0 +1,225 @@
+"""im2col / conv2d benchmark: course_lib.im2col against physical limits and PyTorch.
+
+Run with ``python -m benchmarks conv`` (options after ``--``, e.g.
+``python -m benchmarks conv -- --repeat 9``). Everything is measured side by side in
+one run: each repeat times the candidate and its reference back to back (alternating
+which goes first), and a ratio is the median of the per-repeat ratios, which cancels
+most of the drift of a shared machine. The targets of issue 5:
+
+* im2col <= 1.5 x a memcpy into a fresh array of the same number of bytes as its output
+  (the physical limit: im2col must at least write its output once);
+* conv2d <= 1.25 x ``torch.nn.functional.conv2d`` at 1 thread, <= 1.5 x at all cores
+  (threads set with ``threadpoolctl`` for numpy's BLAS and ``torch.set_num_threads``);
+* conv2d >= 100 x faster than the plain loops of ``conv2d_direct`` (tiny shape).
+
+torch is optional: without it the torch rows say so and the rest still runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from course_lib.im2col import conv2d, conv2d_direct, conv_output_shape, im2col
+
+#: (N, C, H, W, kernel, stride, padding, C_out): the issue's reference shapes. C_out
+#: follows the ResNet layers they come from (stem 3 -> 64, then C_out = C_in).
+SHAPES = (
+    (32, 64, 56, 56, 3, 1, 1, 64),
+    (8, 3, 224, 224, 7, 2, 3, 64),
+    (64, 256, 14, 14, 3, 1, 1, 256),
+)
+TINY = (1, 3, 12, 12, 3, 1, 1, 8)
+
+TARGET_IM2COL = 1.5
+TARGET_TORCH_1 = 1.25
+TARGET_TORCH_ALL = 1.5
+TARGET_LOOPS = 100.0
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
+
+
+def _time_once(fn: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def side_by_side(ours: Callable[[], object], ref: Callable[[], object], repeat: int):
+    """Interleaved timings: (median ours, median ref, median of per-repeat ratios)."""
+    ours(), ref()  # warm-up (allocations, BLAS/oneDNN kernels)
+    t_ours, t_ref, ratios = [], [], []
+    for r in range(repeat):
+        if r % 2:
+            b = _time_once(ref)
+            a = _time_once(ours)
+        else:
+            a = _time_once(ours)
+            b = _time_once(ref)
+        t_ours.append(a)
+        t_ref.append(b)
+        ratios.append(a / b)
+    return statistics.median(t_ours), statistics.median(t_ref), statistics.median(ratios)
+
+
+def _label(shape) -> str:
+    n, c, h, w, k, s, p, co = shape
+    return f"{n}x{c}x{h}x{w} k{k} s{s} p{p} ->{co}"
+
+
+class Table:
+    def __init__(self):
+        self.rows: list[tuple[str, ...]] = []
+
+    def add(self, case, ours, ref_name, ref, ratio, target, better="lower"):
+        if ratio is None or target is None:
+            verdict = "n/a"
+        elif better == "lower":
+            verdict = "met" if ratio <= target else "MISSED"
+        else:
+            verdict = "met" if ratio >= target else "MISSED"
+        fmt_t = lambda t: "-" if t is None else f"{t * 1e3:9.2f}"  # noqa: E731
+        sign = "<=" if better == "lower" else ">="
+        self.rows.append(
+            (
+                case,
+                fmt_t(ours),
+                ref_name,
+                fmt_t(ref),
+                "-" if ratio is None else f"{ratio:7.2f}",
+                "-" if target is None else f"{sign} {target:g}",
+                verdict if target is not None else "",
+            )
+        )
+
+    def print(self):
+        head = ("case", "ours ms", "reference", "ref ms", "ratio", "target", "")
+        widths = [max(len(r[i]) for r in [head, *self.rows]) for i in range(len(head))]
+        line = lambda r: "  ".join(v.ljust(wd) for v, wd in zip(r, widths)).rstrip()  # noqa: E731
+        print(line(head))
+        print(line(tuple("-" * wd for wd in widths)))
+        for r in self.rows:
+            print(line(r))
+
+
+def _torch():
+    if os.environ.get("DDL_BENCH_NO_TORCH") == "1":
+        return None
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks conv", description=__doc__.split("\n")[0])
+    parser.add_argument("--repeat", type=int, default=7, help="timed repeats per case (default 7)")
+    parser.add_argument("--quick", action="store_true", help="3 repeats and only the first shape")
+    args = parser.parse_args(argv or [])
+    repeat = 3 if args.quick else max(1, args.repeat)
+    shapes = SHAPES[:1] if args.quick else SHAPES
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    torch = _torch()
+    cores = _cores()
+    blas = [f"{i['internal_api']} {i.get('version')}" for i in threadpool_info() if i["user_api"] == "blas"]
+    print(f"machine: {platform.processor() or platform.machine()}, {cores} core(s) available; "
+          f"numpy {np.__version__} ({', '.join(blas) or 'unknown BLAS'})")
+    try:
+        print(f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())} (a loaded machine gives noisy ratios)")
+    except OSError:  # pragma: no cover
+        pass
+    if torch is None:
+        print("torch: NOT INSTALLED - the rows against torch are skipped "
+              "(install the 'engines' extra, e.g. pip install torch==2.13.0, CPU build)")
+    else:
+        print(f"torch {torch.__version__}")
+    print(f"timing: {repeat} interleaved repeats per case, ratio = median of per-repeat ratios\n")
+
+    table = Table()
+    rng = np.random.default_rng(0)
+
+    # 1. im2col against a memcpy into a fresh array of the same bytes
+    with threadpool_limits(1, user_api="blas"):
+        for shape in shapes:
+            n, c, h, w, k, s, p, _ = shape
+            x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+            ho, wo = conv_output_shape(x.shape, k, s, p)
+            src = np.ones(n * c * k * k * ho * wo, np.float32)
+            t_a, t_b, ratio = side_by_side(lambda: im2col(x, k, s, p), src.copy, repeat)  # noqa: B023
+            table.add(f"im2col {_label(shape)}", t_a, "fresh memcpy", t_b, ratio, TARGET_IM2COL)
+            if torch is not None:
+                torch.set_num_threads(1)
+                xt = torch.from_numpy(x)
+                with torch.no_grad():
+                    t_a, t_b, ratio = side_by_side(
+                        lambda: im2col(x, k, s, p),  # noqa: B023
+                        lambda: torch.nn.functional.unfold(xt, k, 1, p, s),  # noqa: B023
+                        max(3, repeat // 2),
+                    )
+                table.add(f"im2col {_label(shape)}", t_a, "torch unfold 1t", t_b, ratio, None)
+            del src
+
+    # 2. conv2d against torch at 1 thread and at all cores
+    thread_counts = sorted({1, cores})
+    for shape in shapes:
+        n, c, h, w, k, s, p, co = shape
+        x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+        wt = (rng.standard_normal((co, c, k, k), dtype=np.float32) * 0.1).astype(np.float32)
+        b = rng.standard_normal(co, dtype=np.float32)
+        for threads in thread_counts:
+            target = TARGET_TORCH_1 if threads == 1 else TARGET_TORCH_ALL
+            case = f"conv2d {_label(shape)} {threads}t"
+            with threadpool_limits(threads, user_api="blas"):
+                if torch is None:
+                    t_a = statistics.median(
+                        _time_once(lambda: conv2d(x, wt, b, s, p)) for _ in range(repeat)  # noqa: B023
+                    )
+                    table.add(case, t_a, "torch (absent)", None, None, target)
+                    continue
+                torch.set_num_threads(threads)
+                xt, wtt, bt = torch.from_numpy(x), torch.from_numpy(wt), torch.from_numpy(b)
+                with torch.no_grad():
+                    t_a, t_b, ratio = side_by_side(
+                        lambda: conv2d(x, wt, b, s, p),  # noqa: B023
+                        lambda: torch.nn.functional.conv2d(xt, wtt, bt, s, p),  # noqa: B023
+                        repeat,
+                    )
+                table.add(case, t_a, f"torch conv2d {threads}t", t_b, ratio, target)
+
+    # 3. conv2d against the plain loops
+    n, c, h, w, k, s, p, co = TINY
+    x = rng.standard_normal((n, c, h, w))
+    wt = rng.standard_normal((co, c, k, k))
+    with threadpool_limits(1, user_api="blas"):
+        t_loops = statistics.median(_time_once(lambda: conv2d_direct(x, wt, None, s, p)) for _ in range(3))
+        t_fast = min(_time_once(lambda: conv2d(x, wt, None, s, p)) for _ in range(50))
+    table.add(f"conv2d {_label(TINY)} 1t", t_fast, "conv2d_direct", t_loops, t_loops / t_fast,
+              TARGET_LOOPS, better="higher")
+    table.rows[-1] = (*table.rows[-1][:4], f"{t_loops / t_fast:7.0f}x", *table.rows[-1][5:])
+
+    table.print()
+    print("\nratio = ours / reference (lower is better), except the last row: speedup of conv2d "
+          "over the loops (higher is better).")
+    if torch is not None:
+        torch.set_num_threads(cores)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))
