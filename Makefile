@@ -30,8 +30,9 @@ install: $(STAMP)
 lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
+# Unit and property tests, the library's doctests, and every notebook under nbval.
 test: $(STAMP)
-	$(BIN)/python -m pytest tests notebooks --nbval-lax --nbval-current-env -p no:cacheprovider
+	$(BIN)/python -m pytest tests course_lib notebooks --doctest-modules --nbval-lax --nbval-current-env -p no:cacheprovider
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -m "not slow and not browser" -q
