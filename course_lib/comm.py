@@ -233,6 +233,12 @@ def allreduce_time(nbytes, devices, bandwidth, latency=0.0, *, algorithm: str = 
     raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
 
 
+def _scaling(scaling: str) -> str:
+    if scaling not in ("strong", "weak"):
+        raise ValueError(f"scaling must be 'strong' or 'weak', got {scaling!r}")
+    return scaling
+
+
 def data_parallel_step_time(
     compute_time,
     devices,
@@ -243,24 +249,31 @@ def data_parallel_step_time(
     algorithm: str = "ring",
     overlap=0.0,
     servers=1,
+    scaling: str = "strong",
 ):
-    r"""Time of one data-parallel training step with a fixed global batch (strong scaling).
+    r"""Time of one data-parallel training step: compute, then the gradient exchange.
 
-    The global batch's compute :math:`t_c` (forward + backward on one device) is split
-    evenly over :math:`N` devices, then the gradients (:math:`m` bytes) are exchanged
-    with ``algorithm``, taking :math:`t_m(N)`. A fraction ``overlap`` of the
-    communication can run while the backward pass still computes (gradient
+    Each device computes its share of the batch, then the gradients (:math:`m` bytes)
+    are exchanged with ``algorithm``, taking :math:`t_m(N)`. A fraction ``overlap`` of
+    the communication can run while the backward pass still computes (gradient
     bucketing), but never more than the compute there is:
 
-    .. math:: t(N) = \frac{t_c}{N} + t_m(N) - \min\!\left(o \, t_m(N), \frac{t_c}{N}\right)
+    .. math:: t(N) = t_d + t_m(N) - \min\!\left(o \, t_m(N), t_d\right)
 
-    With ``overlap=0`` this is the plain sum :math:`t_c/N + t_m(N)`. For ``"ring"`` and
+    where the per-device compute :math:`t_d` depends on ``scaling``:
+
+    * ``"strong"`` (强扩展, fixed global batch): ``compute_time`` :math:`t_c` is the
+      global batch's forward + backward on ONE device, split evenly: :math:`t_d = t_c / N`;
+    * ``"weak"`` (弱扩展, fixed per-device batch, the global batch grows with
+      :math:`N`): ``compute_time`` is each device's own batch, :math:`t_d = t_c`.
+
+    With ``overlap=0`` this is the plain sum :math:`t_d + t_m(N)`. For ``"ring"`` and
     ``"tree"``, :math:`t(1) = t_c` (no communication).
 
     Parameters
     ----------
     compute_time : float or array_like
-        :math:`t_c`, seconds of forward + backward of the global batch on ONE device, >= 0.
+        :math:`t_c` in seconds, >= 0 (see ``scaling``).
     devices : float or array_like
         :math:`N`, whole number >= 1.
     nbytes, bandwidth, latency
@@ -271,6 +284,8 @@ def data_parallel_step_time(
         :math:`o \in [0, 1]`, fraction of the communication that may overlap compute.
     servers : float or array_like
         Parameter servers (``algorithm="ps"`` only).
+    scaling : {"strong", "weak"}
+        Whether ``compute_time`` is the global batch's (split N ways) or each device's.
 
     Examples
     --------
@@ -278,7 +293,10 @@ def data_parallel_step_time(
     1.75
     >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, overlap=1.0)    # 0.25 hidden
     1.5
+    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, scaling="weak") # 1 + 1.5
+    2.5
     """
+    weak = _scaling(scaling) == "weak"
     tc = as_real(compute_time, "compute_time")
     check_range(tc, "compute_time", 0.0, np.inf)
     o = as_real(overlap, "overlap")
@@ -289,7 +307,7 @@ def data_parallel_step_time(
         dtype=np.float64,
     )
     tc, n, tm, o = broadcast(compute_time=tc, devices=n, communication=tm, overlap=o)
-    compute = tc / n
+    compute = tc if weak else tc / n
     result = compute + tm - np.minimum(o * tm, compute)
     return scalar_or_array(
         result, compute_time, devices, nbytes, bandwidth, latency, overlap, servers
@@ -297,45 +315,77 @@ def data_parallel_step_time(
 
 
 def data_parallel_speedup(
-    compute_time, devices, nbytes, bandwidth, latency=0.0, *, algorithm="ring", overlap=0.0, servers=1
+    compute_time,
+    devices,
+    nbytes,
+    bandwidth,
+    latency=0.0,
+    *,
+    algorithm="ring",
+    overlap=0.0,
+    servers=1,
+    scaling: str = "strong",
 ):
-    r"""Modelled speedup :math:`S(N) = t_c / t(N)` over one device without communication.
+    r"""Modelled speedup over one device without communication.
+
+    ``"strong"``: :math:`S(N) = t_c / t(N)` (the same batch, faster).
+    ``"weak"``: the scaled speedup (throughput ratio) :math:`S(N) = N t_c / t(N)`: N
+    times the samples per step, in :math:`t(N)` instead of :math:`t_c`.
 
     Examples
     --------
     >>> data_parallel_speedup(1.0, 4, 1e9, 1e9)
     0.5714285714285714
+    >>> data_parallel_speedup(1.0, 4, 1e9, 1e9, scaling="weak")
+    1.6
     """
+    weak = _scaling(scaling) == "weak"
     tc = as_real(compute_time, "compute_time")
     check_range(tc, "compute_time", 0.0, np.inf, low_open=True)
     t = data_parallel_step_time(
         compute_time, devices, nbytes, bandwidth, latency,
-        algorithm=algorithm, overlap=overlap, servers=servers,
+        algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling,
     )
-    tc, t = broadcast(compute_time=tc, step_time=np.asarray(t, dtype=np.float64))
-    return scalar_or_array(tc / t, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
+    tc, t, n = broadcast(
+        compute_time=tc, step_time=np.asarray(t, dtype=np.float64), devices=_devices(devices)
+    )
+    result = n * tc / t if weak else tc / t
+    return scalar_or_array(result, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
 
 
 def data_parallel_efficiency(
-    compute_time, devices, nbytes, bandwidth, latency=0.0, *, algorithm="ring", overlap=0.0, servers=1
+    compute_time,
+    devices,
+    nbytes,
+    bandwidth,
+    latency=0.0,
+    *,
+    algorithm="ring",
+    overlap=0.0,
+    servers=1,
+    scaling: str = "strong",
 ):
-    r"""Modelled parallel efficiency :math:`\eta(N) = t_c / (N \, t(N))` of data parallelism.
+    r"""Modelled parallel efficiency :math:`\eta(N) = S(N) / N` of data parallelism.
 
-    This is the :math:`\eta` of the training-time decomposition
-    (:func:`course_lib.cost.training_time`): the fraction of the ideal N-fold speed
-    that survives the gradient exchange. The baseline is one device WITHOUT
-    communication, so :math:`\eta(1) = 1` for "ring" and "tree" but below 1 for "ps".
+    Strong scaling: :math:`\eta = t_c / (N\, t(N))`; weak scaling: :math:`\eta = t_c / t(N)`,
+    the fraction of each step a device spends computing. This is the :math:`\eta` of the
+    training-time decomposition (:func:`course_lib.cost.training_time`): the fraction
+    of the ideal N-fold speed that survives the gradient exchange. The baseline is one
+    device WITHOUT communication, so :math:`\eta(1) = 1` for "ring" and "tree" but
+    below 1 for "ps".
 
     Examples
     --------
     >>> data_parallel_efficiency(1.0, 4, 1e9, 1e9)        # 1 / (4 x 1.75)
     0.14285714285714285
+    >>> data_parallel_efficiency(1.0, 4, 1e9, 1e9, scaling="weak")   # 1 / 2.5
+    0.4
     >>> round(data_parallel_efficiency(1.0, 4, 1e6, 1e10), 4)   # small model, fast link
     0.9994
     """
     s = data_parallel_speedup(
         compute_time, devices, nbytes, bandwidth, latency,
-        algorithm=algorithm, overlap=overlap, servers=servers,
+        algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling,
     )
     s, n = broadcast(speedup=np.asarray(s, dtype=np.float64), devices=_devices(devices))
     return scalar_or_array(s / n, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)

@@ -42,16 +42,20 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "BERT_LARGE",
     "FLOPS_PER_MAC",
+    "IMAGENET_TRAIN_IMAGES",
     "PretrainingRecipe",
+    "TrainingEstimate",
     "FlopRate",
     "conv2d_macs",
     "device_hours",
+    "estimate_training",
     "human_duration",
     "linear_macs",
     "measure_flop_rate",
     "mlp_training_flops",
     "required_efficiency",
     "sequence_tokens",
+    "training_flops_per_sample",
     "time_training_run",
     "training_time",
     "transformer_training_flops",
@@ -59,6 +63,11 @@ __all__ = [
 
 #: Floating-point operations per multiply-accumulate (one multiply + one add).
 FLOPS_PER_MAC = 2
+
+#: Training images of ImageNet-1k (ILSVRC 2012 classification): Russakovsky et al.,
+#: "ImageNet Large Scale Visual Recognition Challenge", IJCV 115 (2015), table of the
+#: CLS-LOC data set sizes. One epoch of an ImageNet model processes this many samples.
+IMAGENET_TRAIN_IMAGES = 1_281_167
 
 
 # ------------------------------------------------------------------ the decomposition
@@ -157,6 +166,86 @@ def required_efficiency(samples, flops_per_sample, device_flops, devices, time):
     t = _positive(time, "time")
     d, c, r, n, t = broadcast(samples=d, flops_per_sample=c, device_flops=r, devices=n, time=t)
     return scalar_or_array(d * c / (r * n * t), samples, flops_per_sample, device_flops, devices, time)
+
+
+@dataclass(frozen=True)
+class TrainingEstimate:
+    """The decomposition :math:`T = D C / (r N \\eta)` with every factor kept, for display.
+
+    Build it with :func:`estimate_training`.
+    """
+
+    samples: float
+    flops_per_sample: float
+    device_flops: float
+    devices: float
+    efficiency: float
+
+    @property
+    def total_flops(self) -> float:
+        """:math:`D \\cdot C`, FLOPs of the whole run."""
+        return self.samples * self.flops_per_sample
+
+    @property
+    def compute_rate(self) -> float:
+        """:math:`R = r N \\eta`, FLOP/s of all devices together."""
+        return self.device_flops * self.devices * self.efficiency
+
+    @property
+    def seconds(self) -> float:
+        """Training time :math:`T` in seconds."""
+        return training_time(
+            self.samples, self.flops_per_sample, self.device_flops, self.devices, self.efficiency
+        )
+
+    @property
+    def device_hours(self) -> float:
+        """Wall-clock hours x devices."""
+        return device_hours(self.seconds, self.devices)
+
+    def summary(self) -> str:
+        """Work, rate, time and device-hours as text (deterministic, for nbval)."""
+        return (
+            f"work  D x C     = {self.total_flops:.3g} FLOP\n"
+            f"      ({self.samples:.3g} samples x {self.flops_per_sample:.3g} FLOP)\n"
+            f"rate  r x N x η = {self.compute_rate / 1e12:.4g} TFLOP/s\n"
+            f"      ({self.device_flops / 1e12:.3g} TFLOP/s x {self.devices:g} x {self.efficiency:.3g})\n"
+            f"time  T         = {human_duration(self.seconds)} ({self.seconds:.3g} s)\n"
+            f"cost            = {self.device_hours:,.4g} device-hours"
+        )
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def estimate_training(samples, flops_per_sample, device_flops, devices=1, efficiency=1.0):
+    """A :class:`TrainingEstimate` (scalars only; arguments as in :func:`training_time`).
+
+    Examples
+    --------
+    >>> e = estimate_training(1e6, 1e9, 1e12, devices=8, efficiency=0.5)
+    >>> e.seconds, e.device_hours
+    (250.0, 0.5555555555555556)
+    >>> print(e)
+    work  D x C     = 1e+15 FLOP
+          (1e+06 samples x 1e+09 FLOP)
+    rate  r x N x η = 4 TFLOP/s
+          (1 TFLOP/s x 8 x 0.5)
+    time  T         = 4.17 min (250 s)
+    cost            = 0.5556 device-hours
+    """
+    values = {
+        "samples": samples,
+        "flops_per_sample": flops_per_sample,
+        "device_flops": device_flops,
+        "devices": devices,
+        "efficiency": efficiency,
+    }
+    for name, value in values.items():
+        if np.ndim(value) != 0:
+            raise TypeError(f"{name} must be a scalar, got shape {np.shape(value)}")
+    training_time(**values)  # validates every argument
+    return TrainingEstimate(**{k: float(v) for k, v in values.items()})
 
 
 def device_hours(seconds, devices=1):
@@ -330,6 +419,34 @@ BERT_LARGE = PretrainingRecipe(
         "length 128 for 90% of the steps, 512 for the remaining 10%)"
     ),
 )
+
+
+def training_flops_per_sample(forward_macs, backward_factor=2.0):
+    r"""Training FLOPs per sample from the forward pass's MACs: :math:`2 M (1 + b)`.
+
+    The backward pass computes two products per forward one (the gradient with respect
+    to the input and to the weights), so it costs about twice the forward pass
+    (``backward_factor=2``) and training about 3x the forward pass. The first layer
+    needs no input gradient, so the true factor is a little below 2 (see
+    :meth:`course_lib.models.MLP.flops_per_sample`).
+
+    Parameters
+    ----------
+    forward_macs : float or array_like
+        Multiply-accumulates of one sample's forward pass, >= 0 (e.g. ``gmacs_per_forward
+        * 1e9`` from ``data/dnn_models.csv``).
+    backward_factor : float or array_like
+        Backward cost relative to the forward pass, >= 0.
+
+    Examples
+    --------
+    >>> training_flops_per_sample(4.089e9)     # ResNet-50: 4.089 GMACs forward
+    24534000000.0
+    """
+    m = _nonneg(forward_macs, "forward_macs")
+    b = _nonneg(backward_factor, "backward_factor")
+    m, b = broadcast(forward_macs=m, backward_factor=b)
+    return scalar_or_array(FLOPS_PER_MAC * m * (1.0 + b), forward_macs, backward_factor)
 
 
 def linear_macs(in_features: int, out_features: int, batch: int = 1) -> int:

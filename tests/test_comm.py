@@ -191,3 +191,27 @@ def test_step_bad_input(kwargs, name):
 def test_speedup_needs_positive_compute():
     with pytest.raises(ValueError, match="compute_time"):
         data_parallel_efficiency(0.0, 4, 1e6, 1e9)
+
+
+def test_weak_scaling_hand_values_and_properties():
+    # each device keeps its 1 s batch: step = 1 + ring time; eta = 1 / step
+    n = np.array([1, 2, 4, 8])
+    t = data_parallel_step_time(1.0, n, 1e9, 1e9, scaling="weak")
+    np.testing.assert_allclose(t, 1.0 + 2 * (n - 1) / n)
+    np.testing.assert_allclose(data_parallel_efficiency(1.0, n, 1e9, 1e9, scaling="weak"), 1 / t)
+    np.testing.assert_allclose(data_parallel_speedup(1.0, n, 1e9, 1e9, scaling="weak"), n / t)
+    # weak scaling keeps eta above 1 / (1 + 2 m / (beta t_c)) for every N; strong scaling does not
+    floor = 1 / (1 + 2 * 1e9 / 1e9 / 1.0)
+    big = np.array([64, 1024, 10**6])
+    assert np.all(data_parallel_efficiency(1.0, big, 1e9, 1e9, scaling="weak") > floor)
+    assert data_parallel_efficiency(1.0, 10**6, 1e9, 1e9) < 1e-5
+    with pytest.raises(ValueError, match="scaling"):
+        data_parallel_step_time(1.0, 2, 1e6, 1e9, scaling="medium")
+
+
+@given(st.floats(1e-4, 1e3), st.integers(2, 4096), sizes, bws, lats)
+@settings(max_examples=40, deadline=None)
+def test_weak_scaling_never_less_efficient_than_strong(tc, n, m, b, a):
+    weak = data_parallel_efficiency(tc, n, m, b, a, scaling="weak")
+    strong = data_parallel_efficiency(tc, n, m, b, a)
+    assert weak >= strong * (1 - 1e-12)
