@@ -65,6 +65,7 @@ Fault(kind='hang', rank=1, step=2)
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import multiprocessing as mp
 import multiprocessing.connection
@@ -714,7 +715,9 @@ class ResourceSnapshot:
     segments : frozenset of str
         ``/dev/shm`` entries named ``ddl_<this pid>_*``.
     mapped : frozenset of str
-        ``/dev/shm`` files (segments, POSIX semaphores) mapped into this process.
+        ``/dev/shm`` files (segments, POSIX semaphores) mapped into this process,
+        except multiprocessing's heap arenas (``pym-*``: one per process, reused by
+        every later Barrier or RawArray, never a per-run leak).
     """
 
     processes: frozenset
@@ -737,16 +740,20 @@ def resource_snapshot() -> ResourceSnapshot:
             continue
         rest = stat[stat.rindex(")") + 2 :].split()
         parents.setdefault(int(rest[1]), []).append((int(entry), rest[0]))
-    found, todo = [], [os.getpid()]
+    # A worker started by the forkserver is forked from it and keeps its command line:
+    # skip only the helpers themselves, not the processes they started.
+    found, todo = [], [(os.getpid(), False)]
     while todo:
-        for pid, state in parents.get(todo.pop(), []):
-            todo.append(pid)
+        parent, parent_is_helper = todo.pop()
+        for pid, state in parents.get(parent, []):
             try:
                 with open(f"/proc/{pid}/cmdline", "rb") as f:
                     cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
             except OSError:
                 cmd = "?"
-            if not any(h in cmd for h in _MP_HELPERS):
+            helper = not parent_is_helper and any(h in cmd for h in _MP_HELPERS)
+            todo.append((pid, helper))
+            if not helper:
                 found.append((pid, state, cmd))
     prefix = f"{SHM_PREFIX}{os.getpid()}_"
     segments = {e for e in os.listdir("/dev/shm") if e.startswith(prefix)} if os.path.isdir("/dev/shm") else set()
@@ -754,18 +761,23 @@ def resource_snapshot() -> ResourceSnapshot:
     with open("/proc/self/maps") as f:
         for line in f:
             if "/dev/shm/" in line:
-                mapped.add(line.split("/dev/shm/", 1)[1].strip())
+                entry = line.split("/dev/shm/", 1)[1].strip()
+                if not entry.startswith("pym-"):
+                    mapped.add(entry)
     return ResourceSnapshot(frozenset(found), frozenset(segments), frozenset(mapped))
 
 
 def leaked_resources(before: ResourceSnapshot, grace: float = 3.0) -> list[str]:
     """What exists now but not in ``before``: processes, segments, mappings.
 
-    Waits up to ``grace`` seconds for processes to finish exiting. Returns a list of
-    descriptions (empty: nothing leaked).
+    Collects garbage first (an exception's traceback keeps the frames, and with them
+    the semaphores, of a failed run alive until then) and waits up to ``grace``
+    seconds for processes to finish exiting. Returns a list of descriptions (empty:
+    nothing leaked).
     """
     deadline = time.monotonic() + grace
     while True:
+        gc.collect()
         now = resource_snapshot()
         old_pids = {p for p, _, _ in before.processes}
         procs = [f"process {p} ({state}) {cmd}" for p, state, cmd in now.processes if p not in old_pids]
