@@ -1,0 +1,690 @@
+r"""Data parallelism (数据并行) on the running example, with real processes.
+
+Every step of mini-batch SGD computes the gradient of the loss over a global batch of
+:math:`B` samples. Because that gradient is a **sum over samples**, it can be split:
+
+.. math:: \nabla L = \frac{1}{B}\sum_{i=1}^{B} \nabla \ell_i
+          = \frac{1}{B}\sum_{r=0}^{N-1} \underbrace{\sum_{i \in \text{shard}_r} \nabla \ell_i}_{g_r}
+
+Worker :math:`r` of :math:`N` holds a full replica of the parameters, computes
+:math:`g_r` on its shard (``loss_and_grad(..., reduction="sum")``), the workers add
+their :math:`g_r` with an **all-reduce** (全归约), and every worker applies the same
+update, so the replicas stay identical without ever sending parameters.
+
+Entry points (same arguments; ``workers`` only for the parallel ones):
+
+:func:`train_serial`
+    The reference: one process, full batch, ``reduction="mean"``.
+:func:`train_simulated`
+    What ``N`` workers compute, done in one process (shard sums added in rank order):
+    the bitwise reference of the parallel runs.
+:func:`train_data_parallel`
+    ``N`` processes. ``backend="shm"``: all-reduce through shared memory as a
+    reduce-scatter (规约-分散; worker :math:`r` adds chunk :math:`r` of every
+    gradient) followed by an all-gather (全收集; every worker reads all reduced
+    chunks) - no master process. ``backend="pipe"``: the naive design, every worker
+    pickles its whole gradient through a pipe to rank 0, which adds them and sends the
+    sum back.
+
+All return a :class:`DataParallelResult` with the parameters and per-step timings
+split into compute, communication and waiting. Worker processes use one BLAS thread
+each (``blas_threads``) so that N workers do not oversubscribe the cores. Failures
+in workers (exception, crash, hang) and KeyboardInterrupt stop all workers and
+release all shared memory (see :mod:`course_lib._procs`).
+
+Examples
+--------
+>>> from course_lib.models import MLP
+>>> model = MLP((8, 16, 3))
+>>> rng = np.random.default_rng(0)
+>>> x = rng.random((64, 8), dtype=np.float32); y = rng.integers(0, 3, 64)
+>>> kw = dict(batch_size=20, steps=5, lr=0.5, seed=1)
+>>> par = train_data_parallel(model, x, y, workers=3, start_method="fork", **kw)
+>>> bool(np.array_equal(par.params, train_simulated(model, x, y, workers=3, **kw).params))
+True
+>>> float(np.abs(par.params - train_serial(model, x, y, **kw).params).max()) < 1e-6
+True
+>>> par.workers, par.steps, par.replicas_in_sync
+(3, 5, True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import multiprocessing
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ._procs import Fault, ProcessGroup, SharedArray, WorkerContext, _Progress, check_start_method
+from ._procs import blas_threads as _blas
+from ._validate import check_int, check_positive
+from .models import MLP
+
+__all__ = [
+    "BACKENDS",
+    "DataParallelResult",
+    "batch_schedule",
+    "chunk_bounds",
+    "shard_bounds",
+    "train_data_parallel",
+    "train_serial",
+    "train_simulated",
+]
+
+#: Communication backends of :func:`train_data_parallel`.
+BACKENDS = ("shm", "pipe")
+
+#: Modules the forkserver imports once, so each worker starts in milliseconds.
+_PRELOAD = ("course_lib._procs", "course_lib.models", "course_lib.data_parallel", "threadpoolctl")
+
+_ALIGN = 16  # chunk boundaries on 64-byte cache lines (16 float32)
+
+
+# ----------------------------------------------------------------- partitioning
+def shard_bounds(batch_size: int, workers: int) -> list[tuple[int, int]]:
+    """Split a global batch of ``batch_size`` samples over ``workers`` workers.
+
+    Shards are contiguous and differ by at most one sample: the first
+    ``batch_size % workers`` workers get one more. Because each worker returns the
+    SUM of its per-sample gradients, unequal shards still add up to exactly the
+    full-batch gradient.
+
+    Examples
+    --------
+    >>> shard_bounds(10, 3)
+    [(0, 4), (4, 7), (7, 10)]
+    >>> shard_bounds(8, 4)
+    [(0, 2), (2, 4), (4, 6), (6, 8)]
+    """
+    workers = check_int(workers, "workers", 1)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    if batch_size < workers:
+        raise ValueError(
+            f"batch_size must be >= workers so that every worker gets a sample, "
+            f"got batch_size={batch_size}, workers={workers}"
+        )
+    q, r = divmod(batch_size, workers)
+    sizes = [q + 1] * r + [q] * (workers - r)
+    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def chunk_bounds(n: int, workers: int, align: int = _ALIGN) -> list[tuple[int, int]]:
+    """Split a buffer of ``n`` elements into one chunk per worker for the reduce-scatter.
+
+    Chunks are contiguous, start on multiples of ``align`` elements (so two workers
+    never write the same cache line) and cover ``[0, n)``; some may be empty when
+    ``n`` is small.
+
+    Examples
+    --------
+    >>> chunk_bounds(100, 3)
+    [(0, 48), (48, 96), (96, 100)]
+    >>> chunk_bounds(100, 3, align=1)
+    [(0, 34), (34, 67), (67, 100)]
+    """
+    n = check_int(n, "n", 0)
+    workers = check_int(workers, "workers", 1)
+    align = check_int(align, "align", 1)
+    per = math.ceil(math.ceil(n / workers) / align) * align if n else 0
+    edges = [min(n, r * per) for r in range(workers)] + [n]
+    if align == 1:
+        q, rem = divmod(n, workers)
+        sizes = [q + 1] * rem + [q] * (workers - rem)
+        edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def batch_schedule(n_samples: int, batch_size: int, steps: int, seed: int) -> Iterator[np.ndarray]:
+    """The sample indices of every global batch, identical in every process.
+
+    Each epoch is a fresh permutation of ``range(n_samples)`` from a generator seeded
+    with ``seed + 1``; consecutive slices of ``batch_size`` form the batches and the
+    incomplete tail of an epoch is dropped (every step sees exactly ``batch_size``
+    samples, so every worker's shard has the same size each step).
+
+    Examples
+    --------
+    >>> [b.tolist() for b in batch_schedule(5, 2, 3, seed=0)]
+    [[4, 0], [1, 2], [3, 0]]
+    """
+    n_samples = check_int(n_samples, "n_samples", 1)
+    batch_size = check_int(batch_size, "batch_size", 1, n_samples)
+    steps = check_int(steps, "steps", 0)
+    per_epoch = n_samples // batch_size
+    rng = np.random.default_rng(check_int(seed, "seed", 0) + 1)
+    order = None
+    for step in range(steps):
+        k = step % per_epoch
+        if k == 0:
+            order = rng.permutation(n_samples)
+        yield order[k * batch_size : (k + 1) * batch_size]
+
+
+# ----------------------------------------------------------------------- result
+@dataclass
+class DataParallelResult:
+    """Final parameters and per-step timings of a training run.
+
+    Timings are seconds; arrays of shape ``(steps, workers)`` hold one value per step
+    and worker. ``compute`` is forward + backward + update; ``waiting`` is time spent
+    waiting for slower workers before the exchange (load imbalance, stragglers);
+    ``communication`` is the gradient exchange itself (for the gloo engine it also
+    contains the waiting, which gloo does not separate).
+    """
+
+    params: np.ndarray
+    """Final parameters (flat float32, a copy owned by the caller)."""
+    loss: np.ndarray
+    """(steps,) mean loss over the global batch of each step (before its update)."""
+    compute: np.ndarray
+    communication: np.ndarray
+    waiting: np.ndarray
+    step_time: np.ndarray
+    """(steps,) wall-clock time of each step (slowest worker)."""
+    workers: int
+    backend: str
+    """"serial", "simulated", "shm", "pipe" or "gloo"."""
+    batch_size: int
+    start_method: str | None = None
+    blas_threads: int | None = 1
+    startup_time: float = 0.0
+    """Seconds from the call until every worker was ready to compute."""
+    wall_time: float = 0.0
+    """Seconds of the whole call (start-up and shut-down included)."""
+    replicas_in_sync: bool = True
+    """Whether every worker ended with bitwise-identical parameters."""
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def steps(self) -> int:
+        """Number of steps run."""
+        return int(self.step_time.shape[0])
+
+    def time_per_step(self, skip: int = 1) -> float:
+        """Median wall-clock time of a step, ignoring the first ``skip`` (warm-up) steps."""
+        times = self.step_time[skip:] if self.steps > skip else self.step_time
+        return float(np.median(times))
+
+    def samples_per_second(self, skip: int = 1) -> float:
+        """Training throughput: global batch / time per step."""
+        return self.batch_size / self.time_per_step(skip)
+
+    def breakdown(self, skip: int = 1) -> dict[str, float]:
+        """Median per-step seconds of compute, communication and waiting (mean over workers),
+        and the step time.
+
+        Examples
+        --------
+        >>> from course_lib.models import MLP
+        >>> m = MLP((4, 3, 2)); x = np.ones((8, 4), np.float32); y = np.zeros(8, int)
+        >>> sorted(train_serial(m, x, y, batch_size=4, steps=3).breakdown())
+        ['communication', 'compute', 'step', 'waiting']
+        """
+        sl = slice(skip, None) if self.steps > skip else slice(None)
+        return {
+            "compute": float(np.median(self.compute[sl].mean(axis=1))),
+            "communication": float(np.median(self.communication[sl].mean(axis=1))),
+            "waiting": float(np.median(self.waiting[sl].mean(axis=1))),
+            "step": float(np.median(self.step_time[sl])),
+        }
+
+    def communication_share(self, skip: int = 1) -> float:
+        """Fraction of the step spent communicating or waiting (0 for a serial run)."""
+        b = self.breakdown(skip)
+        return (b["communication"] + b["waiting"]) / b["step"] if b["step"] > 0 else 0.0
+
+    def __repr__(self) -> str:
+        return (
+            f"DataParallelResult(backend={self.backend!r}, workers={self.workers}, "
+            f"steps={self.steps}, batch_size={self.batch_size}, "
+            f"time_per_step={self.time_per_step() * 1e3:.3g} ms, final_loss={self.loss[-1]:.4g})"
+        )
+
+
+# ------------------------------------------------------------------ arguments
+@dataclass(frozen=True)
+class _Job:
+    """Everything a worker needs besides the shared arrays (small, picklable)."""
+
+    model: MLP
+    n_samples: int
+    batch_size: int
+    steps: int
+    lr: float
+    seed: int
+    workers: int
+    blas_threads: int | None
+    fault: Fault | None
+
+    @property
+    def scale(self) -> np.float32:
+        """Factor turning the summed gradient into the update: lr / B, in float32."""
+        return self.model.dtype.type(self.lr / self.batch_size)
+
+
+def _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault):
+    if not isinstance(model, MLP):
+        raise TypeError(f"model must be a course_lib.models.MLP, got {type(model).__name__}")
+    x = model._check_x(x)
+    y = model._check_y(y, x.shape[0])
+    workers = check_int(workers, "workers", 1)
+    n = x.shape[0]
+    batch_size = check_int(batch_size, "batch_size", 1)
+    if batch_size > n:
+        raise ValueError(f"batch_size must be <= the number of samples ({n}), got {batch_size}")
+    if batch_size < workers:
+        raise ValueError(
+            f"batch_size must be >= workers so that every worker gets a sample, "
+            f"got batch_size={batch_size}, workers={workers}"
+        )
+    if steps is not None and epochs is not None:
+        raise ValueError("give either steps or epochs, not both")
+    if steps is None:
+        epochs = check_int(1 if epochs is None else epochs, "epochs", 1)
+        steps = epochs * (n // batch_size)
+    steps = check_int(steps, "steps", 1)
+    lr = check_positive(lr, "lr")
+    seed = check_int(seed, "seed", 0)
+    if blas is not None:
+        blas = check_int(blas, "blas_threads", 1)
+    if fault is not None:
+        if not isinstance(fault, Fault):
+            raise TypeError(f"fault must be a course_lib._procs.Fault or None, got {type(fault).__name__}")
+        check_int(fault.rank, "fault.rank", 0, workers - 1)
+    job = _Job(model, n, batch_size, steps, lr, seed, workers, blas, fault)
+    return x, y, job
+
+
+def _start_params(model: MLP, params, seed: int) -> np.ndarray:
+    if params is None:
+        return model.init_params(seed)
+    params = np.array(params, dtype=model.dtype)
+    model._check_flat(params, "params")
+    if not np.all(np.isfinite(params)):
+        raise ValueError("params must be finite")
+    return params
+
+
+# --------------------------------------------------------------------- serial
+def train_serial(
+    model: MLP,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    batch_size: int,
+    steps: int | None = None,
+    epochs: int | None = None,
+    lr: float = 0.1,
+    seed: int = 0,
+    params: np.ndarray | None = None,
+    blas_threads: int | None = 1,
+    progress: bool | None = None,
+) -> DataParallelResult:
+    """Plain mini-batch SGD in this process: the reference for the parallel runs.
+
+    Parameters
+    ----------
+    model : MLP
+        The running example's layout.
+    x, y : numpy.ndarray
+        Inputs (n, features) and integer labels (n,).
+    batch_size : int
+        Global batch, 1 <= batch_size <= n.
+    steps, epochs : int, optional
+        Number of SGD steps, or of epochs (``n // batch_size`` steps each; the
+        incomplete tail is dropped, see :func:`batch_schedule`). Default: one epoch.
+    lr : float
+        Learning rate, finite and > 0.
+    seed : int
+        Seeds the initial parameters (``model.init_params(seed)``) and the batches.
+    params : numpy.ndarray, optional
+        Start from these parameters (copied) instead.
+    blas_threads : int or None
+        BLAS threads while training (None: the library's default, all cores). More
+        threads parallelise inside each matrix product: intra-operator parallelism.
+    progress : bool or None
+        Progress bar; None shows it in a notebook for runs longer than ~1.5 s.
+
+    Returns
+    -------
+    DataParallelResult
+        ``workers == 1``, ``backend == "serial"``; communication and waiting are 0.
+    """
+    t_call = time.perf_counter()
+    x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, 1, blas_threads, None)
+    params = _start_params(model, params, job.seed)
+    grad = np.zeros_like(params)
+    losses, times = np.zeros(job.steps), np.zeros(job.steps)
+    bar = _Progress(job.steps, "serial", progress)
+    lr32 = model.dtype.type(job.lr)
+    with _blas(job.blas_threads):
+        for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
+            t0 = time.perf_counter()
+            loss, _ = model.loss_and_grad(params, x[idx], y[idx], reduction="mean", out=grad)
+            grad *= lr32
+            params -= grad
+            times[step] = time.perf_counter() - t0
+            losses[step] = loss
+            bar.update(step + 1)
+            bar.tick()
+    bar.finish(ok=True)
+    zeros = np.zeros((job.steps, 1))
+    return DataParallelResult(
+        params=params, loss=losses, compute=times[:, None].copy(), communication=zeros,
+        waiting=zeros.copy(), step_time=times, workers=1, backend="serial",
+        batch_size=job.batch_size, blas_threads=job.blas_threads,
+        wall_time=time.perf_counter() - t_call,
+    )
+
+
+def train_simulated(
+    model: MLP,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    workers: int,
+    batch_size: int,
+    steps: int | None = None,
+    epochs: int | None = None,
+    lr: float = 0.1,
+    seed: int = 0,
+    params: np.ndarray | None = None,
+    blas_threads: int | None = 1,
+) -> DataParallelResult:
+    """Data parallelism without processes: the exact arithmetic of ``workers`` workers.
+
+    Each step computes every shard's gradient sum (:func:`shard_bounds`) one after the
+    other, adds them in rank order and applies ``params -= (lr / B) * sum``, exactly as
+    every worker of :func:`train_data_parallel` does. Its parameters are therefore
+    bitwise equal to the parallel run's (same arguments as :func:`train_serial`, plus
+    ``workers``). Timings: ``compute`` is the per-shard gradient time.
+    """
+    t_call = time.perf_counter()
+    x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, None)
+    params = _start_params(model, params, job.seed)
+    shards = shard_bounds(job.batch_size, job.workers)
+    grads = np.zeros((job.workers, params.size), dtype=params.dtype)
+    total, update = np.zeros_like(params), np.zeros_like(params)
+    losses = np.zeros(job.steps)
+    compute = np.zeros((job.steps, job.workers))
+    comm = np.zeros((job.steps, job.workers))
+    times = np.zeros(job.steps)
+    with _blas(job.blas_threads):
+        for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
+            t_step = time.perf_counter()
+            shard_losses = []
+            for r, (lo, hi) in enumerate(shards):
+                t0 = time.perf_counter()
+                sub = idx[lo:hi]
+                loss, _ = model.loss_and_grad(params, x[sub], y[sub], reduction="sum", out=grads[r])
+                shard_losses.append(loss)
+                compute[step, r] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            _sum_rows(grads, total, 0, params.size)
+            comm[step, :] = time.perf_counter() - t0
+            np.multiply(total, job.scale, out=update)
+            params -= update
+            losses[step] = math.fsum(shard_losses) / job.batch_size
+            times[step] = time.perf_counter() - t_step
+    return DataParallelResult(
+        params=params, loss=losses, compute=compute, communication=comm,
+        waiting=np.zeros_like(comm), step_time=times, workers=job.workers, backend="simulated",
+        batch_size=job.batch_size, blas_threads=job.blas_threads,
+        wall_time=time.perf_counter() - t_call,
+    )
+
+
+def _sum_rows(rows: np.ndarray, out: np.ndarray, lo: int, hi: int) -> None:
+    """out[lo:hi] = rows[0, lo:hi] + rows[1, lo:hi] + ... (in rank order: reproducible)."""
+    target = out[lo:hi]
+    np.copyto(target, rows[0, lo:hi])
+    for r in range(1, rows.shape[0]):
+        target += rows[r, lo:hi]
+
+
+# ------------------------------------------------------------------- parallel
+def train_data_parallel(
+    model: MLP,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    workers: int,
+    batch_size: int,
+    steps: int | None = None,
+    epochs: int | None = None,
+    lr: float = 0.1,
+    seed: int = 0,
+    params: np.ndarray | None = None,
+    blas_threads: int | None = 1,
+    backend: str = "shm",
+    start_method: str | None = None,
+    timeout: float = 60.0,
+    progress: bool | None = None,
+    fault: Fault | None = None,
+) -> DataParallelResult:
+    """Train with ``workers`` processes, each on its shard of every global batch.
+
+    Parameters
+    ----------
+    model, x, y, batch_size, steps, epochs, lr, seed, params
+        As in :func:`train_serial`; ``batch_size`` is the GLOBAL batch (>= workers).
+    workers : int
+        Number of worker processes, >= 1. Batches that ``workers`` does not divide
+        are split into shards differing by one sample (:func:`shard_bounds`).
+    blas_threads : int or None
+        BLAS threads per worker (1 avoids oversubscription; None: no limit).
+    backend : {"shm", "pipe"}
+        ``"shm"``: shared-memory reduce-scatter + all-gather, every worker reduces one
+        chunk. ``"pipe"``: workers pickle their gradients through pipes to rank 0,
+        which sums them and sends the sum back (the naive design).
+    start_method : {"fork", "forkserver", "spawn"} or None
+        How workers start (None: ``forkserver`` on Linux, ``spawn`` elsewhere).
+    timeout : float
+        Seconds without progress after which a hung run is stopped.
+    progress : bool or None
+        Progress bar; None shows it in a notebook for runs longer than ~1.5 s.
+    fault : course_lib._procs.Fault, optional
+        Make one worker fail on purpose (tests, demonstrations).
+
+    Returns
+    -------
+    DataParallelResult
+
+    Raises
+    ------
+    ValueError, TypeError
+        Bad arguments (naming the parameter).
+    course_lib._procs.WorkerError, WorkerDied, WorkerTimeout
+        A worker raised (with its traceback), died, or hung; every worker has been
+        stopped and every shared-memory segment removed.
+    """
+    t_call = time.perf_counter()
+    x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault)
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    start_method = check_start_method(start_method)
+    timeout = check_positive(timeout, "timeout")
+    p0 = _start_params(model, params, job.seed)
+    t_wall = time.time()
+    ctx = multiprocessing.get_context(start_method)
+    arrays: list[SharedArray] = []
+    pipes: list = []
+    try:
+        for shape, dtype, init in (
+            (x.shape, x.dtype, x), (y.shape, np.int64, y), (p0.shape, p0.dtype, p0),
+        ):
+            arrays.append(SharedArray(shape, dtype, init))
+        specs = [a.spec for a in arrays]
+        barrier = ctx.Barrier(job.workers)
+        if backend == "shm":
+            grads = SharedArray((job.workers, p0.size), p0.dtype)
+            reduced = SharedArray(p0.size, p0.dtype)
+            arrays += [grads, reduced]
+            comm_args = [("shm", grads.spec, reduced.spec)] * job.workers
+        else:
+            pipes = [ctx.Pipe(duplex=True) for _ in range(job.workers - 1)]
+            comm_args = [("pipe", [a for a, _ in pipes])] + [("pipe", [b]) for _, b in pipes]
+        group = ProcessGroup(
+            _worker, job.workers, args=(job, specs, barrier),
+            rank_args=[(c,) for c in comm_args], start_method=start_method,
+            timeout=timeout, name=f"ddl-dp-{backend}", preload=_PRELOAD,
+        )
+        with group:
+            results = group.join(progress_total=2 * job.steps, progress_display=progress,
+                                 progress_label=f"data parallel ({backend})")
+    finally:
+        for a, b in pipes:
+            a.close()
+            b.close()
+        for a in arrays:
+            a.close()
+    return _collect(results, job, backend, start_method, t_call, t_wall)
+
+
+def _collect(results: list[dict], job: _Job, backend: str, start_method: str | None,
+             t_call: float, t_wall: float) -> DataParallelResult:
+    """Assemble the workers' reports into a :class:`DataParallelResult`."""
+    timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
+    shard_losses = np.stack([r["losses"] for r in results], axis=1)
+    losses = np.array([math.fsum(row) for row in shard_losses]) / job.batch_size
+    ready = max(r["ready"] for r in results)
+    return DataParallelResult(
+        params=results[0]["params"],
+        loss=losses,
+        compute=timings[:, :, 0],
+        waiting=timings[:, :, 1],
+        communication=timings[:, :, 2],
+        step_time=timings[:, :, 3].max(axis=1),
+        workers=job.workers,
+        backend=backend,
+        batch_size=job.batch_size,
+        start_method=start_method,
+        blas_threads=job.blas_threads,
+        startup_time=max(0.0, ready - t_wall),
+        wall_time=time.perf_counter() - t_call,
+        replicas_in_sync=len({r["digest"] for r in results}) == 1,
+    )
+
+
+# ----------------------------------------------------------------- worker side
+class _ShmAllReduce:
+    """Reduce-scatter + all-gather through shared memory; no master process.
+
+    Every worker computes its gradient directly into its row of ``grads``; after a
+    barrier worker ``r`` adds chunk ``r`` of all rows (in rank order) into
+    ``reduced``; after a second barrier every worker reads all of ``reduced``.
+    """
+
+    def __init__(self, wctx: WorkerContext, grads: np.ndarray, reduced: np.ndarray, barrier):
+        self.wctx, self.grads, self.reduced, self.barrier = wctx, grads, reduced, barrier
+        self.lo, self.hi = chunk_bounds(reduced.size, wctx.world_size)[wctx.rank]
+
+    def gradient_buffer(self) -> np.ndarray:
+        return self.grads[self.wctx.rank]
+
+    def wait(self) -> None:
+        self.barrier.wait(self.wctx.wait_timeout)
+
+    def allreduce(self) -> np.ndarray:
+        _sum_rows(self.grads, self.reduced, self.lo, self.hi)
+        self.barrier.wait(self.wctx.wait_timeout)
+        return self.reduced
+
+
+class _PipeAllReduce:
+    """The naive design: pickled gradients through pipes to rank 0, the sum sent back."""
+
+    def __init__(self, wctx: WorkerContext, n: int, dtype, conns: list, barrier):
+        self.wctx, self.conns, self.barrier = wctx, conns, barrier
+        self.grad = np.zeros(n, dtype=dtype)
+        self.total = np.zeros(n, dtype=dtype) if wctx.rank == 0 else None
+
+    def gradient_buffer(self) -> np.ndarray:
+        return self.grad
+
+    def wait(self) -> None:
+        self.barrier.wait(self.wctx.wait_timeout)
+
+    def _recv(self, conn):
+        if not conn.poll(self.wctx.wait_timeout):
+            raise TimeoutError(f"worker {self.wctx.rank}: no message within {self.wctx.wait_timeout:g} s")
+        return conn.recv()
+
+    def allreduce(self) -> np.ndarray:
+        if self.wctx.rank == 0:
+            np.copyto(self.total, self.grad)
+            for conn in self.conns:  # ranks 1, 2, ... in order: reproducible sum
+                self.total += self._recv(conn)
+            for conn in self.conns:
+                conn.send(self.total)
+            return self.total
+        self.conns[0].send(self.grad)
+        return self._recv(self.conns[0])
+
+
+def _worker(wctx: WorkerContext, job: _Job, specs, barrier, comm_args) -> dict:
+    """One data-parallel worker (runs in a child process)."""
+    x_spec, y_spec, p_spec = specs
+    with x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as p0:
+        if comm_args[0] == "shm":
+            _, g_spec, r_spec = comm_args
+            with g_spec.attach() as grads, r_spec.attach() as reduced:
+                comm = _ShmAllReduce(wctx, grads, reduced, barrier)
+                report = _run_worker_loop(wctx, job, x, y, p0, comm)
+                del comm
+        else:
+            comm = _PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier)
+            report = _run_worker_loop(wctx, job, x, y, p0, comm)
+            del comm
+    return report
+
+
+def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
+    """The training loop every data-parallel worker runs, whatever the communication.
+
+    ``comm`` provides ``gradient_buffer()`` (where to put this worker's gradient sum),
+    ``wait()`` (wait until every worker has its gradient) and ``allreduce()`` (return
+    the sum over workers). Used by the shared-memory and pipe backends here and by
+    the torch gloo engine (:mod:`course_lib.torch_engine`).
+    """
+    model = job.model
+    with _blas(job.blas_threads):
+        params = p0.copy()
+        update = np.zeros_like(params)
+        grad = comm.gradient_buffer()
+        lo, hi = shard_bounds(job.batch_size, job.workers)[wctx.rank]
+        timings = np.zeros((job.steps, 4))
+        losses = np.zeros(job.steps)
+        comm.wait()  # start the clock together
+        ready = time.time()
+        for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
+            if job.fault is not None:
+                job.fault.maybe_fire(wctx.rank, step)
+            t0 = time.perf_counter()
+            sub = idx[lo:hi]
+            losses[step], _ = model.loss_and_grad(params, x[sub], y[sub], reduction="sum", out=grad)
+            t1 = time.perf_counter()
+            wctx.progress(2 * step + 1)  # a hung worker is then the one with the lowest count
+            comm.wait()
+            t2 = time.perf_counter()
+            total = comm.allreduce()
+            t3 = time.perf_counter()
+            np.multiply(total, job.scale, out=update)  # every replica: the same update
+            params -= update
+            t4 = time.perf_counter()
+            timings[step] = (t1 - t0 + t4 - t3, t2 - t1, t3 - t2, t4 - t0)
+            wctx.progress(2 * step + 2)
+        del total, grad
+    digest = hashlib.sha256(params.tobytes()).hexdigest()
+    return {
+        "timings": timings,
+        "losses": losses,
+        "digest": digest,
+        "ready": ready,
+        "params": params if wctx.rank == 0 else None,
+    }

@@ -1,0 +1,227 @@
+"""Tests of course_lib.data_parallel: partitioning, equivalence with serial training."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib import models
+from course_lib.data_parallel import (
+    BACKENDS,
+    DataParallelResult,
+    batch_schedule,
+    chunk_bounds,
+    shard_bounds,
+    train_data_parallel,
+    train_serial,
+    train_simulated,
+)
+from course_lib.models import MLP
+
+MODEL = MLP((12, 24, 5))
+
+
+def _data(n=90, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, MODEL.sizes[0])).astype(np.float32)
+    y = rng.integers(0, MODEL.sizes[-1], n)
+    return x, y
+
+
+X, Y = _data()
+
+
+# ---------------------------------------------------------------- partitioning
+@given(st.integers(1, 500), st.integers(1, 64))
+def test_shard_bounds_cover_the_batch_evenly(batch, workers):
+    if batch < workers:
+        with pytest.raises(ValueError, match="batch_size"):
+            shard_bounds(batch, workers)
+        return
+    bounds = shard_bounds(batch, workers)
+    assert len(bounds) == workers and bounds[0][0] == 0 and bounds[-1][1] == batch
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    sizes = [hi - lo for lo, hi in bounds]
+    assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
+    assert sizes == sorted(sizes, reverse=True)  # the larger shards come first
+
+
+@given(st.integers(0, 5000), st.integers(1, 40), st.sampled_from([1, 4, 16]))
+def test_chunk_bounds_partition_the_buffer(n, workers, align):
+    bounds = chunk_bounds(n, workers, align)
+    assert len(bounds) == workers and bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert all(lo <= hi for lo, hi in bounds)
+    if align > 1:
+        assert all(lo % align == 0 or lo == n for lo, _ in bounds)
+    # no chunk is much larger than an even share
+    assert max(hi - lo for lo, hi in bounds) <= -(-n // workers) + align
+
+
+def test_shard_and_chunk_hand_values():
+    assert shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert shard_bounds(7, 7) == [(i, i + 1) for i in range(7)]
+    assert chunk_bounds(100, 2) == [(0, 50 + 14), (64, 100)]
+    assert chunk_bounds(10, 4, align=1) == [(0, 3), (3, 6), (6, 8), (8, 10)]
+
+
+def test_batch_schedule_is_a_permutation_per_epoch_and_drops_the_tail():
+    batches = list(batch_schedule(10, 3, 6, seed=4))
+    assert all(b.shape == (3,) for b in batches)
+    first, second = np.concatenate(batches[:3]), np.concatenate(batches[3:])
+    assert len(set(first.tolist())) == 9 and len(set(second.tolist())) == 9
+    assert not np.array_equal(first, second)
+    again = list(batch_schedule(10, 3, 6, seed=4))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+# ---------------------------------------------------------------- serial runs
+def test_train_serial_equals_the_running_example_training_loop():
+    """Independent reference: models.train (written for chapter 01) uses the same
+    seeded permutations; with n divisible by the batch it must give the same bits."""
+    ref = models.train(MODEL, X, Y, epochs=2, batch_size=15, lr=0.2, seed=3)
+    res = train_serial(MODEL, X, Y, epochs=2, batch_size=15, lr=0.2, seed=3)
+    assert res.steps == 12
+    np.testing.assert_array_equal(res.params, ref.params)
+    np.testing.assert_allclose(res.loss, ref.step_loss, rtol=1e-12)
+
+
+def test_simulated_sum_of_shards_matches_full_batch_gradient():
+    """One step by hand: the sum of shard gradient sums / B is the mean gradient."""
+    p0 = MODEL.init_params(7)
+    idx = next(batch_schedule(len(Y), 20, 1, seed=7))
+    _, g_mean = MODEL.loss_and_grad(p0, X[idx], Y[idx])
+    g_sum = sum(MODEL.loss_and_grad(p0, X[idx[lo:hi]], Y[idx[lo:hi]], reduction="sum")[1]
+                for lo, hi in shard_bounds(20, 3))
+    expected = p0 - np.float32(0.5) * g_mean
+    sim = train_simulated(MODEL, X, Y, workers=3, batch_size=20, steps=1, lr=0.5, seed=7)
+    np.testing.assert_allclose(sim.params, expected, atol=1e-6)
+    np.testing.assert_array_equal(
+        sim.params, p0 - (g_sum * np.float32(0.5 / 20)).astype(np.float32)
+    )
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 7])
+def test_simulated_within_1e6_of_serial(workers):
+    kw = dict(batch_size=21, steps=8, lr=0.3, seed=1)
+    sim = train_simulated(MODEL, X, Y, workers=workers, **kw)
+    ser = train_serial(MODEL, X, Y, **kw)
+    assert np.abs(sim.params - ser.params).max() <= 1e-6
+    np.testing.assert_allclose(sim.loss, ser.loss, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- parallel runs
+KW = dict(batch_size=20, steps=6, lr=0.4, seed=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("workers", [1, 2, 3])  # 3 does not divide the batch of 20
+def test_parallel_bitwise_equal_to_simulated_and_close_to_serial(backend, workers):
+    par = train_data_parallel(MODEL, X, Y, workers=workers, backend=backend,
+                              start_method="fork", progress=False, **KW)
+    sim = train_simulated(MODEL, X, Y, workers=workers, **KW)
+    ser = train_serial(MODEL, X, Y, **KW)
+    assert par.params.dtype == np.float32 and par.params.shape == (MODEL.n_params,)
+    np.testing.assert_array_equal(par.params, sim.params)
+    assert np.abs(par.params - ser.params).max() <= 1e-6
+    np.testing.assert_allclose(par.loss, ser.loss, rtol=1e-5)
+    assert par.replicas_in_sync and par.workers == workers and par.backend == backend
+
+
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_other_start_methods_give_the_same_bits(method):
+    par = train_data_parallel(MODEL, X, Y, workers=2, start_method=method, progress=False, **KW)
+    sim = train_simulated(MODEL, X, Y, workers=2, **KW)
+    np.testing.assert_array_equal(par.params, sim.params)
+    assert par.start_method == method
+
+
+@pytest.mark.slow
+def test_pipe_backend_with_spawn_and_more_workers_than_cores():
+    par = train_data_parallel(MODEL, X, Y, workers=5, backend="pipe", start_method="spawn",
+                              progress=False, **KW)
+    np.testing.assert_array_equal(par.params, train_simulated(MODEL, X, Y, workers=5, **KW).params)
+
+
+def test_epochs_and_start_params():
+    p = MODEL.init_params(11)
+    a = train_data_parallel(MODEL, X, Y, workers=2, batch_size=30, epochs=2, lr=0.1, params=p,
+                            start_method="fork", progress=False)
+    b = train_serial(MODEL, X, Y, batch_size=30, epochs=2, lr=0.1, params=p)
+    assert a.steps == b.steps == 6
+    assert np.abs(a.params - b.params).max() <= 1e-6
+    assert not np.shares_memory(a.params, p)
+
+
+def test_result_timings_are_consistent():
+    par = train_data_parallel(MODEL, X, Y, workers=2, start_method="fork", progress=False, **KW)
+    assert isinstance(par, DataParallelResult)
+    for arr in (par.compute, par.communication, par.waiting):
+        assert arr.shape == (KW["steps"], 2) and np.all(arr >= 0)
+    per_worker = par.compute + par.communication + par.waiting
+    assert np.all(per_worker.max(axis=1) <= par.step_time * (1 + 1e-9) + 1e-9)
+    b = par.breakdown()
+    assert set(b) == {"compute", "communication", "waiting", "step"}
+    assert 0 <= par.communication_share() <= 1
+    assert par.samples_per_second() == pytest.approx(KW["batch_size"] / par.time_per_step())
+    assert 0 <= par.startup_time <= par.wall_time
+    assert "backend='shm'" in repr(par)
+    ser = train_serial(MODEL, X, Y, **KW)
+    assert np.all(ser.communication == 0) and ser.communication_share() == 0
+
+
+def test_training_actually_learns_digits():
+    from course_lib.datasets import load_digits
+
+    tr, te = load_digits("train"), load_digits("test")
+    model = MLP((64, 32, 10))
+    res = train_data_parallel(model, tr.x, tr.y, workers=2, batch_size=64, epochs=4, lr=0.5,
+                              start_method="fork", progress=False)
+    assert res.loss[-5:].mean() < res.loss[:5].mean() / 2
+    assert model.accuracy(res.params, te.x, te.y) > 0.85
+
+
+# ---------------------------------------------------------------- bad arguments
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "name"),
+    [
+        (dict(workers=0), ValueError, "workers"),
+        (dict(workers=2.0), TypeError, "workers"),
+        (dict(workers=25), ValueError, "batch_size"),  # batch 20 < 25 workers
+        (dict(batch_size=0), ValueError, "batch_size"),
+        (dict(batch_size=1000), ValueError, "batch_size"),
+        (dict(lr=float("nan")), ValueError, "lr"),
+        (dict(lr=float("inf")), ValueError, "lr"),
+        (dict(lr=0.0), ValueError, "lr"),
+        (dict(lr=-0.1), ValueError, "lr"),
+        (dict(steps=0), ValueError, "steps"),
+        (dict(epochs=1), ValueError, "steps or epochs"),
+        (dict(seed=-1), ValueError, "seed"),
+        (dict(backend="mpi"), ValueError, "backend"),
+        (dict(start_method="threads"), ValueError, "start_method"),
+        (dict(timeout=0), ValueError, "timeout"),
+        (dict(blas_threads=0), ValueError, "blas_threads"),
+        (dict(params=np.zeros(3, np.float32)), ValueError, "params"),
+        (dict(fault="crash"), TypeError, "fault"),
+    ],
+)
+def test_bad_arguments_name_the_parameter(kwargs, exc, name):
+    args = dict(workers=2, start_method="fork", progress=False, **KW)
+    args.update(kwargs)
+    with pytest.raises(exc, match=name):
+        train_data_parallel(MODEL, X, Y, **args)
+
+
+def test_bad_data_and_model():
+    with pytest.raises(TypeError, match="model"):
+        train_data_parallel("mlp", X, Y, workers=2, **KW)
+    with pytest.raises(ValueError, match="x"):
+        train_data_parallel(MODEL, X[:, :3], Y, workers=2, **KW)
+    with pytest.raises(ValueError, match="y"):
+        train_data_parallel(MODEL, X, Y + 10, workers=2, **KW)
+    with pytest.raises(ValueError, match="batch_size"):
+        train_serial(MODEL, X, Y, batch_size=91, steps=1)
+    with pytest.raises(ValueError, match="workers"):
+        train_simulated(MODEL, X, Y, workers=0, **KW)

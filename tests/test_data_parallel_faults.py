@@ -1,0 +1,118 @@
+"""Fault injection into the data-parallel trainer: every failure becomes a clear error,
+and no process, /dev/shm segment or mapping is left behind - also over repeated runs."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from course_lib._procs import (
+    Fault,
+    FaultInjected,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+    leaked_resources,
+    resource_snapshot,
+)
+from course_lib.data_parallel import train_data_parallel
+from course_lib.models import MLP
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm")
+
+MODEL = MLP((8, 16, 3))
+RNG = np.random.default_rng(0)
+X = RNG.random((60, 8), dtype=np.float32)
+Y = RNG.integers(0, 3, 60)
+KW = dict(batch_size=12, steps=5, lr=0.1, progress=False)
+
+
+@pytest.fixture
+def clean():
+    """Snapshot of processes and shared memory; the test must leave nothing behind."""
+    before = resource_snapshot()
+    shm_before = set(os.listdir("/dev/shm"))
+    yield before
+    assert leaked_resources(before) == []
+    assert multiprocessing.active_children() == []
+    mine = f"ddl_{os.getpid()}_"
+    assert not [e for e in set(os.listdir("/dev/shm")) - shm_before if e.startswith(mine)]
+
+
+@pytest.mark.parametrize("backend", ["shm", "pipe"])
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_exception_in_worker_is_reraised_with_its_traceback(backend, method, clean):
+    with pytest.raises(WorkerError) as info:
+        train_data_parallel(MODEL, X, Y, workers=3, backend=backend, start_method=method,
+                            fault=Fault("raise", rank=2, step=3), **KW)
+    err = info.value
+    assert err.rank == 2 and isinstance(err.__cause__, FaultInjected)
+    assert "_run_worker_loop" in err.remote_traceback  # the worker's own frames
+    assert "worker 2 raised FaultInjected" in str(err)
+
+
+@pytest.mark.parametrize(("kind", "code"), [("exit", 3), ("kill", -signal.SIGKILL)])
+@pytest.mark.parametrize("backend", ["shm", "pipe"])
+def test_worker_that_dies_gives_clear_error(kind, code, backend, clean):
+    t0 = time.monotonic()
+    with pytest.raises(WorkerDied) as info:
+        train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method="fork",
+                            fault=Fault(kind, rank=1, step=2), timeout=30, **KW)
+    assert info.value.rank == 1 and info.value.exitcode == code
+    assert time.monotonic() - t0 < 10  # detected at once, not after the timeout
+
+
+@pytest.mark.parametrize("backend", ["shm", "pipe"])
+def test_hung_worker_times_out(backend, clean):
+    t0 = time.monotonic()
+    with pytest.raises(WorkerTimeout, match=r"probably \[0\]") as info:
+        train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method="fork",
+                            fault=Fault("hang", rank=0, step=1), timeout=0.6, **KW)
+    assert 0.6 <= time.monotonic() - t0 < 10
+    assert info.value.progress == [2, 3]  # rank 0 stuck before its step-1 gradient
+
+
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_keyboard_interrupt_stops_workers(method, clean):
+    timer = threading.Timer(0.6, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_data_parallel(MODEL, X, Y, workers=2, start_method=method,
+                                fault=Fault("hang", rank=1, step=2), timeout=60, **KW)
+    finally:
+        timer.cancel()
+
+
+def test_repeated_runs_in_one_process_leak_nothing(clean):
+    faults = [None, Fault("raise", 1, 1), Fault("exit", 0, 0), None, Fault("kill", 1, 4), None]
+    for i, fault in enumerate(faults * 2):
+        backend = "shm" if i % 2 == 0 else "pipe"
+        if fault is None:
+            res = train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method="fork", **KW)
+            assert res.replicas_in_sync
+        else:
+            with pytest.raises((WorkerError, WorkerDied)):
+                train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method="fork",
+                                    fault=fault, **KW)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["raise", "exit", "hang"])
+def test_spawn_faults(kind, clean):
+    expected = {"raise": WorkerError, "exit": WorkerDied, "hang": WorkerTimeout}[kind]
+    with pytest.raises(expected):
+        train_data_parallel(MODEL, X, Y, workers=2, start_method="spawn",
+                            fault=Fault(kind, rank=1, step=1), timeout=3 if kind == "hang" else 60, **KW)
+
+
+def test_fault_rank_must_exist():
+    with pytest.raises(ValueError, match="fault.rank"):
+        train_data_parallel(MODEL, X, Y, workers=2, fault=Fault("raise", rank=2), **KW)
