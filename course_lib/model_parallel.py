@@ -32,6 +32,10 @@ processes and records the same kind of :class:`Timeline`, measured.
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import struct
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,6 +54,9 @@ __all__ = [
     "layer_flops",
     "partition_layers",
     "stage_flops",
+    "PipelineResult",
+    "train_microbatched",
+    "train_pipeline",
 ]
 
 #: The pipeline schedules understood by the simulator and the trainer.
@@ -484,3 +491,424 @@ def stage_flops(model, boundaries: Sequence[int]) -> tuple[np.ndarray, np.ndarra
     fs = np.array([f[lo:hi].sum() for lo, hi in zip(b_[:-1], b_[1:])])
     bs = np.array([b[lo:hi].sum() for lo, hi in zip(b_[:-1], b_[1:])])
     return fs, bs
+
+
+# --------------------------------------------------------------------------- training
+def _batch_plan(n: int, batch_size: int, epochs: int, steps: int | None, seed: int) -> list[np.ndarray]:
+    """Sample indices of every step, drawn exactly as :func:`course_lib.models.train` does."""
+    rng = np.random.default_rng(seed + 1)
+    plan: list[np.ndarray] = []
+    epoch = 0
+    while (steps is None and epoch < epochs) or (steps is not None and len(plan) < steps):
+        order = rng.permutation(n)
+        plan.extend(order[start : start + batch_size] for start in range(0, n, batch_size))
+        epoch += 1
+    return plan if steps is None else plan[:steps]
+
+
+def _micro_rows(batch: int, micro_batches: int) -> list[tuple[int, int]]:
+    """Row ranges of the micro-batches of a batch (sizes differ by at most one)."""
+    m = min(micro_batches, batch)
+    edges = [batch * i // m for i in range(m + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+@dataclass
+class PipelineResult:
+    """What :func:`train_pipeline` (and :func:`train_microbatched`) return."""
+
+    params: np.ndarray
+    """Final flat parameter buffer."""
+    step_loss: list[float]
+    """Mean loss of every step's batch (computed by the last stage)."""
+    timeline: Timeline | None
+    """Measured timeline of every step (None for the serial reference)."""
+    boundaries: tuple[int, ...]
+    schedule: str
+    micro_batches: int
+
+    def bubble_per_step(self) -> np.ndarray:
+        """Measured idle share of every step."""
+        if self.timeline is None:
+            raise ValueError("the serial reference has no timeline")
+        return self.timeline.bubble_per_step()
+
+    def stage_costs(self, skip_first: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Median measured forward and backward time of one micro-batch on each stage.
+
+        Feed them to :func:`simulate_pipeline` to predict the measured timeline.
+        ``skip_first`` leaves out the first step (warm-up: page faults, caches).
+        """
+        if self.timeline is None:
+            raise ValueError("the serial reference has no timeline")
+        first = self.timeline.steps[0] if skip_first and len(self.timeline.steps) > 1 else None
+        n = self.timeline.n_stages
+        fwd, bwd = np.zeros(n), np.zeros(n)
+        for s in range(n):
+            for kind, out in (("F", fwd), ("B", bwd)):
+                d = [op.duration for op in self.timeline.ops
+                     if op.stage == s and op.kind == kind and op.step != first]
+                out[s] = float(np.median(d))
+        return fwd, bwd
+
+
+def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro_batches):
+    from .models import MLP
+
+    if not isinstance(model, MLP):
+        raise TypeError(f"model must be a course_lib.models.MLP, got {type(model).__name__}")
+    x = model._check_x(x)
+    y = model._check_y(y, x.shape[0])
+    batch_size = check_int(batch_size, "batch_size", 1)
+    epochs = check_int(epochs, "epochs", 1)
+    steps = None if steps is None else check_int(steps, "steps", 1)
+    seed = check_int(seed, "seed", 0)
+    micro_batches = check_int(micro_batches, "micro_batches", 1, batch_size)
+    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or not (
+        np.isfinite(lr) and lr > 0
+    ):
+        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    if x.shape[0] == 0:
+        raise ValueError("x must hold at least one sample")
+    return x, y, batch_size, epochs, steps, seed, micro_batches
+
+
+def _resolve_boundaries(model, stages, boundaries) -> tuple[int, ...]:
+    if boundaries is not None:
+        b = _check_boundaries(model, boundaries)
+        if stages is not None and check_int(stages, "stages", 1) != len(b) - 1:
+            raise ValueError(f"stages = {stages} does not match boundaries {b} ({len(b) - 1} stages)")
+        return b
+    return partition_layers(model, 2 if stages is None else stages)
+
+
+def train_microbatched(
+    model,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    micro_batches: int = 1,
+    batch_size: int = 32,
+    epochs: int = 1,
+    steps: int | None = None,
+    lr: float = 0.1,
+    seed: int = 0,
+    params: np.ndarray | None = None,
+) -> PipelineResult:
+    """Serial reference of the pipeline: the same arithmetic in one process.
+
+    Every step cuts its batch into the same micro-batches as :func:`train_pipeline`,
+    accumulates their gradients layer by layer in micro-batch order and takes one SGD
+    step. With one BLAS thread its parameters are bitwise equal to the pipeline's;
+    with ``micro_batches=1`` it is :func:`course_lib.models.train` (same batches, same
+    initial parameters).
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP, train
+    >>> from course_lib.datasets import load_digits
+    >>> d = load_digits("train")
+    >>> model = MLP((64, 32, 10))
+    >>> one = train_microbatched(model, d.x, d.y, micro_batches=1, epochs=1)
+    >>> bool(np.array_equal(one.params, train(model, d.x, d.y, epochs=1, batch_size=32).params))
+    True
+    >>> four = train_microbatched(model, d.x, d.y, micro_batches=4, epochs=1)
+    >>> bool(np.allclose(four.params, one.params, rtol=0, atol=1e-5))
+    True
+    """
+    from .models import sgd_step, softmax_cross_entropy
+
+    x, y, batch_size, epochs, steps, seed, micro_batches = _check_training_args(
+        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches
+    )
+    p = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
+    model._check_flat(p, "params")
+    grad = np.zeros_like(p)
+    losses = []
+    for idx in _batch_plan(x.shape[0], batch_size, epochs, steps, seed):
+        grad.fill(0)
+        xb, yb = x[idx], y[idx]
+        scale = np.asarray(1.0 / idx.size, dtype=model.dtype)
+        total = 0.0
+        for r0, r1 in _micro_rows(idx.size, micro_batches):
+            acts = [xb[r0:r1]]
+            for i in range(model.n_layers):
+                acts.append(model.layer_forward(p, i, acts[-1]))
+            loss, g = softmax_cross_entropy(acts[-1], yb[r0:r1], "sum")
+            g *= scale
+            total += loss
+            for i in reversed(range(model.n_layers)):
+                g = model.layer_backward(p, i, acts[i], acts[i + 1], g, grad, need_input_grad=i > 0)
+        sgd_step(p, grad, lr)
+        losses.append(total / idx.size)
+    return PipelineResult(p, losses, None, (0, model.n_layers), "serial", micro_batches)
+
+
+@dataclass(frozen=True)
+class _StageJob:
+    """Everything a stage process needs (picklable, sent once at start-up)."""
+
+    model: object
+    boundaries: tuple[int, ...]
+    schedule: str
+    micro_batches: int
+    plan: list
+    lr: float
+    params: object  # SharedSpec of the flat parameters
+    x: object  # SharedSpec of the inputs (stage 0 reads it)
+    y: np.ndarray | None  # labels (the last stage reads them)
+    acts: tuple  # SharedSpec per boundary: activations, (batch, width)
+    grads: tuple  # SharedSpec per boundary: gradients of those activations
+    fault: object
+    blas_threads: int | None
+
+
+_MSG = struct.Struct("<qq")  # (step, micro-batch) of a hand-over
+
+
+def _wait_for(conn, ctx, what: str, step: int, micro: int) -> None:
+    if not conn.poll(ctx.wait_timeout):
+        raise TimeoutError(f"stage {ctx.rank} waited {ctx.wait_timeout:g} s for {what} of micro-batch {micro}")
+    got = _MSG.unpack(conn.recv_bytes())
+    if got != (step, micro):  # pragma: no cover - would be a bug in the schedules
+        raise RuntimeError(f"stage {ctx.rank} expected {what} of (step, micro) {(step, micro)}, got {got}")
+
+
+def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad):
+    """One pipeline stage (runs in its own process): forwards, backwards, its own update."""
+    from ._procs import blas_threads
+    from .models import sgd_step, softmax_cross_entropy
+
+    s, n_stages = ctx.rank, ctx.world_size
+    model = job.model
+    lo, hi = job.boundaries[s], job.boundaries[s + 1]
+    last = s == n_stages - 1
+    sl = model.layer_range(lo, hi)
+    clock = time.perf_counter
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(blas_threads(job.blas_threads))
+        params = stack.enter_context(job.params.attach())
+        x = stack.enter_context(job.x.attach()) if s == 0 else None
+        act_in = stack.enter_context(job.acts[s - 1].attach()) if s > 0 else None
+        act_out = stack.enter_context(job.acts[s].attach()) if not last else None
+        grad_in = stack.enter_context(job.grads[s].attach()) if not last else None
+        grad_out = stack.enter_context(job.grads[s - 1].attach()) if s > 0 else None
+        grad = np.zeros(model.n_params, dtype=model.dtype)
+        ops: list[tuple] = []
+        losses: list[float] = []
+        done = 0
+        for step, idx in enumerate(job.plan):
+            if job.fault is not None:
+                job.fault.maybe_fire(s, step)
+            grad[sl] = 0
+            rows = _micro_rows(idx.size, job.micro_batches)
+            scale = np.asarray(1.0 / idx.size, dtype=model.dtype)
+            stash: dict[int, list] = {}
+            total = 0.0
+            for kind, m in schedule_order(n_stages, len(rows), job.schedule)[s]:
+                r0, r1 = rows[m]
+                if kind == "F":
+                    if s == 0:
+                        t0 = clock()
+                        a = x[idx[r0:r1]]
+                    else:
+                        _wait_for(recv_act, ctx, "activations", step, m)
+                        t0 = clock()
+                        a = act_in[r0:r1]
+                    acts = [a]
+                    for i in range(lo, hi):
+                        acts.append(model.layer_forward(params, i, acts[-1]))
+                    stash[m] = acts
+                    if not last:
+                        act_out[r0:r1] = acts[-1]
+                        t1 = clock()
+                        send_act.send_bytes(_MSG.pack(step, m))
+                    else:
+                        t1 = clock()
+                else:
+                    if last:
+                        t0 = clock()
+                        loss, g = softmax_cross_entropy(stash[m][-1], job.y[idx[r0:r1]], "sum")
+                        g *= scale
+                        total += loss
+                    else:
+                        _wait_for(recv_grad, ctx, "gradients", step, m)
+                        t0 = clock()
+                        g = grad_in[r0:r1]
+                    acts = stash.pop(m)
+                    for i in reversed(range(lo, hi)):
+                        g = model.layer_backward(
+                            params, i, acts[i - lo], acts[i - lo + 1], g, grad, need_input_grad=i > 0
+                        )
+                    if s > 0:
+                        grad_out[r0:r1] = g
+                        t1 = clock()
+                        send_grad.send_bytes(_MSG.pack(step, m))
+                    else:
+                        t1 = clock()
+                ops.append((kind, m, t0, t1, step))
+                done += 1
+                ctx.progress(done)
+            t0 = clock()
+            sgd_step(params[sl], grad[sl], job.lr)
+            ops.append(("U", -1, t0, clock(), step))
+            if last:
+                losses.append(total / idx.size)
+            del stash, acts, a, g
+        del params, x, act_in, act_out, grad_in, grad_out
+    return ops, losses
+
+
+def train_pipeline(
+    model,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    stages: int | None = None,
+    boundaries: Sequence[int] | None = None,
+    micro_batches: int = 4,
+    schedule: str = "gpipe",
+    batch_size: int = 32,
+    epochs: int = 1,
+    steps: int | None = None,
+    lr: float = 0.1,
+    seed: int = 0,
+    params: np.ndarray | None = None,
+    start_method: str | None = None,
+    timeout: float = 60.0,
+    blas_threads: int | None = 1,
+    fault=None,
+    progress: bool | None = False,
+) -> PipelineResult:
+    """Train the running example with its layers split over ``S`` stage processes.
+
+    Stage ``s`` owns layers ``boundaries[s] .. boundaries[s + 1] - 1`` and their slice
+    of the flat parameter buffer (which lives in shared memory and is updated in place
+    by its owner). Per step, the batch is cut into ``micro_batches`` contiguous
+    micro-batches; activations go forward and their gradients backward through
+    shared-memory buffers, with a short message through a pipe per hand-over. Each
+    stage runs :func:`schedule_order` and records when every forward, backward and
+    update started and ended.
+
+    Parameters
+    ----------
+    model : MLP
+    x, y : numpy.ndarray
+        Inputs (n, sizes[0]) and integer labels (n,).
+    stages : int, optional
+        ``S`` in [1, n_layers]; the layers are split by :func:`partition_layers`
+        (default 2).
+    boundaries : sequence of int, optional
+        An explicit split ``(0, b1, ..., n_layers)`` instead (e.g. an uneven one).
+    micro_batches : int
+        ``M`` in [1, batch_size]; a smaller last batch uses ``min(M, its size)``.
+    schedule : {"gpipe", "1f1b"}
+    batch_size, epochs, lr, seed, params
+        As in :func:`course_lib.models.train` (same batches, same initial parameters).
+    steps : int, optional
+        Stop after this many steps (epochs are drawn as needed).
+    start_method : {"fork", "forkserver", "spawn"}, optional
+        Default: :func:`course_lib._procs.default_start_method`.
+    timeout : float
+        Seconds without progress after which the run is stopped with
+        :class:`course_lib._procs.WorkerTimeout`.
+    blas_threads : int or None
+        BLAS threads per stage (1: the stages do not fight over the cores).
+    fault : course_lib._procs.Fault, optional
+        Inject a failure (tests, demonstrations): ``rank`` is the stage, ``step`` the step.
+    progress : bool or None
+        Progress bar: False never, None in notebooks for runs over ~1.5 s.
+
+    Returns
+    -------
+    PipelineResult
+        Final parameters: equal to :func:`train_microbatched` bitwise (one BLAS thread)
+        and to :func:`course_lib.models.train` within float32 rounding.
+
+    Raises
+    ------
+    course_lib._procs.WorkerError, WorkerDied, WorkerTimeout
+        A stage failed; every stage has been stopped and every shared segment removed.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> from course_lib.datasets import load_digits
+    >>> d = load_digits("train")
+    >>> model = MLP((64, 32, 32, 10))
+    >>> res = train_pipeline(model, d.x, d.y, stages=2, micro_batches=4, steps=5)
+    >>> ref = train_microbatched(model, d.x, d.y, micro_batches=4, steps=5)
+    >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), len(res.timeline.steps)
+    (True, 5)
+    """
+    from ._procs import Fault, ProcessGroup, SharedArray, check_start_method
+
+    x, y, batch_size, epochs, steps, seed, micro_batches = _check_training_args(
+        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches
+    )
+    bounds = _resolve_boundaries(model, stages, boundaries)
+    n_stages = len(bounds) - 1
+    _check_schedule(schedule)
+    timeout = float(as_real(timeout, "timeout"))
+    check_range(np.asarray(timeout), "timeout", 0.0, low_open=True)
+    if fault is not None and not isinstance(fault, Fault):
+        raise TypeError(f"fault must be a course_lib._procs.Fault or None, got {type(fault).__name__}")
+    if blas_threads is not None:
+        blas_threads = check_int(blas_threads, "blas_threads", 1)
+    method = check_start_method(start_method)
+    p0 = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
+    model._check_flat(p0, "params")
+    plan = _batch_plan(x.shape[0], batch_size, epochs, steps, seed)
+    total_ops = [
+        sum(2 * len(_micro_rows(idx.size, micro_batches)) for idx in plan) for _ in range(n_stages)
+    ]
+
+    ctx = multiprocessing.get_context(method)
+    with contextlib.ExitStack() as stack:
+        shared_params = stack.enter_context(SharedArray(p0.shape, model.dtype, init=p0))
+        shared_x = stack.enter_context(SharedArray(x.shape, model.dtype, init=x))
+        widths = [model.sizes[b] for b in bounds[1:-1]]
+        acts = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
+        grads = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
+        pipes_f = [ctx.Pipe(duplex=False) for _ in widths]  # (recv, send): stage b -> b + 1
+        pipes_b = [ctx.Pipe(duplex=False) for _ in widths]  # (recv, send): stage b + 1 -> b
+        for pair in pipes_f + pipes_b:
+            for conn in pair:
+                stack.callback(conn.close)
+        job = _StageJob(
+            model=model, boundaries=bounds, schedule=schedule, micro_batches=micro_batches,
+            plan=plan, lr=float(lr), params=shared_params.spec, x=shared_x.spec, y=y,
+            acts=tuple(a.spec for a in acts), grads=tuple(g.spec for g in grads),
+            fault=fault, blas_threads=blas_threads,
+        )
+        rank_args = [
+            (
+                pipes_f[s - 1][0] if s > 0 else None,
+                pipes_f[s][1] if s < n_stages - 1 else None,
+                pipes_b[s][0] if s < n_stages - 1 else None,
+                pipes_b[s - 1][1] if s > 0 else None,
+            )
+            for s in range(n_stages)
+        ]
+        group = ProcessGroup(
+            _stage_worker, n_stages, args=(job,), rank_args=rank_args, start_method=method,
+            timeout=timeout, name="ddl-stage",
+        )
+        with group:
+            results = group.join(
+                progress_total=total_ops[0], progress_label="pipeline ops", progress_display=progress
+            )
+        final = shared_params.array.copy()
+
+    records = [
+        Op(s, kind, m, t0, t1, step) for s, (ops, _) in enumerate(results) for kind, m, t0, t1, step in ops
+    ]
+    start = min(op.start for op in records)
+    shifted = tuple(
+        sorted(
+            (Op(o.stage, o.kind, o.micro, o.start - start, o.end - start, o.step) for o in records),
+            key=lambda o: (o.start, o.stage),
+        )
+    )
+    timeline = Timeline(shifted, n_stages, micro_batches, schedule, "measured")
+    return PipelineResult(final, results[-1][1], timeline, bounds, schedule, micro_batches)

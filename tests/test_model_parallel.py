@@ -1,0 +1,170 @@
+"""course_lib.model_parallel.train_pipeline: stage processes equal the serial run.
+
+Tolerances: with one BLAS thread the pipeline's parameters are BITWISE equal to
+``train_microbatched`` (the same arithmetic in one process: micro-batch gradients summed
+in micro-batch order); against ``models.train`` (one full-batch gradient per step) they
+differ only by float32 rounding of that different summation order: max |diff| <= 1e-6
+(observed about 1.2e-7 for parameters of magnitude about 1).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from course_lib import model_parallel as mp
+from course_lib._procs import blas_threads, leaked_resources, resource_snapshot
+from course_lib.datasets import load_digits
+from course_lib.models import MLP, train
+
+MODEL = MLP((64, 24, 20, 16, 10))  # 4 layers: room for S = 2, 3 and uneven splits
+RUN = dict(batch_size=50, epochs=1, steps=6, lr=0.2, seed=3)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    d = load_digits("train")
+    return d.x[:300], d.y[:300]
+
+
+@pytest.fixture
+def no_leaks():
+    before = resource_snapshot()
+    yield
+    assert leaked_resources(before) == []
+
+
+def _reference(x, y, micro_batches):
+    with blas_threads(1):
+        return mp.train_microbatched(MODEL, x, y, micro_batches=micro_batches, **RUN)
+
+
+@pytest.mark.parametrize("schedule", mp.SCHEDULES)
+@pytest.mark.parametrize(
+    "split",
+    [dict(stages=2), dict(stages=3), dict(boundaries=(0, 3, 4)), dict(boundaries=(0, 1, 2, 4))],
+    ids=["S=2", "S=3", "uneven 3+1", "uneven 1+1+2"],
+)
+def test_pipeline_equals_serial(digits, split, schedule, no_leaks):
+    x, y = digits
+    res = mp.train_pipeline(MODEL, x, y, micro_batches=4, schedule=schedule, **split, **RUN)
+    ref = _reference(x, y, 4)
+    assert np.array_equal(res.params, ref.params)  # bitwise
+    serial = train(MODEL, x[: 6 * 50], y[: 6 * 50], epochs=1, batch_size=50, lr=0.2, seed=3)
+    # the 300 samples make exactly 6 steps of 50, the same batches as RUN's steps=6
+    np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(res.step_loss, serial.step_loss, rtol=1e-5)
+    assert not np.array_equal(res.params, MODEL.init_params(3))  # it did train
+    assert len(res.boundaries) - 1 == split.get("stages", len(split.get("boundaries", ())) - 1)
+
+
+def test_uneven_micro_batches_and_short_last_batch(digits, no_leaks):
+    x, y = digits
+    # 290 samples, batch 64: four batches of 64 and one of 34; 64 / 5 is uneven
+    kw = dict(batch_size=64, epochs=1, lr=0.1, seed=0)
+    res = mp.train_pipeline(MODEL, x[:290], y[:290], stages=2, micro_batches=5, **kw)
+    with blas_threads(1):
+        ref = mp.train_microbatched(MODEL, x[:290], y[:290], micro_batches=5, **kw)
+    assert np.array_equal(res.params, ref.params)
+    np.testing.assert_allclose(
+        res.params, train(MODEL, x[:290], y[:290], epochs=1, batch_size=64, lr=0.1).params, atol=1e-6
+    )
+    assert mp._micro_rows(34, 5) == [(0, 6), (6, 13), (13, 20), (20, 27), (27, 34)]
+    assert mp._micro_rows(3, 5) == [(0, 1), (1, 2), (2, 3)]
+
+
+def test_one_stage_is_gradient_accumulation(digits, no_leaks):
+    x, y = digits
+    res = mp.train_pipeline(MODEL, x, y, stages=1, micro_batches=3, **RUN)
+    assert np.array_equal(res.params, _reference(x, y, 3).params)
+    assert np.all(res.bubble_per_step() < 0.1)  # only the interpreter's gaps between ops
+
+
+def test_measured_timeline_is_causal_and_complete(digits, no_leaks):
+    x, y = digits
+    res = mp.train_pipeline(MODEL, x, y, stages=3, micro_batches=4, schedule="1f1b", **RUN)
+    tl = res.timeline
+    assert tl.source == "measured" and tl.steps == tuple(range(6))
+    for k in tl.steps:
+        ops = {(o.kind, o.stage, o.micro): o for o in tl.ops if o.step == k}
+        assert len(ops) == 3 * (2 * 4 + 1)  # forwards, backwards, one update per stage
+        for s in range(3):
+            mine = sorted((o for o in tl.ops if o.step == k and o.stage == s), key=lambda o: o.start)
+            assert [(o.kind, o.micro) for o in mine[:-1]] == mp.schedule_order(3, 4, "1f1b")[s]
+            assert mine[-1].kind == "U"
+            assert all(a.end <= b.start for a, b in zip(mine, mine[1:]))
+            for m in range(4):
+                if s > 0:  # a stage starts a forward only after its input was produced
+                    assert ops[("F", s, m)].start >= ops[("F", s - 1, m)].end
+                if s < 2:
+                    assert ops[("B", s, m)].start >= ops[("B", s + 1, m)].end
+    bubbles = res.bubble_per_step()
+    assert bubbles.shape == (6,) and np.all((bubbles >= 0) & (bubbles < 1))
+    f, b = res.stage_costs()
+    assert f.shape == b.shape == (3,) and np.all(f > 0) and np.all(b > 0)
+    # the simulator fed with the measured costs gives a valid prediction of the same kind
+    sim = mp.simulate_pipeline(f, b, micro_batches=4, schedule="1f1b")
+    assert 0 < sim.bubble() < 1
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
+def test_repeated_runs_close_every_pipe(digits, no_leaks):
+    x, y = digits
+    kw = dict(stages=3, micro_batches=2, batch_size=50, steps=1)
+    mp.train_pipeline(MODEL, x, y, **kw)  # first run may start the forkserver (kept)
+    fds = len(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        mp.train_pipeline(MODEL, x, y, **kw)
+    assert len(os.listdir("/proc/self/fd")) == fds
+
+
+@pytest.mark.slow
+def test_spawn_start_method(digits, no_leaks):
+    x, y = digits
+    res = mp.train_pipeline(MODEL, x, y, stages=2, micro_batches=2, start_method="spawn", **RUN)
+    assert np.array_equal(res.params, _reference(x, y, 2).params)
+
+
+def test_train_microbatched_with_one_micro_batch_is_models_train(digits):
+    x, y = digits
+    a = mp.train_microbatched(MODEL, x, y, micro_batches=1, batch_size=32, epochs=2, lr=0.1)
+    b = train(MODEL, x, y, batch_size=32, epochs=2, lr=0.1)
+    assert np.array_equal(a.params, b.params)
+    assert a.step_loss == pytest.approx(b.step_loss, rel=1e-6)
+    with pytest.raises(ValueError, match="no timeline"):
+        a.bubble_per_step()
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(stages=5), ValueError, "stages"),
+        (dict(stages=2, boundaries=(0, 1, 2, 4)), ValueError, "does not match"),
+        (dict(boundaries=(0, 2, 2, 4)), ValueError, "boundaries"),
+        (dict(micro_batches=51), ValueError, "micro_batches"),
+        (dict(schedule="interleaved"), ValueError, "schedule"),
+        (dict(lr=float("nan")), ValueError, "lr"),
+        (dict(batch_size=0), ValueError, "batch_size"),
+        (dict(timeout=0), ValueError, "timeout"),
+        (dict(fault="hang"), TypeError, "fault"),
+        (dict(start_method="thread"), ValueError, "start_method"),
+        (dict(stages=2.0), TypeError, "stages"),
+    ],
+)
+def test_bad_arguments_name_the_parameter(digits, kwargs, error, match, no_leaks):
+    x, y = digits
+    args = {**RUN, **kwargs}
+    with pytest.raises(error, match=match):
+        mp.train_pipeline(MODEL, x, y, **args)
+
+
+def test_bad_data_rejected(digits):
+    x, y = digits
+    with pytest.raises(ValueError, match="x must have shape"):
+        mp.train_pipeline(MODEL, x[:, :10], y, steps=1)
+    with pytest.raises(ValueError, match="y must"):
+        mp.train_pipeline(MODEL, x, y[:-1], steps=1)
+    with pytest.raises(TypeError, match="model"):
+        mp.train_pipeline("mlp", x, y, steps=1)
