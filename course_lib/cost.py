@@ -52,6 +52,7 @@ __all__ = [
     "human_duration",
     "linear_macs",
     "measure_flop_rate",
+    "measure_gemm_rate",
     "mlp_training_flops",
     "required_efficiency",
     "sequence_tokens",
@@ -736,3 +737,37 @@ def _blas_threads(threads):
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=threads)
+
+
+def measure_gemm_rate(size: int = 512, *, threads: int | None = 1, repeat: int = 5) -> float:
+    """FLOP/s of a float32 matrix product of two ``size`` x ``size`` matrices (median).
+
+    A square GEMM counts ``2 * size**3`` FLOPs (``size**3`` MACs). This is close to what
+    the BLAS library can reach on this machine - the yardstick for the utilisation of
+    :func:`measure_flop_rate`'s training loop.
+
+    Parameters
+    ----------
+    size : int
+        Matrix size, 16 to 8192.
+    threads : int or None
+        BLAS threads (1 by default: one core).
+    repeat : int
+        Timed repetitions.
+
+    Examples
+    --------
+    >>> measure_gemm_rate(128, repeat=2) > 1e6
+    True
+    """
+    from .timing import measure
+
+    size = check_int(size, "size", 16, 8192)
+    repeat = check_int(repeat, "repeat", 1)
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((size, size), dtype=np.float32)
+    b = rng.standard_normal((size, size), dtype=np.float32)
+    c = np.empty_like(a)
+    with _blas_threads(threads):
+        timing = measure(lambda: np.matmul(a, b, out=c), repeat=repeat, warmup=1)
+    return FLOPS_PER_MAC * float(size) ** 3 / timing.median

@@ -1,0 +1,181 @@
+"""Exercises of chapter 03 (training cost). Expected values come from course_lib.
+
+Each function checks one answer; the question is in its docstring and in the notebook.
+"""
+
+from __future__ import annotations
+
+from ..comm import ring_allreduce_time
+from ..cost import (
+    BERT_LARGE,
+    IMAGENET_TRAIN_IMAGES,
+    required_efficiency,
+    training_flops_per_sample,
+    training_time,
+)
+from ..datasets import get_device, lamb_scaling_table, load_dnn_models, load_training_records
+from ..optim import linear_scaling_rule, sqrt_scaling_rule
+from . import Result, check
+
+__all__ = [
+    "EX2_SETUP",
+    "EX4_SETUP",
+    "ex1_training_flops",
+    "ex2_resnet_hours",
+    "ex3_efficiency_53min",
+    "ex4_ring_allreduce_ms",
+    "ex5_scaled_lr",
+    "ex6_iteration_efficiency",
+    "ex7_which_law",
+]
+
+#: Exercise 2: ResNet-50, ImageNet-1k, 90 epochs, 8 V100 (SXM2), utilisation 0.3, efficiency 0.9.
+EX2_SETUP = {"model": "ResNet-50", "epochs": 90, "device_id": "v100_sxm2_32gb", "devices": 8,
+             "utilisation": 0.3, "efficiency": 0.9}
+
+#: Exercise 4: BERT-Large's float32 gradients, ring all-reduce over the 16 GPUs of one DGX-2H,
+#: 150 GB/s per direction (half of the V100's 300 GB/s NVLink total), 5 µs per message.
+EX4_SETUP = {"bytes_per_param": 4, "devices": 16, "bandwidth": 150e9, "latency": 5e-6}
+
+
+def ex1_training_flops(answer) -> Result:
+    """Training FLOPs per image of a model with 1.8 GMACs per forward pass (backward = 2x forward)."""
+    macs = 1.8e9
+    expected = training_flops_per_sample(macs)
+    return check(
+        answer,
+        expected,
+        name="training FLOPs per image",
+        unit="FLOP",
+        hint="1 MAC = 2 FLOPs, and forward + backward = 3 x forward.",
+        mistakes={
+            3 * macs: "That counts MACs, not FLOPs: multiply by 2 (one multiply + one add).",
+            2 * macs: "That is the forward pass only; the backward pass costs about twice as much.",
+        },
+    )
+
+
+def _ex2_expected() -> float:
+    s = EX2_SETUP
+    model = next(m for m in load_dnn_models() if m.model == s["model"])
+    device = get_device(s["device_id"])
+    seconds = training_time(
+        IMAGENET_TRAIN_IMAGES * s["epochs"],
+        training_flops_per_sample(model.gmacs_per_forward * 1e9),
+        device.peak_tflops * 1e12 * s["utilisation"],
+        s["devices"],
+        s["efficiency"],
+    )
+    return seconds / 3600.0
+
+
+def ex2_resnet_hours(answer) -> Result:
+    """Hours to train ResNet-50 for 90 ImageNet epochs on 8 V100s (see ``EX2_SETUP``)."""
+    expected = _ex2_expected()
+    s = EX2_SETUP
+    return check(
+        answer,
+        expected,
+        name="training time",
+        unit="h",
+        hint="D = images x epochs; C = 2 x 3 x GMACs x 1e9; r = peak x utilisation; "
+        "T = D C / (r N η), then divide the seconds by 3600.",
+        mistakes={
+            expected / 2: "Half the answer: the data set counts MACs, and 1 MAC = 2 FLOPs.",
+            expected / 3: "A third of the answer: training (forward + backward) costs about 3x "
+            "the forward pass.",
+            expected * s["devices"]: "That is device-hours, not hours of wall-clock time.",
+            expected * 3600: "That is seconds; the question asks for hours.",
+        },
+    )
+
+
+def _ex3_expected() -> float:
+    rec = next(r for r in load_training_records() if r.record_id == "nvidia_2019_53min")
+    device = get_device("v100_sxm3_32gb")
+    return required_efficiency(
+        BERT_LARGE.tokens, BERT_LARGE.flops_per_token, device.sustained_flops,
+        rec.devices, rec.time_minutes * 60.0,
+    )
+
+
+def ex3_efficiency_53min(answer) -> Result:
+    """Parallel efficiency implied by the first announcement (53 minutes on 1,472 V100s)."""
+    expected = _ex3_expected()
+    return check(
+        answer,
+        expected,
+        name="implied parallel efficiency",
+        hint="η = D C / (r N T) with T = 53 x 60 s, the same D, C and r as for the 47 minutes.",
+        mistakes={1 / expected: "That is the inverse: η = ideal time / actual time <= 1."},
+    )
+
+
+def _ex4_expected() -> float:
+    s = EX4_SETUP
+    nbytes = s["bytes_per_param"] * BERT_LARGE.params
+    return 1e3 * ring_allreduce_time(nbytes, s["devices"], s["bandwidth"], s["latency"])
+
+
+def ex4_ring_allreduce_ms(answer) -> Result:
+    """Milliseconds of a ring all-reduce of BERT-Large's float32 gradients (see ``EX4_SETUP``)."""
+    s = EX4_SETUP
+    expected = _ex4_expected()
+    nbytes = s["bytes_per_param"] * BERT_LARGE.params
+    return check(
+        answer,
+        expected,
+        name="ring all-reduce time",
+        unit="ms",
+        hint="T = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency, bytes = 4 x parameters.",
+        mistakes={
+            1e3 * nbytes / s["bandwidth"]: "That sends the buffer once. A ring all-reduce is a "
+            "reduce-scatter and an all-gather: 2 (N-1)/N x bytes / bandwidth.",
+            _ex4_expected() / 2: "That is half: a reduce-scatter only. Add the all-gather.",
+        },
+    )
+
+
+def ex5_scaled_lr(answer) -> Result:
+    """Linear-scaling learning rate for batch 8,192 when batch 256 trains well at 0.1."""
+    return check(
+        answer,
+        linear_scaling_rule(0.1, 256, 8192),
+        name="learning rate for batch 8,192",
+        hint="multiply the rate by the batch ratio 8192 / 256.",
+        mistakes={sqrt_scaling_rule(0.1, 256, 8192): "That is the square-root rule; the linear "
+                  "scaling rule multiplies by the batch ratio itself."},
+    )
+
+
+def _iteration_times():
+    t = lamb_scaling_table()
+    per_iter = t["time_minutes"] * 60.0 / t["iterations"]
+    return t, per_iter
+
+
+def ex6_iteration_efficiency(answer) -> Result:
+    """Weak-scaling efficiency of one LAMB iteration: t_iter(16 chips) / t_iter(1,024 chips)."""
+    _, per_iter = _iteration_times()
+    expected = per_iter[0] / per_iter[-1]
+    return check(
+        answer,
+        expected,
+        name="per-iteration efficiency at 1,024 chips",
+        hint="time per iteration = minutes x 60 / iterations, for the first and the last row.",
+        mistakes={per_iter[-1] / per_iter[0]: "Inverted: the efficiency is t(16) / t(1,024) <= 1."},
+    )
+
+
+def ex7_which_law(answer) -> Result:
+    """Which law describes the LAMB table's steps: "Amdahl" or "Gustafson"?"""
+    t, _ = _iteration_times()
+    per_chip = t["global_batch_size"] / t["devices"]
+    expected = "Gustafson" if float(per_chip.min()) == float(per_chip.max()) else "Amdahl"
+    return check(
+        answer,
+        expected,
+        name="scaling law",
+        hint="look at the batch per chip (global batch / chips) down the table: is the work "
+        "per chip per step fixed, or is a fixed problem split ever finer?",
+    )
