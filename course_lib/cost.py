@@ -181,6 +181,8 @@ class TrainingEstimate:
     device_flops: float
     devices: float
     efficiency: float
+    label: str = ""
+    """What is being trained on what (the first line of :meth:`summary`)."""
 
     @property
     def total_flops(self) -> float:
@@ -206,7 +208,7 @@ class TrainingEstimate:
 
     def summary(self) -> str:
         """Work, rate, time and device-hours as text (deterministic, for nbval)."""
-        return (
+        return (f"{self.label}\n" if self.label else "") + (
             f"work  D x C     = {self.total_flops:.3g} FLOP\n"
             f"      ({self.samples:.3g} samples x {self.flops_per_sample:.3g} FLOP)\n"
             f"rate  r x N x η = {self.compute_rate / 1e12:.4g} TFLOP/s\n"
@@ -219,8 +221,12 @@ class TrainingEstimate:
         return self.summary()
 
 
-def estimate_training(samples, flops_per_sample, device_flops, devices=1, efficiency=1.0):
+def estimate_training(
+    samples, flops_per_sample, device_flops, devices=1, efficiency=1.0, *, label: str = ""
+):
     """A :class:`TrainingEstimate` (scalars only; arguments as in :func:`training_time`).
+
+    ``label`` names the run; it heads the summary.
 
     Examples
     --------
@@ -246,7 +252,9 @@ def estimate_training(samples, flops_per_sample, device_flops, devices=1, effici
         if np.ndim(value) != 0:
             raise TypeError(f"{name} must be a scalar, got shape {np.shape(value)}")
     training_time(**values)  # validates every argument
-    return TrainingEstimate(**{k: float(v) for k, v in values.items()})
+    if not isinstance(label, str):
+        raise TypeError(f"label must be a string, got {type(label).__name__}")
+    return TrainingEstimate(**{k: float(v) for k, v in values.items()}, label=label)
 
 
 def device_hours(seconds, devices=1):

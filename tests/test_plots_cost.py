@@ -133,3 +133,19 @@ def test_large_batch_figure_axes_and_data():
     assert [t.get_text() for t in ax_acc_epoch.get_legend().get_texts()] == ["small", "large"]
     with pytest.raises(ValueError, match="runs"):
         large_batch_figure([])
+
+
+def test_calculator_estimates_match_the_figures_and_name_the_run():
+    from course_lib.plots.cost import cnn_calculator_estimate, transformer_calculator_estimate
+
+    models, hardware = load_dnn_models(), load_hardware()
+    i = [m.model for m in models].index("AlexNet")
+    est = cnn_calculator_estimate(i, 1.0, 2, 0, 2, 0.5, 0.5, models=models, hardware=hardware)
+    assert est.samples == 2e6 and est.devices == 2 and est.efficiency == 0.5
+    assert est.device_flops == pytest.approx(0.5 * hardware[0].peak_tflops * 1e12)
+    assert est.summary().splitlines()[0].startswith("AlexNet, 1M images x 2 epochs, 2 x ")
+    est = transformer_calculator_estimate(100, 1000, 1, 1, 1.0, 1.0, hardware=hardware)
+    assert est.total_flops == pytest.approx(6 * 100e6 * 1000e6)
+    assert "transformer, 100M parameters" in str(est)
+    with pytest.raises(TypeError, match="model_index"):
+        cnn_calculator_estimate(1.5, 1.0, 1, 0, 1, 0.5, 1.0, models=models, hardware=hardware)

@@ -16,11 +16,13 @@ from . import COLORS, new_figure
 
 __all__ = [
     "calculator_figure",
+    "cnn_calculator_estimate",
     "cnn_calculator_figure",
     "comm_efficiency_figure",
     "large_batch_figure",
     "levers_figure",
     "time_ladder_figure",
+    "transformer_calculator_estimate",
     "transformer_calculator_figure",
 ]
 
@@ -117,10 +119,8 @@ def calculator_figure(
     efficiency : float
         :math:`\eta`, in (0, 1].
     """
-    util = np.asarray(utilisation, float)
-    if not 0 < util <= 1:
-        raise ValueError(f"utilisation must be in (0, 1], got {utilisation}")
-    r = float(peak_flops) * float(util)
+    r = _sustained(peak_flops, utilisation)
+    util = float(utilisation)
     est = cost.estimate_training(samples, flops_per_sample, r, devices, efficiency)
     ns = np.unique(np.round(np.geomspace(1, max(n_max, int(devices)), 120)))
     ideal = cost.training_time(samples, flops_per_sample, r, ns)
@@ -141,7 +141,7 @@ def calculator_figure(
     ax_t.set_axis_off()
     text = (
         f"{device_label}\n"
-        f"peak {peak_flops / 1e12:.3g} TFLOP/s x utilisation {float(util):.2g}\n"
+        f"peak {peak_flops / 1e12:.3g} TFLOP/s x utilisation {util:.2g}\n"
         f"= r = {r / 1e12:.3g} TFLOP/s sustained\n\n"
         + est.summary()
     )
@@ -161,6 +161,44 @@ def _pick(rows: Sequence, index: int, name: str):
     return rows[int(index)]
 
 
+def _sustained(peak_flops: float, utilisation: float) -> float:
+    util = float(utilisation)
+    if not 0 < util <= 1:
+        raise ValueError(f"utilisation must be in (0, 1], got {utilisation}")
+    return float(peak_flops) * util
+
+
+def cnn_calculator_estimate(
+    model_index: int,
+    images_million: float,
+    epochs: int,
+    device_index: int,
+    devices: int,
+    utilisation: float,
+    efficiency: float,
+    *,
+    models: Sequence,
+    hardware: Sequence,
+) -> cost.TrainingEstimate:
+    """The estimate behind :func:`cnn_calculator_figure` (same arguments), e.g. to print it.
+
+    ``C`` = :func:`course_lib.cost.training_flops_per_sample` of the model's forward
+    MACs (training = 3x forward); ``D`` = images x epochs; ``r`` = the device's peak
+    (the one its ``sustained_fraction`` refers to: tensor or FP32) x ``utilisation``.
+    """
+    model = _pick(models, model_index, "model_index")
+    device = _pick(hardware, device_index, "device_index")
+    return cost.estimate_training(
+        float(images_million) * 1e6 * int(epochs),
+        cost.training_flops_per_sample(model.gmacs_per_forward * 1e9),
+        _sustained(device.peak_tflops * 1e12, utilisation),
+        devices,
+        efficiency,
+        label=f"{model.model}, {float(images_million):.3g}M images x {int(epochs)} epochs, "
+        f"{int(devices)} x {device.device}",
+    )
+
+
 def cnn_calculator_figure(
     model_index: int,
     images_million: float,
@@ -175,10 +213,6 @@ def cnn_calculator_figure(
 ):
     """Calculator for an image model of ``data/dnn_models.csv`` on a device of ``data/hardware.csv``.
 
-    ``C`` = :func:`course_lib.cost.training_flops_per_sample` of the model's forward
-    MACs (training = 3x forward); ``D`` = images x epochs; the peak is the one that the
-    device row's ``sustained_fraction`` refers to (tensor or FP32).
-
     Parameters
     ----------
     model_index, device_index : int
@@ -190,14 +224,42 @@ def cnn_calculator_figure(
     devices, utilisation, efficiency
         As in :func:`calculator_figure`.
     """
-    model = _pick(models, model_index, "model_index")
-    device = _pick(hardware, device_index, "device_index")
-    samples = float(images_million) * 1e6 * int(epochs)
-    c = cost.training_flops_per_sample(model.gmacs_per_forward * 1e9)
+    cnn_calculator_estimate(model_index, images_million, epochs, device_index, devices,
+                            utilisation, efficiency, models=models, hardware=hardware)
+    model, device = models[model_index], hardware[device_index]
     return calculator_figure(
-        samples, c, device.peak_tflops * 1e12, devices, utilisation, efficiency,
+        float(images_million) * 1e6 * int(epochs),
+        cost.training_flops_per_sample(model.gmacs_per_forward * 1e9),
+        device.peak_tflops * 1e12, devices, utilisation, efficiency,
         title=f"{model.model}: {float(images_million):.3g}M images x {int(epochs)} epochs",
         device_label=device.device,
+    )
+
+
+def transformer_calculator_estimate(
+    params_million: float,
+    tokens_million: float,
+    device_index: int,
+    devices: int,
+    utilisation: float,
+    efficiency: float,
+    *,
+    hardware: Sequence,
+) -> cost.TrainingEstimate:
+    """The estimate behind :func:`transformer_calculator_figure` (same arguments).
+
+    ``C`` = 6 x parameters FLOPs per token (:func:`course_lib.cost.transformer_training_flops`),
+    ``D`` = tokens.
+    """
+    device = _pick(hardware, device_index, "device_index")
+    return cost.estimate_training(
+        float(tokens_million) * 1e6,
+        6.0 * float(params_million) * 1e6,
+        _sustained(device.peak_tflops * 1e12, utilisation),
+        devices,
+        efficiency,
+        label=f"transformer, {float(params_million):g}M parameters, "
+        f"{float(tokens_million):,.0f}M tokens, {int(devices)} x {device.device}",
     )
 
 
@@ -222,10 +284,11 @@ def transformer_calculator_figure(
     devices, utilisation, efficiency
         As in :func:`calculator_figure`.
     """
-    device = _pick(hardware, device_index, "device_index")
-    p = float(params_million) * 1e6
+    est = transformer_calculator_estimate(params_million, tokens_million, device_index, devices,
+                                          utilisation, efficiency, hardware=hardware)
+    device = hardware[device_index]
     return calculator_figure(
-        float(tokens_million) * 1e6, 6.0 * p, device.peak_tflops * 1e12, devices,
+        est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices,
         utilisation, efficiency,
         title=f"transformer, {params_million:g}M parameters, {tokens_million:,.0f}M tokens (6ND)",
         device_label=device.device,
