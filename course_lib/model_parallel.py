@@ -57,6 +57,7 @@ __all__ = [
     "PipelineResult",
     "train_microbatched",
     "train_pipeline",
+    "train_hybrid",
 ]
 
 #: The pipeline schedules understood by the simulator and the trainer.
@@ -103,11 +104,13 @@ def bubble_fraction(stages, micro_batches):
 # --------------------------------------------------------------------------- timelines
 @dataclass(frozen=True)
 class Op:
-    """One forward (``"F"``), backward (``"B"``) or update (``"U"``) on one stage.
+    """One forward (``"F"``), backward (``"B"``), gradient all-reduce (``"A"``, hybrid
+    runs only) or update (``"U"``) on one stage.
 
-    ``micro`` is the micro-batch index (``-1`` for an update); ``start``/``end`` are
-    seconds (from the simulator, or measured with :func:`time.perf_counter`);
-    ``step`` is the training step the operation belongs to.
+    ``micro`` is the micro-batch index (``-1`` for an all-reduce or update);
+    ``start``/``end`` are seconds (from the simulator, or measured with
+    :func:`time.perf_counter`); ``step`` is the training step the operation belongs
+    to; ``replica`` the data-parallel replica (0 unless the run is hybrid).
     """
 
     stage: int
@@ -116,6 +119,11 @@ class Op:
     start: float
     end: float
     step: int = 0
+    replica: int = 0
+
+    def shifted(self, dt: float) -> Op:
+        """The same operation ``dt`` seconds earlier."""
+        return Op(self.stage, self.kind, self.micro, self.start - dt, self.end - dt, self.step, self.replica)
 
     @property
     def duration(self) -> float:
@@ -138,6 +146,9 @@ class Timeline:
         ``"gpipe"`` or ``"1f1b"``.
     source : str
         ``"simulated"`` or ``"measured"``.
+    replicas : int
+        Data-parallel replicas ``D`` of the pipeline (1 unless hybrid). The timeline
+        has ``D * S`` rows (devices), row ``d * S + s`` for replica ``d``, stage ``s``.
     """
 
     ops: tuple[Op, ...]
@@ -145,6 +156,16 @@ class Timeline:
     n_micro: int
     schedule: str
     source: str = "simulated"
+    replicas: int = 1
+
+    @property
+    def n_rows(self) -> int:
+        """Devices in the timeline: ``replicas * n_stages``."""
+        return self.replicas * self.n_stages
+
+    def row(self, op: Op) -> int:
+        """Row (device) of an operation: ``replica * n_stages + stage``."""
+        return op.replica * self.n_stages + op.stage
 
     @property
     def steps(self) -> tuple[int, ...]:
@@ -157,10 +178,8 @@ class Timeline:
         if not ops:
             raise ValueError(f"k must be one of the steps {self.steps}, got {k!r}")
         t0 = min(op.start for op in ops)
-        shifted = tuple(
-            Op(op.stage, op.kind, op.micro, op.start - t0, op.end - t0, op.step) for op in ops
-        )
-        return Timeline(shifted, self.n_stages, self.n_micro, self.schedule, self.source)
+        shifted = tuple(op.shifted(t0) for op in ops)
+        return Timeline(shifted, self.n_stages, self.n_micro, self.schedule, self.source, self.replicas)
 
     def _compute_ops(self) -> list[Op]:
         return [op for op in self.ops if op.kind in ("F", "B")]
@@ -174,10 +193,10 @@ class Timeline:
         return float(max(op.end for op in ops) - min(op.start for op in ops))
 
     def busy(self) -> np.ndarray:
-        """Busy time (forwards + backwards) of each stage."""
-        out = np.zeros(self.n_stages)
+        """Busy time (forwards + backwards) of each stage (each row, if hybrid)."""
+        out = np.zeros(self.n_rows)
         for op in self._compute_ops():
-            out[op.stage] += op.duration
+            out[self.row(op)] += op.duration
         return out
 
     def bubble(self) -> float:
@@ -189,7 +208,7 @@ class Timeline:
         span = self.makespan
         if span <= 0:
             return 0.0
-        return float(1.0 - self.busy().sum() / (self.n_stages * span))
+        return float(1.0 - self.busy().sum() / (self.n_rows * span))
 
     def bubble_per_step(self) -> np.ndarray:
         """:meth:`bubble` of every step, in step order."""
@@ -201,11 +220,11 @@ class Timeline:
         A forward stores its micro-batch's activations until the matching backward
         has run: this count times the activation size is a stage's activation memory.
         """
-        peak = np.zeros(self.n_stages, dtype=int)
+        peak = np.zeros(self.n_rows, dtype=int)
         for k in self.steps:
-            for s in range(self.n_stages):
+            for s in range(self.n_rows):
                 ops = sorted(
-                    (op for op in self._compute_ops() if op.stage == s and op.step == k),
+                    (op for op in self._compute_ops() if self.row(op) == s and op.step == k),
                     key=lambda op: (op.start, op.kind == "F"),
                 )
                 held = 0
@@ -513,12 +532,20 @@ def _micro_rows(batch: int, micro_batches: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:]))
 
 
+def _replica_rows(batch: int, replicas: int, micro_batches: int) -> list[list[tuple[int, int]]]:
+    """Per replica: the rows of its micro-batches (its shard is a contiguous row range)."""
+    return [
+        [(lo + a, lo + b) for a, b in _micro_rows(hi - lo, micro_batches)]
+        for lo, hi in _micro_rows(batch, replicas)
+    ]
+
+
 @dataclass
 class PipelineResult:
-    """What :func:`train_pipeline` (and :func:`train_microbatched`) return."""
+    """What :func:`train_pipeline`, :func:`train_hybrid` and :func:`train_microbatched` return."""
 
     params: np.ndarray
-    """Final flat parameter buffer."""
+    """Final flat parameter buffer (of replica 0, in a hybrid run)."""
     step_loss: list[float]
     """Mean loss of every step's batch (computed by the last stage)."""
     timeline: Timeline | None
@@ -526,12 +553,26 @@ class PipelineResult:
     boundaries: tuple[int, ...]
     schedule: str
     micro_batches: int
+    replicas: int = 1
+    """Data-parallel replicas ``D`` (1 for a plain pipeline)."""
+    replicas_in_sync: bool = True
+    """Whether every replica ended with bitwise the same parameters."""
 
     def bubble_per_step(self) -> np.ndarray:
         """Measured idle share of every step."""
         if self.timeline is None:
             raise ValueError("the serial reference has no timeline")
         return self.timeline.bubble_per_step()
+
+    def step_times(self) -> np.ndarray:
+        """Wall-clock time of every step: first forward to last update, seconds."""
+        if self.timeline is None:
+            raise ValueError("the serial reference has no timeline")
+        out = []
+        for k in self.timeline.steps:
+            ops = [op for op in self.timeline.ops if op.step == k]
+            out.append(max(op.end for op in ops) - min(op.start for op in ops))
+        return np.array(out)
 
     def stage_costs(self, skip_first: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Median measured forward and backward time of one micro-batch on each stage.
@@ -552,7 +593,7 @@ class PipelineResult:
         return fwd, bwd
 
 
-def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro_batches):
+def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, replicas):
     from .models import MLP
 
     if not isinstance(model, MLP):
@@ -563,14 +604,23 @@ def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro
     epochs = check_int(epochs, "epochs", 1)
     steps = None if steps is None else check_int(steps, "steps", 1)
     seed = check_int(seed, "seed", 0)
-    micro_batches = check_int(micro_batches, "micro_batches", 1, batch_size)
+    replicas = check_int(replicas, "data", 1, batch_size)
+    micro_batches = check_int(micro_batches, "micro_batches", 1, batch_size // replicas)
     if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or not (
         np.isfinite(lr) and lr > 0
     ):
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     if x.shape[0] == 0:
         raise ValueError("x must hold at least one sample")
-    return x, y, batch_size, epochs, steps, seed, micro_batches
+    plan = _batch_plan(x.shape[0], batch_size, epochs, steps, seed)
+    short = min(idx.size for idx in plan)
+    if short < replicas:
+        raise ValueError(
+            f"every batch needs at least data = {replicas} samples (one per replica); the last "
+            f"batch of an epoch has {short}: choose batch_size so that it divides the "
+            f"{x.shape[0]} samples better, or use steps"
+        )
+    return x, y, plan, micro_batches, replicas
 
 
 def _resolve_boundaries(model, stages, boundaries) -> tuple[int, ...]:
@@ -588,6 +638,7 @@ def train_microbatched(
     y: np.ndarray,
     *,
     micro_batches: int = 1,
+    data: int = 1,
     batch_size: int = 32,
     epochs: int = 1,
     steps: int | None = None,
@@ -597,11 +648,13 @@ def train_microbatched(
 ) -> PipelineResult:
     """Serial reference of the pipeline: the same arithmetic in one process.
 
-    Every step cuts its batch into the same micro-batches as :func:`train_pipeline`,
-    accumulates their gradients layer by layer in micro-batch order and takes one SGD
-    step. With one BLAS thread its parameters are bitwise equal to the pipeline's;
-    with ``micro_batches=1`` it is :func:`course_lib.models.train` (same batches, same
-    initial parameters).
+    Every step cuts its batch into ``data`` contiguous shards and each shard into the
+    same micro-batches as :func:`train_pipeline` / :func:`train_hybrid`, accumulates
+    each shard's gradients layer by layer in micro-batch order, adds the shard
+    gradients in shard order and takes one SGD step. With one BLAS thread its
+    parameters are bitwise equal to the parallel run's; with ``micro_batches=1`` and
+    ``data=1`` it is :func:`course_lib.models.train` (same batches, same initial
+    parameters).
 
     Examples
     --------
@@ -618,30 +671,43 @@ def train_microbatched(
     """
     from .models import sgd_step, softmax_cross_entropy
 
-    x, y, batch_size, epochs, steps, seed, micro_batches = _check_training_args(
-        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches
+    x, y, plan, micro_batches, data = _check_training_args(
+        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
     )
     p = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
     model._check_flat(p, "params")
-    grad = np.zeros_like(p)
+    grads = np.zeros((data, p.size), dtype=p.dtype)
+    total_grad = np.zeros_like(p)
     losses = []
-    for idx in _batch_plan(x.shape[0], batch_size, epochs, steps, seed):
-        grad.fill(0)
+    for idx in plan:
+        grads.fill(0)
         xb, yb = x[idx], y[idx]
         scale = np.asarray(1.0 / idx.size, dtype=model.dtype)
         total = 0.0
-        for r0, r1 in _micro_rows(idx.size, micro_batches):
-            acts = [xb[r0:r1]]
-            for i in range(model.n_layers):
-                acts.append(model.layer_forward(p, i, acts[-1]))
-            loss, g = softmax_cross_entropy(acts[-1], yb[r0:r1], "sum")
-            g *= scale
-            total += loss
-            for i in reversed(range(model.n_layers)):
-                g = model.layer_backward(p, i, acts[i], acts[i + 1], g, grad, need_input_grad=i > 0)
-        sgd_step(p, grad, lr)
+        for d, rows in enumerate(_replica_rows(idx.size, data, micro_batches)):
+            for r0, r1 in rows:
+                acts = [xb[r0:r1]]
+                for i in range(model.n_layers):
+                    acts.append(model.layer_forward(p, i, acts[-1]))
+                loss, g = softmax_cross_entropy(acts[-1], yb[r0:r1], "sum")
+                g *= scale
+                total += loss
+                for i in reversed(range(model.n_layers)):
+                    g = model.layer_backward(p, i, acts[i], acts[i + 1], g, grads[d], need_input_grad=i > 0)
+        if data == 1:
+            sgd_step(p, grads[0], lr)
+        else:
+            _sum_rows(grads, total_grad)
+            sgd_step(p, total_grad, lr)
         losses.append(total / idx.size)
-    return PipelineResult(p, losses, None, (0, model.n_layers), "serial", micro_batches)
+    return PipelineResult(p, losses, None, (0, model.n_layers), "serial", micro_batches, data)
+
+
+def _sum_rows(rows: np.ndarray, out: np.ndarray) -> None:
+    """``out = rows[0] + rows[1] + ...`` in row order (reproducible)."""
+    np.copyto(out, rows[0])
+    for r in range(1, rows.shape[0]):
+        out += rows[r]
 
 
 @dataclass(frozen=True)
@@ -650,15 +716,17 @@ class _StageJob:
 
     model: object
     boundaries: tuple[int, ...]
+    replicas: int
     schedule: str
     micro_batches: int
     plan: list
     lr: float
-    params: object  # SharedSpec of the flat parameters
+    params: object  # SharedSpec (replicas, n_params): each replica's parameters
     x: object  # SharedSpec of the inputs (stage 0 reads it)
     y: np.ndarray | None  # labels (the last stage reads them)
-    acts: tuple  # SharedSpec per boundary: activations, (batch, width)
+    acts: tuple  # SharedSpec per boundary: activations, (batch, width), rows = samples
     grads: tuple  # SharedSpec per boundary: gradients of those activations
+    reduce: object  # SharedSpec (2, replicas, n_params) for the all-reduce, or None
     fault: object
     blas_threads: int | None
 
@@ -674,37 +742,46 @@ def _wait_for(conn, ctx, what: str, step: int, micro: int) -> None:
         raise RuntimeError(f"stage {ctx.rank} expected {what} of (step, micro) {(step, micro)}, got {got}")
 
 
-def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad):
-    """One pipeline stage (runs in its own process): forwards, backwards, its own update."""
+def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
+    """One pipeline stage of one replica (runs in its own process).
+
+    Runs the schedule's forwards and backwards, then (hybrid runs) all-reduces its
+    stage's gradient with the same stage of the other replicas, then updates its
+    own slice of the parameters. Returns the recorded operations and the losses.
+    """
     from ._procs import blas_threads
     from .models import sgd_step, softmax_cross_entropy
 
-    s, n_stages = ctx.rank, ctx.world_size
     model = job.model
+    n_stages = len(job.boundaries) - 1
+    d, s = divmod(ctx.rank, n_stages)
     lo, hi = job.boundaries[s], job.boundaries[s + 1]
     last = s == n_stages - 1
     sl = model.layer_range(lo, hi)
     clock = time.perf_counter
     with contextlib.ExitStack() as stack:
         stack.enter_context(blas_threads(job.blas_threads))
-        params = stack.enter_context(job.params.attach())
+        params = stack.enter_context(job.params.attach())[d]
         x = stack.enter_context(job.x.attach()) if s == 0 else None
         act_in = stack.enter_context(job.acts[s - 1].attach()) if s > 0 else None
         act_out = stack.enter_context(job.acts[s].attach()) if not last else None
         grad_in = stack.enter_context(job.grads[s].attach()) if not last else None
         grad_out = stack.enter_context(job.grads[s - 1].attach()) if s > 0 else None
-        grad = np.zeros(model.n_params, dtype=model.dtype)
+        reduce = stack.enter_context(job.reduce.attach()) if job.reduce is not None else None
+        own = np.zeros(model.n_params, dtype=model.dtype) if reduce is None else None
+        total = np.zeros(sl.stop - sl.start, dtype=model.dtype)
         ops: list[tuple] = []
         losses: list[float] = []
         done = 0
         for step, idx in enumerate(job.plan):
             if job.fault is not None:
-                job.fault.maybe_fire(s, step)
+                job.fault.maybe_fire(ctx.rank, step)
+            grad = own if reduce is None else reduce[step % 2, d]
             grad[sl] = 0
-            rows = _micro_rows(idx.size, job.micro_batches)
+            rows = _replica_rows(idx.size, job.replicas, job.micro_batches)[d]
             scale = np.asarray(1.0 / idx.size, dtype=model.dtype)
             stash: dict[int, list] = {}
-            total = 0.0
+            step_loss = 0.0
             for kind, m in schedule_order(n_stages, len(rows), job.schedule)[s]:
                 r0, r1 = rows[m]
                 if kind == "F":
@@ -730,7 +807,7 @@ def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad)
                         t0 = clock()
                         loss, g = softmax_cross_entropy(stash[m][-1], job.y[idx[r0:r1]], "sum")
                         g *= scale
-                        total += loss
+                        step_loss += loss
                     else:
                         _wait_for(recv_grad, ctx, "gradients", step, m)
                         t0 = clock()
@@ -749,13 +826,21 @@ def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad)
                 ops.append((kind, m, t0, t1, step))
                 done += 1
                 ctx.progress(done)
+            if reduce is None:
+                update = grad[sl]
+            else:  # all-reduce of this stage's gradient over the replicas, in replica order
+                t0 = clock()
+                barrier.wait(ctx.wait_timeout)
+                _sum_rows(reduce[step % 2, :, sl], total)
+                update = total
+                ops.append(("A", -1, t0, clock(), step))
             t0 = clock()
-            sgd_step(params[sl], grad[sl], job.lr)
+            sgd_step(params[sl], update, job.lr)
             ops.append(("U", -1, t0, clock(), step))
             if last:
-                losses.append(total / idx.size)
-            del stash, acts, a, g
-        del params, x, act_in, act_out, grad_in, grad_out
+                losses.append(step_loss)
+            del stash, acts, a, g, grad, update
+        del params, x, act_in, act_out, grad_in, grad_out, reduce
     return ops, losses
 
 
@@ -841,10 +926,78 @@ def train_pipeline(
     >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), len(res.timeline.steps)
     (True, 5)
     """
+    return train_hybrid(
+        model, x, y, data=1, stages=stages, boundaries=boundaries, micro_batches=micro_batches,
+        schedule=schedule, batch_size=batch_size, epochs=epochs, steps=steps, lr=lr, seed=seed,
+        params=params, start_method=start_method, timeout=timeout, blas_threads=blas_threads,
+        fault=fault, progress=progress,
+    )
+
+
+_PRELOAD = ("course_lib._procs", "course_lib.models", "course_lib.model_parallel", "threadpoolctl")
+
+
+def train_hybrid(
+    model,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    data: int = 2,
+    stages: int | None = None,
+    boundaries: Sequence[int] | None = None,
+    micro_batches: int = 4,
+    schedule: str = "gpipe",
+    batch_size: int = 32,
+    epochs: int = 1,
+    steps: int | None = None,
+    lr: float = 0.1,
+    seed: int = 0,
+    params: np.ndarray | None = None,
+    start_method: str | None = None,
+    timeout: float = 60.0,
+    blas_threads: int | None = 1,
+    fault=None,
+    progress: bool | None = False,
+) -> PipelineResult:
+    """Hybrid parallelism (混合并行) as processes: ``data`` replicas of an ``S``-stage pipeline.
+
+    ``D * S`` processes; process ``d * S + s`` is stage ``s`` of replica ``d``. Each
+    replica trains on a contiguous shard of every batch with :func:`train_pipeline`'s
+    scheme; afterwards the ``D`` copies of stage ``s`` add their gradients (an
+    all-reduce through shared memory, in replica order) and each applies the same
+    update to its own copy of the stage's parameters. ``data=1`` is
+    :func:`train_pipeline`; ``stages=1`` is plain data parallelism.
+
+    Parameters are those of :func:`train_pipeline`, plus
+
+    data : int
+        Replicas ``D`` in [1, batch_size]; every batch must have at least ``D`` samples.
+        ``micro_batches`` is per replica (at most ``batch_size // D``).
+
+    ``fault.rank`` counts processes: ``d * S + s``.
+
+    Returns
+    -------
+    PipelineResult
+        ``params`` of replica 0; ``replicas_in_sync`` says whether all replicas agree
+        bitwise. Bitwise equal to ``train_microbatched(..., data=D)`` with one BLAS
+        thread.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> from course_lib.datasets import load_digits
+    >>> d = load_digits("train")
+    >>> model = MLP((64, 32, 32, 10))
+    >>> res = train_hybrid(model, d.x, d.y, data=2, stages=2, micro_batches=2, steps=3)
+    >>> ref = train_microbatched(model, d.x, d.y, data=2, micro_batches=2, steps=3)
+    >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), res.replicas_in_sync
+    (True, True)
+    """
     from ._procs import Fault, ProcessGroup, SharedArray, check_start_method
 
-    x, y, batch_size, epochs, steps, seed, micro_batches = _check_training_args(
-        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches
+    x, y, plan, micro_batches, data = _check_training_args(
+        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
     )
     bounds = _resolve_boundaries(model, stages, boundaries)
     n_stages = len(bounds) - 1
@@ -858,57 +1011,71 @@ def train_pipeline(
     method = check_start_method(start_method)
     p0 = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
     model._check_flat(p0, "params")
-    plan = _batch_plan(x.shape[0], batch_size, epochs, steps, seed)
-    total_ops = [
-        sum(2 * len(_micro_rows(idx.size, micro_batches)) for idx in plan) for _ in range(n_stages)
-    ]
+    ops_per_worker = sum(
+        2 * len(_replica_rows(idx.size, data, micro_batches)[-1]) for idx in plan
+    )
+    world = data * n_stages
 
     ctx = multiprocessing.get_context(method)
     with contextlib.ExitStack() as stack:
-        shared_params = stack.enter_context(SharedArray(p0.shape, model.dtype, init=p0))
+        shared_params = stack.enter_context(
+            SharedArray((data, p0.size), model.dtype, init=np.broadcast_to(p0, (data, p0.size)))
+        )
         shared_x = stack.enter_context(SharedArray(x.shape, model.dtype, init=x))
         widths = [model.sizes[b] for b in bounds[1:-1]]
         acts = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
         grads = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
-        pipes_f = [ctx.Pipe(duplex=False) for _ in widths]  # (recv, send): stage b -> b + 1
-        pipes_b = [ctx.Pipe(duplex=False) for _ in widths]  # (recv, send): stage b + 1 -> b
-        for pair in pipes_f + pipes_b:
-            for conn in pair:
-                stack.callback(conn.close)
+        reduce = (
+            stack.enter_context(SharedArray((2, data, p0.size), model.dtype)) if data > 1 else None
+        )
+        # per replica and boundary b: (recv, send) from stage b to b + 1, and back
+        pipes_f = [[ctx.Pipe(duplex=False) for _ in widths] for _ in range(data)]
+        pipes_b = [[ctx.Pipe(duplex=False) for _ in widths] for _ in range(data)]
+        for per_replica in pipes_f + pipes_b:
+            for pair in per_replica:
+                for conn in pair:
+                    stack.callback(conn.close)
+        barriers = [ctx.Barrier(data) if data > 1 else None for _ in range(n_stages)]
         job = _StageJob(
-            model=model, boundaries=bounds, schedule=schedule, micro_batches=micro_batches,
-            plan=plan, lr=float(lr), params=shared_params.spec, x=shared_x.spec, y=y,
-            acts=tuple(a.spec for a in acts), grads=tuple(g.spec for g in grads),
+            model=model, boundaries=bounds, replicas=data, schedule=schedule,
+            micro_batches=micro_batches, plan=plan, lr=float(lr), params=shared_params.spec,
+            x=shared_x.spec, y=y, acts=tuple(a.spec for a in acts),
+            grads=tuple(g.spec for g in grads), reduce=None if reduce is None else reduce.spec,
             fault=fault, blas_threads=blas_threads,
         )
-        rank_args = [
-            (
-                pipes_f[s - 1][0] if s > 0 else None,
-                pipes_f[s][1] if s < n_stages - 1 else None,
-                pipes_b[s][0] if s < n_stages - 1 else None,
-                pipes_b[s - 1][1] if s > 0 else None,
-            )
-            for s in range(n_stages)
-        ]
+        rank_args = []
+        for d in range(data):
+            f, b = pipes_f[d], pipes_b[d]
+            for s in range(n_stages):
+                rank_args.append((
+                    f[s - 1][0] if s > 0 else None,
+                    f[s][1] if s < n_stages - 1 else None,
+                    b[s][0] if s < n_stages - 1 else None,
+                    b[s - 1][1] if s > 0 else None,
+                    barriers[s],
+                ))
         group = ProcessGroup(
-            _stage_worker, n_stages, args=(job,), rank_args=rank_args, start_method=method,
-            timeout=timeout, name="ddl-stage",
+            _stage_worker, world, args=(job,), rank_args=rank_args, start_method=method,
+            timeout=timeout, name="ddl-stage", preload=_PRELOAD,
         )
         with group:
             results = group.join(
-                progress_total=total_ops[0], progress_label="pipeline ops", progress_display=progress
+                progress_total=ops_per_worker, progress_label="pipeline ops", progress_display=progress
             )
         final = shared_params.array.copy()
+        del barriers
 
     records = [
-        Op(s, kind, m, t0, t1, step) for s, (ops, _) in enumerate(results) for kind, m, t0, t1, step in ops
+        Op(r % n_stages, kind, m, t0, t1, step, r // n_stages)
+        for r, (ops, _) in enumerate(results)
+        for kind, m, t0, t1, step in ops
     ]
     start = min(op.start for op in records)
-    shifted = tuple(
-        sorted(
-            (Op(o.stage, o.kind, o.micro, o.start - start, o.end - start, o.step) for o in records),
-            key=lambda o: (o.start, o.stage),
-        )
-    )
-    timeline = Timeline(shifted, n_stages, micro_batches, schedule, "measured")
-    return PipelineResult(final, results[-1][1], timeline, bounds, schedule, micro_batches)
+    shifted = tuple(sorted((o.shifted(start) for o in records), key=lambda o: (o.start, o.replica, o.stage)))
+    timeline = Timeline(shifted, n_stages, micro_batches, schedule, "measured", data)
+    # the loss of a step: the sum of every replica's last stage, over the batch
+    per_replica = np.array([results[d * n_stages + n_stages - 1][1] for d in range(data)])
+    sizes = np.array([idx.size for idx in plan], dtype=float)
+    losses = (per_replica.sum(axis=0) / sizes).tolist()
+    in_sync = all(np.array_equal(final[0], final[d]) for d in range(1, data))
+    return PipelineResult(final[0].copy(), losses, timeline, bounds, schedule, micro_batches, data, in_sync)

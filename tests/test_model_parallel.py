@@ -109,6 +109,41 @@ def test_measured_timeline_is_causal_and_complete(digits, no_leaks):
     assert 0 < sim.bubble() < 1
 
 
+@pytest.mark.parametrize("data, stages", [(2, 2), (2, 1), (3, 2)], ids=["2x2", "2x1", "3x2"])
+def test_hybrid_equals_serial(digits, data, stages, no_leaks):
+    x, y = digits
+    res = mp.train_hybrid(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
+    with blas_threads(1):
+        ref = mp.train_microbatched(MODEL, x, y, data=data, micro_batches=2, **RUN)
+    assert res.replicas_in_sync and res.replicas == data
+    assert np.array_equal(res.params, ref.params)
+    serial = train(MODEL, x, y, epochs=1, batch_size=50, lr=0.2, seed=3)
+    np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(res.step_loss, serial.step_loss, rtol=1e-5)
+    tl = res.timeline
+    assert tl.replicas == data and tl.n_rows == data * stages
+    assert {o.replica for o in tl.ops} == set(range(data))
+    kinds = {o.kind for o in tl.ops}
+    assert kinds == {"F", "B", "A", "U"}
+    # every replica's all-reduce of a step ends after the last backward of every replica
+    for k in tl.steps:
+        ops = [o for o in tl.ops if o.step == k]
+        last_b = {(o.stage): max(p.end for p in ops if p.kind == "B" and p.stage == o.stage) for o in ops}
+        for o in ops:
+            if o.kind == "U":
+                assert o.start >= last_b[o.stage]
+
+
+def test_hybrid_rejects_batches_smaller_than_the_replicas(digits):
+    x, y = digits
+    with pytest.raises(ValueError, match="data"):
+        mp.train_hybrid(MODEL, x[:52], y[:52], data=3, batch_size=50, epochs=1)  # last batch: 2
+    with pytest.raises(ValueError, match="micro_batches"):
+        mp.train_hybrid(MODEL, x, y, data=2, micro_batches=26, batch_size=50, steps=1)
+    with pytest.raises(ValueError, match="data"):
+        mp.train_hybrid(MODEL, x, y, data=0, steps=1)
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_repeated_runs_close_every_pipe(digits, no_leaks):
     x, y = digits

@@ -113,6 +113,14 @@ def test_repeated_failures_then_a_good_run(no_leaks):
     assert np.all(np.isfinite(res.params))
 
 
+def test_fault_in_a_hybrid_run_stops_all_replicas(no_leaks):
+    # stage 1 of replica 1 fails: its pipeline neighbour and the other replica's stage 1
+    # (waiting at the all-reduce barrier) are stopped too
+    with pytest.raises(WorkerError) as info:
+        mp.train_hybrid(MODEL, X, Y, data=2, fault=Fault("raise", rank=4, step=1), **RUN)
+    assert info.value.rank == 4
+
+
 @pytest.mark.slow
 def test_fault_with_spawn(no_leaks):
     with pytest.raises(WorkerError, match="FaultInjected"):
