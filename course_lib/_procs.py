@@ -410,8 +410,12 @@ class WorkerContext:
         return 2.0 * self.timeout + 5.0
 
     def progress(self, value: int) -> None:
-        """Report progress (e.g. steps completed); the parent watches it for hangs."""
-        self._counters[self.rank] = value
+        """Report progress (e.g. steps completed); the parent watches it for hangs.
+
+        A no-op outside a :class:`ProcessGroup` (e.g. a process started by torchrun).
+        """
+        if self._counters is not None:
+            self._counters[self.rank] = value
 
 
 def _bootstrap(target, wctx: WorkerContext, conn, args, kwargs) -> None:

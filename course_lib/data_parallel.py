@@ -587,6 +587,9 @@ class _ShmAllReduce:
     def gradient_buffer(self) -> np.ndarray:
         return self.grads[self.wctx.rank]
 
+    def start(self) -> None:
+        self.barrier.wait(self.wctx.wait_timeout)
+
     def wait(self) -> None:
         self.barrier.wait(self.wctx.wait_timeout)
 
@@ -606,6 +609,9 @@ class _PipeAllReduce:
 
     def gradient_buffer(self) -> np.ndarray:
         return self.grad
+
+    def start(self) -> None:
+        self.barrier.wait(self.wctx.wait_timeout)
 
     def wait(self) -> None:
         self.barrier.wait(self.wctx.wait_timeout)
@@ -648,8 +654,8 @@ def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
     """The training loop every data-parallel worker runs, whatever the communication.
 
     ``comm`` provides ``gradient_buffer()`` (where to put this worker's gradient sum),
-    ``wait()`` (wait until every worker has its gradient) and ``allreduce()`` (return
-    the sum over workers). Used by the shared-memory and pipe backends here and by
+    ``start()`` (wait until every worker is ready), ``wait()`` (wait until every
+    worker has its gradient) and ``allreduce()`` (return the sum over workers). Used by the shared-memory and pipe backends here and by
     the torch gloo engine (:mod:`course_lib.torch_engine`).
     """
     model = job.model
@@ -660,7 +666,7 @@ def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
         lo, hi = shard_bounds(job.batch_size, job.workers)[wctx.rank]
         timings = np.zeros((job.steps, 4))
         losses = np.zeros(job.steps)
-        comm.wait()  # start the clock together
+        comm.start()  # start the clock together
         ready = time.time()
         for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
             if job.fault is not None:
