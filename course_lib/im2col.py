@@ -69,9 +69,13 @@ _PARALLEL_MACS = 50_000_000
 # --------------------------------------------------------------------------- checks
 def _pair(value, name: str, minimum: int) -> tuple[int, int]:
     """An int or an (h, w) pair of ints >= minimum, returned as a pair."""
-    if isinstance(value, (bool, np.bool_)):
+    if type(value) is int:  # fast path (exact int, not bool)
+        pair = (value, value)
+    elif type(value) is tuple and len(value) == 2 and type(value[0]) is int and type(value[1]) is int:
+        pair = value
+    elif isinstance(value, (bool, np.bool_)):
         raise TypeError(f"{name} must be an int or a pair of ints, got {value!r}")
-    if isinstance(value, numbers.Integral):
+    elif isinstance(value, numbers.Integral):
         pair = (int(value), int(value))
     elif isinstance(value, (tuple, list, np.ndarray)) and len(value) == 2 and all(
         isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in value
@@ -133,7 +137,8 @@ class ConvGeometry:
         """Check the arguments of :func:`im2col` and friends and return the geometry."""
         shape = tuple(input_shape)
         if len(shape) != 4 or not all(
-            isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_)) and s >= 0
+            (type(s) is int or isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_)))
+            and s >= 0
             for s in shape
         ):
             raise ValueError(f"input shape must be 4 non-negative ints (N, C, H, W), got {shape}")

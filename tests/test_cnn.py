@@ -1,0 +1,143 @@
+"""The convolutional running example (course_lib.models.CNN): gradients, training, layout, costs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course_lib.cost import conv2d_macs, linear_macs
+from course_lib.datasets import load_digits
+from course_lib.im2col import conv2d
+from course_lib.models import CNN, MLP, train
+
+SMALL = dict(image_shape=(2, 5, 6), channels=(3, 4), n_classes=3, strides=(1, 2))
+
+
+def _batch(model: CNN, n: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, *model.image_shape)).astype(model.dtype)
+    return x, rng.integers(0, model.n_classes, n)
+
+
+def test_gradient_matches_central_finite_differences():
+    model = CNN(**SMALL, dtype=np.float64)
+    params = model.init_params(seed=3) + 0.01  # keep ReLU inputs away from the kink
+    x, y = _batch(model, 4, seed=1)
+    _, analytic = model.loss_and_grad(params, x, y)
+    numeric = np.zeros_like(params)
+    eps = 1e-6
+    for i in range(params.size):
+        saved = params[i]
+        params[i] = saved + eps
+        up = model.loss_and_grad(params, x, y)[0]
+        params[i] = saved - eps
+        down = model.loss_and_grad(params, x, y)[0]
+        params[i] = saved
+        numeric[i] = (up - down) / (2 * eps)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_forward_is_conv_relu_then_linear():
+    model = CNN(**SMALL, dtype=np.float64)
+    params = model.init_params(seed=0)
+    x, _ = _batch(model, 3)
+    v = model.views(params)
+    a = np.maximum(conv2d(x, v["W0"], v["b0"], 1, 1), 0)
+    a = np.maximum(conv2d(a, v["W1"], v["b1"], 2, 1), 0)
+    expected = a.reshape(3, -1) @ v["W2"] + v["b2"]
+    logits, acts = model.forward(params, x.reshape(3, -1))  # flat input accepted too
+    np.testing.assert_allclose(logits, expected, rtol=1e-12)
+    assert [a.shape[1:] for a in acts[:-1]] == list(model.feature_shapes)
+
+
+def test_float32_gradient_agrees_with_float64():
+    m32, m64 = CNN(**SMALL), CNN(**SMALL, dtype=np.float64)
+    p64 = m64.init_params(seed=2)
+    x, y = _batch(m64, 8)
+    _, g64 = m64.loss_and_grad(p64, x, y)
+    _, g32 = m32.loss_and_grad(p64.astype(np.float32), x.astype(np.float32), y)
+    assert g32.dtype == np.float32
+    np.testing.assert_allclose(g32, g64, rtol=1e-3, atol=1e-5)
+
+
+def test_shard_gradients_with_sum_add_up_to_the_full_batch():
+    model = CNN(**SMALL, dtype=np.float64)
+    params = model.init_params(seed=1)
+    x, y = _batch(model, 9)
+    _, full = model.loss_and_grad(params, x, y, reduction="sum")
+    parts = [model.loss_and_grad(params, x[a:b], y[a:b], reduction="sum")[1] for a, b in ((0, 4), (4, 9))]
+    np.testing.assert_allclose(parts[0] + parts[1], full, rtol=1e-12, atol=1e-12)
+
+
+def test_trains_on_digits_with_the_course_train_loop():
+    tr, te = load_digits("train"), load_digits("test")
+    res = train(CNN(), tr.x, tr.y, epochs=6, batch_size=32, lr=0.1, x_test=te.x, y_test=te.y)
+    assert res.loss[-1] < 0.5 * res.loss[0]
+    assert res.test_accuracy[-1] > 0.9
+    assert res.params.dtype == np.float32
+
+
+def test_layout_is_one_flat_buffer_in_layer_order():
+    model = CNN()
+    assert [(s.name, s.shape) for s in model.slots] == [
+        ("W0", (8, 1, 3, 3)), ("b0", (8,)), ("W1", (16, 8, 3, 3)), ("b1", (16,)),
+        ("W2", (256, 10)), ("b2", (10,)),
+    ]
+    assert model.n_params == 72 + 8 + 1152 + 16 + 2560 + 10
+    params = model.init_params(seed=4)
+    views = model.views(params)
+    views["W1"][0, 0, 0, 0] = 123.0  # a view, not a copy
+    assert params[80] == 123.0
+    sl = model.layer_range(1, 3)
+    assert (sl.start, sl.stop) == (80, model.n_params)
+    np.testing.assert_array_equal(model.init_params(seed=4)[:80], params[:80])
+    # He init: std of W1 close to sqrt(2 / (8 * 3 * 3))
+    assert np.std(model.init_params(seed=0)[80:1232]) == pytest.approx(np.sqrt(2 / 72), rel=0.1)
+
+
+def test_flops_per_sample_counted_with_the_cost_module():
+    model = CNN(image_shape=(3, 10, 9), channels=(4, 6, 5), strides=(1, 2, 2), kernel_size=5)
+    macs = (
+        conv2d_macs(3, 4, 5, (10, 9), padding=2)
+        + conv2d_macs(4, 6, 5, (10, 9), stride=2, padding=2)
+        + conv2d_macs(6, 5, 5, (5, 5), stride=2, padding=2)
+        + linear_macs(5 * 3 * 3, 10)
+    )
+    assert model.flops_per_sample() == {"forward": 2 * macs, "backward": 4 * macs, "total": 6 * macs}
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, pattern",
+    [
+        (dict(kernel_size=4), ValueError, r"odd.*4"),
+        (dict(strides=(1,)), ValueError, r"2 channels, 1 strides"),
+        (dict(channels=()), ValueError, r"at least one convolution"),
+        (dict(image_shape=(8, 8)), ValueError, r"\(C, H, W\).*\(8, 8\)"),
+        (dict(channels=(8, 0)), ValueError, r"channels\[1\].*got 0"),
+        (dict(dtype=np.int32), TypeError, r"float32 or float64.*int32"),
+        (dict(channels="ab"), TypeError, r"channels must be a sequence"),
+    ],
+)
+def test_bad_configuration(kwargs, error, pattern):
+    with pytest.raises(error, match=pattern):
+        CNN(**kwargs)
+
+
+def test_bad_batches():
+    model = CNN()
+    params = model.init_params()
+    with pytest.raises(ValueError, match=r"\(batch, 1, 8, 8\) or \(batch, 64\), got \(2, 63\)"):
+        model.forward(params, np.zeros((2, 63)))
+    with pytest.raises(TypeError, match="float array"):
+        model.forward(params, np.zeros((2, 64), int))
+    with pytest.raises(ValueError, match=r"labels in \[0, 9\]"):
+        model.loss_and_grad(params, np.zeros((2, 64)), np.array([0, 10]))
+    with pytest.raises(ValueError, match=r"params must have shape \(3818,\), got \(3817,\)"):
+        model.forward(params[:-1], np.zeros((2, 64)))
+
+
+def test_mlp_is_unchanged_by_the_cnn_section():
+    """The CNN borrows MLP's generic methods; the MLP must still behave as before."""
+    mlp = MLP((64, 32, 10))
+    assert mlp.flops_per_sample() == {"forward": 4736, "backward": 5376, "total": 10112}
+    assert CNN.forward is MLP.forward and CNN.backward is MLP.backward
