@@ -398,7 +398,7 @@ class GradientWorkload:
 
     hidden: tuple[int, ...] = (256, 256)
     batch_size: int = 64
-    epochs: int = 20
+    epochs: int = 12
     seed: int = 0
 
     @property
@@ -412,25 +412,29 @@ class GradientWorkload:
 
 @dataclass(frozen=True)
 class SpeedupMeasurement:
-    """Result of :func:`measure_parallel_speedup`. Times are medians of the repeats, in seconds."""
+    """Result of :func:`measure_parallel_speedup` (times in seconds, medians of the repeats).
+
+    Serial and parallel runs were timed in alternation, so that a change of load on the
+    machine hits both; the speedup is the median of the per-pair ratios.
+    """
 
     processes: np.ndarray
     seconds: np.ndarray
+    """Median time with N processes."""
     serial_seconds: float
+    """Median time of the serial run (all pairs)."""
+    speedup: np.ndarray
+    """S(N): median over the repeats of (serial time / time with N processes)."""
     startup_seconds: np.ndarray
     spread: np.ndarray
-    """(max - min) / median of the repeats, per process count: how noisy each time is."""
+    """(max - min) / median of the speedup ratios, per process count: how noisy each is."""
     cores: int
     start_method: str
     workload: GradientWorkload
     max_abs_difference: float
     """Largest |parallel - serial| over the gradient entries, relative to max |serial|."""
-    all_times: list = field(default_factory=list, repr=False)
-
-    @property
-    def speedup(self) -> np.ndarray:
-        """S(N) = serial time / time with N processes."""
-        return self.serial_seconds / self.seconds
+    pairs: list = field(default_factory=list, repr=False)
+    """Per process count, the list of (serial time, parallel time) pairs."""
 
     @property
     def efficiency(self) -> np.ndarray:
@@ -439,7 +443,8 @@ class SpeedupMeasurement:
 
     def table(self) -> str:
         """A plain-text table of the measurement."""
-        lines = [f"{'N':>3} {'time [s]':>9} {'speedup':>8} {'efficiency':>10} {'spread':>7} {'start-up [s]':>12}"]
+        lines = [f"{'N':>3} {'time [s]':>9} {'speedup':>8} {'efficiency':>10} {'spread':>7} "
+                 f"{'start-up [s]':>12}"]
         lines.append(f"{'ser':>3} {self.serial_seconds:>9.3f} {1.0:>8.2f} {1.0:>10.2f}")
         for n, t, s, e, sp, st in zip(self.processes, self.seconds, self.speedup,
                                       self.efficiency, self.spread, self.startup_seconds,
@@ -459,9 +464,10 @@ def measure_parallel_speedup(
 
     The serial run is :func:`epoch_gradient` in this process with BLAS limited to one
     thread. For each N a :class:`WorkerPool` of N processes is started (start-up is
-    timed separately and NOT part of the measured time: it is paid once per pool),
-    warmed up once, then timed ``repeat`` times. Every parallel gradient is compared
-    with the serial one.
+    timed separately and NOT part of the measured time: it is paid once per pool) and
+    warmed up once; then ``repeat`` times a serial run and a parallel run are timed in
+    alternation (so that other programs' load hits both alike) and the speedup is the
+    median of the ratios. The first parallel gradient is compared with the serial one.
 
     Parameters
     ----------
@@ -499,39 +505,41 @@ def measure_parallel_speedup(
     params = model.init_params(workload.seed)
     kwargs = dict(batch_size=workload.batch_size, epochs=workload.epochs)
 
-    with threadpool_limits(limits=1):
-        _, reference = epoch_gradient(model, params, data.x, data.y, **kwargs)  # warm-up
-        serial = []
-        for _ in range(repeat):
+    def serial_run():
+        with threadpool_limits(limits=1):
             t0 = time.perf_counter()
-            epoch_gradient(model, params, data.x, data.y, **kwargs)
-            serial.append(time.perf_counter() - t0)
+            result = epoch_gradient(model, params, data.x, data.y, **kwargs)
+            return time.perf_counter() - t0, result[1]
 
+    _, reference = serial_run()  # warm-up and reference gradient
     scale = float(np.abs(reference).max()) or 1.0
-    medians, spreads, startups, worst, all_times = [], [], [], 0.0, []
+    seconds, speedups, spreads, startups, pairs, worst = [], [], [], [], [], 0.0
     for n in counts:
         with WorkerPool(model, data.x, data.y, n, start_method=start_method, **kwargs) as pool:
             _, grad = pool.gradient(params)  # warm-up, and the correctness check
             worst = max(worst, float(np.abs(grad - reference).max()) / scale)
-            times = []
-            for _ in range(repeat):
+            timed = []
+            for _ in range(repeat):  # serial and parallel in alternation
+                t_serial, _ = serial_run()
                 t0 = time.perf_counter()
                 pool.gradient(params)
-                times.append(time.perf_counter() - t0)
+                timed.append((t_serial, time.perf_counter() - t0))
             startups.append(pool.startup_seconds)
-        med = statistics.median(times)
-        medians.append(med)
-        spreads.append((max(times) - min(times)) / med)
-        all_times.append(times)
+        ratios = [a / b for a, b in timed]
+        speedups.append(statistics.median(ratios))
+        spreads.append((max(ratios) - min(ratios)) / speedups[-1])
+        seconds.append(statistics.median(b for _, b in timed))
+        pairs.append(timed)
     return SpeedupMeasurement(
         processes=np.array(counts),
-        seconds=np.array(medians),
-        serial_seconds=statistics.median(serial),
+        seconds=np.array(seconds),
+        serial_seconds=statistics.median(a for timed in pairs for a, _ in timed),
+        speedup=np.array(speedups),
         startup_seconds=np.array(startups),
         spread=np.array(spreads),
         cores=available_cores(),
         start_method=start_method,
         workload=workload,
         max_abs_difference=worst,
-        all_times=[serial, *all_times],
+        pairs=pairs,
     )

@@ -159,10 +159,13 @@ def test_measure_parallel_speedup_fields():
     w = GradientWorkload(hidden=(16,), batch_size=64, epochs=1)
     m = measure_parallel_speedup([1, 2], workload=w, repeat=2, start_method=FAST)
     assert m.processes.tolist() == [1, 2] and m.seconds.shape == (2,)
-    np.testing.assert_allclose(m.speedup, m.serial_seconds / m.seconds)
+    assert len(m.pairs) == 2 and all(len(p) == 2 for p in m.pairs)
+    for k, pairs in enumerate(m.pairs):  # speedup = median of per-pair ratios (2 pairs: mean)
+        assert m.speedup[k] == pytest.approx(np.mean([a / b for a, b in pairs]))
+        assert m.seconds[k] == pytest.approx(np.median([b for _, b in pairs]))
     np.testing.assert_allclose(m.efficiency, m.speedup / np.array([1, 2]))
+    assert m.serial_seconds == pytest.approx(np.median([a for p in m.pairs for a, _ in p]))
     assert m.max_abs_difference < 1e-5
-    assert len(m.all_times) == 3 and all(len(t) == 2 for t in m.all_times)
     assert m.cores == available_cores() and m.start_method == FAST
     table = m.table().splitlines()
     assert len(table) == 4 and table[1].startswith("ser")
