@@ -1,4 +1,4 @@
-r"""Hybrid parallelism (混合并行): data x pipeline on a grid of devices, estimated.
+r"""Hybrid parallelism (组合式并行): data x pipeline on a grid of devices, estimated.
 
 ``N`` devices are arranged as a grid of ``D`` data-parallel replicas (数据并行) times
 ``P`` pipeline stages (流水并行), ``D * P = N``. Replica ``d`` trains on ``B / D`` of the
@@ -34,16 +34,52 @@ from ._validate import check_int, check_positive
 from .model_parallel import SCHEDULES, partition_layers, simulate_pipeline, stage_flops
 
 __all__ = [
+    "EXAMPLE_SIZES",
     "HybridConfig",
     "SchemeComparison",
     "best_config",
     "best_configs",
+    "device_parameters",
     "enumerate_configs",
     "estimate_config",
     "scheme_comparison",
     "stage_activation_widths",
     "stage_params",
 ]
+
+
+#: Layer widths of the running example scaled up for the estimates of chapter 05: MNIST-sized
+#: inputs, 24 hidden layers of 8,192 units, 10 classes (1.55e9 parameters, 6.2 GB in float32).
+EXAMPLE_SIZES = (784,) + (8192,) * 24 + (10,)
+
+
+def device_parameters(device_id: str = "v100_sxm2_32gb") -> dict[str, float]:
+    """Keyword arguments of :func:`estimate_config` for a device of ``data/hardware.csv``.
+
+    ``device_flops`` is the typical sustained throughput (``sustained_flops``),
+    ``memory`` the device memory in bytes and ``bandwidth`` one direction of the
+    device-to-device link (the table gives both directions together, so half of it).
+    Latency is not in the table; pass it yourself.
+
+    Examples
+    --------
+    >>> p = device_parameters("v100_sxm2_32gb")
+    >>> p["bandwidth"], p["memory"]
+    (150000000000.0, 32000000000.0)
+    """
+    from .datasets import get_device
+
+    dev = get_device(device_id)
+    if dev.link_bandwidth_gb_s is None or dev.memory_gb is None:
+        raise ValueError(
+            f"device_id must name a device with a link bandwidth and a memory size in "
+            f"data/hardware.csv; {device_id!r} has none"
+        )
+    return {
+        "device_flops": dev.sustained_flops,
+        "bandwidth": dev.link_bandwidth_gb_s / 2 * 1e9,
+        "memory": dev.memory_gb * 1e9,
+    }
 
 
 @dataclass(frozen=True)

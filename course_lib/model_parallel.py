@@ -959,7 +959,7 @@ def train_hybrid(
     fault=None,
     progress: bool | None = False,
 ) -> PipelineResult:
-    """Hybrid parallelism (混合并行) as processes: ``data`` replicas of an ``S``-stage pipeline.
+    """Hybrid parallelism (组合式并行) as processes: ``data`` replicas of an ``S``-stage pipeline.
 
     ``D * S`` processes; process ``d * S + s`` is stage ``s`` of replica ``d``. Each
     replica trains on a contiguous shard of every batch with :func:`train_pipeline`'s

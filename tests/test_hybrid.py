@@ -132,3 +132,37 @@ def test_scheme_comparison_memory_approaches_n_for_big_models():
     assert np.isclose(t.relative()["traffic_per_device"][1], 2 * 7 / 8)
     with pytest.raises(ValueError, match="devices"):
         hybrid.scheme_comparison(model, 8, 10)
+
+
+# ------------------------------------------------------------------ exercises
+def test_chapter05_model_exercises_accept_the_answer_and_catch_known_mistakes():
+    from course_lib.exercises import ch05_model as ex
+
+    assert ex.ex_bubble(3 / 15).correct  # S = 4, M = 12: 3 idle slots of 15
+    assert not ex.ex_bubble(3 / 12).correct and "M + S - 1" in ex.ex_bubble(3 / 12).message
+    assert ex.ex_micro_batches(63).correct  # 7 / (M + 7) <= 0.1  <=>  M >= 63
+    assert not ex.ex_micro_batches(62).correct
+    assert ex.smallest_micro_batches(2, 0.5) == 1
+    with pytest.raises(ValueError, match="target"):
+        ex.smallest_micro_batches(2, 1.5)
+    model = MLP(ex.MEMORY["sizes"])
+    bounds = mp.partition_layers(model, 4)
+    largest = max(model.layer_range(lo, hi).stop - model.layer_range(lo, hi).start
+                  for lo, hi in zip(bounds[:-1], bounds[1:]))
+    assert ex.ex_memory_per_device(largest * 8 / 1e6).correct
+    assert not ex.ex_memory_per_device(model.n_params * 8 / 4 / 1e6).correct
+    assert ex.ex_stash(16 / 4).correct
+    best = hybrid.best_config(
+        MLP(ex.BEST_SPLIT["sizes"]), 2048, 16, latency=1e-5, **hybrid.device_parameters()
+    )
+    assert ex.ex_best_split((best.data, best.pipeline)).correct
+    assert not ex.ex_best_split((16, 1)).correct
+    assert "not answered" in ex.ex_best_split(None).message
+
+
+def test_device_parameters_from_the_hardware_table():
+    p = hybrid.device_parameters("a100_sxm_80gb")
+    assert p["bandwidth"] == 300e9 and p["memory"] == 80e9
+    assert p["device_flops"] == pytest.approx(0.52 * 312e12)
+    with pytest.raises(ValueError, match="device_id"):
+        hybrid.device_parameters("tpuv3_chip")  # no link bandwidth in the table

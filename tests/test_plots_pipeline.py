@@ -106,3 +106,19 @@ def test_hybrid_figures():
     fig = hybrid_explorer_figure(4, model=model, batch_size=256, device_counts=counts, memory=1e9, **FAST)
     assert len(fig.axes) == 3
     assert figure_to_png(fig)[:4] == b"\x89PNG"
+
+
+def test_gantt_of_a_hybrid_timeline_has_a_row_per_device():
+    base = mp.simulate_uniform(2, 2)
+    ops = base.ops + tuple(
+        mp.Op(o.stage, o.kind, o.micro, o.start, o.end, 0, 1) for o in base.ops
+    ) + (mp.Op(1, "A", -1, 9.0, 9.5, 0, 1),)
+    t = mp.Timeline(ops, 2, 2, "gpipe", "simulated", replicas=2)
+    ax = gantt_figure(t).axes[0]
+    assert [lab.get_text() for lab in ax.get_yticklabels()] == [
+        "replica 0, stage 0", "replica 0, stage 1", "replica 1, stage 0", "replica 1, stage 1"
+    ]
+    bars = _bars(ax)
+    assert (9.0, 0.5, 3.0) in [tuple(round(v, 6) for v in b) for b in bars]
+    assert "D = 2 x S = 2" in ax.get_title()
+    assert "all-reduce" in [lab.get_text() for lab in ax.get_legend().get_texts()]

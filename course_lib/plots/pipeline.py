@@ -18,18 +18,18 @@ __all__ = [
     "hybrid_explorer_figure",
 ]
 
-_KIND_COLOR = {"F": COLORS[0], "B": COLORS[1], "U": "0.55"}
-_KIND_NAME = {"F": "forward", "B": "backward", "U": "update"}
+_KIND_COLOR = {"F": COLORS[0], "B": COLORS[1], "A": COLORS[3], "U": "0.55"}
+_KIND_NAME = {"F": "forward", "B": "backward", "A": "all-reduce", "U": "update"}
 _SCHEDULE_NAME = {"gpipe": "GPipe", "1f1b": "1F1B"}
 
 
 def _draw_gantt(ax, timeline, scale: float, labels: bool) -> None:
-    s_count = timeline.n_stages
+    s_count = timeline.n_rows
     span = max((op.end for op in timeline.ops), default=0.0) * scale
-    for kind in ("F", "B", "U"):
+    for kind in ("F", "B", "A", "U"):
         ops = [op for op in timeline.ops if op.kind == kind]
         for s in range(s_count):
-            bars = [(op.start * scale, op.duration * scale) for op in ops if op.stage == s]
+            bars = [(op.start * scale, op.duration * scale) for op in ops if timeline.row(op) == s]
             if bars:
                 ax.broken_barh(
                     bars, (s - 0.4, 0.8), facecolors=_KIND_COLOR[kind], edgecolor="white",
@@ -37,12 +37,16 @@ def _draw_gantt(ax, timeline, scale: float, labels: bool) -> None:
                 )
         if labels:
             for op in ops:
-                if op.kind != "U" and span > 0 and op.duration * scale > span / 60:
+                if op.kind in "FB" and span > 0 and op.duration * scale > span / 60:
                     ax.text(
-                        (op.start + op.duration / 2) * scale, op.stage, str(op.micro),
+                        (op.start + op.duration / 2) * scale, timeline.row(op), str(op.micro),
                         ha="center", va="center", fontsize=7, color="white",
                     )
-    ax.set_yticks(range(s_count), [f"stage {s}" for s in range(s_count)])
+    if timeline.replicas == 1:
+        names = [f"stage {s}" for s in range(s_count)]
+    else:
+        names = [f"replica {r // timeline.n_stages}, stage {r % timeline.n_stages}" for r in range(s_count)]
+    ax.set_yticks(range(s_count), names)
     ax.set_ylim(s_count - 0.5, -0.5)
     ax.grid(True, axis="x", alpha=0.3)
     ax.grid(False, axis="y")
@@ -50,11 +54,11 @@ def _draw_gantt(ax, timeline, scale: float, labels: bool) -> None:
     handles, names = [], []
     from matplotlib.patches import Patch
 
-    for kind in ("F", "B", "U"):
+    for kind in ("F", "B", "A", "U"):
         if any(op.kind == kind for op in timeline.ops):
             handles.append(Patch(color=_KIND_COLOR[kind]))
             names.append(_KIND_NAME[kind])
-    ax.legend(handles, names, fontsize=8, loc="lower right", ncols=len(names))
+    ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
 def gantt_figure(timeline, *, step: int | None = None, title: str | None = None, labels: bool = True):
@@ -79,15 +83,16 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     tl = timeline.step(step) if step is not None else timeline
     measured = tl.source == "measured"
     scale = 1e3 if measured else 1.0
-    fig, ax = new_figure(size=(9.0, 1.0 + 0.55 * tl.n_stages + 0.6))
+    fig, ax = new_figure(size=(9.0, 1.0 + 0.55 * tl.n_rows + 0.6))
     _draw_gantt(ax, tl, scale, labels)
     formula = model_parallel.bubble_fraction(tl.n_stages, tl.n_micro)
     what = "measured" if measured else "simulated"
     name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
     ax.set_xlabel("time [ms]" if measured else "time [units of one forward]")
+    grid = f"D = {tl.replicas} x " if tl.replicas > 1 else ""
     ax.set_title(
         title
-        or f"{name}, S = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}, "
+        or f"{name}, {grid}S = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}, "
         f"formula (S-1)/(M+S-1) = {formula:.1%}",
         fontsize=10,
     )

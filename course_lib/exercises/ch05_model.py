@@ -1,0 +1,161 @@
+"""Exercises of chapter 05, part 2 (model, pipeline and hybrid parallelism).
+
+Expected values come from :mod:`course_lib.model_parallel` and :mod:`course_lib.hybrid`.
+The givens of each exercise are module constants, so the notebook can print them.
+"""
+
+from __future__ import annotations
+
+from ..hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
+from ..model_parallel import bubble_fraction, partition_layers, simulate_uniform
+from ..models import MLP
+from . import Result, check
+
+__all__ = [
+    "BEST_SPLIT",
+    "BUBBLE",
+    "MEMORY",
+    "MICRO_BATCHES",
+    "STASH",
+    "ex_best_split",
+    "ex_bubble",
+    "ex_memory_per_device",
+    "ex_micro_batches",
+    "ex_stash",
+    "smallest_micro_batches",
+]
+
+#: Givens of :func:`ex_bubble`: stages and micro-batches.
+BUBBLE = {"stages": 4, "micro_batches": 12}
+#: Givens of :func:`ex_micro_batches`: stages and the largest acceptable bubble share.
+MICRO_BATCHES = {"stages": 8, "target": 0.10}
+#: Givens of :func:`ex_memory_per_device`: layer widths and pipeline stages (SGD, float32).
+MEMORY = {"sizes": (1024,) + (4096,) * 8 + (10,), "stages": 4}
+#: Givens of :func:`ex_stash`: stages and micro-batches.
+STASH = {"stages": 4, "micro_batches": 16}
+#: Givens of :func:`ex_best_split`: the scaled-up running example on V100s.
+BEST_SPLIT = {
+    "sizes": EXAMPLE_SIZES,
+    "batch_size": 2048,
+    "devices": 16,
+    "device_id": "v100_sxm2_32gb",
+    "latency": 1e-5,
+}
+
+
+def ex_bubble(answer) -> Result:
+    """Bubble share of a GPipe step with S = 4 stages and M = 12 micro-batches."""
+    s, m = BUBBLE["stages"], BUBBLE["micro_batches"]
+    return check(
+        answer,
+        bubble_fraction(s, m),
+        name="bubble share",
+        rtol=1e-3,
+        hint="a step lasts M + S - 1 slots; every stage is busy in M of them.",
+        mistakes={
+            (s - 1) / m: "That is (S-1)/M: idle slots per busy slot. The share is idle slots "
+            "over ALL slots of the step, M + S - 1.",
+            1 - bubble_fraction(s, m): "That is the busy share; the question asks for the idle share.",
+        },
+    )
+
+
+def smallest_micro_batches(stages: int, target: float) -> int:
+    """Fewest micro-batches ``M`` with ``bubble_fraction(stages, M) <= target``.
+
+    Examples
+    --------
+    >>> smallest_micro_batches(8, 0.10)
+    63
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"target must be in (0, 1), got {target!r}")
+    m = 1
+    while bubble_fraction(stages, m) > target + 1e-12:
+        m += 1
+    return m
+
+
+def ex_micro_batches(answer) -> Result:
+    """Fewest micro-batches that keep the bubble of an 8-stage pipeline at or below 10%."""
+    s, t = MICRO_BATCHES["stages"], MICRO_BATCHES["target"]
+    expected = smallest_micro_batches(s, t)
+    return check(
+        answer,
+        expected,
+        name="micro-batches M",
+        rtol=0,
+        atol=0.01,
+        hint="solve (S-1)/(M+S-1) <= target for M and round up to a whole micro-batch.",
+        mistakes={
+            round((s - 1) / t): "That is M + S - 1, the length of the step in slots; subtract S - 1.",
+        },
+    )
+
+
+def ex_memory_per_device(answer) -> Result:
+    """MB of parameters + gradients on the fullest device of a 4-stage pipeline."""
+    model = MLP(MEMORY["sizes"])
+    bounds = partition_layers(model, MEMORY["stages"])
+    item = model.dtype.itemsize
+    expected = float(stage_params(model, bounds).max() * item * 2 / 1e6)
+    even = model.n_params * item * 2 / MEMORY["stages"] / 1e6
+    return check(
+        answer,
+        expected,
+        name="memory per device",
+        unit="MB",
+        hint="split the layers with partition_layers, count the parameters of the largest "
+        "stage (stage_params) and multiply by 4 bytes and by 2 (parameters and gradients).",
+        mistakes={
+            even: "That assumes the parameters split evenly over the stages. Stages hold whole "
+            "layers, split by compute: look at stage_params.",
+            expected / 2: "That counts the parameters only; the gradients need as much again.",
+        },
+    )
+
+
+def ex_stash(answer) -> Result:
+    """How many times more micro-batch activations stage 0 holds under GPipe than under 1F1B."""
+    s, m = STASH["stages"], STASH["micro_batches"]
+    gpipe = simulate_uniform(s, m, schedule="gpipe").in_flight()[0]
+    one_f = simulate_uniform(s, m, schedule="1f1b").in_flight()[0]
+    return check(
+        answer,
+        float(gpipe / one_f),
+        name="GPipe / 1F1B activation memory on stage 0",
+        rtol=1e-3,
+        hint="GPipe runs all M forwards before the first backward; 1F1B lets stage 0 start a "
+        "backward as soon as its first micro-batch has come back through the S stages.",
+    )
+
+
+def _best_split():
+    g = BEST_SPLIT
+    return best_config(
+        MLP(g["sizes"]), g["batch_size"], g["devices"], latency=g["latency"],
+        **device_parameters(g["device_id"]),
+    )
+
+
+def ex_best_split(answer) -> Result:
+    """The fastest (D, P) for the scaled-up running example on 16 V100s, global batch 2048."""
+    best = _best_split()
+    model = MLP(BEST_SPLIT["sizes"])
+    grad_gb = model.n_params * model.dtype.itemsize / 1e9
+    n = BEST_SPLIT["devices"]
+    return check(
+        answer,
+        (best.data, best.pipeline),
+        name="best split (D, P)",
+        rtol=0,
+        atol=0.01,
+        hint="enumerate_configs lists every D x P = 16; take the fastest that fits in memory "
+        "(or move the device slider of the explorer to 16).",
+        mistakes={
+            (n, 1): f"Pure data parallelism all-reduces {grad_gb:.1f} GB of gradients every step: "
+            "compare the all-reduce bar with the bubble of the pipelines.",
+            (1, n): f"Pure pipelining is close, but its bubble (P-1)/(M+P-1) and {n - 1} hand-overs "
+            "per micro-batch cost more than a small all-reduce between 2 replicas; compare the bars.",
+        },
+    )
