@@ -540,14 +540,19 @@ def large_batch_experiment(
     The running example (:class:`course_lib.models.MLP` ``(64, hidden, 10)`` on the
     digits) with the same initial weights and data order seed in every run:
 
-    * ``"small"``: batch ``small_batch``, plain SGD at ``base_lr``;
+    * ``"small"``: batch ``small_batch``, :class:`SGD` (with ``momentum``) at ``base_lr``;
     * ``"same_lr"``: batch ``factor * small_batch``, SGD at the same ``base_lr``;
     * ``"scaled_warmup"``: the large batch, SGD at :func:`linear_scaling_rule`'s rate,
       reached by a linear :class:`WarmupSchedule` over ``warmup_epochs`` epochs;
     * ``"scaled"``: the same without warm-up;
     * ``"lamb"``: the large batch with :class:`LAMB` at ``lamb_lr`` (warm-up as above);
-    * ``"lars"``: the large batch with :class:`LARS` (momentum 0.9, trust coefficient
-      0.02) at the linearly scaled rate with warm-up.
+    * ``"lars"``: the large batch with :class:`LARS` (``momentum``, trust coefficient
+      ``lars_trust``) at the linearly scaled rate with warm-up.
+
+    Every run uses one BLAS thread (``threadpoolctl``): the matrices are small, and extra
+    threads only add waiting on a shared machine. Results are deterministic for a given
+    machine; other BLAS builds may round differently, so runs at the edge of stability
+    can end differently elsewhere.
 
     Parameters
     ----------
@@ -561,6 +566,10 @@ def large_batch_experiment(
         Length of the warm-up of the large-batch runs, in epochs (0: none).
     lamb_lr : float
         Peak rate of LAMB (a fraction of each layer's norm per step).
+    momentum : float
+        Momentum of the SGD and LARS runs, in [0, 1).
+    lars_trust : float
+        Trust coefficient of LARS, > 0.
     hidden : int
         Hidden width of the MLP.
     seed : int
@@ -585,6 +594,8 @@ def large_batch_experiment(
     base_lr = _positive_number(base_lr, "base_lr")
     warmup_epochs = check_int(warmup_epochs, "warmup_epochs", 0)
     lamb_lr = _positive_number(lamb_lr, "lamb_lr")
+    momentum = _fraction(momentum, "momentum", high_open=True)
+    lars_trust = _positive_number(lars_trust, "lars_trust")
     hidden = check_int(hidden, "hidden", 1)
     seed = check_int(seed, "seed", 0)
     known = ("small", "same_lr", "scaled", "scaled_warmup", "lamb", "lars")
@@ -614,7 +625,7 @@ def large_batch_experiment(
         "lamb": (f"batch {big}, LAMB lr {lamb_lr:g} (+ warm-up)", big, "LAMB", lamb_lr, warm,
                  lambda: LAMB(model, schedule(lamb_lr))),
         "lars": (f"batch {big}, LARS lr {scaled_lr:g} (+ warm-up)", big, "LARS", scaled_lr, warm,
-                 lambda: LARS(model, schedule(scaled_lr), trust_coefficient=lars_trust)),
+                 lambda: LARS(model, schedule(scaled_lr), momentum, trust_coefficient=lars_trust)),
     }
     out = []
     # Small matrices: extra BLAS threads only add overhead (and on a shared machine,

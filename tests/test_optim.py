@@ -351,3 +351,10 @@ def test_large_batch_experiment_bad_input():
         large_batch_experiment(factor=1)
     with pytest.raises(ValueError, match="base_lr"):
         large_batch_experiment(base_lr=0)
+
+
+def test_large_batch_experiment_validates_every_setting():
+    for kwargs, name in ((dict(momentum=1.0), "momentum"), (dict(lars_trust=0.0), "lars_trust"),
+                         (dict(lamb_lr=-1.0), "lamb_lr"), (dict(warmup_epochs=-1), "warmup_epochs")):
+        with pytest.raises(ValueError, match=name):
+            large_batch_experiment(epochs=1, **kwargs)
