@@ -1,0 +1,403 @@
+"""Figures of chapter 04 (intra-operator parallelism): data-flow graph, im2col, GEMM sizes, timings.
+
+:func:`training_graph` builds the data-flow graph (数据流图) of one training step of a
+layered model (forward, loss, backward, update) and :func:`dataflow_figure` draws it
+with the operators that could run at the same time (inter-operator parallelism) in the
+same column, and the dimensions each operator can be split along inside (intra-operator
+parallelism) written under it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..im2col import ConvGeometry, im2col
+from . import COLORS, new_figure
+
+__all__ = [
+    "DataflowGraph",
+    "Op",
+    "training_graph",
+    "dataflow_figure",
+    "im2col_figure",
+    "gemm_sizes",
+    "gemm_sizes_figure",
+    "speed_bars_figure",
+]
+
+#: Dimensions along which one operator of each kind can be split (intra-operator).
+_PARALLEL_DIMS = {
+    ("forward", "conv"): "batch N · space Ho×Wo · channels C_out",
+    ("forward", "linear"): "batch N · outputs",
+    ("forward", "rnn"): "batch N · hidden units (time: sequential)",
+    ("loss", ""): "batch N · classes",
+    ("grad_input", "conv"): "batch N · space H×W · channels C_in",
+    ("grad_input", "linear"): "batch N · inputs",
+    ("grad_weight", "conv"): "C_out · C_in·kh·kw (sum over N·Ho·Wo)",
+    ("grad_weight", "linear"): "inputs · outputs (sum over N)",
+    ("update", ""): "every parameter",
+}
+_ROW = {"forward": 0, "loss": 0, "grad_input": 1, "grad_weight": 2, "update": 3}
+_ROW_NAME = ("forward", "backward: input gradient", "backward: weight gradient", "update")
+_KIND_COLOR = {
+    "forward": COLORS[0], "loss": COLORS[7], "grad_input": COLORS[1],
+    "grad_weight": COLORS[3], "update": COLORS[2],
+}
+
+
+@dataclass(frozen=True)
+class Op:
+    """One operator of the training step."""
+
+    name: str
+    kind: str  # forward | loss | grad_input | grad_weight | update
+    layer: int
+    parallel_dims: str
+
+
+@dataclass(frozen=True)
+class DataflowGraph:
+    """Operators and data dependencies (edges ``(producer, consumer)``) of one step."""
+
+    ops: tuple[Op, ...]
+    edges: tuple[tuple[str, str], ...]
+
+    def levels(self) -> dict[str, int]:
+        """Earliest step of each operator in a schedule with unlimited devices.
+
+        The level is the length of the longest dependency chain leading to the
+        operator; operators on the same level do not depend on each other and could
+        run concurrently.
+        """
+        level = {}
+        preds: dict[str, list[str]] = {op.name: [] for op in self.ops}
+        for a, b in self.edges:
+            preds[b].append(a)
+        for op in self.ops:  # ops are stored in a topological order
+            level[op.name] = 1 + max((level[p] for p in preds[op.name]), default=-1)
+        return level
+
+    def concurrent(self) -> list[list[str]]:
+        """Groups of two or more operators that could run at the same time."""
+        by_level: dict[int, list[str]] = {}
+        for name, lv in self.levels().items():
+            by_level.setdefault(lv, []).append(name)
+        return [names for _, names in sorted(by_level.items()) if len(names) > 1]
+
+    @property
+    def critical_path(self) -> int:
+        """Number of steps with unlimited devices (levels), vs len(ops) one at a time."""
+        return 1 + max(self.levels().values())
+
+
+def training_graph(layers: Sequence[tuple[str, str]]) -> DataflowGraph:
+    """The data-flow graph of one SGD step of a layered network.
+
+    Parameters
+    ----------
+    layers : sequence of (name, kind)
+        The layers from input to output; kind is ``"conv"``, ``"linear"`` or ``"rnn"``.
+
+    Returns
+    -------
+    DataflowGraph
+        Forward ops ``name``, the ``loss``, backward ops ``d_in:name`` (input gradient,
+        not for the first layer) and ``d_w:name`` (weight gradient), and ``update:name``.
+
+    Examples
+    --------
+    >>> g = training_graph([("conv0", "conv"), ("conv1", "conv"), ("fc", "linear")])
+    >>> len(g.ops), g.critical_path
+    (12, 8)
+    >>> g.concurrent()[0]        # right after the loss: both gradients of the last layer
+    ['d_in:fc', 'd_w:fc']
+    """
+    if not layers:
+        raise ValueError("layers must hold at least one (name, kind) pair")
+    for name, kind in layers:
+        if kind not in ("conv", "linear", "rnn"):
+            raise ValueError(f"layer {name!r}: kind must be 'conv', 'linear' or 'rnn', got {kind!r}")
+    ops, edges = [], []
+    prev = None
+    for i, (name, kind) in enumerate(layers):
+        ops.append(Op(name, "forward", i, _PARALLEL_DIMS[("forward", kind)]))
+        if prev is not None:
+            edges.append((prev, name))
+        prev = name
+    ops.append(Op("loss", "loss", len(layers), _PARALLEL_DIMS[("loss", "")]))
+    edges.append((prev, "loss"))
+    upstream = "loss"
+    for i in reversed(range(len(layers))):
+        name, kind = layers[i]
+        kind_key = "linear" if kind == "rnn" else kind
+        dw = f"d_w:{name}"
+        if i > 0:
+            din = f"d_in:{name}"
+            ops.append(Op(din, "grad_input", i, _PARALLEL_DIMS[("grad_input", kind_key)]))
+            edges.append((upstream, din))
+        ops.append(Op(dw, "grad_weight", i, _PARALLEL_DIMS[("grad_weight", kind_key)]))
+        edges.append((upstream, dw))
+        if i > 0:
+            upstream = din
+    for i in reversed(range(len(layers))):
+        name = layers[i][0]
+        ops.append(Op(f"update:{name}", "update", i, _PARALLEL_DIMS[("update", "")]))
+        edges.append((f"d_w:{name}", f"update:{name}"))
+    return DataflowGraph(tuple(ops), tuple(edges))
+
+
+def dataflow_figure(graph: DataflowGraph, *, show_dims: bool = True):
+    """Draw a training step's graph: columns = levels, rows = forward / backward / update.
+
+    Operators in the same column are independent: they could run at the same time
+    on different devices (inter-operator parallelism, 算子间并行). The text under a
+    forward operator lists the dimensions along which that ONE operator can be split
+    (intra-operator parallelism, 算子内并行).
+    """
+    from matplotlib.patches import FancyBboxPatch, Patch
+
+    levels = graph.levels()
+    n_cols = 1 + max(levels.values())
+    fig, ax = new_figure(size=(max(7.0, 1.25 * n_cols + 1.5), 4.6))
+    ax.grid(False)
+    for side in ("left", "bottom"):
+        ax.spines[side].set_visible(False)
+    pos = {op.name: (levels[op.name], _ROW[op.kind]) for op in graph.ops}
+    # shade columns with several operators: they could run concurrently
+    for names in graph.concurrent():
+        col = levels[names[0]]
+        ax.axvspan(col - 0.46, col + 0.46, color=COLORS[4], alpha=0.15, lw=0)
+    for a, b in graph.edges:
+        (x0, y0), (x1, y1) = pos[a], pos[b]
+        ax.annotate(
+            "", xy=(x1 - 0.36 if y0 == y1 else x1, y1 - 0.22 if y1 > y0 else y1),
+            xytext=(x0 + 0.36 if y0 == y1 else x0, y0 + 0.22 if y1 > y0 else y0),
+            arrowprops=dict(arrowstyle="-|>", color="0.35", lw=0.9, shrinkA=0, shrinkB=0,
+                            connectionstyle="arc3,rad=0.0"),
+        )
+    for op in graph.ops:
+        x, y = pos[op.name]
+        ax.add_patch(FancyBboxPatch(
+            (x - 0.36, y - 0.22), 0.72, 0.44, boxstyle="round,pad=0.02,rounding_size=0.08",
+            facecolor=_KIND_COLOR[op.kind], edgecolor="white", lw=1, label=op.name,
+        ))
+        label = op.name.replace("d_in:", "dX ").replace("d_w:", "dW ").replace("update:", "upd ")
+        ax.text(x, y, label, ha="center", va="center", fontsize=7.5, color="white", weight="bold")
+        if show_dims and op.kind == "forward":
+            ax.text(x, y + 0.3, op.parallel_dims.replace(" · ", "\n"), ha="center", va="top",
+                    fontsize=6.2, color="0.25")
+    ax.set_xlim(-0.6, n_cols - 0.4)
+    ax.set_ylim(3.5, -0.6)
+    ax.set_yticks(range(4), _ROW_NAME, fontsize=8)
+    ax.set_xticks(range(n_cols), [str(c) for c in range(n_cols)], fontsize=8)
+    ax.set_xlabel("step of a schedule with unlimited devices (shaded: operators that can run concurrently)")
+    ax.set_title(
+        f"data-flow graph of one training step: {len(graph.ops)} operators, "
+        f"critical path {graph.critical_path} steps"
+    )
+    handles = [Patch(color=_KIND_COLOR[k]) for k in ("forward", "loss", "grad_input", "grad_weight", "update")]
+    ax.legend(handles, ["forward", "loss", "input gradient", "weight gradient", "update"],
+              fontsize=7, loc="upper left", ncols=5, frameon=False, bbox_to_anchor=(0, -0.12))
+    return fig
+
+
+# ------------------------------------------------------------------ im2col figure
+def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2):
+    """The chapter's im2col figure (图6-1-7) with index labels, computed by :func:`im2col`.
+
+    Top: the input feature maps (IFmaps, one colour per channel, pixels ``I0 ..``) and
+    the filters (``F0 ..`` per input channel, one row of kernels per output channel).
+    Bottom: the IFmap matrix (M x K: one row per output pixel, one column per
+    channel and kernel tap), the filter matrix (K x N: one column per output channel)
+    and their product, the output matrix (M x N). Row 0 of the IFmap matrix times
+    column 0 of the filter matrix is ``O0 = I0*F0 + I1*F1 + I3*F2 + I4*F3 + ...``.
+    """
+    if min(c_in, size, kernel, c_out) < 1 or kernel > size or c_in > 6 or size > 6 or c_out > 4:
+        raise ValueError(
+            f"need 1 <= kernel ({kernel}) <= size ({size}) <= 6, 1 <= c_in ({c_in}) <= 6, "
+            f"1 <= c_out ({c_out}) <= 4"
+        )
+    from matplotlib.patches import Rectangle
+
+    chan_colors = ("#D55E00", "#009E73", "#0072B2", "#CC79A7", "#E69F00", "#56B4E9")
+    index = np.arange(c_in * size * size).reshape(1, c_in, size, size)
+    cols = im2col(index, kernel)[0]  # (K, M) in torch's layout
+    ifmap_matrix = cols.T  # (M, K) as drawn in the chapter
+    m, k = ifmap_matrix.shape
+    taps = kernel * kernel
+
+    fig = new_figure(size=(10.5, 6.2))[0]
+    fig.clear()
+    grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.5], width_ratios=[k + 1, c_out + 1.5, c_out + 1])
+    ax_in = fig.add_subplot(grid[0, 0])
+    ax_f = fig.add_subplot(grid[0, 1:])
+    ax_im = fig.add_subplot(grid[1, 0])
+    ax_fm = fig.add_subplot(grid[1, 1])
+    ax_o = fig.add_subplot(grid[1, 2])
+    for ax in fig.axes:
+        ax.set_axis_off()
+        ax.set_aspect("equal")
+
+    def cell(ax, x, y, text, color, alpha=0.85, fs=8):
+        ax.add_patch(Rectangle((x, y), 1, 1, facecolor=color, alpha=alpha, edgecolor="white", lw=1.2))
+        ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=fs, color="white", weight="bold")
+
+    # IFmaps: channels side by side
+    gap = 0.6
+    for c in range(c_in):
+        for r in range(size):
+            for q in range(size):
+                cell(ax_in, c * (size + gap) + q, r, f"I{r * size + q}", chan_colors[c])
+        ax_in.text(c * (size + gap) + size / 2, -0.35, f"channel {c}", ha="center", fontsize=8)
+    ax_in.set_xlim(-0.2, c_in * (size + gap))
+    ax_in.set_ylim(size + 0.2, -0.8)
+    ax_in.set_title(f"IFmaps: {c_in} channels of {size}×{size}", fontsize=9)
+
+    # Filters: one row per output channel, one kernel per input channel
+    for o in range(c_out):
+        for c in range(c_in):
+            for r in range(kernel):
+                for q in range(kernel):
+                    cell(ax_f, c * (kernel + gap) + q, o * (kernel + gap) + r, f"F{r * kernel + q}",
+                         chan_colors[c], alpha=0.55 + 0.4 * (o % 2 == 0))
+        ax_f.text(-0.3, o * (kernel + gap) + kernel / 2, f"out {o}", ha="right", va="center", fontsize=8)
+    ax_f.set_xlim(-1.6, c_in * (kernel + gap))
+    ax_f.set_ylim(c_out * (kernel + gap), -0.8)
+    ax_f.set_title(f"Filters: {c_out} output channels × {c_in} kernels of {kernel}×{kernel}", fontsize=9)
+
+    # IFmap matrix M x K
+    for r in range(m):
+        for q in range(k):
+            v = int(ifmap_matrix[r, q])
+            cell(ax_im, q, r, f"I{v % (size * size)}", chan_colors[v // (size * size)], fs=7)
+    ax_im.add_patch(Rectangle((0, 0), k, 1, fill=False, edgecolor="black", lw=2))
+    ax_im.set_xlim(-0.2, k + 0.2)
+    ax_im.set_ylim(m + 0.2, -0.8)
+    ax_im.set_title(f"IFmap matrix  M×K = {m}×{k}", fontsize=9)
+
+    # Filter matrix K x N
+    for o in range(c_out):
+        for row in range(k):
+            c, t = divmod(row, taps)
+            cell(ax_fm, o, row, f"F{t}", chan_colors[c], alpha=0.55 + 0.4 * (o % 2 == 0), fs=7)
+    ax_fm.add_patch(Rectangle((0, 0), 1, k, fill=False, edgecolor="black", lw=2))
+    ax_fm.set_xlim(-0.5, c_out + 0.5)
+    ax_fm.set_ylim(k + 0.2, -0.8)
+    ax_fm.set_title(f"Filter matrix  K×N = {k}×{c_out}", fontsize=9)
+
+    # Output matrix M x N
+    for o in range(c_out):
+        for r in range(m):
+            cell(ax_o, o, r, f"O{o * m + r}", "0.35", fs=7)
+    ax_o.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
+    ax_o.set_xlim(-0.5, c_out + 0.5)
+    ax_o.set_ylim(m + 0.2, -0.8)
+    ax_o.set_title(f"Output  M×N = {m}×{c_out}", fontsize=9)
+    fig.suptitle(
+        "im2col: the convolution becomes ONE matrix product  O = IFmap matrix × Filter matrix "
+        "(framed: row 0 × column 0 = O0)", fontsize=10,
+    )
+    return fig
+
+
+# ------------------------------------------------------------------ GEMM sizes
+def gemm_sizes(batch: int, image: int, kernel: int, stride: int, c_in: int, c_out: int,
+               padding: int | None = None, itemsize: int = 4) -> dict[str, float]:
+    """GEMM dimensions and memory of a convolution computed with im2col.
+
+    ``padding`` defaults to ``kernel // 2`` ("same" for odd kernels and stride 1).
+
+    Returns
+    -------
+    dict
+        ``M = batch * Ho * Wo``, ``K = c_in * kernel**2``, ``N = c_out``, ``Ho``, ``Wo``,
+        the bytes of the input, the im2col matrix (M x K), the weights (K x N) and the
+        output (M x N), and ``blowup`` = im2col bytes / input bytes.
+
+    Examples
+    --------
+    >>> s = gemm_sizes(32, 56, 3, 1, 64, 64)
+    >>> s["M"], s["K"], s["N"], s["blowup"]
+    (100352, 576, 64, 9.0)
+    """
+    pad = kernel // 2 if padding is None else padding
+    g = ConvGeometry.from_args((batch, c_in, image, image), kernel, stride, pad)
+    m, k, n = batch * g.ho * g.wo, g.rows, c_out
+    input_bytes = batch * c_in * image * image * itemsize
+    cols_bytes = m * k * itemsize
+    return {
+        "M": m, "K": k, "N": n, "Ho": g.ho, "Wo": g.wo, "padding": pad,
+        "input_bytes": input_bytes, "im2col_bytes": cols_bytes,
+        "weight_bytes": k * n * itemsize, "output_bytes": m * n * itemsize,
+        "blowup": cols_bytes / input_bytes, "macs": m * k * n,
+    }
+
+
+def _fmt_bytes(b: float) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} B"
+
+
+def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride: int = 1,
+                      c_in: int = 64, c_out: int = 64, padding: int | None = None):
+    """GEMM sizes M, K, N of a convolution and the memory of the im2col matrix.
+
+    Left: M = B×Ho×Wo, K = C_in×kh×kw, N = C_out (log scale). Right: memory of the input,
+    the im2col matrix, the weights and the output (float32), with the blow-up factor
+    im2col / input (about kh·kw / stride²).
+    """
+    s = gemm_sizes(batch, image, kernel, stride, c_in, c_out, padding)
+    fig, (ax_d, ax_m) = new_figure(1, 2, size=(9.6, 3.6))
+    dims = [("M = B×Ho×Wo", s["M"]), ("K = C_in×kh×kw", s["K"]), ("N = C_out", s["N"])]
+    ax_d.barh([d[0] for d in dims], [d[1] for d in dims], color=COLORS[:3])
+    ax_d.set_xscale("log")
+    ax_d.set_xlim(1, max(10, s["M"]) * 30)
+    for i, (_, v) in enumerate(dims):
+        ax_d.text(v * 1.15, i, f"{v:,}", va="center", fontsize=8)
+    ax_d.invert_yaxis()
+    ax_d.set_title(f"GEMM  O[M×N] = I[M×K] · F[K×N],  {s['macs']:.3g} MACs", fontsize=9)
+    ax_d.set_xlabel("size (log scale)")
+
+    names = ["input", "im2col matrix", "weights", "output"]
+    sizes = [s["input_bytes"], s["im2col_bytes"], s["weight_bytes"], s["output_bytes"]]
+    ax_m.bar(names, [v / 1e6 for v in sizes], color=[COLORS[5], COLORS[1], COLORS[2], COLORS[0]])
+    top = max(sizes) / 1e6
+    for i, v in enumerate(sizes):
+        ax_m.text(i, v / 1e6 + top * 0.02, _fmt_bytes(v), ha="center", fontsize=8)
+    ax_m.set_ylim(0, top * 1.18)
+    ax_m.set_ylabel("MB (float32)")
+    ax_m.set_title(f"im2col matrix = {s['blowup']:.2f} × the input", fontsize=9)
+    ax_m.tick_params(axis="x", labelsize=8)
+    fig.suptitle(
+        f"batch {batch}, {c_in}→{c_out} channels, {image}×{image} image, {kernel}×{kernel} kernel, "
+        f"stride {stride}, padding {s['padding']} → output {s['Ho']}×{s['Wo']}", fontsize=9,
+    )
+    return fig
+
+
+# ------------------------------------------------------------------ timings
+def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = "run time"):
+    """Horizontal bars of measured times (log scale), each annotated with its time and
+    its speedup over the slowest."""
+    t = np.asarray(seconds, dtype=float)
+    if len(labels) != t.size or t.size == 0 or np.any(~np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(f"need one positive, finite time per label: {len(labels)} labels, {t.tolist()}")
+    fig, ax = new_figure(size=(7.2, 0.6 * t.size + 1.4))
+    ax.barh(list(labels), t, color=[COLORS[i % len(COLORS)] for i in range(t.size)])
+    ax.set_xscale("log")
+    ax.set_xlim(t.min() / 3, t.max() * 40)
+    slowest = t.max()
+    for i, v in enumerate(t):
+        text = f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.3g} s"
+        if v < slowest:
+            text += f"   ({slowest / v:,.0f}× faster)"
+        ax.text(v * 1.2, i, text, va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (log scale)")
+    ax.set_title(title)
+    return fig

@@ -1,0 +1,114 @@
+"""course_lib.plots.conv: the training data-flow graph and the chapter 04 figures."""
+
+import numpy as np
+import pytest
+
+from course_lib.im2col import im2col
+from course_lib.plots import figure_to_png
+from course_lib.plots.conv import (
+    dataflow_figure,
+    gemm_sizes,
+    gemm_sizes_figure,
+    im2col_figure,
+    speed_bars_figure,
+    training_graph,
+)
+
+CNN_LAYERS = [("conv0", "conv"), ("conv1", "conv"), ("fc", "linear")]
+
+
+def _texts(fig):
+    return [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+# ------------------------------------------------------------------ graph
+def test_training_graph_ops_and_dependencies():
+    g = training_graph(CNN_LAYERS)
+    names = [op.name for op in g.ops]
+    # forward, loss, backward (no input gradient for the first layer), updates
+    assert names[:4] == ["conv0", "conv1", "fc", "loss"]
+    assert "d_in:conv0" not in names and {"d_w:conv0", "d_in:conv1"} <= set(names)
+    assert ("d_in:conv1", "d_w:conv0") in g.edges and ("d_w:fc", "update:fc") in g.edges
+    lv = g.levels()
+    # every edge goes forward in time
+    assert all(lv[a] < lv[b] for a, b in g.edges)
+    # both gradients of a layer are independent; an update overlaps the next layer's backward
+    assert lv["d_in:fc"] == lv["d_w:fc"] == lv["loss"] + 1
+    assert lv["update:fc"] == lv["d_w:conv1"]
+    assert g.critical_path == 8 and len(g.ops) == 12
+
+
+def test_one_layer_graph_has_no_input_gradient():
+    g = training_graph([("only", "linear")])
+    assert [op.kind for op in g.ops] == ["forward", "loss", "grad_weight", "update"]
+    assert g.concurrent() == [] and g.critical_path == 4
+
+
+@pytest.mark.parametrize("layers, pattern", [([], "at least one"), ([("x", "pool")], "kind must be")])
+def test_training_graph_rejects_bad_layers(layers, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        training_graph(layers)
+
+
+def test_dataflow_figure_draws_one_box_per_op_and_the_parallel_dims():
+    g = training_graph(CNN_LAYERS)
+    fig = dataflow_figure(g)
+    ax = fig.axes[0]
+    boxes = [p for p in ax.patches if p.get_label() in {op.name for op in g.ops}]
+    assert len(boxes) == len(g.ops)
+    texts = _texts(fig)
+    assert "dW conv0" in texts and "upd fc" in texts
+    assert any("space Ho×Wo" in t for t in texts)  # intra-operator dims under the convs
+    assert "critical path 8" in ax.get_title()
+    assert figure_to_png(fig)[:4] == b"\x89PNG"
+
+
+# ------------------------------------------------------------------ im2col figure
+def test_im2col_figure_reproduces_the_chapter_labels():
+    fig = im2col_figure()
+    titles = [ax.get_title() for ax in fig.axes]
+    assert "IFmap matrix  M×K = 4×12" in titles and "Filter matrix  K×N = 12×2" in titles
+    im_ax = fig.axes[titles.index("IFmap matrix  M×K = 4×12")]
+    labels = [t.get_text() for t in im_ax.texts]
+    # row 0 (output O0) holds I0, I1, I3, I4 of each of the 3 channels
+    assert labels[:12] == ["I0", "I1", "I3", "I4"] * 3
+    # the labels follow im2col's index layout, transposed (M x K)
+    idx = im2col(np.arange(27).reshape(1, 3, 3, 3), 2)[0].T
+    assert labels == [f"I{v % 9}" for v in idx.ravel()]
+
+
+def test_im2col_figure_rejects_sizes_it_cannot_draw():
+    with pytest.raises(ValueError, match=r"kernel \(4\) <= size \(3\)"):
+        im2col_figure(kernel=4)
+
+
+# ------------------------------------------------------------------ GEMM sizes
+def test_gemm_sizes_by_hand():
+    s = gemm_sizes(8, 224, 7, 2, 3, 64, padding=3)
+    assert (s["Ho"], s["Wo"]) == (112, 112)
+    assert (s["M"], s["K"], s["N"]) == (8 * 112 * 112, 147, 64)
+    assert s["im2col_bytes"] == 8 * 112 * 112 * 147 * 4
+    assert s["blowup"] == pytest.approx(147 * 112 * 112 / (3 * 224 * 224))  # ~ 49 / 4
+    assert s["macs"] == 8 * 112 * 112 * 147 * 64
+    assert gemm_sizes(1, 8, 1, 1, 4, 4)["blowup"] == 1.0  # a 1x1 kernel copies the input once
+
+
+def test_gemm_sizes_figure_shows_dims_and_blowup():
+    fig = gemm_sizes_figure(batch=4, image=16, kernel=5, stride=1, c_in=8, c_out=16)
+    ax_d, ax_m = fig.axes
+    widths = [p.get_width() for p in ax_d.patches]
+    assert widths == [4 * 16 * 16, 8 * 25, 16]
+    heights = [p.get_height() for p in ax_m.patches]
+    assert heights[1] / heights[0] == pytest.approx(25.0)
+    assert "25.00 × the input" in ax_m.get_title()
+    with pytest.raises(ValueError, match="kernel"):
+        gemm_sizes_figure(image=4, kernel=11, padding=0)
+
+
+def test_speed_bars_figure():
+    fig = speed_bars_figure(["loops", "numpy"], [2.0, 0.004], title="t")
+    ax = fig.axes[0]
+    assert [p.get_width() for p in ax.patches] == [2.0, 0.004]
+    assert any("500× faster" in t for t in _texts(fig))
+    with pytest.raises(ValueError, match="one positive"):
+        speed_bars_figure(["a"], [0.0])
