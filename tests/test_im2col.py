@@ -409,3 +409,22 @@ def test_against_torch_on_a_benchmark_shape_in_float32():
     np.testing.assert_array_equal(im2col(x, 3, 1, 1), torch.nn.functional.unfold(torch.from_numpy(x), 3, 1, 1, 1).numpy())
     ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), None, 1, 1).numpy()
     np.testing.assert_allclose(conv2d(x, w, None, 1, 1), ref, rtol=1e-4, atol=1e-4)
+
+
+# ------------------------------------------------------------------ chapter 04 exercises
+def test_chapter_04_exercises_accept_hand_derived_answers_and_explain_mistakes():
+    from course_lib.exercises import ch04 as ex
+
+    assert ex.LAYER == dict(batch=16, c_in=64, c_out=128, image=56, kernel=3, stride=2, padding=1)
+    # H_out = (56 + 2 - 3) // 2 + 1 = 28; M = 16 * 28 * 28 = 12544; K = 64 * 9 = 576
+    assert ex.ex1_output_shape((16, 128, 28, 28)).correct
+    assert "stride" in ex.ex1_output_shape((16, 128, 56, 56)).message
+    assert "padding" in ex.ex1_output_shape((16, 128, 27, 27)).message
+    assert ex.ex2_im2col_size((12544, 576)).correct
+    assert "unfold" in ex.ex2_im2col_size((576, 12544)).message
+    assert ex.ex3_macs(12544 * 576 * 128).correct
+    assert "FLOP" in ex.ex3_macs(2 * 12544 * 576 * 128).message
+    assert ex.ex4_depthwise_macs(12544 * 9 * 64).correct
+    assert "dense" in ex.ex4_depthwise_macs(12544 * 576 * 64).message
+    assert ex.ex5_critical_path(8).correct and not ex.ex5_critical_path(12).correct
+    assert "not answered" in ex.ex3_macs(None).message
