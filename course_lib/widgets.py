@@ -22,7 +22,7 @@ from typing import Any
 
 from .plots import figure_to_png
 
-__all__ = ["Slider", "LiveFigure", "link_sliders", "live_figure"]
+__all__ = ["Choice", "Slider", "LiveFigure", "link_sliders", "live_figure"]
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -109,13 +109,72 @@ class Slider:
         return float(raw)
 
 
+@dataclass(frozen=True)
+class Choice:
+    """Description of a drop-down: pick one of several named options.
+
+    Parameters
+    ----------
+    name : str
+        Keyword argument of the plot function that the choice sets.
+    label : str
+        Short label shown beside the drop-down.
+    options : sequence of str or of (label, value) pairs
+        What the learner can pick; with pairs, the plot function receives ``value``.
+    value : object
+        Initial selection: one of the option values.
+    help : str
+        One sentence shown as the tooltip.
+
+    Examples
+    --------
+    >>> c = Choice("device", "device", [("NVIDIA V100", "v100"), ("NVIDIA A100", "a100")], "a100")
+    >>> c.convert(c.make_widget().value)
+    'a100'
+    """
+
+    name: str
+    label: str
+    options: tuple
+    value: Any
+    help: str = ""
+
+    def __post_init__(self):
+        pairs = tuple(o if isinstance(o, tuple) else (str(o), o) for o in self.options)
+        if not pairs:
+            raise ValueError(f"choice {self.name!r}: options must not be empty")
+        object.__setattr__(self, "options", pairs)
+        if self.value not in [v for _, v in pairs]:
+            raise ValueError(
+                f"choice {self.name!r}: value must be one of {[v for _, v in pairs]}, got {self.value!r}"
+            )
+
+    @property
+    def description(self) -> str:
+        """Text shown beside the drop-down."""
+        return self.label
+
+    def make_widget(self):
+        """The ipywidgets drop-down for this description."""
+        import ipywidgets as w
+
+        return w.Dropdown(
+            options=list(self.options), value=self.value, description=self.description,
+            tooltip=self.help, style={"description_width": "initial"}, layout=w.Layout(width="460px"),
+        )
+
+    def convert(self, raw: Any):
+        """The selected value, as the plot function receives it."""
+        return raw
+
+
 class LiveFigure:
     """A plot function bound to sliders (see :func:`live_figure`)."""
 
     def __init__(
         self,
         plot: Callable[..., Any],
-        sliders: Sequence[Slider],
+        sliders: Sequence[Slider | Choice],
         fixed: dict[str, Any] | None = None,
         dpi: int = 80,
     ):
@@ -170,7 +229,7 @@ class LiveFigure:
 
 def live_figure(
     plot: Callable[..., Any],
-    sliders: Sequence[Slider],
+    sliders: Sequence[Slider | Choice],
     dpi: int = 80,
     **fixed: Any,
 ) -> LiveFigure:
@@ -181,7 +240,8 @@ def live_figure(
     plot : callable
         A pure plot function from :mod:`course_lib.plots` returning a Figure; it is
         called with every slider's ``name`` as a keyword, plus ``fixed``.
-    sliders : sequence of Slider
+    sliders : sequence of Slider or Choice
+        The controls, in display order (a :class:`Choice` gives a drop-down).
     dpi : int
         Resolution of the rendered PNG (lower is faster to redraw).
     **fixed

@@ -82,3 +82,21 @@ def test_duplicate_names_and_non_callable_plot_rejected():
         live_figure(laws_figure, [Slider("p", "p", 0, 1, 0.1, 0.5)] * 2)
     with pytest.raises(TypeError, match="plot must be callable"):
         live_figure("laws", [Slider("p", "p", 0, 1, 0.1, 0.5)])
+
+
+def test_choice_gives_a_dropdown_that_drives_the_plot():
+    from course_lib.widgets import Choice
+
+    seen = []
+
+    def plot(p, law):
+        seen.append(law)
+        return laws_figure(p, 8)
+
+    fig = live_figure(plot, [Slider("p", "p", 0, 1, 0.1, 0.5), Choice("law", "law", ["Amdahl", "Gustafson"], "Amdahl")])
+    fig.controls["law"].value = "Gustafson"
+    assert seen == ["Amdahl", "Gustafson"] and fig.values()["law"] == "Gustafson"
+    with pytest.raises(ValueError, match="value must be one of"):
+        Choice("law", "law", ["a", "b"], "c")
+    with pytest.raises(ValueError, match="options must not be empty"):
+        Choice("law", "law", [], None)
