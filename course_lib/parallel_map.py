@@ -223,6 +223,13 @@ class WorkerPool:
         workers are terminated and ``TimeoutError`` raised - a broken worker never
         hangs the notebook.
 
+    Notes
+    -----
+    When timing, keep the parent's BLAS at one thread too (``with
+    threadpoolctl.threadpool_limits(1):`` around the whole timed section): OpenBLAS
+    threads re-enabled in the parent spin for a while after each call and steal cores
+    from the workers.
+
     Attributes
     ----------
     worker_info : list of (pid, blas_threads)
@@ -463,7 +470,7 @@ def measure_parallel_speedup(
     """Time the workload serially and with each process count; return the speedups.
 
     The serial run is :func:`epoch_gradient` in this process with BLAS limited to one
-    thread. For each N a :class:`WorkerPool` of N processes is started (start-up is
+    thread (for the whole measurement, see the comment in the code). For each N a :class:`WorkerPool` of N processes is started (start-up is
     timed separately and NOT part of the measured time: it is paid once per pool) and
     warmed up once; then ``repeat`` times a serial run and a parallel run are timed in
     alternation (so that other programs' load hits both alike) and the speedup is the
@@ -506,30 +513,35 @@ def measure_parallel_speedup(
     kwargs = dict(batch_size=workload.batch_size, epochs=workload.epochs)
 
     def serial_run():
-        with threadpool_limits(limits=1):
-            t0 = time.perf_counter()
-            result = epoch_gradient(model, params, data.x, data.y, **kwargs)
-            return time.perf_counter() - t0, result[1]
+        t0 = time.perf_counter()
+        result = epoch_gradient(model, params, data.x, data.y, **kwargs)
+        return time.perf_counter() - t0, result[1]
 
-    _, reference = serial_run()  # warm-up and reference gradient
-    scale = float(np.abs(reference).max()) or 1.0
     seconds, speedups, spreads, startups, pairs, worst = [], [], [], [], [], 0.0
-    for n in counts:
-        with WorkerPool(model, data.x, data.y, n, start_method=start_method, **kwargs) as pool:
-            _, grad = pool.gradient(params)  # warm-up, and the correctness check
-            worst = max(worst, float(np.abs(grad - reference).max()) / scale)
-            timed = []
-            for _ in range(repeat):  # serial and parallel in alternation
-                t_serial, _ = serial_run()
-                t0 = time.perf_counter()
-                pool.gradient(params)
-                timed.append((t_serial, time.perf_counter() - t0))
-            startups.append(pool.startup_seconds)
-        ratios = [a / b for a, b in timed]
-        speedups.append(statistics.median(ratios))
-        spreads.append((max(ratios) - min(ratios)) / speedups[-1])
-        seconds.append(statistics.median(b for _, b in timed))
-        pairs.append(timed)
+    # One BLAS thread in THIS process for the whole measurement, not only around the
+    # serial runs: re-enabling OpenBLAS's thread pool between runs leaves its threads
+    # spinning for a while, and they steal a core from the workers (seen here: S(2)
+    # fell from about 1.7 to about 0.9 on 2 cores).
+    with threadpool_limits(limits=1):
+        _, reference = serial_run()  # warm-up and reference gradient
+        scale = float(np.abs(reference).max()) or 1.0
+        for n in counts:
+            with WorkerPool(model, data.x, data.y, n, start_method=start_method,
+                            **kwargs) as pool:
+                _, grad = pool.gradient(params)  # warm-up, and the correctness check
+                worst = max(worst, float(np.abs(grad - reference).max()) / scale)
+                timed = []
+                for _ in range(repeat):  # serial and parallel in alternation
+                    t_serial, _ = serial_run()
+                    t0 = time.perf_counter()
+                    pool.gradient(params)
+                    timed.append((t_serial, time.perf_counter() - t0))
+                startups.append(pool.startup_seconds)
+            ratios = [a / b for a, b in timed]
+            speedups.append(statistics.median(ratios))
+            spreads.append((max(ratios) - min(ratios)) / speedups[-1])
+            seconds.append(statistics.median(b for _, b in timed))
+            pairs.append(timed)
     return SpeedupMeasurement(
         processes=np.array(counts),
         seconds=np.array(seconds),
