@@ -3,6 +3,7 @@
 import math
 
 import numpy as np
+import pytest
 
 from course_lib.exercises import check
 
@@ -49,3 +50,59 @@ def test_known_mistake_gets_its_own_hint():
     result = check(9, 10, hint="generic", mistakes={9: "1/(1-p), not 1/(1-p) - 1"})
     assert "1/(1-p), not" in result.message and "generic" not in result.message
     assert "generic" in check(8, 10, hint="generic", mistakes={9: "x"}).message
+
+
+# ------------------------------------------------------------- every chapter's checkers
+def _exercise_functions():
+    import importlib
+    import inspect
+    import pkgutil
+
+    import course_lib.exercises as pkg
+
+    found = []
+    for info in pkgutil.iter_modules(pkg.__path__):
+        module = importlib.import_module(f"{pkg.__name__}.{info.name}")
+        for name, fn in inspect.getmembers(module, inspect.isfunction):
+            if name.startswith("ex") and name[2:3].isdigit() and fn.__module__ == module.__name__:
+                found.append(pytest.param(fn, id=f"{info.name}.{name}"))
+    return found
+
+
+EXERCISES = _exercise_functions()
+
+
+def test_every_chapter_has_exercises():
+    chapters = {p.id.split(".")[0] for p in EXERCISES}
+    assert {"ch02"} <= chapters and len(EXERCISES) >= 4
+
+
+class _Measurement:
+    """Stands in for a learner's own measurement (chapter 01's speedup experiment)."""
+
+    processes = np.array([1, 2])
+    speedup = np.array([1.0, 1.6])
+    efficiency = np.array([1.0, 0.8])
+
+
+# Exercises on the learner's own measurements take them as extra arguments.
+MEASURED = {"measurement": _Measurement(), "speedup": 1.6, "workers": 2}
+
+
+def _call(exercise, answer):
+    import inspect
+
+    params = inspect.signature(exercise).parameters
+    extra = {k: MEASURED[k] for k in list(params)[1:] if params[k].default is inspect.Parameter.empty}
+    return exercise(answer, **extra)
+
+
+@pytest.mark.parametrize("exercise", EXERCISES)
+def test_checker_rejects_missing_and_nonsense_answers(exercise):
+    """A checker that accepts anything would pass its notebook's solution cell too."""
+    missing = _call(exercise, None)
+    assert not missing.correct and "not answered" in missing.message
+    for nonsense in (-123456.789, "certainly not this"):
+        result = _call(exercise, nonsense)
+        assert not result.correct, f"{exercise.__name__} accepted {nonsense!r}"
+        assert result.message.startswith("✗")
