@@ -62,24 +62,39 @@ def test_calculator_figure_bad_input(kwargs, name):
 
 def test_cnn_and_transformer_calculators_use_the_data():
     models, hardware = load_dnn_models(), load_hardware()
-    i = [m.model for m in models].index("ResNet-50")
-    j = [d.device_id for d in hardware].index("v100_sxm2_32gb")
-    fig = cnn_calculator_figure(i, 1.0, 10, j, 1, 0.5, 1.0, models=models, hardware=hardware)
+    r50 = next(m for m in models if m.model == "ResNet-50")
+    v100 = next(d for d in hardware if d.device_id == "v100_sxm2_32gb")
+    fig = cnn_calculator_figure("ResNet-50", 1.0, 10, "v100_sxm2_32gb", 1, 0.5, 1.0,
+                                models=models, hardware=hardware)
     marker = [line for line in fig.axes[0].get_lines() if line.get_marker() == "o"][0]
-    expected = cost.training_time(
-        1e7, cost.training_flops_per_sample(models[i].gmacs_per_forward * 1e9),
-        0.5 * hardware[j].peak_tflops * 1e12,
-    )
+    # ResNet-50: 4.089 GMACs -> 2 x 3 x 4.089e9 FLOPs per image; V100 tensor peak 125 TFLOP/s
+    expected = 1e7 * 6 * 4.089e9 / (0.5 * 125e12)
+    assert r50.gmacs_per_forward == 4.089 and v100.peak_tflops == 125.0
     assert marker.get_ydata()[0] == pytest.approx(expected)
-    assert "ResNet-50" in fig.axes[0].get_title()
-    fig = transformer_calculator_figure(340, 42598, j, 4, 0.3, 0.8, hardware=hardware)
+    assert "ResNet-50" in fig.axes[0].get_title() and v100.device in _texts(fig)
+    fig = transformer_calculator_figure(340, 42598, "v100_sxm3_32gb", 4, 0.3, 0.8, hardware=hardware)
     marker = [line for line in fig.axes[0].get_lines() if line.get_marker() == "o"][0]
-    expected = cost.training_time(42598e6, 6 * 340e6, 0.3 * 125e12, 4, 0.8)
+    # the 450 W V100 of the DGX-2H: 131 TFLOP/s tensor peak
+    expected = cost.training_time(42598e6, 6 * 340e6, 0.3 * 131e12, 4, 0.8)
     assert marker.get_ydata()[0] == pytest.approx(expected)
-    with pytest.raises(ValueError, match="model_index"):
-        cnn_calculator_figure(len(models), 1.0, 1, 0, 1, 0.5, 1.0, models=models, hardware=hardware)
-    with pytest.raises(ValueError, match="device_index"):
-        transformer_calculator_figure(1, 1, -1, 1, 0.5, 1.0, hardware=hardware)
+    assert "DGX-2H" in _texts(fig)
+
+
+def test_calculators_reject_unknown_names():
+    models, hardware = load_dnn_models(), load_hardware()
+    with pytest.raises(ValueError, match="model must be one of AlexNet, .*; got 'ResNet-51'"):
+        cnn_calculator_figure("ResNet-51", 1.0, 1, "h100_sxm", 1, 0.5, 1.0, models=models,
+                              hardware=hardware)
+    with pytest.raises(ValueError, match="device_id must be one of .*h100_sxm.*; got 'v100'"):
+        cnn_calculator_figure("ResNet-50", 1.0, 1, "v100", 1, 0.5, 1.0, models=models,
+                              hardware=hardware)
+    with pytest.raises(ValueError, match="device_id"):
+        transformer_calculator_figure(1, 1, "NVIDIA Tesla V100 SXM2 32GB", 1, 0.5, 1.0,
+                                      hardware=hardware)
+    with pytest.raises(TypeError, match="device_id must be a str"):
+        transformer_calculator_figure(1, 1, 2, 1, 0.5, 1.0, hardware=hardware)
+    with pytest.raises(TypeError, match="model must be a str"):
+        cnn_calculator_figure(0, 1.0, 1, "h100_sxm", 1, 0.5, 1.0, models=models, hardware=hardware)
 
 
 def test_time_ladder_figure():
@@ -139,13 +154,18 @@ def test_calculator_estimates_match_the_figures_and_name_the_run():
     from course_lib.plots.cost import cnn_calculator_estimate, transformer_calculator_estimate
 
     models, hardware = load_dnn_models(), load_hardware()
-    i = [m.model for m in models].index("AlexNet")
-    est = cnn_calculator_estimate(i, 1.0, 2, 0, 2, 0.5, 0.5, models=models, hardware=hardware)
+    a100 = next(d for d in hardware if d.device_id == "a100_sxm_40gb")
+    est = cnn_calculator_estimate("AlexNet", 1.0, 2, "a100_sxm_40gb", 2, 0.5, 0.5,
+                                  models=models, hardware=hardware)
     assert est.samples == 2e6 and est.devices == 2 and est.efficiency == 0.5
-    assert est.device_flops == pytest.approx(0.5 * hardware[0].peak_tflops * 1e12)
-    assert est.summary().splitlines()[0].startswith("AlexNet, 1M images x 2 epochs, 2 x ")
-    est = transformer_calculator_estimate(100, 1000, 1, 1, 1.0, 1.0, hardware=hardware)
+    assert est.flops_per_sample == pytest.approx(6 * 0.714e9)  # AlexNet: 0.714 GMACs forward
+    assert est.device_flops == pytest.approx(0.5 * a100.peak_tflops * 1e12)
+    assert est.summary().splitlines()[0] == f"AlexNet, 1M images x 2 epochs, 2 x {a100.device}"
+    fig = cnn_calculator_figure("AlexNet", 1.0, 2, "a100_sxm_40gb", 2, 0.5, 0.5,
+                                models=models, hardware=hardware)
+    assert est.summary().split("\n", 1)[1] in _texts(fig)  # the figure shows all but the label
+    est = transformer_calculator_estimate(100, 1000, "h100_sxm", 1, 1.0, 1.0, hardware=hardware)
     assert est.total_flops == pytest.approx(6 * 100e6 * 1000e6)
     assert "transformer, 100M parameters" in str(est)
-    with pytest.raises(TypeError, match="model_index"):
-        cnn_calculator_estimate(1.5, 1.0, 1, 0, 1, 0.5, 1.0, models=models, hardware=hardware)
+    fig = transformer_calculator_figure(100, 1000, "h100_sxm", 1, 1.0, 1.0, hardware=hardware)
+    assert est.summary().split("\n", 1)[1] in _texts(fig)

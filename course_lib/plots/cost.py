@@ -1,8 +1,9 @@
 """Figures of chapter 03 (training cost): levers, calculators, communication, large batch.
 
 Pure functions: data in, :class:`matplotlib.figure.Figure` out. The calculator
-functions take plain numbers (slider values) plus the data rows as keyword arguments,
-so :func:`course_lib.widgets.live_figure` can drive them.
+functions take plain numbers (slider values) and names (a model name, a ``device_id``:
+drop-down values) plus the data rows as keyword arguments, so
+:func:`course_lib.widgets.live_figure` can drive them.
 """
 
 from __future__ import annotations
@@ -153,12 +154,15 @@ def calculator_figure(
     return fig
 
 
-def _pick(rows: Sequence, index: int, name: str):
-    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-        raise TypeError(f"{name} must be an integer, got {index!r}")
-    if not 0 <= index < len(rows):
-        raise ValueError(f"{name} must be in [0, {len(rows) - 1}], got {index}")
-    return rows[int(index)]
+def _pick(rows: Sequence, key: str, field: str, name: str):
+    """The row of ``rows`` whose ``field`` equals ``key`` (a model name, a device id)."""
+    if not isinstance(key, str):
+        raise TypeError(f"{name} must be a str (the {field} column), got {key!r}")
+    for row in rows:
+        if getattr(row, field) == key:
+            return row
+    known = ", ".join(getattr(row, field) for row in rows)
+    raise ValueError(f"{name} must be one of {known}; got {key!r}")
 
 
 def _sustained(peak_flops: float, utilisation: float) -> float:
@@ -169,10 +173,10 @@ def _sustained(peak_flops: float, utilisation: float) -> float:
 
 
 def cnn_calculator_estimate(
-    model_index: int,
+    model: str,
     images_million: float,
     epochs: int,
-    device_index: int,
+    device_id: str,
     devices: int,
     utilisation: float,
     efficiency: float,
@@ -185,25 +189,33 @@ def cnn_calculator_estimate(
     ``C`` = :func:`course_lib.cost.training_flops_per_sample` of the model's forward
     MACs (training = 3x forward); ``D`` = images x epochs; ``r`` = the device's peak
     (the one its ``sustained_fraction`` refers to: tensor or FP32) x ``utilisation``.
+
+    Examples
+    --------
+    >>> from course_lib.datasets import load_dnn_models, load_hardware
+    >>> est = cnn_calculator_estimate("ResNet-50", 1.0, 1, "v100_sxm2_32gb", 1, 0.5, 1.0,
+    ...                               models=load_dnn_models(), hardware=load_hardware())
+    >>> est.samples, round(est.flops_per_sample / 1e9, 3)  # ResNet-50: 4.089 GMACs x 2 x 3
+    (1000000.0, 24.534)
     """
-    model = _pick(models, model_index, "model_index")
-    device = _pick(hardware, device_index, "device_index")
+    row = _pick(models, model, "model", "model")
+    device = _pick(hardware, device_id, "device_id", "device_id")
     return cost.estimate_training(
         float(images_million) * 1e6 * int(epochs),
-        cost.training_flops_per_sample(model.gmacs_per_forward * 1e9),
+        cost.training_flops_per_sample(row.gmacs_per_forward * 1e9),
         _sustained(device.peak_tflops * 1e12, utilisation),
         devices,
         efficiency,
-        label=f"{model.model}, {float(images_million):.3g}M images x {int(epochs)} epochs, "
+        label=f"{row.model}, {float(images_million):.3g}M images x {int(epochs)} epochs, "
         f"{int(devices)} x {device.device}",
     )
 
 
 def cnn_calculator_figure(
-    model_index: int,
+    model: str,
     images_million: float,
     epochs: int,
-    device_index: int,
+    device_id: str,
     devices: int,
     utilisation: float,
     efficiency: float,
@@ -215,23 +227,24 @@ def cnn_calculator_figure(
 
     Parameters
     ----------
-    model_index, device_index : int
-        Rows of ``models`` (``load_dnn_models()``) and ``hardware`` (``load_hardware()``).
+    model : str
+        Model name: the ``model`` column of ``models`` (``load_dnn_models()``).
     images_million : float
         Training images in millions (ImageNet-1k: 1.28).
     epochs : int
         Passes over the data.
+    device_id : str
+        The ``device_id`` column of ``hardware`` (``load_hardware()``).
     devices, utilisation, efficiency
         As in :func:`calculator_figure`.
     """
-    cnn_calculator_estimate(model_index, images_million, epochs, device_index, devices,
-                            utilisation, efficiency, models=models, hardware=hardware)
-    model, device = models[model_index], hardware[device_index]
+    est = cnn_calculator_estimate(model, images_million, epochs, device_id, devices,
+                                  utilisation, efficiency, models=models, hardware=hardware)
+    device = _pick(hardware, device_id, "device_id", "device_id")
     return calculator_figure(
-        float(images_million) * 1e6 * int(epochs),
-        cost.training_flops_per_sample(model.gmacs_per_forward * 1e9),
-        device.peak_tflops * 1e12, devices, utilisation, efficiency,
-        title=f"{model.model}: {float(images_million):.3g}M images x {int(epochs)} epochs",
+        est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices, utilisation,
+        efficiency,
+        title=f"{model}: {float(images_million):.3g}M images x {int(epochs)} epochs",
         device_label=device.device,
     )
 
@@ -239,7 +252,7 @@ def cnn_calculator_figure(
 def transformer_calculator_estimate(
     params_million: float,
     tokens_million: float,
-    device_index: int,
+    device_id: str,
     devices: int,
     utilisation: float,
     efficiency: float,
@@ -250,8 +263,16 @@ def transformer_calculator_estimate(
 
     ``C`` = 6 x parameters FLOPs per token (:func:`course_lib.cost.transformer_training_flops`),
     ``D`` = tokens.
+
+    Examples
+    --------
+    >>> from course_lib.datasets import load_hardware
+    >>> est = transformer_calculator_estimate(100, 1000, "h100_sxm", 1, 1.0, 1.0,
+    ...                                       hardware=load_hardware())
+    >>> est.total_flops == 6 * 100e6 * 1000e6
+    True
     """
-    device = _pick(hardware, device_index, "device_index")
+    device = _pick(hardware, device_id, "device_id", "device_id")
     return cost.estimate_training(
         float(tokens_million) * 1e6,
         6.0 * float(params_million) * 1e6,
@@ -266,7 +287,7 @@ def transformer_calculator_estimate(
 def transformer_calculator_figure(
     params_million: float,
     tokens_million: float,
-    device_index: int,
+    device_id: str,
     devices: int,
     utilisation: float,
     efficiency: float,
@@ -279,14 +300,14 @@ def transformer_calculator_figure(
     ----------
     params_million, tokens_million : float
         Parameters and training tokens, in millions (BERT-Large: 340 and about 42,600).
-    device_index : int
-        Row of ``hardware`` (``load_hardware()``).
+    device_id : str
+        The ``device_id`` column of ``hardware`` (``load_hardware()``).
     devices, utilisation, efficiency
         As in :func:`calculator_figure`.
     """
-    est = transformer_calculator_estimate(params_million, tokens_million, device_index, devices,
+    est = transformer_calculator_estimate(params_million, tokens_million, device_id, devices,
                                           utilisation, efficiency, hardware=hardware)
-    device = hardware[device_index]
+    device = _pick(hardware, device_id, "device_id", "device_id")
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices,
         utilisation, efficiency,
