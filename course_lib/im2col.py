@@ -42,6 +42,7 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -459,32 +460,36 @@ def _threads_for(g: ConvGeometry, macs: int, n_blocks: int) -> int:
     return max(1, min([n_blocks, *counts])) if counts else 1
 
 
-def _run_blocks(n: int, block: int, threads: int, make_worker) -> None:
-    """Call ``work(start, stop)`` for every block of samples, on ``threads`` threads.
+def _blocks(n: int, block: int) -> list[tuple[int, int]]:
+    """(start, stop) of the blocks of samples."""
+    return [(start, min(n, start + block)) for start in range(0, n, block)]
+
+
+def _run_units(units: Sequence, threads: int, make_worker) -> None:
+    """Call ``work(unit)`` for every unit of work, on ``threads`` threads.
 
     ``make_worker()`` returns a ``work`` function with its own buffers (one per
     thread). With several threads, each GEMM runs on one BLAS thread and the threads
-    take blocks in turn: the convolution is split along its batch dimension, so the
+    take units in turn: the convolution is split along its batch dimension, so the
     copies of im2col run in parallel too, not only the GEMMs.
     """
-    starts = range(0, n, block)
     if threads <= 1:
         work = make_worker()
-        for start in starts:
-            work(start, min(n, start + block))
+        for unit in units:
+            work(unit)
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    lock, pending = threading.Lock(), iter(starts)
+    lock, pending = threading.Lock(), iter(units)
 
     def loop():
         work = make_worker()
         while True:
             with lock:
-                start = next(pending, None)
-            if start is None:
+                unit = next(pending, None)
+            if unit is None:
                 return
-            work(start, min(n, start + block))
+            work(unit)
 
     with _blas_controller().limit(limits=1), ThreadPoolExecutor(threads) as pool:
         for future in [pool.submit(loop) for _ in range(threads)]:
@@ -551,7 +556,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
         engine = _im2col_engine(x, g, block * g.c)
         cols = np.empty((block, g.rows, L), dtype=x.dtype)
 
-        def work(start, stop):
+        def work(unit):
+            start, stop = unit
             b = stop - start
             engine.columns_into(x[start:stop], cols[:b])
             target = out[start:stop].reshape(b, groups, cg_out, L)
@@ -561,8 +567,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
 
         return work
 
-    n_blocks = -(-g.n // block)
-    _run_blocks(g.n, block, _threads_for(g, out.size * k_g, n_blocks), make_worker)
+    blocks = _blocks(g.n, block)
+    _run_units(blocks, _threads_for(g, out.size * k_g, len(blocks)), make_worker)
     return out
 
 
@@ -589,8 +595,8 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
     -----
     Two GEMMs per block and group, like the forward pass, with the same blocks and
     threads (see :func:`conv2d`); the columns of ``x`` are recomputed, not stored. The
-    weight gradients of the blocks are added in block order, so the result does not
-    depend on the number of threads.
+    weight gradients are summed over fixed groups of blocks and these sums added in
+    order, so the result does not depend on the number of threads.
 
     Examples
     --------
@@ -622,27 +628,39 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
         return grad_x, grad_w.reshape(weight.shape), grad_b
     w_t = weight.reshape(groups, cg_out, k_g).transpose(0, 2, 1)  # (G, K_g, C_out_g)
     block = _sample_block(g, x.dtype.itemsize)
-    n_blocks = -(-g.n // block)
-    partial_w = [None] * n_blocks
+    blocks = _blocks(g.n, block)
+    # Blocks are grouped into at most _MIN_BLOCKS chunks of consecutive blocks, each
+    # with its own weight-gradient sum; the sums are added in chunk order at the end.
+    # The chunks depend on the shapes only, so the result does not depend on threads.
+    n_chunks = min(len(blocks), _MIN_BLOCKS)
+    bounds = np.linspace(0, len(blocks), n_chunks + 1).round().astype(int)
+    chunks = [(c, blocks[bounds[c] : bounds[c + 1]]) for c in range(n_chunks)]
+    partial_w = np.zeros((n_chunks, groups, cg_out, k_g), dtype=x.dtype)
 
     def make_worker():
         engine = _im2col_engine(x, g, block * g.c)
         cols = np.empty((block, g.rows, L), dtype=x.dtype)
+        products = np.empty((block, groups, cg_out, k_g), dtype=x.dtype)
 
-        def work(start, stop):
-            b = stop - start
-            go = grad_out[start:stop].reshape(b, groups, cg_out, L)
-            # weight gradient of the block: sum over its samples of grad_out @ cols^T
-            engine.columns_into(x[start:stop], cols[:b])
-            cols_g = cols[:b].reshape(b, groups, k_g, L)
-            partial_w[start // block] = np.matmul(go, cols_g.transpose(0, 1, 3, 2)).sum(axis=0)
-            # input gradient: col2im(W^T @ grad_out), reusing the column buffer
-            np.matmul(w_t, go, out=cols_g)
-            _col2im_into(cols[:b], g, grad_x[start:stop])
+        def work(unit):
+            index, chunk_blocks = unit
+            acc = partial_w[index]
+            for start, stop in chunk_blocks:
+                b = stop - start
+                go = grad_out[start:stop].reshape(b, groups, cg_out, L)
+                # weight gradient: sum over the samples of grad_out @ cols^T, per group
+                engine.columns_into(x[start:stop], cols[:b])
+                cols_g = cols[:b].reshape(b, groups, k_g, L)
+                np.matmul(go, cols_g.transpose(0, 1, 3, 2), out=products[:b])
+                for sample in products[:b]:
+                    acc += sample
+                # input gradient: col2im(W^T @ grad_out), reusing the column buffer
+                np.matmul(w_t, go, out=cols_g)
+                _col2im_into(cols[:b], g, grad_x[start:stop])
 
         return work
 
-    _run_blocks(g.n, block, _threads_for(g, 2 * grad_out.size * k_g, n_blocks), make_worker)
+    _run_units(chunks, _threads_for(g, 2 * grad_out.size * k_g, n_chunks), make_worker)
     for part in partial_w:
         grad_w += part
     return grad_x, grad_w.reshape(weight.shape), grad_b
