@@ -155,7 +155,8 @@ def ex_best_split(answer) -> Result:
         mistakes={
             (n, 1): f"Pure data parallelism all-reduces {grad_gb:.1f} GB of gradients every step: "
             "compare the all-reduce bar with the bubble of the pipelines.",
-            (1, n): f"Pure pipelining is close, but its bubble (P-1)/(M+P-1) and {n - 1} hand-overs "
-            "per micro-batch cost more than a small all-reduce between 2 replicas; compare the bars.",
+            (1, n): f"Pure pipelining: the {model.n_layers} layers do not split evenly into {n} "
+            "stages (compare the compute bars) and the bubble grows with P; a small all-reduce "
+            "between 2 replicas costs less.",
         },
     )
