@@ -26,7 +26,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.im2col import conv2d, conv2d_direct, conv_output_shape, im2col
+from course_lib.im2col import (
+    col2im,
+    conv2d,
+    conv2d_backward,
+    conv2d_direct,
+    conv_output_shape,
+    im2col,
+)
+from course_lib.parallel_map import available_cores
 
 #: (N, C, H, W, kernel, stride, padding, C_out): the issue's reference shapes. C_out
 #: follows the ResNet layers they come from (stem 3 -> 64, then C_out = C_in).
@@ -41,13 +49,6 @@ TARGET_IM2COL = 1.5
 TARGET_TORCH_1 = 1.25
 TARGET_TORCH_ALL = 1.5
 TARGET_LOOPS = 100.0
-
-
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - macOS, Windows
-        return os.cpu_count() or 1
 
 
 def _time_once(fn: Callable[[], object]) -> float:
@@ -127,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks conv", description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=7, help="timed repeats per case (default 7)")
     parser.add_argument("--quick", action="store_true", help="3 repeats and only the first shape")
+    parser.add_argument("--no-backward", action="store_true",
+                        help="skip the informative col2im and conv2d_backward rows")
     args = parser.parse_args(argv or [])
     repeat = 3 if args.quick else max(1, args.repeat)
     shapes = SHAPES[:1] if args.quick else SHAPES
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     from threadpoolctl import threadpool_info, threadpool_limits
 
     torch = _torch()
-    cores = _cores()
+    cores = available_cores()
     blas = [f"{i['internal_api']} {i.get('version')}" for i in threadpool_info() if i["user_api"] == "blas"]
     print(f"machine: {platform.processor() or platform.machine()}, {cores} core(s) available; "
           f"numpy {np.__version__} ({', '.join(blas) or 'unknown BLAS'})")
@@ -200,6 +203,54 @@ def main(argv: list[str] | None = None) -> int:
                     )
                 table.add(case, t_a, f"torch conv2d {threads}t", t_b, ratio, target)
 
+    # 2b. informative (no target): col2im vs torch fold, conv2d_backward vs torch autograd
+    if torch is not None and not args.no_backward:
+        F = torch.nn.functional
+        back_repeat = max(3, repeat // 2)
+        for shape in shapes:
+            n, c, h, w, k, s, p, co = shape
+            x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+            wt = (rng.standard_normal((co, c, k, k), dtype=np.float32) * 0.1).astype(np.float32)
+            cols = im2col(x, k, s, p)
+            ho, wo = conv_output_shape(x.shape, k, s, p)
+            go = rng.standard_normal((n, co, ho, wo), dtype=np.float32)
+            with threadpool_limits(1, user_api="blas"):
+                torch.set_num_threads(1)
+                t_a, t_b, ratio = side_by_side(
+                    lambda: col2im(cols, x.shape, k, s, p),  # noqa: B023
+                    lambda: F.fold(torch.from_numpy(cols), (h, w), k, 1, p, s),  # noqa: B023
+                    back_repeat,
+                )
+            table.add(f"col2im {_label(shape)} 1t", t_a, "torch fold 1t", t_b, ratio, None)
+            del cols
+            for threads in thread_counts:
+                with threadpool_limits(threads, user_api="blas"):
+                    torch.set_num_threads(threads)
+                    xt = torch.from_numpy(x).requires_grad_()
+                    wtt = torch.from_numpy(wt).requires_grad_()
+                    got = torch.from_numpy(go)
+
+                    def torch_backward():
+                        # autograd needs the forward graph: time it apart and subtract
+                        out = F.conv2d(xt, wtt, None, s, p)  # noqa: B023
+                        gx, gw = torch.autograd.grad(out, (xt, wtt), got)  # noqa: B023
+                        return gx, gw
+
+                    with torch.no_grad():
+                        t_fwd = statistics.median(
+                            _time_once(lambda: F.conv2d(xt, wtt, None, s, p))  # noqa: B023
+                            for _ in range(back_repeat)
+                        )
+                    t_a, t_b, ratio = side_by_side(
+                        lambda: conv2d_backward(go, x, wt, s, p),  # noqa: B023
+                        torch_backward,
+                        back_repeat,
+                    )
+                # ratio against torch's backward alone (its fwd+bwd minus its forward)
+                t_bwd = max(t_b - t_fwd, 1e-9)
+                table.add(f"conv2d_backward {_label(shape)} {threads}t", t_a,
+                          f"torch backward {threads}t", t_bwd, t_a / t_bwd, None)
+
     # 3. conv2d against the plain loops
     n, c, h, w, k, s, p, co = TINY
     x = rng.standard_normal((n, c, h, w))
@@ -213,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
 
     table.print()
     print("\nratio = ours / reference (lower is better), except the last row: speedup of conv2d "
-          "over the loops (higher is better).")
+          "over the loops (higher is better). Rows without a target are for information; torch's "
+          "backward time is its forward+backward minus its forward, timed apart.")
     if torch is not None:
         torch.set_num_threads(cores)
     return 0
