@@ -819,6 +819,7 @@ class _Progress:
         self.t0 = time.monotonic()
         self.value = 0
         self.widget = None
+        self.handle = None
         self.shown = False
 
     def _show(self) -> None:
@@ -831,7 +832,8 @@ class _Progress:
                 value=self.value, min=0, max=self.total, description=self.label or "steps",
                 style={"description_width": "initial"},
             )
-            display(self.widget)
+            self.handle = display(_BarBundle(self.widget, f"{self.label or 'steps'}: running"),
+                                  display_id=True)
 
     def tick(self) -> None:
         if self.enabled and not self.shown and time.monotonic() - self.t0 > self.delay:
@@ -852,7 +854,26 @@ class _Progress:
             return
         elapsed = time.monotonic() - self.t0
         if self.widget is not None:
+            text = f"{self.label or 'steps'}: {'done' if ok else 'stopped'} in {elapsed:.1f} s"
             self.widget.bar_style = "success" if ok else "danger"
-            self.widget.description = f"{self.label or 'steps'}: {'done' if ok else 'stopped'} in {elapsed:.1f} s"
+            self.widget.description = text
+            if self.handle is not None:
+                self.handle.update(_BarBundle(self.widget, text))
         else:
             print(f" {'done' if ok else 'stopped'} in {elapsed:.1f} s", file=sys.stderr)
+
+
+class _BarBundle:
+    """A progress bar's output: the live widget plus a text/html line for static viewers."""
+
+    def __init__(self, widget, text: str):
+        self.widget, self.text = widget, text
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        if isinstance(bundle, tuple):  # pragma: no cover - (data, metadata) form
+            bundle = bundle[0]
+        bundle = dict(bundle)
+        bundle["text/plain"] = self.text
+        bundle["text/html"] = f"<code>{self.text}</code>"
+        return bundle

@@ -63,12 +63,17 @@ from ._procs import Fault, ProcessGroup, SharedArray, WorkerContext, _Progress, 
 from ._procs import blas_threads as _blas
 from ._validate import check_int, check_positive
 from .models import MLP
+from .scaling import AmdahlFit, fit_amdahl, karp_flatt
 
 __all__ = [
     "BACKENDS",
     "DataParallelResult",
+    "ScalingMeasurement",
     "batch_schedule",
     "chunk_bounds",
+    "communication_crossover",
+    "fit_gustafson",
+    "measure_scaling",
     "shard_bounds",
     "train_data_parallel",
     "train_serial",
@@ -163,6 +168,43 @@ def batch_schedule(n_samples: int, batch_size: int, steps: int, seed: int) -> It
         if k == 0:
             order = rng.permutation(n_samples)
         yield order[k * batch_size : (k + 1) * batch_size]
+
+
+# ------------------------------------------------------------------ cost model
+def communication_crossover(compute_time, nbytes, bandwidth, latency=0.0, *, algorithm: str = "ring",
+                            servers=1, n_max: int = 1 << 20) -> int | float:
+    """Fewest devices at which the gradient exchange takes at least as long as the compute.
+
+    With a fixed global batch (strong scaling) each of N devices computes for
+    ``compute_time / N`` while the exchange time of :mod:`course_lib.comm` stays or
+    grows: from the returned N on, a step is mostly communication. Returns
+    ``math.inf`` if that does not happen up to ``n_max`` devices.
+
+    Parameters
+    ----------
+    compute_time : float
+        Forward + backward of the global batch on ONE device, seconds, > 0.
+    nbytes, bandwidth, latency, algorithm, servers
+        As in :func:`course_lib.comm.allreduce_time`.
+    n_max : int
+        Largest device count searched.
+
+    Examples
+    --------
+    >>> communication_crossover(1.0, 1e9, 1e9)          # ring: 1/N <= 2(N-1)/N s
+    2
+    >>> communication_crossover(1.0, 1e6, 1e9, algorithm="ps")   # 1/N <= 2 N ms
+    23
+    """
+    from . import comm
+
+    tc = check_positive(compute_time, "compute_time")
+    n_max = check_int(n_max, "n_max", 1)
+    ns = np.arange(1, n_max + 1, dtype=np.float64)
+    exchange = np.asarray(comm.allreduce_time(nbytes, ns, bandwidth, latency,
+                                              algorithm=algorithm, servers=servers))
+    hit = np.flatnonzero(exchange >= tc / ns)
+    return int(ns[hit[0]]) if hit.size else math.inf
 
 
 # ----------------------------------------------------------------------- result
@@ -694,3 +736,165 @@ def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
         "ready": ready,
         "params": params if wctx.rank == 0 else None,
     }
+
+
+# ------------------------------------------------------------------ scaling
+def fit_gustafson(n, scaled_speedup) -> float:
+    r"""Least-squares ``p`` of Gustafson's law :math:`S = (1 - p) + p N` from measurements.
+
+    Written as :math:`S - 1 = p (N - 1)`, a line through the origin:
+    :math:`\hat p = \sum (N_i - 1)(S_i - 1) / \sum (N_i - 1)^2`, clipped to [0, 1].
+
+    Examples
+    --------
+    >>> fit_gustafson([1, 2, 4], [1.0, 1.9, 3.7])
+    0.9
+    """
+    from ._validate import as_real
+
+    n_arr = as_real(n, "n")
+    s_arr = as_real(scaled_speedup, "scaled_speedup")
+    if n_arr.ndim != 1 or n_arr.shape != s_arr.shape:
+        raise ValueError("n and scaled_speedup must be 1-D and of the same length")
+    x = n_arr - 1.0
+    if np.any(n_arr < 1):
+        raise ValueError("n must be >= 1")
+    sxx = float(np.sum(x * x))
+    if sxx == 0.0:
+        raise ValueError("n must contain at least one worker count > 1 to fit p")
+    p = float(np.sum(x * (s_arr - 1.0))) / sxx
+    return round(min(max(p, 0.0), 1.0), 12)
+
+
+@dataclass
+class ScalingMeasurement:
+    r"""Strong and weak scaling of the data-parallel trainer, measured side by side.
+
+    Strong scaling (强扩展): the global batch stays ``batch_size`` and N workers share
+    it; speedup :math:`S(N) = t_\text{serial}(B) / t_N(B)`. Weak scaling (弱扩展): every
+    worker keeps ``per_worker_batch`` samples, so the global batch grows to
+    :math:`N b`; scaled speedup :math:`S(N) = N\,t_\text{serial}(b) / t_N(N b)` (N times
+    the work in time :math:`t_N`). The serial references use one BLAS thread.
+    """
+
+    workers: np.ndarray
+    batch_size: int
+    per_worker_batch: int
+    serial_strong: float
+    """Seconds per step of train_serial at ``batch_size``."""
+    serial_weak: float
+    """Seconds per step of train_serial at ``per_worker_batch``."""
+    strong_time: np.ndarray
+    weak_time: np.ndarray
+    runs: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def strong_speedup(self) -> np.ndarray:
+        return self.serial_strong / self.strong_time
+
+    @property
+    def weak_speedup(self) -> np.ndarray:
+        return self.workers * self.serial_weak / self.weak_time
+
+    @property
+    def strong_efficiency(self) -> np.ndarray:
+        return self.strong_speedup / self.workers
+
+    @property
+    def weak_efficiency(self) -> np.ndarray:
+        return self.weak_speedup / self.workers
+
+    @property
+    def amdahl(self) -> AmdahlFit:
+        """:func:`course_lib.scaling.fit_amdahl` of the strong-scaling speedups."""
+        return fit_amdahl(self.workers, self.strong_speedup)
+
+    @property
+    def gustafson_p(self) -> float:
+        """:func:`fit_gustafson` of the weak-scaling (scaled) speedups."""
+        return fit_gustafson(self.workers, self.weak_speedup)
+
+    @property
+    def karp_flatt(self) -> np.ndarray:
+        """Karp-Flatt serial fraction of the strong-scaling runs with N > 1."""
+        many = self.workers > 1
+        return np.asarray(karp_flatt(self.strong_speedup[many], self.workers[many]), dtype=float)
+
+    def table(self) -> str:
+        """The measurements as a small text table."""
+        lines = [f"{'N':>3} {'strong ms':>10} {'S(N)':>6} {'eff.':>5} {'Karp-Flatt e':>13} "
+                 f"{'weak ms':>8} {'scaled S':>9} {'eff.':>5}"]
+        kf = dict(zip(self.workers[self.workers > 1].tolist(), self.karp_flatt.tolist()))
+        for i, n in enumerate(self.workers.tolist()):
+            e = f"{kf[n]:13.3f}" if n in kf else f"{'-':>13}"
+            lines.append(
+                f"{int(n):3d} {self.strong_time[i] * 1e3:10.1f} {self.strong_speedup[i]:6.2f} "
+                f"{self.strong_efficiency[i]:5.2f} {e} {self.weak_time[i] * 1e3:8.1f} "
+                f"{self.weak_speedup[i]:9.2f} {self.weak_efficiency[i]:5.2f}"
+            )
+        lines.append(f"serial (1 BLAS thread): {self.serial_strong * 1e3:.1f} ms at batch {self.batch_size}, "
+                     f"{self.serial_weak * 1e3:.1f} ms at batch {self.per_worker_batch}")
+        return "\n".join(lines)
+
+
+def measure_scaling(
+    model: MLP,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    workers,
+    batch_size: int,
+    per_worker_batch: int,
+    steps: int = 6,
+    backend: str = "shm",
+    start_method: str | None = None,
+    lr: float = 0.01,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> ScalingMeasurement:
+    """Run the strong- and weak-scaling experiment (see :class:`ScalingMeasurement`).
+
+    Parameters
+    ----------
+    workers : sequence of int
+        Worker counts, each >= 1 (e.g. ``range(1, cores + 1)``).
+    batch_size : int
+        Global batch of the strong-scaling runs.
+    per_worker_batch : int
+        Samples per worker of the weak-scaling runs (``x`` needs at least
+        ``max(workers) * per_worker_batch`` rows).
+    steps : int
+        Steps per run (the first is a warm-up and not timed).
+
+    Examples
+    --------
+    >>> m = MLP((8, 16, 3)); rng = np.random.default_rng(0)
+    >>> x = rng.random((64, 8), dtype=np.float32); y = rng.integers(0, 3, 64)
+    >>> sm = measure_scaling(m, x, y, workers=[1, 2], batch_size=16, per_worker_batch=8,
+    ...                      steps=3, start_method="fork")
+    >>> sm.workers.tolist(), sm.strong_speedup.shape, 0 <= sm.gustafson_p <= 1
+    ([1, 2], (2,), True)
+    """
+    ns = [check_int(n, "workers", 1) for n in workers]
+    if not ns:
+        raise ValueError("workers must list at least one worker count")
+    per_worker_batch = check_int(per_worker_batch, "per_worker_batch", 1)
+    kw = dict(steps=steps, lr=lr, seed=seed)
+    runs: dict = {}
+    runs["serial strong"] = train_serial(model, x, y, batch_size=batch_size, progress=progress, **kw)
+    runs["serial weak"] = train_serial(model, x, y, batch_size=per_worker_batch, progress=progress, **kw)
+    strong, weak = [], []
+    for n in ns:
+        common = dict(workers=n, backend=backend, start_method=start_method, progress=progress, **kw)
+        runs[f"strong {n}"] = train_data_parallel(model, x, y, batch_size=batch_size, **common)
+        if n * per_worker_batch == batch_size:
+            runs[f"weak {n}"] = runs[f"strong {n}"]
+        else:
+            runs[f"weak {n}"] = train_data_parallel(model, x, y, batch_size=n * per_worker_batch, **common)
+        strong.append(runs[f"strong {n}"].time_per_step())
+        weak.append(runs[f"weak {n}"].time_per_step())
+    return ScalingMeasurement(
+        workers=np.array(ns, dtype=int), batch_size=batch_size, per_worker_batch=per_worker_batch,
+        serial_strong=runs["serial strong"].time_per_step(), serial_weak=runs["serial weak"].time_per_step(),
+        strong_time=np.array(strong), weak_time=np.array(weak), runs=runs,
+    )

@@ -225,3 +225,120 @@ def test_bad_data_and_model():
         train_serial(MODEL, X, Y, batch_size=91, steps=1)
     with pytest.raises(ValueError, match="workers"):
         train_simulated(MODEL, X, Y, workers=0, **KW)
+
+
+# ---------------------------------------------------------------- cost model helpers
+def test_communication_crossover_against_hand_solutions():
+    from course_lib import comm
+    from course_lib.data_parallel import communication_crossover
+
+    # ring, no latency: exchange 2(N-1)/N m/b >= t_c/N  <=>  N >= 1 + t_c b / (2 m)
+    assert communication_crossover(1.0, 1e9, 1e9) == 2
+    assert communication_crossover(10.0, 1e9, 1e9) == 6
+    # parameter server: 2 N m / b >= t_c / N  <=>  N^2 >= t_c b / (2 m) = 500 -> 23
+    assert communication_crossover(1.0, 1e6, 1e9, algorithm="ps") == 23
+    # brute force with the comm module for a random case
+    tc, m, b, a = 0.05, 3.3e6, 25e9 / 8, 1e-5
+    n = communication_crossover(tc, m, b, a, algorithm="ring")
+    assert comm.ring_allreduce_time(m, n, b, a) >= tc / n
+    assert comm.ring_allreduce_time(m, n - 1, b, a) < tc / (n - 1)
+    assert communication_crossover(1e6, 1.0, 1e12, n_max=100) == float("inf")
+    with pytest.raises(ValueError, match="compute_time"):
+        communication_crossover(0.0, 1e6, 1e9)
+
+
+def test_fit_gustafson_recovers_p_and_validates():
+    from course_lib.data_parallel import fit_gustafson
+    from course_lib.scaling import gustafson
+
+    n = np.array([1, 2, 4, 8, 16])
+    assert fit_gustafson(n, gustafson(0.83, n)) == pytest.approx(0.83, abs=1e-12)
+    assert fit_gustafson([1, 2], [1.0, 3.0]) == 1.0  # clipped
+    with pytest.raises(ValueError, match="n"):
+        fit_gustafson([1, 1], [1.0, 1.0])
+    with pytest.raises(ValueError, match="same length"):
+        fit_gustafson([1, 2], [1.0])
+
+
+def test_measure_scaling_speedups_follow_from_the_times():
+    from course_lib.data_parallel import measure_scaling
+    from course_lib.scaling import karp_flatt
+
+    sm = measure_scaling(MODEL, X, Y, workers=[1, 2, 3], batch_size=30, per_worker_batch=10,
+                         steps=3, start_method="fork", progress=False)
+    assert sm.workers.tolist() == [1, 2, 3]
+    np.testing.assert_allclose(sm.strong_speedup, sm.serial_strong / sm.strong_time)
+    np.testing.assert_allclose(sm.weak_speedup, sm.workers * sm.serial_weak / sm.weak_time)
+    np.testing.assert_allclose(sm.karp_flatt, karp_flatt(sm.strong_speedup[1:], [2, 3]))
+    assert sm.runs["weak 3"] is sm.runs["strong 3"]  # 3 x 10 == 30: the same run
+    assert sm.runs["weak 2"].batch_size == 20
+    assert "Karp-Flatt" in sm.table() and len(sm.table().splitlines()) == 5
+    assert 0 <= sm.amdahl.p <= 1 and 0 <= sm.gustafson_p <= 1
+    with pytest.raises(ValueError, match="workers"):
+        measure_scaling(MODEL, X, Y, workers=[], batch_size=30, per_worker_batch=10)
+
+
+# ---------------------------------------------------------------- plots
+def test_plots_have_the_expected_artists():
+    from course_lib.plots.parallel import (
+        comm_dominance_figure,
+        data_parallel_diagram,
+        step_breakdown_figure,
+        strong_weak_figure,
+    )
+
+    fig = data_parallel_diagram(3, 10)
+    texts = [t.get_text() for t in fig.axes[0].texts]
+    assert any("forward + backward on 4 samples" in t for t in texts)  # shard sizes 4, 3, 3
+    assert sum("on 3 samples" in t for t in texts) == 2
+    with pytest.raises(ValueError, match="batch_size"):
+        data_parallel_diagram(4, 3)
+
+    runs = {"serial": train_serial(MODEL, X, Y, **KW),
+            "2 workers": train_data_parallel(MODEL, X, Y, workers=2, start_method="fork",
+                                             progress=False, **KW)}
+    fig = step_breakdown_figure(runs)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["serial", "2 workers"]
+    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"compute", "communication", "waiting"}
+    assert any("(×1.00)" in t.get_text() for t in ax.texts)
+    with pytest.raises(ValueError, match="reference"):
+        step_breakdown_figure(runs, reference="nope")
+    with pytest.raises(ValueError, match="results"):
+        step_breakdown_figure({})
+
+    fig = strong_weak_figure([1, 2], [1.0, 1.7], [1.0, 1.9], p_amdahl=0.8, p_gustafson=0.9, n_max=8)
+    assert "laws extended to 8" in fig.axes[0].get_title()
+    with pytest.raises(ValueError, match="same length"):
+        strong_weak_figure([1, 2], [1.0], [1.0, 1.9], p_amdahl=0.8, p_gustafson=0.9)
+
+    fig = comm_dominance_figure(64, 25, compute_ms=50, gradient_mb=3.26)
+    left, right = fig.axes[:2]
+    assert {"compute t_c / N", "ring all-reduce", "1 parameter server"} <= {
+        line.get_label() for line in left.get_lines()}
+    assert "N = 64" in right.get_title() and "%" in right.get_title()
+    with pytest.raises(ValueError, match="devices"):
+        comm_dominance_figure(2048, 25, compute_ms=50, gradient_mb=3.26)
+    with pytest.raises(ValueError, match="bandwidth_gbit"):
+        comm_dominance_figure(8, 0, compute_ms=50, gradient_mb=3.26)
+
+
+# ---------------------------------------------------------------- exercises
+def test_exercise_checkers_accept_the_right_answers_only():
+    from course_lib.exercises import ch05_data as ex
+    from course_lib.scaling import karp_flatt
+
+    assert ex.ex1_shard_size(12).correct and not ex.ex1_shard_size(13).correct
+    assert ex.ex2_karp_flatt(karp_flatt(1.6, 2), speedup=1.6, workers=2).correct
+    assert not ex.ex2_karp_flatt(0.2, speedup=1.6, workers=2).correct
+    assert not ex.ex2_karp_flatt(0.0, speedup=1.0, workers=1).correct  # one core: explained
+    m = ex.RUNNING_EXAMPLE.n_params * 4
+    assert ex.ex3_ring_bytes(2 * 7 / 8 * m / 1e6).correct
+    assert not ex.ex3_ring_bytes(m / 1e6).correct
+    # hand solution of exercise 4: smallest N with 2 (N m / b + a) >= t_c / N
+    b, a, tc = 10e9 / 8, 10e-6, 50e-3
+    n = next(n for n in range(1, 1000) if 2 * (n * m / b + a) >= tc / n)
+    assert ex.ex4_ps_crossover(n).correct and not ex.ex4_ps_crossover(n + 1).correct
+    assert ex.ex5_mean_of_means(False).correct and not ex.ex5_mean_of_means(True).correct
+    for check in (ex.ex1_shard_size, ex.ex3_ring_bytes, ex.ex4_ps_crossover, ex.ex5_mean_of_means):
+        assert "not answered" in check(None).message

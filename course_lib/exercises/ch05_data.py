@@ -1,0 +1,124 @@
+"""Exercises of chapter 05, part 1 (data parallelism).
+
+Expected values come from :mod:`course_lib.data_parallel`, :mod:`course_lib.comm`,
+:mod:`course_lib.scaling` and the running example - never typed in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import comm
+from ..data_parallel import communication_crossover, shard_bounds
+from ..models import MLP
+from ..scaling import karp_flatt
+from . import Result, check
+
+__all__ = [
+    "RUNNING_EXAMPLE",
+    "ex1_shard_size",
+    "ex2_karp_flatt",
+    "ex3_ring_bytes",
+    "ex4_ps_crossover",
+    "ex5_mean_of_means",
+]
+
+#: The model of the measurements and the benchmark: MLP 784-1024-10, float32.
+RUNNING_EXAMPLE = MLP((784, 1024, 10))
+
+# Parameters of exercise 4 (stated in the notebook's question).
+EX4_COMPUTE_MS = 50.0
+EX4_BANDWIDTH_GBIT = 10.0
+EX4_LATENCY_US = 10.0
+
+
+def ex1_shard_size(answer) -> Result:
+    """Samples of the LAST worker when a global batch of 50 is split over 4 workers."""
+    lo, hi = shard_bounds(50, 4)[-1]
+    return check(
+        answer,
+        hi - lo,
+        rtol=0,
+        name="samples of worker 3",
+        unit="samples",
+        hint="50 = 4 x 12 + 2: the first 50 % 4 workers get one sample more.",
+        mistakes={hi - lo + 1: "That is the size of the FIRST shards; the extra samples go to the first workers."},
+    )
+
+
+def ex2_karp_flatt(answer, *, speedup: float, workers: int) -> Result:
+    """Karp-Flatt serial fraction of YOUR measurement: speedup ``speedup`` with ``workers``."""
+    if workers < 2:
+        return Result(False, "… this machine has one core: the Karp-Flatt metric needs N > 1 "
+                             "(use speedup=1.6, workers=2 to practise).")
+    expected = karp_flatt(speedup, workers)
+    return check(
+        answer,
+        expected,
+        rtol=1e-3,
+        atol=1e-4,
+        name=f"serial fraction e at N = {workers}",
+        hint="e = (1/S - 1/N) / (1 - 1/N) with your measured S and N.",
+        mistakes={1 - speedup / workers: "That is 1 - efficiency, not the Karp-Flatt metric."},
+    )
+
+
+def ex3_ring_bytes(answer) -> Result:
+    """Megabytes each of 8 workers sends in a ring all-reduce of the running example's
+    float32 gradients (MLP 784-1024-10)."""
+    nbytes = RUNNING_EXAMPLE.n_params * RUNNING_EXAMPLE.dtype.itemsize
+    # at 1 byte/s and no latency, the ring's time in seconds IS the bytes per link
+    sent = comm.ring_allreduce_time(nbytes, 8, bandwidth=1.0)
+    return check(
+        answer,
+        sent / 1e6,
+        rtol=1e-3,
+        name="bytes sent per worker",
+        unit="MB",
+        hint="reduce-scatter and all-gather each take N-1 steps of one chunk of m/N bytes: "
+        "2 (N-1)/N x m, with m = 4 bytes x parameters.",
+        mistakes={nbytes / 1e6: "That is the gradient itself; each chunk travels in both phases.",
+                  7 * nbytes / 1e6: "That is a naive all-to-all; the ring sends chunks, not whole gradients."},
+    )
+
+
+def ex4_ps_crossover(answer) -> Result:
+    """Fewest devices at which ONE parameter server exchanges at least as long as the
+    devices compute (t_c = 50 ms for the global batch on one device, 10 Gbit/s links,
+    10 µs latency, the running example's gradients)."""
+    nbytes = RUNNING_EXAMPLE.n_params * RUNNING_EXAMPLE.dtype.itemsize
+    args = (EX4_COMPUTE_MS * 1e-3, nbytes, EX4_BANDWIDTH_GBIT * 1e9 / 8, EX4_LATENCY_US * 1e-6)
+    expected = communication_crossover(*args, algorithm="ps")
+    ring = communication_crossover(*args, algorithm="ring")
+    return check(
+        answer,
+        expected,
+        rtol=0,
+        atol=0.5,
+        name="devices where the parameter server dominates",
+        unit="devices",
+        hint="find the smallest N with 2 (N m / β + α) >= t_c / N "
+        "(course_lib.data_parallel.communication_crossover does the search).",
+        mistakes={ring: "That is the crossover of the ring all-reduce."},
+    )
+
+
+def ex5_mean_of_means(answer) -> Result:
+    """True or False: with shards of 4, 3 and 3 samples, averaging the three shard MEAN
+    gradients gives the full-batch mean gradient."""
+    model = MLP((6, 5, 3))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((10, 6)).astype(np.float64)
+    y = rng.integers(0, 3, 10)
+    params = model.init_params(0).astype(np.float64)
+    model64 = MLP((6, 5, 3), dtype=np.float64)
+    _, full = model64.loss_and_grad(params, x, y)
+    means = [model64.loss_and_grad(params, x[lo:hi], y[lo:hi])[1] for lo, hi in shard_bounds(10, 3)]
+    expected = bool(np.allclose(np.mean(means, axis=0), full, rtol=1e-9, atol=1e-12))
+    return check(
+        answer,
+        expected,
+        name="mean of shard means == full-batch mean",
+        hint="the 4-sample shard's mean would count each of its samples 1/12, the others 1/9; "
+        "a sum over samples splits exactly, a mean over unequal shards does not.",
+    )
