@@ -433,12 +433,15 @@ def _sample_block(g: ConvGeometry, itemsize: int) -> int:
     """Samples per block: the column matrix of one block is about _COLS_BYTES, and a
     large batch has at least _MIN_BLOCKS blocks to share among threads.
 
-    The block size depends on the shapes only (never on the thread count), so results
-    are bitwise the same with 1 or more threads.
+    The block size depends on the shapes only (never on the thread count), so the
+    batch-split threads compute bitwise what one thread computes.
     """
     per_sample = g.rows * g.ho * g.wo * itemsize
     by_cache = _COLS_BYTES // max(per_sample, 1)
     return max(1, min(g.n, by_cache, -(-g.n // _MIN_BLOCKS)))
+
+
+_THREADED_CALL = threading.Lock()
 
 
 @functools.lru_cache(maxsize=1)
@@ -491,7 +494,9 @@ def _run_units(units: Sequence, threads: int, make_worker) -> None:
                 return
             work(unit)
 
-    with _blas_controller().limit(limits=1), ThreadPoolExecutor(threads) as pool:
+    # One threaded call at a time: the BLAS limit is process-wide, and two calls setting
+    # and restoring it in an interleaved order would leave it at 1 thread.
+    with _THREADED_CALL, _blas_controller().limit(limits=1), ThreadPoolExecutor(threads) as pool:
         for future in [pool.submit(loop) for _ in range(threads)]:
             future.result()
 
@@ -531,7 +536,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
     split along its batch dimension: each thread runs im2col and the GEMM of whole
     blocks with BLAS limited to one thread meanwhile (the limit is process-wide during
     the call). Otherwise the blocks run one after the other and BLAS threads split
-    each GEMM. The result does not depend on the number of threads.
+    each GEMM. Splitting the batch does not change the result: it is bitwise the same
+    as with one thread (BLAS itself may round differently when several of its threads
+    share one GEMM, as in the second case).
 
     Examples
     --------
@@ -596,7 +603,7 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
     Two GEMMs per block and group, like the forward pass, with the same blocks and
     threads (see :func:`conv2d`); the columns of ``x`` are recomputed, not stored. The
     weight gradients are summed over fixed groups of blocks and these sums added in
-    order, so the result does not depend on the number of threads.
+    order, so splitting the batch among threads does not change the result.
 
     Examples
     --------
@@ -631,7 +638,7 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
     blocks = _blocks(g.n, block)
     # Blocks are grouped into at most _MIN_BLOCKS chunks of consecutive blocks, each
     # with its own weight-gradient sum; the sums are added in chunk order at the end.
-    # The chunks depend on the shapes only, so the result does not depend on threads.
+    # The chunks depend on the shapes only, not on the number of threads.
     n_chunks = min(len(blocks), _MIN_BLOCKS)
     bounds = np.linspace(0, len(blocks), n_chunks + 1).round().astype(int)
     chunks = [(c, blocks[bounds[c] : bounds[c + 1]]) for c in range(n_chunks)]

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from course_lib.im2col import (
     ConvGeometry,
@@ -313,8 +313,9 @@ def test_dtypes_are_kept_or_promoted():
     assert col2im(np.ones((1, 8, 9), np.float32), (1, 2, 4, 4), 2).dtype == np.float32
 
 
-def test_results_do_not_depend_on_the_thread_count():
-    """Big enough to be split along the batch among threads; bitwise the same as 1 thread."""
+def test_splitting_the_batch_among_threads_does_not_change_the_result():
+    """Big enough to be split along the batch among threads; bitwise the same as 1 thread,
+    and the process-wide BLAS thread count is restored afterwards."""
     rng = np.random.default_rng(2)
     x = rng.standard_normal((16, 32, 28, 28), dtype=np.float32)
     w = rng.standard_normal((32, 32, 3, 3), dtype=np.float32)
@@ -323,6 +324,7 @@ def test_results_do_not_depend_on_the_thread_count():
     for threads in (1, 2):
         with threadpool_limits(threads, user_api="blas"):
             results.append((conv2d(x, w, None, 1, 1), *conv2d_backward(g, x, w, 1, 1)))
+            assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == [threads]
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose(results[0][0], einsum_conv(x, w, None, (1, 1), (1, 1), (1, 1), 1),

@@ -109,6 +109,8 @@ def test_speed_bars_figure():
     fig = speed_bars_figure(["loops", "numpy"], [2.0, 0.004], title="t")
     ax = fig.axes[0]
     assert [p.get_width() for p in ax.patches] == [2.0, 0.004]
-    assert any("500× faster" in t for t in _texts(fig))
+    texts = _texts(fig)
+    assert "2 s" in texts and any(t.startswith("4 ms") and "500× faster" in t for t in texts)
+    assert speed_bars_figure(["a", "b"], [1e-3, 5e-5]).axes[0].texts[1].get_text().startswith("50 µs")
     with pytest.raises(ValueError, match="one positive"):
         speed_bars_figure(["a"], [0.0])

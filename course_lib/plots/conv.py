@@ -393,7 +393,7 @@ def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title:
     ax.set_xlim(t.min() / 3, t.max() * 40)
     slowest = t.max()
     for i, v in enumerate(t):
-        text = f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.3g} s"
+        text = f"{v * 1e6:.3g} µs" if v < 1e-3 else f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.3g} s"
         if v < slowest:
             text += f"   ({slowest / v:,.0f}× faster)"
         ax.text(v * 1.2, i, text, va="center", fontsize=8)
