@@ -268,6 +268,8 @@ class _Im2col:
     def columns_into(self, x: np.ndarray, out: np.ndarray) -> None:
         """im2col of the whole ``x`` (n, C, H, W) into ``out`` (n, C*kh*kw, L), blockwise."""
         g = self.g
+        if out.size == 0:  # no channels or no samples: nothing to copy
+            return
         planes = x.reshape(-1, g.h, g.w)
         flat = out.reshape(planes.shape[0], -1)
         step = planes.shape[0] if self.direct else self.block
@@ -376,6 +378,8 @@ def col2im(cols, input_shape, kernel_size, stride=1, padding=0, dilation=1) -> n
 def _col2im_into(cols: np.ndarray, g: ConvGeometry, out: np.ndarray) -> None:
     """Fold ``cols`` (n, C*kh*kw, L) into ``out`` (n, C, H, W), blockwise over planes."""
     planes = cols.shape[0] * g.c  # cols may hold a block of samples: g.n is not used
+    if planes == 0:
+        return
     windows = cols.reshape(planes, g.kh, g.kw, g.ho, g.wo)
     target = out.reshape(planes, g.h, g.w)
     plane_bytes = g.hp * g.wp * cols.dtype.itemsize

@@ -331,9 +331,14 @@ def test_splitting_the_batch_among_threads_does_not_change_the_result():
                                rtol=1e-4, atol=1e-3)
 
 
-def test_empty_batch():
+def test_empty_batch_and_no_channels():
     assert conv2d(np.zeros((0, 2, 5, 5)), np.zeros((3, 2, 3, 3))).shape == (0, 3, 3, 3)
     assert im2col(np.zeros((0, 2, 5, 5)), 3).shape == (0, 18, 9)
+    # no input channels: the output is the bias alone
+    out = conv2d(np.zeros((1, 0, 4, 4)), np.zeros((2, 0, 3, 3)), np.array([1.0, -2.0]))
+    np.testing.assert_array_equal(out[0, :, 1, 1], [1.0, -2.0])
+    gx, gw, gb = conv2d_backward(np.ones((1, 2, 2, 2)), np.zeros((1, 0, 4, 4)), np.zeros((2, 0, 3, 3)))
+    assert gx.shape == (1, 0, 4, 4) and gw.shape == (2, 0, 3, 3) and gb.tolist() == [4.0, 4.0]
 
 
 # ------------------------------------------------------------------ bad input
