@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from matplotlib.text import Text
 
 from course_lib.datasets import CPU_TRENDS_ATTRIBUTION, load_cpu_trends, load_dnn_models
 from course_lib.plots import figure_to_png
@@ -64,6 +65,8 @@ def test_accuracy_compute_axes_bubbles_and_mac_label():
     models = load_dnn_models()
     fig = accuracy_compute_figure(models)
     ax = fig.axes[0]
+    assert [c.get_label() for c in ax.collections] == families(models)  # one scatter per family
+    assert families(models) == sorted({m.family for m in models}) and "ResNet" in families(models)
     assert "multiply-accumulates" in ax.get_xlabel() and "G-FLOPs" in ax.get_xlabel()
     xs = np.concatenate([np.asarray(c.get_offsets())[:, 0] for c in ax.collections if len(c.get_offsets())])
     assert sorted(xs) == sorted(m.gmacs_per_forward for m in models)
@@ -83,24 +86,46 @@ def test_accuracy_compute_flops_doubles_the_axis():
     assert "GFLOP (= 2 × GMAC)" in flops.get_xlabel()
 
 
-def test_highlight_by_name_or_slider_index():
+def test_highlight_by_name_and_all_families():
     models = load_dnn_models()
-    names = families(models)
-    k = names.index("ResNet") + 1
-    for highlight in ("ResNet", k):
-        ax = accuracy_compute_figure(models, highlight).axes[0]
-        assert ax.get_title().endswith("highlighted: ResNet")
-        labelled = {t.get_text() for t in ax.texts}
-        assert {m.model for m in models if m.family == "ResNet"} <= labelled
-        assert not any(m.model in labelled for m in models if m.family == "VGG")
-        grey = [c for c in ax.collections if c.get_label() == "VGG"][0]
-        assert np.allclose(grey.get_facecolor()[0][:3], 0.8)
-    assert accuracy_compute_figure(models, 0).axes[0].get_title() == "accuracy vs compute"
+    ax = accuracy_compute_figure(models, "ResNet").axes[0]
+    assert ax.get_title().endswith("highlighted: ResNet")
+    labelled = {t.get_text() for t in ax.texts}
+    assert {m.model for m in models if m.family == "ResNet"} <= labelled
+    assert not any(m.model in labelled for m in models if m.family == "VGG")
+    grey = [c for c in ax.collections if c.get_label() == "VGG"][0]
+    assert np.allclose(grey.get_facecolor()[0][:3], 0.8)
+    for none in (None, ""):  # "" is the drop-down's "all families" entry
+        ax = accuracy_compute_figure(models, none).axes[0]
+        assert ax.get_title() == "accuracy vs compute"
+        assert [t.get_text() for t in ax.texts] == ["bubble area ∝ parameters"]
 
 
-@pytest.mark.parametrize("bad", ["Transformer", len(families(load_dnn_models())) + 1, -1])
-def test_highlight_bad(bad):
-    with pytest.raises(ValueError, match="highlight must be"):
+@pytest.mark.parametrize("family", ["ResNet", "SENet", "VGG", "Inception"])  # the crowded ones
+def test_highlight_labels_point_at_their_model_and_do_not_overlap(family):
+    models = load_dnn_models()
+    fig = accuracy_compute_figure(models, family)
+    ax = fig.axes[0]
+    labels = [t for t in ax.texts if t.get_text() != "bubble area ∝ parameters"]
+    members = {m.model: m for m in models if m.family == family}
+    assert sorted(t.get_text() for t in labels) == sorted(members)
+    for t in labels:  # each label is anchored at its own model's point
+        m = members[t.get_text()]
+        assert t.xy == pytest.approx((m.gmacs_per_forward, m.top5_pct))
+    fig.draw_without_rendering()
+    boxes = [Text.get_window_extent(t) for t in labels]  # the text alone, without its leader line
+    inside = ax.bbox
+    for i, a in enumerate(boxes):
+        assert inside.x0 <= a.x0 and a.x1 <= inside.x1 and inside.y0 <= a.y0 and a.y1 <= inside.y1
+        for b in boxes[i + 1:]:
+            assert not a.overlaps(b), (a, b)
+    legend = ax.get_legend().get_window_extent()
+    assert not any(a.overlaps(legend) for a in boxes)
+
+
+@pytest.mark.parametrize("bad, exc", [("Transformer", ValueError), (7, TypeError), (True, TypeError)])
+def test_highlight_bad(bad, exc):
+    with pytest.raises(exc, match="highlight must be"):
         accuracy_compute_figure(load_dnn_models(), bad)
 
 

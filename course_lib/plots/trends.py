@@ -195,7 +195,7 @@ def families(models: Sequence) -> list[str]:
     return sorted({m.family for m in models})
 
 
-def accuracy_compute_figure(models: Sequence, highlight: str | int | None = None, *,
+def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
                             flops: bool = False):
     """Top-5 accuracy against compute per forward pass; bubble area = parameters.
 
@@ -203,9 +203,10 @@ def accuracy_compute_figure(models: Sequence, highlight: str | int | None = None
     ----------
     models : sequence of DnnModel
         Rows of :func:`course_lib.datasets.load_dnn_models`.
-    highlight : str or int, optional
-        A family to highlight (the others turn grey and its members are labelled):
-        its name, or its 1-based position in :func:`families` (0 = none, for a slider).
+    highlight : str, optional
+        A family to highlight, one of :func:`families`: the others turn grey and its
+        members are labelled (labels are moved apart, with a leader line, where points
+        crowd). ``None`` or ``""`` (the drop-down's "all families" entry) highlights none.
     flops : bool
         Plot FLOPs (2 x MACs) instead of multiply-accumulates on the x axis.
 
@@ -217,14 +218,15 @@ def accuracy_compute_figure(models: Sequence, highlight: str | int | None = None
     'multiply-accumulates per forward pass (GMAC)'
     >>> fig.axes[0].get_title()
     'accuracy vs compute, highlighted: ResNet'
+    >>> len(fig.axes[0].texts) - 1  # one label per ResNet model, plus the bubble note
+    9
     """
     names = families(models)
-    if isinstance(highlight, (int, np.integer)) and not isinstance(highlight, bool):
-        if not 0 <= highlight <= len(names):
-            raise ValueError(f"highlight must be in [0, {len(names)}] (0 = none), got {highlight}")
-        highlight = None if highlight == 0 else names[int(highlight) - 1]
+    if highlight is not None and not isinstance(highlight, str):
+        raise TypeError(f"highlight must be a family name (str) or None, got {highlight!r}")
+    highlight = highlight or None
     if highlight is not None and highlight not in names:
-        raise ValueError(f"highlight must be one of {names}, got {highlight!r}")
+        raise ValueError(f"highlight must be one of {names} (or None / '' for none), got {highlight!r}")
     factor = 2.0 if flops else 1.0
     fig, ax = new_figure(size=(8.0, 5.0))
     x = np.array([m.gmacs_per_forward for m in models]) * factor
@@ -245,10 +247,6 @@ def accuracy_compute_figure(models: Sequence, highlight: str | int | None = None
                    color=colour_of[fam] if on else "0.8", alpha=0.55 if on else 0.35,
                    edgecolors="0.2" if on else "0.7", linewidths=0.6,
                    label=fam, zorder=3 if on else 2)
-    if highlight is not None:
-        for m, xi, yi in zip(models, x, y, strict=True):
-            if m.family == highlight:
-                ax.annotate(m.model, (xi, yi), textcoords="offset points", xytext=(5, 4), fontsize=7)
     ax.set_xscale("log")
     unit = "GFLOP (= 2 × GMAC)" if flops else "GMAC"
     what = "FLOPs" if flops else "multiply-accumulates"
@@ -258,9 +256,65 @@ def accuracy_compute_figure(models: Sequence, highlight: str | int | None = None
     legend = ax.legend(fontsize=7, ncol=2, loc="lower right", markerscale=0.4, framealpha=0.9)
     for handle in legend.legend_handles:
         handle.set_sizes([30])
-    ax.text(0.01, 0.98, "bubble area ∝ parameters", transform=ax.transAxes, fontsize=7,
-            va="top", color="0.3")
+    note = ax.text(0.01, 0.98, "bubble area ∝ parameters", transform=ax.transAxes, fontsize=7,
+                   va="top", color="0.3")
+    if highlight is not None:
+        mask = np.array([m.family == highlight for m in models])
+        _label_points(ax, x[mask], y[mask], [m.model for m, on in zip(models, mask, strict=True) if on],
+                      np.sqrt(sizes[mask]) / 2, avoid=[legend, note])
     return fig
+
+
+def _label_points(ax, x, y, labels, radii, *, avoid=(), fontsize=7.0, pad=2.0, max_shift=10):
+    """Annotate data points ``(x, y)`` so that no two labels overlap.
+
+    Greedy placement in display space (points), top point first: each label goes to
+    the right of its bubble (radius ``radii``, in points), else to the left, else one
+    line further up or down, alternately, up to ``max_shift`` lines; a label that
+    had to move is joined to its point by a thin leader line. Labels also keep out
+    of the other bubbles, of the artists in ``avoid`` and of the axes' edges.
+    """
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextToPath
+
+    fig = ax.figure
+    fig.draw_without_rendering()  # settle the layout and the axis limits first
+    to_points = 72.0 / fig.dpi
+    xy = ax.transData.transform(np.column_stack([x, y])) * to_points
+    ax0, ay0, ax1, ay1 = ax.bbox.extents * to_points
+    blocked = [tuple(a.get_window_extent().extents * to_points) for a in avoid]
+    bubbles = [(px - r, py - r, px + r, py + r) for (px, py), r in zip(xy, radii, strict=True)]
+    font, measure = FontProperties(size=fontsize), TextToPath()
+    line = 1.3 * fontsize
+
+    def free(rect, own):
+        if rect[0] < ax0 or rect[2] > ax1 or rect[1] < ay0 or rect[3] > ay1:
+            return False
+        others = blocked + [b for j, b in enumerate(bubbles) if j != own]
+        return not any(rect[0] < o[2] and o[0] < rect[2] and rect[1] < o[3] and o[1] < rect[3]
+                       for o in others)
+
+    for i in np.argsort(-xy[:, 1], kind="stable"):
+        (px, py), r = xy[i], radii[i]
+        width = measure.get_text_width_height_descent(labels[i], font, ismath=False)[0]
+        choice = None
+        for k in range(2 * max_shift + 1):
+            dy = (k + 1) // 2 * line * (1 if k % 2 else -1)
+            for side in (1, -1):
+                left = px + r + pad if side > 0 else px - r - pad - width
+                rect = (left, py + dy - line / 2, left + width, py + dy + line / 2)
+                if free(rect, i):
+                    choice = (side, dy, rect)
+                    break
+            if choice:
+                break
+        side, dy, rect = choice or (1, 0.0, (px + r + pad, py - line / 2, px + r + pad + width,
+                                             py + line / 2))
+        blocked.append(rect)
+        arrow = None if dy == 0 else dict(arrowstyle="-", color="0.45", lw=0.6, shrinkA=1, shrinkB=r)
+        ax.annotate(labels[i], (x[i], y[i]), xytext=(side * (r + pad), dy), textcoords="offset points",
+                    ha="left" if side > 0 else "right", va="center", fontsize=fontsize,
+                    arrowprops=arrow, zorder=4, in_layout=False)
 
 
 # ------------------------------------------------------------ BERT estimates
