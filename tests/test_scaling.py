@@ -195,3 +195,12 @@ def test_speedup_from_times():
         speedup(1.0, 0.0)
     with pytest.raises(ValueError, match="t_serial must be in"):
         speedup(-1.0, 1.0)
+
+
+@given(fractions, st.floats(1, 1e5))
+def test_gustafson_and_amdahl_agree_on_the_scaled_problem(p, n):
+    from course_lib.scaling import gustafson_to_amdahl
+
+    pa = gustafson_to_amdahl(p, n)
+    assert 0 <= pa <= 1
+    assert amdahl(pa, n) == pytest.approx(gustafson(p, n), rel=1e-9)
