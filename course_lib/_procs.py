@@ -102,6 +102,7 @@ __all__ = [
     "default_start_method",
     "demo_worker",
     "leaked_resources",
+    "remove_stale_segments",
     "resource_snapshot",
 ]
 
@@ -388,6 +389,47 @@ class SharedArray:
         return f"SharedArray({self.spec.name!r}, shape={self.spec.shape}, dtype={self.spec.dtype}, {state})"
 
 
+def remove_stale_segments() -> list[str]:
+    """Unlink ``/dev/shm/ddl_<pid>_*`` segments whose creating process no longer exists.
+
+    A process killed with SIGKILL (a kernel restart kills the kernel's whole process
+    group, resource tracker included) cannot unlink its segments. Every
+    :class:`ProcessGroup` calls this when it starts, so such leftovers disappear with
+    the next run. Segments of living processes are never touched. Returns the names
+    removed (always empty where ``/dev/shm`` does not exist).
+
+    Examples
+    --------
+    >>> isinstance(remove_stale_segments(), list)
+    True
+    """
+    if not os.path.isdir("/dev/shm"):  # pragma: no cover - not Linux
+        return []
+    removed = []
+    for entry in os.listdir("/dev/shm"):
+        if not entry.startswith(SHM_PREFIX):
+            continue
+        pid_text = entry[len(SHM_PREFIX):].split("_", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        try:
+            os.unlink(os.path.join("/dev/shm", entry))
+            removed.append(entry)
+        except OSError:  # pragma: no cover - removed concurrently, or not ours
+            pass
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return pid <= 2**22  # exists (another user) / impossible pid
+    return True
+
+
 # ------------------------------------------------------------------ worker side
 @dataclass(frozen=True)
 class WorkerContext:
@@ -553,6 +595,7 @@ class ProcessGroup:
             raise RuntimeError("the process group was already started")
         self._started = True
         self.start_time = time.perf_counter()
+        remove_stale_segments()
         if self.start_method != "fork" and os.name == "posix":
             # Start the resource tracker now so that every worker shares it.
             from multiprocessing import resource_tracker

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -138,11 +140,11 @@ def test_other_start_methods_give_the_same_bits(method):
     assert par.start_method == method
 
 
-@pytest.mark.slow
 def test_pipe_backend_with_spawn_and_more_workers_than_cores():
-    par = train_data_parallel(MODEL, X, Y, workers=5, backend="pipe", start_method="spawn",
+    workers = min((os.cpu_count() or 1) + 1, KW["batch_size"])  # more than cores where possible
+    par = train_data_parallel(MODEL, X, Y, workers=workers, backend="pipe", start_method="spawn",
                               progress=False, **KW)
-    np.testing.assert_array_equal(par.params, train_simulated(MODEL, X, Y, workers=5, **KW).params)
+    np.testing.assert_array_equal(par.params, train_simulated(MODEL, X, Y, workers=workers, **KW).params)
 
 
 def test_epochs_and_start_params():

@@ -81,7 +81,7 @@ def test_hung_worker_times_out(backend, clean):
 
 @pytest.mark.parametrize("method", ["fork", "forkserver"])
 def test_keyboard_interrupt_stops_workers(method, clean):
-    timer = threading.Timer(0.6, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer = threading.Timer(0.4, os.kill, args=(os.getpid(), signal.SIGINT))
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
@@ -104,13 +104,12 @@ def test_repeated_runs_in_one_process_leak_nothing(clean):
                                     fault=fault, **KW)
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("kind", ["raise", "exit", "hang"])
+@pytest.mark.parametrize("kind", ["raise", "exit"])  # hangs: detected alike for every start method
 def test_spawn_faults(kind, clean):
-    expected = {"raise": WorkerError, "exit": WorkerDied, "hang": WorkerTimeout}[kind]
+    expected = {"raise": WorkerError, "exit": WorkerDied}[kind]
     with pytest.raises(expected):
         train_data_parallel(MODEL, X, Y, workers=2, start_method="spawn",
-                            fault=Fault(kind, rank=1, step=1), timeout=3 if kind == "hang" else 60, **KW)
+                            fault=Fault(kind, rank=1, step=1), timeout=60, **KW)
 
 
 def test_fault_rank_must_exist():
