@@ -344,3 +344,20 @@ def test_exercise_checkers_accept_the_right_answers_only():
     assert ex.ex5_mean_of_means(False).correct and not ex.ex5_mean_of_means(True).correct
     for check in (ex.ex1_shard_size, ex.ex3_ring_bytes, ex.ex4_ps_crossover, ex.ex5_mean_of_means):
         assert "not answered" in check(None).message
+
+
+@pytest.mark.slow
+def test_benchmark_runs_and_reports_targets(capsys):
+    """Smoke test of benchmarks/bench_data_parallel.py (numbers are not asserted)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_data_parallel.py"
+    spec = importlib.util.spec_from_file_location("bench_data_parallel", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.main(["--batches", "64", "--rounds", "1", "--no-gloo", "--cores", "2",
+                       "--step-budget", "0.01", "--start-method", "fork"]) == 0
+    out = capsys.readouterr().out
+    assert "shared memory, 2 workers" in out and "pipes, 2 workers" in out
+    assert "target S(2) >= 1.5" in out
