@@ -23,6 +23,7 @@ _SUBMODULES = frozenset(
         "datasets",
         "doctor",
         "exercises",
+        "hybrid",
         "im2col",
         "model_parallel",
         "models",
@@ -30,7 +31,9 @@ _SUBMODULES = frozenset(
         "parallel_map",
         "plots",
         "scaling",
+        "slides",
         "timing",
+        "torch_engine",
         "widgets",
     }
 )

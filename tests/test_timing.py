@@ -23,3 +23,4 @@ def test_bad_arguments(kw, exc):
         measure(lambda: None, **kw)
     with pytest.raises(TypeError, match="fn must be callable"):
         measure(3)
+

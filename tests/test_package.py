@@ -1,0 +1,18 @@
+"""The package as a whole: lazy submodules."""
+
+
+def test_every_module_is_reachable_lazily():
+    """course_lib.X works for every module of the package, and importing is lazy."""
+    import pkgutil
+    import subprocess
+    import sys
+
+    import course_lib
+
+    names = {m.name for m in pkgutil.iter_modules(course_lib.__path__) if not m.name.startswith("_")}
+    names.discard("__main__")
+    assert names <= set(dir(course_lib)), f"missing from _SUBMODULES: {names - set(dir(course_lib))}"
+    # `import course_lib` must not pull in the heavy modules
+    code = "import sys, course_lib; print(sorted(m for m in ('matplotlib', 'ipywidgets', 'torch') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
