@@ -1,0 +1,448 @@
+"""Lecture slides: every notebook as a reveal.js deck that works offline.
+
+``python -m course_lib slides`` (``make slides``) executes each notebook in a fresh
+kernel (so figures and widget state are present), drops the cells tagged ``solution``,
+``setup`` or ``remove``, keeps ``notes`` cells as speaker notes, and exports a reveal.js
+deck per notebook to ``build/slides/NN_name.slides.html`` plus an ``index.html`` that
+lists the decks in chapter order.
+
+nbconvert's default export loads reveal.js, require.js, jQuery, MathJax and the widget
+renderer from CDNs and falls apart without a network. Here those front-end packages
+(:data:`VENDOR_PACKAGES`, pinned) are installed once with ``npm`` into
+``build/slides/vendor`` and the decks point at them with relative URLs; the template
+``course_lib/templates/ddl_reveal`` extends nbconvert's ``reveal`` template without its
+mermaid CDN import. A live figure shows its saved widget state (sliders and the figure
+as last drawn); without widget state nbconvert falls back to the static PNG that
+:func:`course_lib.widgets.live_figure` stores beside the widget view.
+
+The module also holds :func:`slide_structure`, which says from the cell metadata alone
+how many slides a deck must have; the browser tests compare it with the rendered deck.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "Deck",
+    "REMOVE_CELL_TAGS",
+    "SLIDE_TYPES",
+    "VENDOR_PACKAGES",
+    "build_slides",
+    "ensure_vendor",
+    "export_deck",
+    "exporter_config",
+    "kept_cells",
+    "missing_vendor_packages",
+    "notebook_title",
+    "slide_problems",
+    "slide_structure",
+    "write_index",
+]
+
+#: Front-end packages installed from the npm registry into the vendor folder (pinned).
+VENDOR_PACKAGES: dict[str, str] = {
+    "reveal.js": "4.6.0",
+    "requirejs": "2.3.8",
+    "jquery": "2.2.3",
+    "@jupyter-widgets/html-manager": "1.0.15",
+    "mathjax": "2.7.9",
+}
+#: Files of those packages that a deck loads, relative to ``vendor/node_modules``.
+VENDOR_FILES: dict[str, str] = {
+    "reveal": "reveal.js",  # a folder: dist/reveal.js, dist/theme/..., plugin/notes/...
+    "require": "requirejs/require.js",
+    "jquery": "jquery/dist/jquery.min.js",
+    "mathjax": "mathjax/MathJax.js",
+    "widgets": "@jupyter-widgets/html-manager/dist/embed-amd.js",
+}
+MATHJAX_CONFIG = "?config=TeX-AMS_CHTML-full,Safe"
+
+#: Cells with one of these tags are dropped from the decks.
+REMOVE_CELL_TAGS = ("solution", "setup", "remove", "remove-cell")
+#: Cells with one of these tags show their outputs only.
+REMOVE_INPUT_TAGS = ("remove-input", "hide-input")
+#: Cells with one of these tags show their input only.
+REMOVE_OUTPUT_TAGS = ("remove-output",)
+SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
+
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
+TEMPLATE_NAME = "ddl_reveal"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Deck:
+    """One exported deck.
+
+    Attributes
+    ----------
+    source : Path
+        The notebook.
+    path : Path
+        The ``.slides.html`` file.
+    title : str
+        Title of the notebook (its first ``#`` heading).
+    structure : tuple of int
+        Slides in each column: ``len(structure)`` horizontal slides, ``sum(structure)``
+        slides in all (see :func:`slide_structure`).
+    seconds : float
+        Time taken to execute and export it.
+    """
+
+    source: Path
+    path: Path
+    title: str
+    structure: tuple[int, ...]
+    seconds: float
+
+
+# ------------------------------------------------------------------ cell metadata
+def _tags(cell: Any) -> set[str]:
+    return set(cell.get("metadata", {}).get("tags", []) or [])
+
+
+def _slide_type(cell: Any) -> str:
+    slideshow = cell.get("metadata", {}).get("slideshow", {}) or {}
+    return slideshow.get("slide_type", "-") or "-"
+
+
+def kept_cells(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CELL_TAGS) -> list[Any]:
+    """The cells that stay in a deck: all but those tagged with one of ``remove_tags``.
+
+    Examples
+    --------
+    >>> cells = [{"metadata": {"tags": ["setup"]}}, {"metadata": {}}, {"metadata": {"tags": ["x"]}}]
+    >>> len(kept_cells(cells))
+    2
+    """
+    remove = set(remove_tags)
+    return [c for c in cells if not (_tags(c) & remove)]
+
+
+def slide_structure(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CELL_TAGS) -> tuple[int, ...]:
+    """How many slides the deck of these cells has, from their slide metadata alone.
+
+    Cells tagged with one of ``remove_tags`` are ignored. The first cell that is
+    neither ``skip`` nor ``notes`` opens the first slide; every later ``slide`` cell
+    opens a new column (a horizontal slide) and every ``subslide`` cell a new slide
+    below the current one. ``fragment``, ``-``, ``skip`` and ``notes`` cells add none.
+
+    Returns
+    -------
+    tuple of int
+        Number of slides in each column (empty if every cell is hidden).
+
+    Examples
+    --------
+    >>> def cell(kind, *tags):
+    ...     return {"metadata": {"slideshow": {"slide_type": kind}, "tags": list(tags)}}
+    >>> slide_structure([cell("slide"), cell("skip", "setup"), cell("subslide"), cell("fragment"),
+    ...                  cell("slide", "solution"), cell("notes"), cell("slide"), cell("-")])
+    (2, 1)
+    """
+    columns: list[int] = []
+    for cell in kept_cells(cells, remove_tags):
+        kind = _slide_type(cell)
+        if not columns:
+            if kind not in ("skip", "notes"):
+                columns.append(1)
+        elif kind == "slide":
+            columns.append(1)
+        elif kind == "subslide":
+            columns[-1] += 1
+    return tuple(columns)
+
+
+def slide_problems(cells: Sequence[Any]) -> list[str]:
+    """Cells whose slide metadata is missing or not one of :data:`SLIDE_TYPES`.
+
+    Examples
+    --------
+    >>> slide_problems([{"metadata": {"slideshow": {"slide_type": "slide"}}}, {"metadata": {}}])
+    ['cell 1: no slideshow.slide_type']
+    """
+    problems = []
+    for i, cell in enumerate(cells):
+        slideshow = cell.get("metadata", {}).get("slideshow")
+        if not slideshow or "slide_type" not in slideshow:
+            problems.append(f"cell {i}: no slideshow.slide_type")
+        elif slideshow["slide_type"] not in SLIDE_TYPES:
+            problems.append(f"cell {i}: slide_type {slideshow['slide_type']!r} is not one of {SLIDE_TYPES}")
+    return problems
+
+
+def notebook_title(nb: Any, default: str = "") -> str:
+    """The first level-1 Markdown heading of a notebook (``default`` if there is none).
+
+    Examples
+    --------
+    >>> notebook_title({"cells": [{"cell_type": "markdown", "source": "# 02 Scaling laws\\ntext"}]})
+    '02 Scaling laws'
+    """
+    for cell in nb["cells"]:
+        if cell.get("cell_type") != "markdown":
+            continue
+        source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+        for line in source.splitlines():
+            match = re.match(r"#\s+(.+?)\s*#*\s*$", line)
+            if match:
+                return match.group(1)
+    return default
+
+
+# ------------------------------------------------------------------ vendor folder
+def _installed_version(vendor_dir: Path, package: str) -> str | None:
+    manifest = vendor_dir / "node_modules" / package / "package.json"
+    try:
+        return json.loads(manifest.read_text(encoding="utf-8")).get("version")
+    except (OSError, ValueError):
+        return None
+
+
+def missing_vendor_packages(vendor_dir: Path) -> list[str]:
+    """``name@version`` of every vendor package absent from ``vendor_dir`` (or another version)."""
+    vendor_dir = Path(vendor_dir)
+    return [
+        f"{name}@{version}"
+        for name, version in VENDOR_PACKAGES.items()
+        if _installed_version(vendor_dir, name) != version
+    ]
+
+
+def ensure_vendor(
+    vendor_dir: Path,
+    *,
+    npm: str | None = None,
+    run: Callable[..., subprocess.CompletedProcess] = subprocess.run,
+    log: Callable[[str], None] = print,
+) -> bool:
+    """Install the front-end packages into ``vendor_dir/node_modules`` unless present.
+
+    Returns True if npm ran, False if everything was already there. Raises
+    ``RuntimeError`` with the fix when npm is missing or fails.
+    """
+    vendor_dir = Path(vendor_dir)
+    missing = missing_vendor_packages(vendor_dir)
+    if not missing:
+        return False
+    npm = npm or shutil.which("npm")
+    if not npm:
+        raise RuntimeError(
+            "npm not found: the offline decks need reveal.js, MathJax ... from the npm registry "
+            "once. Install Node.js (e.g. `apt-get install npm`) or copy a build/slides/vendor "
+            "folder from another machine."
+        )
+    vendor_dir.mkdir(parents=True, exist_ok=True)
+    manifest = vendor_dir / "package.json"
+    if not manifest.exists():
+        manifest.write_text(json.dumps({"name": "ddl-course-slides-vendor", "private": True}) + "\n")
+    cmd = [npm, "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error",
+           "--prefix", str(vendor_dir), *missing]
+    log(f"slides: npm install {' '.join(missing)} -> {vendor_dir}")
+    t0 = time.perf_counter()
+    proc = run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"npm install failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
+        )
+    still = missing_vendor_packages(vendor_dir)
+    if still:
+        raise RuntimeError(f"npm install ran but {still} are still missing in {vendor_dir}")
+    log(f"slides: vendor packages installed in {time.perf_counter() - t0:.1f} s")
+    return True
+
+
+# ------------------------------------------------------------------ export
+def _url(target: Path, start: Path) -> str:
+    """Relative URL from the folder ``start`` to ``target`` (forward slashes)."""
+    return Path(os.path.relpath(target, start)).as_posix()
+
+
+def exporter_config(deck_dir: Path, vendor_dir: Path):
+    """nbconvert configuration of the offline decks written to ``deck_dir``."""
+    from traitlets.config import Config
+
+    modules = Path(vendor_dir) / "node_modules"
+    rel = {key: _url(modules / path, Path(deck_dir)) for key, path in VENDOR_FILES.items()}
+    c = Config()
+    c.SlidesExporter.template_name = TEMPLATE_NAME
+    c.SlidesExporter.extra_template_basedirs = [str(TEMPLATE_DIR)]
+    c.SlidesExporter.reveal_url_prefix = rel["reveal"]
+    c.SlidesExporter.reveal_theme = "white"  # "simple" pulls web fonts from Google
+    c.SlidesExporter.reveal_transition = "slide"
+    c.SlidesExporter.reveal_number = "c/t"
+    c.SlidesExporter.require_js_url = rel["require"]
+    c.SlidesExporter.jquery_url = rel["jquery"]
+    c.SlidesExporter.mathjax_url = rel["mathjax"] + MATHJAX_CONFIG
+    c.SlidesExporter.widget_renderer_url = rel["widgets"]
+    c.SlidesExporter.exclude_input_prompt = True
+    c.SlidesExporter.exclude_output_prompt = True
+    c.TagRemovePreprocessor.enabled = True
+    c.TagRemovePreprocessor.remove_cell_tags = set(REMOVE_CELL_TAGS)
+    c.TagRemovePreprocessor.remove_input_tags = set(REMOVE_INPUT_TAGS)
+    c.TagRemovePreprocessor.remove_all_outputs_tags = set(REMOVE_OUTPUT_TAGS)
+    return c
+
+
+def execute_notebook(path: Path, *, timeout: int = 600):
+    """Run a notebook top to bottom in a fresh kernel of this Python; return the node.
+
+    The kernel works in the notebook's folder, widget state is stored in the metadata
+    (for the decks), and cells tagged ``skip-execution`` are not run.
+    """
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+        resources={"metadata": {"path": str(Path(path).parent)}},
+    )
+    client.execute()
+    return nb
+
+
+def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path) -> Path:
+    """Write the deck of notebook node ``nb`` to ``deck_dir/<name>.slides.html``."""
+    from nbconvert import SlidesExporter
+
+    deck_dir = Path(deck_dir)
+    deck_dir.mkdir(parents=True, exist_ok=True)
+    exporter = SlidesExporter(config=exporter_config(deck_dir, vendor_dir))
+    body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name, "path": str(deck_dir)}})
+    out = deck_dir / f"{name}.slides.html"
+    out.write_text(body, encoding="utf-8")
+    return out
+
+
+def write_index(decks: Sequence[Deck], deck_dir: Path) -> Path:
+    """``index.html`` linking every deck in chapter (file name) order."""
+    items = []
+    for deck in sorted(decks, key=lambda d: d.path.name):
+        href = html.escape(deck.path.name, quote=True)
+        slides = f"{len(deck.structure)} sections, {sum(deck.structure)} slides"
+        items.append(
+            f'  <li><a href="{href}">{html.escape(deck.title)}</a> <small>({slides}; '
+            f'<a href="{href}?print-pdf">print version</a>)</small></li>'
+        )
+    page = "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en">',
+        '<head><meta charset="utf-8"><title>ddl-course slides</title>',
+        "<style>body{font-family:sans-serif;max-width:46em;margin:2em auto;line-height:1.5}"
+        "li{margin:.4em 0}small{color:#555}</style></head>",
+        "<body>",
+        "<h1>Introduction to distributed deep learning computation: slides</h1>",
+        "<ol>",
+        *items,
+        "</ol>",
+        "<p>Keys: arrows or space to move, <kbd>S</kbd> speaker view (notes, timer, next slide), "
+        "<kbd>F</kbd> full screen, <kbd>Esc</kbd> overview. PDF: open a deck's print version "
+        "and print to PDF from the browser (landscape, no margins, background graphics on).</p>",
+        "</body>",
+        "</html>",
+        "",
+    ])
+    out = Path(deck_dir) / "index.html"
+    out.write_text(page, encoding="utf-8")
+    return out
+
+
+def build_slides(
+    notebooks: Sequence[Path],
+    deck_dir: Path,
+    *,
+    vendor_dir: Path | None = None,
+    execute: bool = True,
+    timeout: int = 600,
+    log: Callable[[str], None] = print,
+) -> list[Deck]:
+    """Export ``notebooks`` to offline decks in ``deck_dir`` plus its ``index.html``.
+
+    Parameters
+    ----------
+    notebooks : sequence of Path
+        The notebooks, in any order (the index sorts them by file name).
+    deck_dir : Path
+        Output folder.
+    vendor_dir : Path, optional
+        Where the front-end packages live (installed there when missing);
+        ``deck_dir / "vendor"`` by default. Decks refer to it by relative URLs.
+    execute : bool
+        Run each notebook in a fresh kernel first (the default). False exports the
+        stored outputs as they are (fast; used by the tests).
+    timeout : int
+        Seconds allowed per cell.
+    """
+    import nbformat
+
+    deck_dir = Path(deck_dir)
+    vendor_dir = Path(vendor_dir) if vendor_dir is not None else deck_dir / "vendor"
+    if not notebooks:
+        raise ValueError("notebooks must name at least one .ipynb file, got none")
+    for path in notebooks:
+        if Path(path).suffix != ".ipynb" or not Path(path).is_file():
+            raise ValueError(f"notebooks: {path} is not an existing .ipynb file")
+    ensure_vendor(vendor_dir, log=log)
+    decks = []
+    for path in sorted(map(Path, notebooks), key=lambda p: p.name):
+        t0 = time.perf_counter()
+        if execute:
+            try:
+                nb = execute_notebook(path, timeout=timeout)
+            except Exception as exc:  # CellExecutionError, timeouts, dead kernel
+                ename = getattr(exc, "ename", None)
+                what = f"{ename}: {getattr(exc, 'evalue', '')}" if ename else f"{type(exc).__name__}: {exc}"
+                raise RuntimeError(f"{path}: execution failed: {what}") from exc
+        else:
+            nb = nbformat.read(path, as_version=4)
+        for problem in slide_problems(nb.cells):
+            log(f"slides: warning: {path.name}: {problem}")
+        out = export_deck(nb, path.stem, deck_dir, vendor_dir)
+        deck = Deck(path, out, notebook_title(nb, path.stem), slide_structure(nb.cells),
+                    time.perf_counter() - t0)
+        log(f"slides: {out} ({sum(deck.structure)} slides, {deck.seconds:.1f} s)")
+        decks.append(deck)
+    write_index(decks, deck_dir)
+    return decks
+
+
+def main(argv: Sequence[str] = ()) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m course_lib slides",
+        description="Export notebooks to offline reveal.js decks (see course_lib.slides).",
+    )
+    parser.add_argument("notebooks", nargs="*", type=Path,
+                        help="notebooks to export (default: notebooks/*.ipynb)")
+    parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "slides",
+                        help="output folder (default: build/slides)")
+    parser.add_argument("--vendor", type=Path, default=None,
+                        help="folder of the front-end packages (default: OUTPUT/vendor)")
+    parser.add_argument("--no-execute", action="store_true",
+                        help="export the stored outputs instead of running each notebook")
+    parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    args = parser.parse_args(list(argv))
+    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
+    t0 = time.perf_counter()
+    try:
+        decks = build_slides(notebooks, args.output, vendor_dir=args.vendor,
+                             execute=not args.no_execute, timeout=args.timeout)
+    except (RuntimeError, ValueError) as exc:
+        print(f"slides: error: {exc}", file=sys.stderr)
+        return 1
+    index = args.output / "index.html"
+    print(f"slides: {len(decks)} decks in {time.perf_counter() - t0:.1f} s; open {index}")
+    return 0

@@ -1,0 +1,60 @@
+"""Constants and helpers shared by the browser tests and their conftest (a plain module,
+so the test modules can import it: tests/browser is on sys.path under pytest's default
+``prepend`` import mode)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# DDL_BROWSER_NOTEBOOKS: test another folder of notebooks (e.g. drafts); default notebooks/.
+NOTEBOOK_DIR = Path(os.environ.get("DDL_BROWSER_NOTEBOOKS") or ROOT / "notebooks")
+ARTIFACTS = ROOT / "test-artifacts"
+VENDOR_DIR = ROOT / "build" / "slides" / "vendor"  # shared with `make slides` (a cache)
+# Debian's chromium; DDL_CHROMIUM names another system chromium binary.
+CHROMIUM = Path(os.environ.get("DDL_CHROMIUM") or "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
+]
+REQUIRE = os.environ.get("DDL_REQUIRE_BROWSER") == "1"
+
+#: notebook name -> list of (slider description, latency in ms), filled by the Lab tests.
+LATENCIES: dict[str, list[tuple[str, float]]] = {}
+#: phase -> seconds, filled by the fixtures and tests (reported at the end).
+DURATIONS: dict[str, float] = {}
+
+
+def notebooks() -> list[Path]:
+    """Every notebook of the course, in chapter order (the tests iterate over them)."""
+    return sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+
+
+def unavailable(reason: str):
+    """Skip, or fail when the CI requires the browser tests to run."""
+    if REQUIRE:
+        pytest.fail(f"{reason} (DDL_REQUIRE_BROWSER=1 turns this skip into a failure)", pytrace=False)
+    pytest.skip(reason)
+
+
+def browser_missing() -> str | None:
+    if not CHROMIUM.is_file():
+        return f"browser tests need Debian's chromium at {CHROMIUM}: apt-get install chromium"
+    if importlib.util.find_spec("playwright") is None:
+        return "browser tests need playwright: pip install -e '.[browser]' (never `playwright install`)"
+    return None
+
+
+def evaluate(page, js: str, arg=None, timeout_s: float = 60):
+    """``page.evaluate(js, arg)`` that fails after ``timeout_s`` (playwright's evaluate
+    waits forever for a promise that never settles)."""
+    wrapped = (
+        "([arg, ms]) => Promise.race([Promise.resolve((" + js + ")(arg)),"
+        " new Promise((_, reject) => setTimeout(() => reject(new Error("
+        "'no answer after ' + ms / 1000 + ' s')), ms))])"
+    )
+    return page.evaluate(wrapped, [arg, int(timeout_s * 1000)])

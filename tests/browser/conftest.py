@@ -1,0 +1,214 @@
+"""Fixtures of the real-browser tests: one JupyterLab server and one headless Chromium
+per session, and the offline slide decks built once.
+
+The tests drive Debian's ``/usr/bin/chromium`` through playwright (never a browser that
+playwright downloads). When chromium or playwright is missing they are skipped with a
+one-line reason, or fail instead when ``DDL_REQUIRE_BROWSER=1`` (set by ``.ci/run``).
+Screenshots and the measured slider latencies go to ``test-artifacts/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from browser_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DURATIONS,
+    LATENCIES,
+    VENDOR_DIR,
+    browser_missing,
+    notebooks,
+    unavailable,
+)
+
+
+# ------------------------------------------------------------------ chromium
+@pytest.fixture(scope="session")
+def browser():
+    reason = browser_missing()
+    if reason:
+        unavailable(reason)
+    from playwright.sync_api import sync_playwright
+
+    pw = sync_playwright().start()
+    try:
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+    except Exception as exc:
+        pw.stop()
+        pytest.fail(f"cannot launch {CHROMIUM}: {exc}", pytrace=False)
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+        pw.stop()
+
+
+# ------------------------------------------------------------------ JupyterLab
+@dataclass
+class LabServer:
+    url: str
+    token: str
+    root: Path
+    log: Path
+
+    def log_tail(self, n: int = 3000) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _write_json(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data))
+
+
+def _prepare_notebook(src: Path, dst: Path) -> None:
+    """Copy a notebook for Lab: outputs cleared (all that shows is fresh), cells tagged
+    ``skip-execution`` (too heavy for CI) left out."""
+    import nbformat
+
+    nb = nbformat.read(src, as_version=4)
+    nb.cells = [c for c in nb.cells if "skip-execution" not in c.metadata.get("tags", [])]
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nb.metadata.pop("widgets", None)
+    nbformat.write(nb, dst)
+
+
+@pytest.fixture(scope="session")
+def lab_server(browser, tmp_path_factory):
+    """JupyterLab from this environment on 127.0.0.1, a random port and a token, serving
+    copies of the notebooks, with temporary settings (news, autosave and windowing off)."""
+    t0 = time.perf_counter()
+    tmp = tmp_path_factory.mktemp("lab")
+    root = tmp / "root"
+    (root / "notebooks").mkdir(parents=True)
+    for nb in notebooks():
+        _prepare_notebook(nb, root / "notebooks" / nb.name)
+    settings = tmp / "settings"
+    _write_json(settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
+                {"fetchNews": "false", "checkForUpdates": False})
+    _write_json(settings / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings",
+                {"autosave": False})
+    # Render every cell (no virtual scrolling), so every live figure is in the DOM.
+    _write_json(settings / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings",
+                {"windowingMode": "none"})
+    port, token = _free_port(), secrets.token_hex(16)
+    log = tmp / "lab.log"
+    cmd = [
+        sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
+        f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+        "--LabApp.expose_app_in_browser=True", f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
+        f"--LabApp.user_settings_dir={settings}", "--LabApp.news_url=None",
+    ]
+    if hasattr(os, "getuid") and os.getuid() == 0:
+        cmd.append("--allow-root")
+    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(tmp / "config"))
+    with log.open("w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=root, env=env)
+    server = LabServer(f"http://127.0.0.1:{port}", token, root, log)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{server.log_tail()}", pytrace=False)
+            try:
+                urllib.request.urlopen(f"{server.url}/api/status?token={token}", timeout=2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter lab did not start in 90 s:\n{server.log_tail()}", pytrace=False)
+                time.sleep(0.2)
+        DURATIONS["lab server start"] = time.perf_counter() - t0
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def lab_page(browser, lab_server):
+    """One JupyterLab page for the whole session; notebooks are opened in it in turn."""
+    t0 = time.perf_counter()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(60_000)
+    page.goto(f"{lab_server.url}/lab?token={lab_server.token}&reset")
+    page.wait_for_function("window.jupyterapp && window.jupyterapp.shell", timeout=90_000)
+    page.evaluate("async () => { await window.jupyterapp.started; await window.jupyterapp.restored; }")
+    DURATIONS["lab page load"] = time.perf_counter() - t0
+    yield page
+    page.close()
+
+
+# ------------------------------------------------------------------ slide decks
+@pytest.fixture(scope="session")
+def decks(tmp_path_factory):
+    """Every notebook exported to an offline deck (from its stored outputs), built once.
+
+    The front-end packages are installed once into build/slides/vendor (the cache that
+    ``make slides`` uses too), which needs npm the first time.
+    """
+    from course_lib import slides
+
+    reason = browser_missing()
+    if reason:
+        unavailable(reason)
+    if slides.missing_vendor_packages(VENDOR_DIR) and shutil.which("npm") is None:
+        unavailable("slide tests need npm once to fetch reveal.js, MathJax ...: apt-get install npm")
+    if not notebooks():
+        pytest.skip("no notebooks in notebooks/")
+    out = tmp_path_factory.mktemp("slides")
+    t0 = time.perf_counter()
+    try:
+        built = slides.build_slides(notebooks(), out, vendor_dir=VENDOR_DIR, execute=False, log=lambda msg: None)
+    except RuntimeError as exc:
+        pytest.fail(f"building the decks failed: {exc}", pytrace=False)
+    DURATIONS["deck export (stored outputs)"] = time.perf_counter() - t0
+    return {deck.source.name: deck for deck in built}
+
+
+# ------------------------------------------------------------------ report
+def pytest_terminal_summary(terminalreporter):
+    if not LATENCIES and not DURATIONS:
+        return
+    tr = terminalreporter
+    tr.section("browser tests: slider-to-figure latency (goal: median < 300 ms)")
+    report = {"latency_ms": {}, "durations_s": dict(DURATIONS)}
+    for name, rows in LATENCIES.items():
+        values = [ms for _, ms in rows]
+        if not values:
+            tr.write_line(f"{name}: no sliders")
+            continue
+        med, worst = statistics.median(values), max(values)
+        tr.write_line(f"{name}: {len(values)} slider changes, median {med:.0f} ms, max {worst:.0f} ms")
+        report["latency_ms"][name] = {"median": med, "max": worst, "each": rows}
+    for phase, seconds in DURATIONS.items():
+        tr.write_line(f"{phase}: {seconds:.1f} s")
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "browser-report.json").write_text(json.dumps(report, indent=1))

@@ -1,0 +1,176 @@
+"""Every notebook in a real JupyterLab: run all cells without an error, then move every
+slider of every live figure through the UI and check that its readout and the figure
+change. The change-to-redraw latency is recorded and reported (not asserted: timings
+depend on the machine)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from browser_support import ARTIFACTS, DURATIONS, LATENCIES, evaluate, notebooks
+
+pytestmark = pytest.mark.browser
+
+RUN_ALL_TIMEOUT_MS = 600_000
+REDRAW_TIMEOUT_MS = 20_000
+KERNEL_IDLE_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'"
+
+# Cells of the notebook model, as [index, executionCount, tags, [outputs]] (JupyterLab 4 API).
+CELLS_JS = """() => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  const cells = panel.content.model.cells;
+  const out = [];
+  for (let i = 0; i < cells.length; i++) {
+    const c = cells.get(i);
+    if (c.type !== 'code') continue;
+    const outputs = [];
+    for (let j = 0; j < c.outputs.length; j++) {
+      const o = c.outputs.get(j).toJSON();
+      outputs.push({type: o.output_type, ename: o.ename || '', evalue: o.evalue || '',
+                    name: o.name || '', text: [].concat(o.text || []).join('').slice(0, 2000),
+                    plain: o.data ? [].concat(o.data['text/plain'] || []).join('') : ''});
+    }
+    out.push({index: i, count: c.executionCount, outputs: outputs});
+  }
+  return out;
+}"""
+
+OPEN_JS = """async (path) => {
+  const app = window.jupyterapp;
+  const panel = await app.commands.execute('docmanager:open', {path: path, factory: 'Notebook'});
+  await panel.context.ready;
+  await panel.sessionContext.ready;
+  return panel.id;
+}"""
+
+CLOSE_JS = """async () => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  if (!panel || !panel.sessionContext) return;
+  await panel.sessionContext.shutdown();
+  panel.context.model.dirty = false;
+  panel.dispose();
+}"""
+
+# Arm a watcher on figure i, control k (a slider or a drop-down): records the time of the
+# first key press or input event on the control and the time at which the figure's <img>
+# shows a new picture (the widget may replace the element: query it afresh).
+ARM_JS = """([i, k]) => {
+  const panel = window.jupyterapp.shell.currentWidget.node;
+  const root = panel.querySelectorAll('.ddl-live-figure')[i];
+  const before = root.querySelector('img').src;
+  const t = window.__ddl = {before: before, key: null, done: null};
+  const control = root.querySelectorAll(CONTROLS)[k];
+  const start = () => { if (t.key === null) t.key = performance.now(); };
+  for (const ev of ['keydown', 'input', 'change']) control.addEventListener(ev, start, {capture: true});
+  const check = () => {
+    const img = root.querySelector('img');
+    if (t.done === null && img && img.src !== before) { t.done = performance.now(); obs.disconnect(); }
+  };
+  const obs = new MutationObserver(check);
+  obs.observe(root, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
+}""".replace("CONTROLS", repr(".widget-slider, .widget-dropdown"))
+
+
+def _live_figure_count(cells) -> int:
+    return sum(o["plain"].startswith("<live figure") for c in cells for o in c["outputs"])
+
+
+@pytest.mark.parametrize("notebook", notebooks(), ids=lambda p: p.stem)
+def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
+    page = lab_page
+    t0 = time.perf_counter()
+    panel_id = evaluate(page, OPEN_JS, f"notebooks/{notebook.name}", timeout_s=120)
+    try:
+        page.wait_for_function(
+            "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
+            timeout=120_000,
+        )
+        # The command's promise resolves when the last cell has finished.
+        evaluate(page, "() => window.jupyterapp.commands.execute('notebook:run-all-cells')",
+                 timeout_s=RUN_ALL_TIMEOUT_MS / 1000)
+        page.wait_for_function(
+            f"({CELLS_JS})().every(c => c.count !== null) && {KERNEL_IDLE_JS}",
+            timeout=RUN_ALL_TIMEOUT_MS, polling=250,
+        )
+        DURATIONS[f"lab run-all {notebook.stem}"] = time.perf_counter() - t0
+        cells = page.evaluate(CELLS_JS)
+
+        errors = [
+            f"cell {c['index']}: {o['ename']}: {o['evalue']}" for c in cells for o in c["outputs"]
+            if o["type"] == "error"
+        ] + [
+            f"cell {c['index']}: traceback on stderr: {o['text'][-300:]}" for c in cells for o in c["outputs"]
+            if o["type"] == "stream" and o["name"] == "stderr" and "Traceback" in o["text"]
+        ]
+        assert not errors, f"{notebook.name}: error output after Run All:\n" + "\n".join(errors)
+
+        expected = _live_figure_count(cells)
+        figures = page.locator(f'[id="{panel_id}"] .ddl-live-figure')
+        if expected:
+            page.wait_for_function(
+                "n => { const r = window.jupyterapp.shell.currentWidget.node"
+                ".querySelectorAll('.ddl-live-figure img');"
+                " return r.length >= n && [...r].every(i => i.complete && i.naturalWidth > 0); }",
+                arg=expected, timeout=60_000,
+            )
+        assert figures.count() == expected, (
+            f"{notebook.name}: {expected} live figures in the outputs but {figures.count()} rendered as widgets"
+            " (is the widget front-end installed? run `python -m course_lib doctor`)"
+        )
+        LATENCIES[notebook.stem] = []
+        _settle(page)
+        for i in range(expected):
+            _exercise_sliders(page, figures.nth(i), i, notebook)
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "lab").mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "lab" / f"{notebook.stem}.png"))
+    finally:
+        evaluate(page, CLOSE_JS, timeout_s=60)
+
+
+def _settle(page):
+    """Wait until the kernel is idle twice 100 ms apart: redraws that a change caused in
+    linked figures are done, so they are not taken for the next control's redraw."""
+    for _ in range(2):
+        page.wait_for_function(KERNEL_IDLE_JS, timeout=REDRAW_TIMEOUT_MS)
+        page.wait_for_timeout(100)
+
+
+def _exercise_sliders(page, figure, i, notebook):
+    """Move every control of live figure ``i`` once through the UI; check and time the redraw."""
+    controls = figure.locator(".widget-slider, .widget-dropdown")
+    assert controls.count() > 0, f"{notebook.name}: live figure {i} has no slider"
+    message = figure.locator(".widget-html-content")
+    for k in range(controls.count()):
+        control = controls.nth(k)
+        control.scroll_into_view_if_needed()
+        label = control.locator(".widget-label").first.inner_text().strip()
+        page.evaluate(ARM_JS, [i, k])
+        if "widget-dropdown" in (control.get_attribute("class") or ""):
+            select = control.locator("select")
+            before = select.input_value()
+            options = select.locator("option").evaluate_all("os => os.map(o => o.value)")
+            select.select_option(options[(options.index(before) + 1) % len(options)])
+            after = select.input_value()
+        else:
+            readout = control.locator(".widget-readout")
+            handle = control.locator(".noUi-handle")
+            before = readout.inner_text().strip()
+            at_max = float(handle.get_attribute("aria-valuenow")) >= float(handle.get_attribute("aria-valuemax"))
+            handle.focus()
+            page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
+            after = readout.inner_text().strip()
+        where = f"{notebook.name}: figure {i}, control {label!r}"
+        assert after != before, f"{where}: value stayed at {before} after the change"
+        try:
+            page.wait_for_function("window.__ddl.done !== null", timeout=REDRAW_TIMEOUT_MS, polling="raf")
+        except Exception:
+            shown = " / ".join(t for t in message.all_inner_texts() if t.strip())
+            pytest.fail(f"{where}: figure not redrawn within {REDRAW_TIMEOUT_MS / 1000:.0f} s after "
+                        f"{before} -> {after}" + (f"; the figure says: {shown}" if shown else ""), pytrace=False)
+        latency = page.evaluate("window.__ddl.done - window.__ddl.key")
+        _settle(page)
+        LATENCIES[notebook.stem].append((f"figure {i} {label} {before}->{after}", round(latency, 1)))
+        shown = " / ".join(t for t in message.all_inner_texts() if t.strip())
+        assert not shown, f"{where}: the figure reports an error after {before} -> {after}: {shown}"
