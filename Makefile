@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.install-stamp
 # JupyterLab refuses to start as root unless told; harmless for other users.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help install lab test test-fast notebooks lint bench clean
+.PHONY: help install lab test test-fast notebooks lint bench clean slides browser-deps
 
 help:
 	@echo "make lab        open the course in JupyterLab (installs into .venv first)"
@@ -48,3 +48,17 @@ bench: $(STAMP)
 
 clean:
 	rm -rf build .pytest_cache .ruff_cache
+
+# Lecture slides: every notebook executed in a fresh kernel and exported to an offline
+# reveal.js deck in build/slides/ (open build/slides/index.html). The first run fetches
+# reveal.js, MathJax ... with npm into build/slides/vendor; later runs reuse them.
+slides: $(STAMP)
+	$(BIN)/python -m course_lib slides
+
+# Optional: what the real-browser tests need (playwright driving Debian's chromium;
+# never `playwright install`). Without them `make test` skips those tests.
+browser-deps: $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,browser]'
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium; fi; }
