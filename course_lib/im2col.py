@@ -542,7 +542,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
     the call). Otherwise the blocks run one after the other and BLAS threads split
     each GEMM. Splitting the batch does not change the result: it is bitwise the same
     as with one thread (BLAS itself may round differently when several of its threads
-    share one GEMM, as in the second case).
+    share one GEMM, as in the second case). Right after a multi-threaded BLAS call,
+    OpenBLAS's idle threads busy-wait for a moment and slow the split down
+    (``OPENBLAS_THREAD_TIMEOUT`` shortens that).
 
     Examples
     --------
