@@ -122,6 +122,9 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
         _settle(page)
         for i in range(expected):
             _exercise_sliders(page, figures.nth(i), i, notebook)
+        searches = page.locator(f'[id="{panel_id}"] .ddl-glossary')
+        for i in range(searches.count()):
+            _exercise_search(page, searches.nth(i), notebook)
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "lab").mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "lab" / f"{notebook.stem}.png"))
@@ -135,6 +138,24 @@ def _settle(page):
     for _ in range(2):
         page.wait_for_function(KERNEL_IDLE_JS, timeout=REDRAW_TIMEOUT_MS)
         page.wait_for_timeout(100)
+
+
+def _exercise_search(page, box, notebook):
+    """A searchable table (the glossary): typing a word keeps exactly the rows containing it."""
+    rows = box.locator("tbody tr")
+    total = rows.count()
+    assert total > 1, f"{notebook.name}: the searchable table shows {total} rows"
+    texts = [t.lower() for t in rows.all_inner_texts()]
+    # a word that occurs in some rows but not all of them, taken from the table itself
+    words = sorted({w for t in texts for w in t.split() if len(w) > 5 and w.isalpha()})
+    query = next(w for w in words if 0 < sum(w in t for t in texts) < total)
+    expected = sum(query in t for t in texts)
+    box.locator("input").fill(query)
+    page.wait_for_function(
+        "([id, n]) => document.getElementById(id).querySelectorAll('.ddl-glossary tbody tr').length === n",
+        arg=[box.evaluate("e => e.closest('.jp-NotebookPanel').id"), expected], timeout=REDRAW_TIMEOUT_MS,
+    )
+    assert all(query in t.lower() for t in rows.all_inner_texts()), f"{notebook.name}: filter {query!r} kept other rows"
 
 
 def _exercise_sliders(page, figure, i, notebook):
