@@ -133,11 +133,11 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
 
 
 def _settle(page):
-    """Wait until the kernel is idle twice 100 ms apart: redraws that a change caused in
+    """Wait until the kernel is idle twice 50 ms apart: redraws that a change caused in
     linked figures are done, so they are not taken for the next control's redraw."""
     for _ in range(2):
         page.wait_for_function(KERNEL_IDLE_JS, timeout=REDRAW_TIMEOUT_MS)
-        page.wait_for_timeout(100)
+        page.wait_for_timeout(50)
 
 
 def _exercise_search(page, box, notebook):
