@@ -100,3 +100,11 @@ def test_choice_gives_a_dropdown_that_drives_the_plot():
         Choice("law", "law", ["a", "b"], "c")
     with pytest.raises(ValueError, match="options must not be empty"):
         Choice("law", "law", [], None)
+
+
+def test_redraws_reuse_the_first_layout():
+    fig = live_figure(amdahl_figure, [Slider("p", "p", 0, 1, 0.01, 0.9), Slider("s", "s", 1, 64, 1, 8)], n=8)
+    first = [tuple(ax.get_position().bounds) for ax in fig.plot(p=0.9, s=8, n=8).axes]
+    assert len(fig._layout) == len(first)
+    fig.controls["p"].value = 0.5  # redraw with frozen positions: still a valid PNG
+    assert fig.image.value[:8] == b"\\x89PNG\\r\\n\\x1a\\n" and fig.image.value != fig.initial_png
