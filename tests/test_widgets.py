@@ -107,4 +107,4 @@ def test_redraws_reuse_the_first_layout():
     first = [tuple(ax.get_position().bounds) for ax in fig.plot(p=0.9, s=8, n=8).axes]
     assert len(fig._layout) == len(first)
     fig.controls["p"].value = 0.5  # redraw with frozen positions: still a valid PNG
-    assert fig.image.value[:8] == b"\\x89PNG\\r\\n\\x1a\\n" and fig.image.value != fig.initial_png
+    assert bytes(fig.image.value[:8]) == PNG_MAGIC and bytes(fig.image.value) != fig.initial_png
