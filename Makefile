@@ -14,6 +14,8 @@ help:
 	@echo "make test-fast  unit tests only, no notebooks and no slow tests"
 	@echo "make notebooks  re-execute every notebook in place (refreshes stored outputs)"
 	@echo "make bench      run the side-by-side benchmarks in benchmarks/"
+	@echo "make slides     export every notebook to an offline reveal.js deck in build/slides/"
+	@echo "make browser-deps  install playwright and Debian's chromium for the browser tests"
 	@echo "make lint       ruff check"
 
 $(BIN)/python:

@@ -187,7 +187,8 @@ class LiveFigure:
             raise ValueError(f"slider names must be unique, got {names}")
         self.plot, self.sliders, self.fixed, self.dpi = plot, tuple(sliders), dict(fixed or {}), dpi
         self.controls = {s.name: s.make_widget() for s in self.sliders}
-        self.image = w.Image(format="png", layout=w.Layout(max_width="100%"))
+        # Shown at its own size (not stretched to the box width, which blurs it).
+        self.image = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
         self.initial_png = self._render()
         self.image.value = self.initial_png
