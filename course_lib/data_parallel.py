@@ -59,7 +59,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._procs import Fault, ProcessGroup, SharedArray, WorkerContext, _Progress, check_start_method
+from ._procs import (
+    Fault,
+    ProcessGroup,
+    SharedArray,
+    WorkerContext,
+    _Progress,
+    check_start_method,
+    keep_freed_memory,
+)
 from ._procs import blas_threads as _blas
 from ._validate import check_int, check_positive
 from .models import MLP
@@ -396,8 +404,15 @@ def train_serial(
     -------
     DataParallelResult
         ``workers == 1``, ``backend == "serial"``; communication and waiting are 0.
+
+    Notes
+    -----
+    Like every worker, the calling process is set to keep freed memory for reuse
+    (:func:`course_lib._procs.keep_freed_memory`), so that serial and parallel runs pay
+    the same for their temporary arrays; otherwise glibc re-faults them every step.
     """
     t_call = time.perf_counter()
+    keep_freed_memory()
     x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, 1, blas_threads, None)
     params = _start_params(model, params, job.seed)
     grad = np.zeros_like(params)
@@ -447,6 +462,7 @@ def train_simulated(
     ``workers``). Timings: ``compute`` is the per-shard gradient time.
     """
     t_call = time.perf_counter()
+    keep_freed_memory()
     x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, None)
     params = _start_params(model, params, job.seed)
     shards = shard_bounds(job.batch_size, job.workers)
