@@ -36,6 +36,20 @@ from browser_support import (
 )
 
 
+# ------------------------------------------------------------------ order
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the browser tests last, keeping every other order.
+
+    The Chromium of these tests stays open for the session and starts helper processes
+    lazily, at any time; the leak checks of the process-based tests count every new
+    descendant of the pytest process and would blame such a helper on whatever test
+    was running. (A hook in any conftest sees every collected item.)
+    """
+    browser = [item for item in items if item.get_closest_marker("browser") is not None]
+    if browser:
+        items[:] = [item for item in items if item.get_closest_marker("browser") is None] + browser
+
+
 # ------------------------------------------------------------------ chromium
 @pytest.fixture(scope="session")
 def browser():
