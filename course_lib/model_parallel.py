@@ -221,16 +221,15 @@ class Timeline:
         has run: this count times the activation size is a stage's activation memory.
         """
         peak = np.zeros(self.n_rows, dtype=int)
-        for k in self.steps:
-            for s in range(self.n_rows):
-                ops = sorted(
-                    (op for op in self._compute_ops() if self.row(op) == s and op.step == k),
-                    key=lambda op: (op.start, op.kind == "F"),
-                )
-                held = 0
-                for op in ops:
-                    held += 1 if op.kind == "F" else -1
-                    peak[s] = max(peak[s], held)
+        per_stage_step: dict[tuple[int, int], list] = {}
+        for op in self._compute_ops():
+            per_stage_step.setdefault((self.row(op), op.step), []).append(op)
+        for (s, _k), ops in per_stage_step.items():
+            ops.sort(key=lambda op: (op.start, op.kind == "F"))  # a backward frees first
+            held = 0
+            for op in ops:
+                held += 1 if op.kind == "F" else -1
+                peak[s] = max(peak[s], held)
         return peak
 
 

@@ -135,6 +135,27 @@ def test_activation_memory_gpipe_holds_m_1f1b_holds_s_minus_stage(s, m):
     ]
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    costs=st.lists(st.tuples(st.floats(0.1, 3.0), st.floats(0.1, 3.0)), min_size=1, max_size=6),
+    m=st.integers(1, 12),
+    schedule=st.sampled_from(["gpipe", "1f1b"]),
+    send=st.floats(0.0, 1.0),
+)
+def test_in_flight_equals_counting_at_every_forward_start(costs, m, schedule, send):
+    # Independent reference: a stage holds, at the start of each of its forwards,
+    # the forwards started so far minus the backwards started so far (a backward
+    # at the same instant frees first).
+    f, b = zip(*costs)
+    t = mp.simulate_pipeline(f, b, micro_batches=m, schedule=schedule, send_time=send)
+    expected = []
+    for stage in range(len(costs)):
+        fw = [op.start for op in t.ops if op.stage == stage and op.kind == "F"]
+        bw = [op.start for op in t.ops if op.stage == stage and op.kind == "B"]
+        expected.append(max(sum(x <= s0 for x in fw) - sum(x <= s0 for x in bw) for s0 in fw))
+    assert t.in_flight().tolist() == expected
+
+
 def test_per_boundary_send_times():
     t = mp.simulate_pipeline([1, 1, 1], [1, 1, 1], micro_batches=1, send_time=[0.5, 2.0])
     ops = _by_key(t)

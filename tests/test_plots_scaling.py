@@ -53,3 +53,44 @@ def test_png_and_show():
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     bundle = show(fig)._repr_mimebundle_()
     assert bundle["text/plain"] == "<Figure: t>" and bundle["image/png"][:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("hi", "max_ticks", "ticks"),
+    [
+        (1, 8, [1]),
+        (3, 8, [1, 2, 4]),
+        (64, 8, [1, 2, 4, 8, 16, 32, 64]),  # 7 powers fit
+        (128, 8, [1, 2, 4, 8, 16, 32, 64, 128]),  # 8 fit exactly
+        (256, 8, [1, 4, 16, 64, 256]),  # 9 would not: every second power
+        (1024, 8, [1, 4, 16, 64, 256, 1024]),
+        (1024, 3, [1, 16, 256]),
+    ],
+)
+def test_log2_axis_ticks_at_powers_of_two_with_plain_labels(hi, max_ticks, ticks):
+    from course_lib.plots import log2_axis
+
+    fig, ax = new_figure()
+    ax.plot([1, hi], [1, hi])
+    log2_axis(ax.xaxis, hi, max_ticks=max_ticks)
+    assert ax.get_xscale() == "log" and ax.xaxis.get_scale() == "log"
+    assert [float(t) for t in ax.xaxis.get_majorticklocs()] == [float(t) for t in ticks]
+    assert list(ax.xaxis.get_minorticklocs()) == []
+    fmt = ax.xaxis.get_major_formatter()
+    assert [fmt(t, i) for i, t in enumerate(ticks)] == [str(t) for t in ticks]
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [({"hi": 0}, "hi"), ({"hi": float("nan")}, "hi"),
+                                               ({"hi": 8, "max_ticks": 1}, "max_ticks")])
+def test_log2_axis_rejects_bad_input(kwargs, match):
+    from course_lib.plots import log2_axis
+
+    fig, ax = new_figure()
+    with pytest.raises(ValueError, match=match):
+        log2_axis(ax.yaxis, **kwargs)
+
+
+def test_amdahl_figure_device_axis_is_base_2():
+    ax_s, ax_e = amdahl_figure(0.9, 6, 8, n_max=64).axes
+    assert [int(t) for t in ax_s.xaxis.get_majorticklocs()] == [1, 2, 4, 8, 16, 32, 64]
+    assert [int(t) for t in ax_e.xaxis.get_majorticklocs()] == [1, 2, 4, 8, 16, 32, 64]

@@ -108,3 +108,20 @@ def test_redraws_reuse_the_first_layout():
     assert len(fig._layout) == len(first)
     fig.controls["p"].value = 0.5  # redraw with frozen positions: still a valid PNG
     assert bytes(fig.image.value[:8]) == PNG_MAGIC and bytes(fig.image.value) != fig.initial_png
+
+
+def test_redraw_with_the_frozen_layout_reproduces_the_laid_out_figure():
+    # Back at the initial values, the redraw (fixed axes positions, no layout engine,
+    # one draw) must give exactly the PNG that the constrained-layout render gave.
+    figures = []
+
+    def recording(**kw):
+        figures.append(amdahl_figure(**kw))
+        return figures[-1]
+
+    fig = live_figure(recording, [Slider("p", "p", 0, 1, 0.01, 0.9), Slider("s", "s", 1, 64, 1, 8)], n=8)
+    fig.controls["p"].value = 0.5
+    fig.controls["p"].value = 0.9
+    assert bytes(fig.image.value) == fig.initial_png
+    assert figures[0].get_layout_engine() is not None  # the first render is laid out
+    assert all(f.get_layout_engine() is None for f in figures[1:])  # redraws: drawn once

@@ -11,12 +11,13 @@ Matplotlib is imported only when a figure is drawn.
 from __future__ import annotations
 
 import io
+import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "figure_to_png", "show", "COLORS"]
+__all__ = ["new_figure", "figure_to_png", "log2_axis", "show", "COLORS"]
 
 #: Colour cycle used across the course (colour-blind safe, Okabe-Ito).
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -46,6 +47,47 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (6
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
     return fig, axes
+
+
+def log2_axis(axis, hi: float, *, max_ticks: int = 8) -> None:
+    """Put a count axis on a base-2 log scale, ticks at powers of two, plain labels.
+
+    Device, process and micro-batch counts are powers of two, and the course's sliders
+    step through them; ticks at 1, 4, 16, 64, ... read better than 10^0, 10^1, ...
+    There are no minor ticks (creating tick objects is most of the cost of redrawing a
+    live figure). Every power of two gets a tick until there would be more than
+    ``max_ticks``, then every second, fourth, ... one.
+
+    Parameters
+    ----------
+    axis : matplotlib.axis.Axis
+        ``ax.xaxis`` or ``ax.yaxis``.
+    hi : float
+        Largest count shown (> 0; ticks start at 1).
+    max_ticks : int
+        Most major ticks (>= 2).
+
+    Examples
+    --------
+    >>> fig, ax = new_figure()
+    >>> log2_axis(ax.xaxis, 1024)
+    >>> [int(t) for t in ax.xaxis.get_majorticklocs()]
+    [1, 4, 16, 64, 256, 1024]
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    from .._validate import check_int, check_positive
+
+    hi = check_positive(hi, "hi")
+    max_ticks = check_int(max_ticks, "max_ticks", 2)
+    top = max(0, math.ceil(math.log2(max(hi, 1.0))))
+    step = 1
+    while top // step + 1 > max_ticks:
+        step *= 2
+    getattr(axis.axes, f"set_{axis.axis_name}scale")("log", base=2)
+    axis.set_major_locator(FixedLocator([2.0**k for k in range(0, top + 1, step)]))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 
 
 def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:

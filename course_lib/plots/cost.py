@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import comm, cost
-from . import COLORS, new_figure
+from . import COLORS, log2_axis, new_figure
 
 __all__ = [
     "calculator_figure",
@@ -133,7 +133,7 @@ def calculator_figure(
     ax.plot([devices], [est.seconds], "o", color=COLORS[1])
     ax.annotate(cost.human_duration(est.seconds), (devices, est.seconds),
                 textcoords="offset points", xytext=(6, 6), fontsize=9)
-    ax.set_xscale("log")
+    log2_axis(ax.xaxis, ns[-1])
     _time_axis(ax, np.concatenate([ideal, real]))
     ax.set(xlabel=f"devices N ({device_label})", ylabel="training time T [s]")
     ax.legend(fontsize=8, loc="lower left")
@@ -394,7 +394,7 @@ def comm_efficiency_figure(
     ax_t.fill_between(ns, 0, compute * 1e3, color=COLORS[0], alpha=0.5, label="compute t_c / N")
     ax_t.fill_between(ns, compute * 1e3, step * 1e3, color=COLORS[1], alpha=0.5,
                       label="exposed ring all-reduce")
-    ax_t.set_xscale("log")
+    log2_axis(ax_t.xaxis, ns[-1])
     ax_t.set_yscale("log")
     ax_t.set(xlabel="devices N", ylabel="step time [ms]",
              title="one step, fixed global batch (ring)")
@@ -410,7 +410,7 @@ def comm_efficiency_figure(
     ax_e.plot([devices], [eta_now], "o", color=COLORS[0])
     ax_e.annotate(f"η({int(devices)}) = {eta_now:.2f}", (devices, eta_now),
                   textcoords="offset points", xytext=(6, 6), fontsize=9)
-    ax_e.set_xscale("log")
+    log2_axis(ax_e.xaxis, ns[-1])
     ax_e.set_ylim(0, 1.05)
     ax_e.set(xlabel="devices N", ylabel="parallel efficiency η(N)",
              title=f"{gradient_mb:g} MB gradients, {bandwidth_gb_s:g} GB/s, {latency_us:g} µs")

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .. import comm, scaling
-from . import COLORS, new_figure
+from . import COLORS, log2_axis, new_figure
 from .scaling import measured_speedup_figure
 
 __all__ = [
@@ -287,6 +287,7 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
              title="per step (dotted: from here the exchange ≥ compute)")
     ax_t.title.set_fontsize(9)
     ax_t.legend(fontsize=8, loc="lower left")
+    log2_axis(ax_t.xaxis, n_max)
     s_ring = comm.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ring")
     s_ps = comm.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ps")
     ax_s.loglog(ns, ns, color="0.6", lw=1, ls=":", label="ideal, S = N")
@@ -303,6 +304,7 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     ax_s.title.set_fontsize(9)
     ax_s.set_ylim(min(0.1, float(s_ps.min()) * 0.8), n_max * 1.3)
     ax_s.legend(fontsize=8, loc="upper left")
+    log2_axis(ax_s.xaxis, n_max)
     fig.suptitle(f"{gradient_mb:g} MB of gradients, {bandwidth_gbit:g} Gbit/s links, "
                  f"{latency_us:g} µs latency, t_c = {compute_ms:.3g} ms", fontsize=10)
     return fig

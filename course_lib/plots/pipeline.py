@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import hybrid, model_parallel
-from . import COLORS, new_figure
+from . import COLORS, log2_axis, new_figure
 
 __all__ = [
     "gantt_figure",
@@ -139,7 +139,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
                                                backward=float(backward_ratio)).bubble() for m in pts]
         ax_b.plot(pts, sim, marker, color=color, ls="none", label=f"simulated {_SCHEDULE_NAME[sched]}")
     ax_b.plot([micro_batches], [tl.bubble()], "*", color=COLORS[2], ms=12, label="this setting")
-    ax_b.set_xscale("log", base=2)
+    log2_axis(ax_b.xaxis, ms[-1])
     ax_b.set(xlabel="micro-batches M", ylabel="bubble share", ylim=(0, 1), title=f"S = {stages}")
     ax_b.legend(fontsize=7)
     return fig
@@ -175,7 +175,7 @@ def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured:
             ax.plot(m_arr[sel], sim[sel], "x", color=color, ms=8, label=f"simulated, S = {s}")
     ax.set(xlabel="micro-batches M", ylabel="bubble (idle share)", ylim=(0, 1),
            title="pipeline bubble: measured vs (S-1)/(M+S-1)")
-    ax.set_xscale("log", base=2)
+    log2_axis(ax.xaxis, ms[-1])
     ax.legend(fontsize=8)
     return fig
 
@@ -263,10 +263,13 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
                   color="#b00", label="does not fit")
     ax_t.set(xlabel="devices N", ylabel="step time [ms]", title="fastest configuration that fits")
     ax_t.legend(fontsize=7)
+    log2_axis(ax_t.xaxis, n.max())
     d = np.array([b.data if b is not None else np.nan for b in best])
     p = np.array([b.pipeline if b is not None else np.nan for b in best])
-    ax_c.loglog(n, d, "o-", color=COLORS[0], label="D (data-parallel replicas)", base=2)
-    ax_c.loglog(n, p, "s-", color=COLORS[1], label="P (pipeline stages)", base=2)
+    ax_c.plot(n, d, "o-", color=COLORS[0], label="D (data-parallel replicas)")
+    ax_c.plot(n, p, "s-", color=COLORS[1], label="P (pipeline stages)")
+    log2_axis(ax_c.xaxis, n.max())
+    log2_axis(ax_c.yaxis, n.max())
     ax_c.set(xlabel="devices N", ylabel="degree", title="chosen split D x P = N")
     ax_c.legend(fontsize=7)
     return fig
@@ -298,4 +301,5 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     if best_here is not None:
         ax_b.plot([devices], [best_here.step_time * 1e3], "*", color="k", ms=12)
     ax_b.set(xlabel="devices N", ylabel="best step time [ms]", title="best D x P as N grows")
+    log2_axis(ax_b.xaxis, n.max())
     return fig

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import scaling
-from . import COLORS, new_figure
+from . import COLORS, log2_axis, new_figure
 
 __all__ = ["amdahl_figure", "laws_figure", "measured_speedup_figure"]
 
@@ -57,6 +57,8 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     ax_s.set(xlabel="devices N", ylabel="speedup S", title=f"Amdahl's law, p = {p_val:.3g}")
     ax_s.set_ylim(0.8, max(ns[-1], 2) * 1.2)
     ax_s.legend(fontsize=8, loc="upper left")
+    log2_axis(ax_s.xaxis, ns[-1])
+    log2_axis(ax_s.yaxis, ns[-1])
 
     ax_e.semilogx(ns, ideal_devices / ns, color=COLORS[0], label="s = N")
     ax_e.semilogx(ns, real_devices / ns, color=COLORS[1], ls="--", label=f"s = {per_device:.2f}·N")
@@ -68,6 +70,7 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     ax_e.set(xlabel="devices N", ylabel="efficiency η = S / N", title="parallel efficiency")
     ax_e.set_ylim(0, max(1.05, per_device * 1.05))
     ax_e.legend(fontsize=8)
+    log2_axis(ax_e.xaxis, ns[-1])
     return fig
 
 
@@ -91,6 +94,8 @@ def laws_figure(p: float, n: int, *, n_max: int = 1024):
     ax.set(xlabel="devices N", ylabel="speedup S", title=f"fixed vs growing problem, p = {p_val:.3g}")
     ax.set_ylim(0.8, ns[-1] * 1.2)
     ax.legend(fontsize=8, loc="upper left")
+    log2_axis(ax.xaxis, ns[-1])
+    log2_axis(ax.yaxis, ns[-1])
     return fig
 
 
