@@ -13,29 +13,37 @@ from typing import Any
 import numpy as np
 
 
-def as_real(value: Any, name: str, *, allow_inf: bool = False) -> np.ndarray:
+def as_real(
+    value: Any, name: str, *, allow_inf: bool = False, allowed: str | None = None
+) -> np.ndarray:
     """Return ``value`` as a float64 array, or raise naming ``name``.
 
     Booleans, strings, complex numbers and other non-real types raise ``TypeError``;
-    NaN (and infinity unless ``allow_inf``) raises ``ValueError``.
+    NaN (and infinity unless ``allow_inf``) raises ``ValueError``. ``allowed`` (for
+    example ``"in [0, 1]"``) is added to every message so that it states the range.
     """
+    rule = f" {allowed}" if allowed else ""
     if isinstance(value, (bool, np.bool_)) or value is None or isinstance(value, (str, bytes)):
-        raise TypeError(f"{name} must be a real number or an array of real numbers, got {value!r}")
+        raise TypeError(
+            f"{name} must be a real number{rule} or an array of them, got {value!r}"
+        )
     try:
         arr = np.asarray(value)
     except Exception as exc:  # pragma: no cover - exotic objects
-        raise TypeError(f"{name} must be a real number or array, got {type(value).__name__}") from exc
+        raise TypeError(
+            f"{name} must be a real number{rule} or an array of them, got {type(value).__name__}"
+        ) from exc
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
     ):
         raise TypeError(
-            f"{name} must be a real number or an array of real numbers, got dtype {arr.dtype}"
+            f"{name} must be a real number{rule} or an array of them, got dtype {arr.dtype}"
         )
     arr = arr.astype(np.float64)
     if np.isnan(arr).any():
-        raise ValueError(f"{name} must not be NaN")
+        raise ValueError(f"{name} must not be NaN; it must be a number{rule}")
     if not allow_inf and np.isinf(arr).any():
-        raise ValueError(f"{name} must be finite, got {value!r}")
+        raise ValueError(f"{name} must be finite{rule}, got {value!r}")
     return arr
 
 
@@ -46,9 +54,15 @@ def check_range(
     high: float = np.inf,
     *,
     low_open: bool = False,
-    high_open: bool = False,
+    high_open: bool | None = None,
 ) -> None:
-    """Raise ``ValueError`` unless every element lies in the interval given."""
+    """Raise ``ValueError`` unless every element lies in the interval given.
+
+    ``high_open`` defaults to open for an infinite bound (``[1, inf)``): pass
+    ``high_open=False`` where infinity itself is allowed (``[1, inf]``).
+    """
+    if high_open is None:
+        high_open = bool(np.isinf(high))
     bad_low = (arr <= low) if low_open else (arr < low)
     bad_high = (arr >= high) if high_open else (arr > high)
     bad = bad_low | bad_high

@@ -59,7 +59,7 @@ def _devices(value, name: str = "devices") -> np.ndarray:
 
 def _bandwidth(value) -> np.ndarray:
     arr = as_real(value, "bandwidth", allow_inf=True)
-    check_range(arr, "bandwidth", 0.0, np.inf, low_open=True)
+    check_range(arr, "bandwidth", 0.0, np.inf, low_open=True, high_open=False)
     return arr
 
 

@@ -33,14 +33,22 @@ __all__ = [
 
 
 def _fraction(p, name: str = "p") -> np.ndarray:
-    arr = as_real(p, name)
+    arr = as_real(p, name, allowed="in [0, 1]")
     check_range(arr, name, 0.0, 1.0)
     return arr
 
 
 def _count(n, name: str = "n", *, allow_inf: bool = True, strictly_above_one: bool = False):
-    arr = as_real(n, name, allow_inf=allow_inf)
-    check_range(arr, name, 1.0, np.inf, low_open=strictly_above_one)
+    low = "(1" if strictly_above_one else "[1"
+    high = "inf]" if allow_inf else "inf)"
+    arr = as_real(n, name, allow_inf=allow_inf, allowed=f"in {low}, {high}")
+    check_range(arr, name, 1.0, np.inf, low_open=strictly_above_one, high_open=not allow_inf)
+    return arr
+
+
+def _positive(x, name: str) -> np.ndarray:
+    arr = as_real(x, name, allowed="in (0, inf)")
+    check_range(arr, name, 0.0, np.inf, low_open=True)
     return arr
 
 
@@ -134,7 +142,7 @@ def gustafson_to_amdahl(p, n):
     Run the same, scaled problem on one device and the parallel part takes ``n`` times
     longer, so its share of the serial run is
 
-    .. math:: p_A = rac{p\,n}{(1 - p) + p\,n}
+    .. math:: p_A = \frac{p\,n}{(1 - p) + p\,n}
 
     and ``amdahl(p_A, n) == gustafson(p, n)``: the two laws agree on one problem; they
     differ in which problem they hold fixed as ``n`` changes.
@@ -167,10 +175,8 @@ def speedup(t_serial, t_parallel):
     >>> speedup(10.0, [10.0, 5.0, 2.5])
     array([1., 2., 4.])
     """
-    t1 = as_real(t_serial, "t_serial")
-    check_range(t1, "t_serial", 0.0, np.inf, low_open=True)
-    tn = as_real(t_parallel, "t_parallel")
-    check_range(tn, "t_parallel", 0.0, np.inf, low_open=True)
+    t1 = _positive(t_serial, "t_serial")
+    tn = _positive(t_parallel, "t_parallel")
     t1, tn = broadcast(t_serial=t1, t_parallel=tn)
     return scalar_or_array(t1 / tn, t_serial, t_parallel)
 
@@ -190,8 +196,7 @@ def efficiency(speedup, n):
     >>> efficiency(6.0, 8)
     0.75
     """
-    s_arr = as_real(speedup, "speedup")
-    check_range(s_arr, "speedup", 0.0, np.inf, low_open=True)
+    s_arr = _positive(speedup, "speedup")
     s_arr, n_arr = broadcast(speedup=s_arr, n=_count(n, allow_inf=False))
     return scalar_or_array(s_arr / n_arr, speedup, n)
 
@@ -217,8 +222,7 @@ def karp_flatt(speedup, n):
     >>> round(karp_flatt(amdahl(0.95, 16), 16), 12)
     0.05
     """
-    s_arr = as_real(speedup, "speedup")
-    check_range(s_arr, "speedup", 0.0, np.inf, low_open=True)
+    s_arr = _positive(speedup, "speedup")
     s_arr, n_arr = broadcast(
         speedup=s_arr, n=_count(n, allow_inf=False, strictly_above_one=True)
     )
@@ -268,8 +272,7 @@ def fit_amdahl(n, speedup) -> AmdahlFit:
     (0.9, 0.0)
     """
     n_arr = _count(n, allow_inf=False)
-    s_arr = as_real(speedup, "speedup")
-    check_range(s_arr, "speedup", 0.0, np.inf, low_open=True)
+    s_arr = _positive(speedup, "speedup")
     if n_arr.ndim != 1 or s_arr.ndim != 1:
         raise ValueError(
             f"n and speedup must be 1-D sequences, got shapes {n_arr.shape} and {s_arr.shape}"
@@ -299,7 +302,7 @@ def devices_needed(p, target_speedup):
 
     Solves :math:`1/((1-p) + p/n) \ge S^*` for the smallest integer ``n``:
     :math:`n = \lceil p / (1/S^* - (1 - p)) \rceil`. A target at or above the limit
-    ``1/(1-p)`` can never be reached and gives ``inf``.
+    ``1/(1-p)`` can never be reached and gives ``inf``; a target of 1 needs one device.
 
     Parameters
     ----------
@@ -319,10 +322,12 @@ def devices_needed(p, target_speedup):
     9
     >>> devices_needed(0.9, 10)
     inf
+    >>> devices_needed(0.0, 1)
+    1
     """
     p_arr = _fraction(p)
-    t_arr = as_real(target_speedup, "target_speedup", allow_inf=True)
-    check_range(t_arr, "target_speedup", 1.0, np.inf)
+    t_arr = as_real(target_speedup, "target_speedup", allow_inf=True, allowed="in [1, inf]")
+    check_range(t_arr, "target_speedup", 1.0, np.inf, high_open=False)
     p_arr, t_arr = broadcast(p=p_arr, target_speedup=t_arr)
     with np.errstate(divide="ignore", invalid="ignore"):
         denom = 1.0 / t_arr - (1.0 - p_arr)
@@ -334,6 +339,8 @@ def devices_needed(p, target_speedup):
     n = np.where(np.isinf(exact), np.inf, np.maximum(1.0, np.ceil(finite - 1e-9 * finite)))
     reached = np.isinf(n) | (amdahl(p_arr, np.where(np.isinf(n), 1.0, n)) >= t_arr * (1 - 1e-12))
     n = np.where(reached, n, n + 1)
+    # One device already gives speedup 1, even where p = 0 and nothing is parallel.
+    n = np.where(t_arr <= 1.0, 1.0, n)
     if np.ndim(p) == 0 and np.ndim(target_speedup) == 0:
         value = float(n)
         return math.inf if math.isinf(value) else int(value)

@@ -106,3 +106,13 @@ def test_checker_rejects_missing_and_nonsense_answers(exercise):
         result = _call(exercise, nonsense)
         assert not result.correct, f"{exercise.__name__} accepted {nonsense!r}"
         assert result.message.startswith("✗")
+
+
+def test_devices_exercise_wants_a_whole_device_rounded_up():
+    from course_lib.exercises.ch02 import ex3_devices
+
+    # 1/((1-0.95) + 0.95/N) >= 12  <=>  N >= 0.95 / (1/12 - 0.05) = 28.5
+    assert ex3_devices(29).correct
+    short = ex3_devices(28)
+    assert not short.correct and "One device short" in short.message
+    assert not ex3_devices(28.5).correct and not ex3_devices(29.4).correct

@@ -75,6 +75,9 @@ def test_devices_needed_hand_values():
     # amdahl(0.9, 8) = 4.706 < 5 <= amdahl(0.9, 9) = 5.0
     assert devices_needed(0.9, 5) == 9
     assert devices_needed(0.9, 1) == 1
+    assert devices_needed(0.0, 1) == 1  # nothing parallel, but one device gives speedup 1
+    assert devices_needed(1.0, 1) == 1
+    assert devices_needed(0.5, math.inf) == math.inf
     assert devices_needed(0.9, 10) == math.inf  # the limit itself is never reached
     assert devices_needed(0.9, 11) == math.inf
     assert devices_needed(0.99, 50) == 99  # 0.99 / (1/50 - 0.01) = 99
@@ -113,24 +116,26 @@ def test_fit_amdahl_clips_superlinear_to_one():
         (lambda: amdahl(1.5, 4), ValueError, "p must be in [0, 1]"),
         (lambda: amdahl(-0.1, 4), ValueError, "p must be in [0, 1]"),
         (lambda: amdahl(0.5, 0.5), ValueError, "n must be in [1, inf]"),
-        (lambda: amdahl(float("nan"), 4), ValueError, "p must not be NaN"),
-        (lambda: amdahl(0.5, float("nan")), ValueError, "n must not be NaN"),
-        (lambda: amdahl("0.5", 4), TypeError, "p must be a real number"),
+        (lambda: amdahl(float("nan"), 4), ValueError, "p must not be NaN; it must be a number in [0, 1]"),
+        (lambda: amdahl(0.5, float("nan")), ValueError, "n must not be NaN; it must be a number in [1, inf]"),
+        (lambda: amdahl("0.5", 4), TypeError, "p must be a real number in [0, 1]"),
         (lambda: amdahl(True, 4), TypeError, "p must be a real number"),
-        (lambda: amdahl(0.5, None), TypeError, "n must be a real number"),
+        (lambda: amdahl(0.5, None), TypeError, "n must be a real number in [1, inf]"),
         (lambda: amdahl([0.1, 0.2], [1, 2, 3]), ValueError, "p (2,), n (3,)"),
         (lambda: amdahl_limit(2), ValueError, "p must be in [0, 1]"),
-        (lambda: gustafson(0.5, math.inf), ValueError, "n must be finite"),
-        (lambda: gustafson(0.5, 0), ValueError, "n must be in [1, inf]"),
-        (lambda: efficiency(0, 4), ValueError, "speedup must be in (0, inf]"),
-        (lambda: efficiency(2, 0.5), ValueError, "n must be in [1, inf]"),
-        (lambda: karp_flatt(2, 1), ValueError, "n must be in (1, inf]"),
-        (lambda: karp_flatt(-1, 4), ValueError, "speedup must be in (0, inf]"),
+        (lambda: gustafson(0.5, math.inf), ValueError, "n must be finite in [1, inf)"),
+        (lambda: gustafson(0.5, 0), ValueError, "n must be in [1, inf)"),
+        (lambda: efficiency(0, 4), ValueError, "speedup must be in (0, inf)"),
+        (lambda: efficiency(math.inf, 4), ValueError, "speedup must be finite in (0, inf)"),
+        (lambda: efficiency(2, 0.5), ValueError, "n must be in [1, inf)"),
+        (lambda: karp_flatt(2, 1), ValueError, "n must be in (1, inf)"),
+        (lambda: karp_flatt(-1, 4), ValueError, "speedup must be in (0, inf)"),
         (lambda: fit_amdahl([1, 1], [1, 1]), ValueError, "at least one processor count > 1"),
         (lambda: fit_amdahl([1, 2, 4], [1, 2]), ValueError, "same length"),
         (lambda: fit_amdahl([[2]], [[2]]), ValueError, "1-D"),
-        (lambda: fit_amdahl([2, 4], [1.5, 0]), ValueError, "speedup must be in (0, inf]"),
+        (lambda: fit_amdahl([2, 4], [1.5, 0]), ValueError, "speedup must be in (0, inf)"),
         (lambda: devices_needed(0.9, 0.5), ValueError, "target_speedup must be in [1, inf]"),
+        (lambda: devices_needed(0.9, math.nan), ValueError, "target_speedup must not be NaN; it must be a number in [1, inf]"),
         (lambda: devices_needed(1.2, 2), ValueError, "p must be in [0, 1]"),
     ],
 )
@@ -179,8 +184,11 @@ def test_fit_amdahl_recovers_p_from_noiseless_data(p, ns):
 
 @given(st.floats(0.0, 0.999), st.floats(1.0, 500.0))
 def test_devices_needed_is_the_smallest_sufficient_count(p, target):
-    assume(target < amdahl_limit(p) * (1 - 1e-9))
     n = devices_needed(p, target)
+    if target >= amdahl_limit(p) * (1 + 1e-9):
+        assert n == math.inf
+        return
+    assume(target < amdahl_limit(p) * (1 - 1e-9))
     assert amdahl(p, n) >= target * (1 - 1e-12)
     if n > 1:
         assert amdahl(p, n - 1) < target

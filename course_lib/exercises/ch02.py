@@ -44,14 +44,18 @@ def ex2_speedup(answer) -> Result:
 
 def ex3_devices(answer) -> Result:
     """Fewest devices that give a speedup of 12 when p = 0.95."""
+    needed = devices_needed(0.95, 12)
     return check(
         answer,
-        devices_needed(0.95, 12),
+        needed,
         rtol=0,
-        atol=0.5,
         name="devices needed",
         unit="devices",
         hint="solve 1/((1-p) + p/N) >= 12 for N and round UP to a whole device.",
+        mistakes={
+            needed - 1: "One device short: that many give a speedup just below 12. "
+            "Round the solution of the inequality UP to a whole device."
+        },
     )
 
 
