@@ -398,6 +398,11 @@ class PretrainingRecipe:
     source: str
 
     @property
+    def sequences(self) -> int:
+        """Training sequences (samples), summed over the phases: steps x batch size."""
+        return int(np.sum(np.asarray(self.steps, dtype=np.int64) * np.asarray(self.batch_size)))
+
+    @property
     def tokens(self) -> float:
         """Training tokens :math:`D`, summed over the phases."""
         return float(np.sum(sequence_tokens(self.steps, self.batch_size, self.sequence_length)))

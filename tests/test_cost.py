@@ -299,6 +299,7 @@ def test_bert_large_recipe():
     assert BERT_LARGE.tokens == tokens
     assert BERT_LARGE.flops == pytest.approx(6 * 340e6 * tokens)
     assert BERT_LARGE.flops_per_token == 6 * 340e6
+    assert BERT_LARGE.sequences == 256 * 1_000_000  # batch 256 for 1M steps, both phases
     assert "1810.04805" in BERT_LARGE.source
 
 
