@@ -110,3 +110,34 @@ def test_every_live_widget_carries_a_static_figure(path):
 def test_chinese_terms_present(path):
     text = "".join(_source(c) for c in _load(path)["cells"] if c["cell_type"] == "markdown")
     assert re.search(r"[\u4e00-\u9fff]", text), "no Chinese term beside the key concepts"
+
+
+def test_summary_quiz_questions_state_the_checkers_inputs():
+    """Notebook 06's question texts and course_lib.exercises.ch06's constants must agree."""
+    from course_lib.exercises import ch06
+
+    nb = _load(ROOT / "notebooks" / "06_summary.ipynb")
+    questions = {}
+    for cell in nb["cells"]:
+        match = re.match(r"### Exercise (\d+):", _source(cell))
+        if match:
+            questions[int(match.group(1))] = _source(cell)
+    q1, q2, q3, q4, q5, q6, q7, q8 = (
+        ch06.Q1_TIMES, ch06.Q2, ch06.Q3, ch06.Q4, ch06.Q5, ch06.Q6_CONV1, ch06.Q7, ch06.Q8,
+    )
+    expected = {
+        1: [f"{q1['t1']:g} s on one device", f"{q1['t4']:g} s on {q1['devices']}"],
+        2: [f"$p = {q2['p']:g}$", f"at least {q2['target']:g}"],
+        3: [f"$N = {q3['devices']}$", f"{q3['p']:.0%}"],
+        4: [f"{q4['devices']} NVIDIA", f"'{q4['device_id']}'", f"\\eta = {q4['efficiency']:g}"],
+        5: [f"$N = {q5['devices']}$", f"$t_c = {q5['compute_s']:g}$",
+            f"$\\beta = {q5['bandwidth'] / 1e9:g}$ GB/s", f"$\\alpha = {q5['latency'] * 1e6:g}$ µs"],
+        6: [f"{q6['kernel']}×{q6['kernel']}", f"{q6['c_out']} filters", f"stride {q6['stride']}",
+            f"padding {q6['padding']}", f"{q6['image']}×{q6['image']}", f"batch of {q6['batch']}"],
+        7: [f"$S = {q7['stages']}$", f"$M = {q7['micro_batches']}$"],
+        8: [f"MLP({q8['sizes']})", f"{q8['batch_size']:,}", f"{q8['devices']} devices"],
+    }
+    assert sorted(questions) == sorted(expected)
+    for number, phrases in expected.items():
+        for phrase in phrases:
+            assert phrase in questions[number], f"exercise {number} should state {phrase!r}"

@@ -3,7 +3,7 @@
 Every expected value is computed by the course library (scaling laws, the training-time
 model, the communication model, im2col's GEMM sizes, the pipeline bubble, the chapter's
 comparison of schemes) from the inputs stated in each question, which live here as
-constants so that question and checker cannot drift apart.
+constants; ``tests/test_notebooks.py`` checks that notebook 06's question texts state them.
 """
 
 from __future__ import annotations
