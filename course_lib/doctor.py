@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Check", "REQUIRED", "run_checks", "format_report", "main"]
+__all__ = ["Check", "REQUIRED", "find_chromium", "run_checks", "format_report", "main"]
 
 OK, WARN, FAIL, INFO = "ok", "warn", "FAIL", "--"
 
@@ -148,18 +148,81 @@ def _run_python(python: str, code: str) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).strip()
 
 
+def _own_prefix() -> Path:
+    """The environment the doctor runs in (``sys.prefix``, symlinks resolved)."""
+    return Path(sys.prefix).resolve()
+
+
+def _same_path(a: Path | str, b: Path | str) -> bool:
+    return Path(a).resolve() == Path(b).resolve()
+
+
 def _labextension_dirs(prefix: Path) -> list[Path]:
-    """Where a JupyterLab installed in ``prefix`` looks for prebuilt extensions."""
+    """Where a JupyterLab installed in ``prefix`` looks for prebuilt extensions.
+
+    That is ``prefix/share/jupyter/labextensions`` plus the directories every JupyterLab
+    of this user searches (``$JUPYTER_PATH``, the user's and the system's). jupyter_core's
+    list for the doctor also holds the doctor's own environment, ``sys.prefix/share/jupyter``
+    (first in a virtual environment, after the user's otherwise, later still with
+    ``$JUPYTER_PATH`` set); for a JupyterLab of another environment that directory is
+    removed by name, not by position, unless ``$JUPYTER_PATH`` or the system paths name it.
+    """
     dirs = [prefix / "share" / "jupyter" / "labextensions"]
     try:
-        from jupyter_core.paths import jupyter_path
-
-        if Path(sys.prefix) == prefix:
-            return [Path(p) for p in jupyter_path("labextensions")]
-        dirs += [Path(p) for p in jupyter_path("labextensions")[1:]]  # user and system dirs
+        from jupyter_core.paths import SYSTEM_JUPYTER_PATH, jupyter_path
     except ImportError:
-        pass
+        return dirs
+    searched = [Path(p) for p in jupyter_path("labextensions")]
+    if _same_path(prefix, _own_prefix()):
+        return searched
+    own = _own_prefix() / "share" / "jupyter" / "labextensions"
+    shared = [Path(p, "labextensions") for p in SYSTEM_JUPYTER_PATH]
+    shared += [Path(p, "labextensions") for p in os.environ.get("JUPYTER_PATH", "").split(os.pathsep) if p]
+    own_only = not any(_same_path(own, d) for d in shared)
+    for d in searched:
+        if own_only and _same_path(d, own):
+            continue
+        if not any(_same_path(d, seen) for seen in dirs):
+            dirs.append(d)
     return dirs
+
+
+# ------------------------------------------------------------------ chromium
+#: Environment variable naming the Chromium binary of the browser tests.
+CHROMIUM_ENV = "DDL_CHROMIUM"
+#: Debian's chromium, used when ``$DDL_CHROMIUM`` is not set.
+CHROMIUM_DEFAULT = Path("/usr/bin/chromium")
+#: Names looked up on PATH when ``CHROMIUM_DEFAULT`` does not exist.
+CHROMIUM_NAMES = ("chromium", "chromium-browser")
+
+
+def _executable(path: Path) -> bool:
+    return path.is_file() and os.access(path, os.X_OK)
+
+
+def find_chromium() -> Path | None:
+    """The system Chromium that the browser tests drive, or None.
+
+    In this order: ``$DDL_CHROMIUM`` (a path, or a command name on PATH; when it is set
+    nothing else is tried, so a wrong value is reported rather than silently replaced),
+    :data:`CHROMIUM_DEFAULT` (Debian's ``/usr/bin/chromium``), then ``chromium`` and
+    ``chromium-browser`` on PATH. The doctor and ``tests/browser`` both use this
+    function, so the doctor reports the browser that the tests will launch.
+    """
+    named = os.environ.get(CHROMIUM_ENV, "").strip()
+    if named:
+        path = Path(named).expanduser()
+        if _executable(path):
+            return path
+        found = None if os.sep in named else _which(named)
+        return Path(found) if found else None
+    if _executable(CHROMIUM_DEFAULT):
+        return CHROMIUM_DEFAULT
+    for name in CHROMIUM_NAMES:
+        found = _which(name)
+        if found:
+            return Path(found)
+    return None
 
 
 # ------------------------------------------------------------------ helpers
@@ -231,9 +294,10 @@ def check_widget_frontend() -> Check:
     ``jupyterlab_widgets``, or that its major version does not match ipywidgets'.
     """
     name = "widget front-end"
-    own_prefix = Path(sys.prefix)
+    own_prefix = _own_prefix()
     on_path = _which("jupyter-lab")
-    lab_prefix = Path(on_path).parent.parent if on_path else own_prefix
+    # Resolved first: a pipx or shim jupyter-lab is a symlink into the environment it runs in.
+    lab_prefix = Path(on_path).resolve().parent.parent if on_path else own_prefix
     where = "" if lab_prefix == own_prefix else f" of the jupyter-lab on PATH ({on_path})"
     found = [
         d / Path(*WIDGET_EXTENSION)
@@ -414,11 +478,17 @@ def check_slide_tools() -> Check:
 
 
 def check_browser_tools() -> Check:
-    """Optional: Debian's chromium and playwright, for the real-browser tests."""
+    """Optional: a system chromium (:func:`find_chromium`) and playwright, for the
+    real-browser tests."""
     missing, fixes = [], []
-    if not Path("/usr/bin/chromium").is_file() and _which("chromium") is None:
+    chromium = find_chromium()
+    named = os.environ.get(CHROMIUM_ENV, "").strip()
+    if chromium is None:
         missing.append("chromium")
-        fixes.append("apt-get install chromium")
+        if named:
+            fixes.append(f"${CHROMIUM_ENV}={named} is not an executable: point it at a chromium binary or unset it")
+        else:
+            fixes.append("apt-get install chromium")
     if _dist_version("playwright") is None:
         missing.append("playwright")
         fixes.append(_pip("playwright>=1.40,<2"))
@@ -428,7 +498,7 @@ def check_browser_tools() -> Check:
             f"skipped by `make test`: {' and '.join(missing)} not installed",
             "; ".join(fixes) + " (never `playwright install`)",
         )
-    return Check("browser tests (optional)", OK, "chromium and playwright present")
+    return Check("browser tests (optional)", OK, f"chromium ({chromium}) and playwright present")
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (

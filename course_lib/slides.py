@@ -41,6 +41,7 @@ __all__ = [
     "SLIDE_TYPES",
     "VENDOR_PACKAGES",
     "build_slides",
+    "deck_title",
     "ensure_vendor",
     "export_deck",
     "exporter_config",
@@ -49,6 +50,7 @@ __all__ = [
     "notebook_title",
     "slide_problems",
     "slide_structure",
+    "vendor_manifest",
     "write_index",
 ]
 
@@ -94,7 +96,7 @@ class Deck:
     path : Path
         The ``.slides.html`` file.
     title : str
-        Title of the notebook (its first ``#`` heading).
+        Title of the deck (:func:`deck_title`: the notebook's first ``#`` heading).
     structure : tuple of int
         Slides in each column: ``len(structure)`` horizontal slides, ``sum(structure)``
         slides in all (see :func:`slide_structure`).
@@ -222,6 +224,21 @@ def missing_vendor_packages(vendor_dir: Path) -> list[str]:
     ]
 
 
+def vendor_manifest() -> dict[str, Any]:
+    """The ``package.json`` of the vendor folder: every vendor package, pinned exactly.
+
+    npm 7 and later delete from ``node_modules`` whatever ``package.json`` does not list
+    ("extraneous" packages), so all of :data:`VENDOR_PACKAGES` must be dependencies here,
+    not only the ones being installed.
+
+    Examples
+    --------
+    >>> vendor_manifest()["dependencies"] == VENDOR_PACKAGES
+    True
+    """
+    return {"name": "ddl-course-slides-vendor", "private": True, "dependencies": dict(VENDOR_PACKAGES)}
+
+
 def ensure_vendor(
     vendor_dir: Path,
     *,
@@ -231,8 +248,31 @@ def ensure_vendor(
 ) -> bool:
     """Install the front-end packages into ``vendor_dir/node_modules`` unless present.
 
-    Returns True if npm ran, False if everything was already there. Raises
-    ``RuntimeError`` with the fix when npm is missing or fails.
+    When any package is missing (or has another version, e.g. after a version bump or
+    an interrupted install), the vendor ``package.json`` is rewritten with the full pinned
+    set (:func:`vendor_manifest`) and ``npm install`` is asked for all of them: installing
+    only the missing ones would let npm prune the others as extraneous.
+
+    Parameters
+    ----------
+    vendor_dir : Path
+        The vendor folder (``node_modules`` and ``package.json`` live here).
+    npm : str, optional
+        The npm executable; found on PATH by default.
+    run : callable
+        Runs the npm command (``subprocess.run``; the tests pass a fake).
+    log : callable
+        Receives progress messages.
+
+    Returns
+    -------
+    bool
+        True if npm ran, False if everything was already there.
+
+    Raises
+    ------
+    RuntimeError
+        With the fix, when npm is missing or fails, or leaves a package missing.
     """
     vendor_dir = Path(vendor_dir)
     missing = missing_vendor_packages(vendor_dir)
@@ -246,12 +286,11 @@ def ensure_vendor(
             "folder from another machine."
         )
     vendor_dir.mkdir(parents=True, exist_ok=True)
-    manifest = vendor_dir / "package.json"
-    if not manifest.exists():
-        manifest.write_text(json.dumps({"name": "ddl-course-slides-vendor", "private": True}) + "\n")
-    cmd = [npm, "install", "--no-audit", "--no-fund", "--no-save", "--loglevel=error",
-           "--prefix", str(vendor_dir), *missing]
-    log(f"slides: npm install {' '.join(missing)} -> {vendor_dir}")
+    (vendor_dir / "package.json").write_text(json.dumps(vendor_manifest(), indent=2) + "\n", encoding="utf-8")
+    specs = [f"{name}@{version}" for name, version in VENDOR_PACKAGES.items()]
+    cmd = [npm, "install", "--no-audit", "--no-fund", "--save-exact", "--loglevel=error",
+           "--prefix", str(vendor_dir), *specs]
+    log(f"slides: missing {' '.join(missing)}; npm install {' '.join(specs)} -> {vendor_dir}")
     t0 = time.perf_counter()
     proc = run(cmd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
@@ -315,12 +354,32 @@ def execute_notebook(path: Path, *, timeout: int = 600):
     return nb
 
 
+def deck_title(nb: Any, default: str = "") -> str:
+    """Title of a notebook's deck: its ``title`` metadata if set (nbconvert's own rule),
+    else its first level-1 heading (:func:`notebook_title`), else ``default``.
+
+    Examples
+    --------
+    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 06 Summary"}]}, "06_summary")
+    '06 Summary'
+    """
+    return (nb.get("metadata", {}) or {}).get("title") or notebook_title(nb, default)
+
+
 def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path) -> Path:
-    """Write the deck of notebook node ``nb`` to ``deck_dir/<name>.slides.html``."""
+    """Write the deck of notebook node ``nb`` to ``deck_dir/<name>.slides.html``.
+
+    The page title is :func:`deck_title` (the notebook's first heading) rather than the
+    file name that nbconvert would use; ``nb`` itself is not modified.
+    """
     from nbconvert import SlidesExporter
+    from nbformat import NotebookNode
 
     deck_dir = Path(deck_dir)
     deck_dir.mkdir(parents=True, exist_ok=True)
+    # nbconvert's reveal template titles the page with nb.metadata.title, else the name.
+    metadata = NotebookNode({**nb.get("metadata", {}), "title": deck_title(nb, name)})
+    nb = NotebookNode({**nb, "metadata": metadata})
     exporter = SlidesExporter(config=exporter_config(deck_dir, vendor_dir))
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name, "path": str(deck_dir)}})
     out = deck_dir / f"{name}.slides.html"
@@ -412,7 +471,7 @@ def build_slides(
         for problem in slide_problems(nb.cells):
             log(f"slides: warning: {path.name}: {problem}")
         out = export_deck(nb, path.stem, deck_dir, vendor_dir)
-        deck = Deck(path, out, notebook_title(nb, path.stem), slide_structure(nb.cells),
+        deck = Deck(path, out, deck_title(nb, path.stem), slide_structure(nb.cells),
                     time.perf_counter() - t0)
         log(f"slides: {out} ({sum(deck.structure)} slides, {deck.seconds:.1f} s)")
         decks.append(deck)

@@ -152,12 +152,156 @@ def test_widget_frontend_major_version_mismatch(monkeypatch, tmp_path):
     assert doctor.check_widget_frontend().status == OK
 
 
-def test_labextension_dirs():
-    own = doctor._labextension_dirs(Path(sys.prefix))
-    assert Path(sys.prefix) / "share" / "jupyter" / "labextensions" in own
-    other = doctor._labextension_dirs(Path("/nonexistent/env"))
+def test_widget_frontend_follows_a_symlinked_jupyter_lab(monkeypatch, tmp_path):
+    """pipx and shims put a symlink on PATH (~/.local/bin/jupyter-lab -> the real env)."""
+    real = tmp_path / "pipx" / "venvs" / "jupyterlab"
+    (real / "bin").mkdir(parents=True)
+    (real / "bin" / "jupyter-lab").write_text("#!/bin/sh\n")
+    shim = tmp_path / ".local" / "bin" / "jupyter-lab"
+    shim.parent.mkdir(parents=True)
+    shim.symlink_to(real / "bin" / "jupyter-lab")
+    monkeypatch.setattr(doctor, "_which", lambda cmd: str(shim))
+    monkeypatch.setattr(doctor, "_labextension_dirs", only_prefix_dirs)
+    missing = doctor.check_widget_frontend()
+    assert missing.status == FAIL and f"({real.resolve()})" in missing.detail
+    assert str(real.resolve() / "bin" / "python") in missing.fix
+    make_extension(real)
+    present = doctor.check_widget_frontend()
+    assert present.status == WARN and "another environment" in present.detail
+    assert str(real.resolve()) in present.detail
+
+
+def test_widget_frontend_symlink_into_own_environment(monkeypatch, tmp_path):
+    own = tmp_path / "venv"
+    (own / "bin").mkdir(parents=True)
+    (own / "bin" / "jupyter-lab").write_text("#!/bin/sh\n")
+    make_extension(own)
+    shim = tmp_path / "shims" / "bin" / "jupyter-lab"
+    shim.parent.mkdir(parents=True)
+    shim.symlink_to(own / "bin" / "jupyter-lab")
+    monkeypatch.setattr(doctor, "_own_prefix", lambda: own.resolve())
+    monkeypatch.setattr(doctor, "_which", lambda cmd: str(shim))
+    monkeypatch.setattr(doctor, "_labextension_dirs", only_prefix_dirs)
+    fake_versions(monkeypatch, ipywidgets="8.1.9", jupyterlab_widgets="3.0.17")
+    result = doctor.check_widget_frontend()
+    assert result.status == OK and "3.0.17" in result.detail
+
+
+OWN_LABEXT = Path(sys.prefix).resolve() / "share" / "jupyter" / "labextensions"
+
+
+def _system_labext_dirs() -> list[Path]:
+    from jupyter_core.paths import SYSTEM_JUPYTER_PATH
+
+    return [Path(p, "labextensions").resolve() for p in SYSTEM_JUPYTER_PATH]
+
+
+def _resolved(dirs):
+    return [d.resolve() for d in dirs]
+
+
+@pytest.mark.parametrize("case", ["default", "JUPYTER_PATH", "user paths first"])
+def test_labextension_dirs(monkeypatch, tmp_path, case):
+    """The doctor's own environment directory is found by name, wherever jupyter_core
+    puts it (first only in a virtual environment without $JUPYTER_PATH)."""
+    pytest.importorskip("jupyter_core")
+    if OWN_LABEXT in _system_labext_dirs():
+        pytest.skip("the tests run in a system Python: its directory is a system one")
+    monkeypatch.delenv("JUPYTER_PATH", raising=False)
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "user"))
+    extra = tmp_path / "extra"
+    if case == "JUPYTER_PATH":
+        monkeypatch.setenv("JUPYTER_PATH", str(extra))
+    if case == "user paths first":  # as outside a virtual environment
+        monkeypatch.setenv("JUPYTER_PREFER_ENV_PATH", "0")
+    own = _resolved(doctor._labextension_dirs(Path(sys.prefix)))
+    assert OWN_LABEXT in own and (tmp_path / "user" / "labextensions").resolve() in own
+    other = _resolved(doctor._labextension_dirs(Path("/nonexistent/env")))
     assert other[0] == Path("/nonexistent/env/share/jupyter/labextensions")
-    assert Path(sys.prefix) / "share" / "jupyter" / "labextensions" not in other
+    assert OWN_LABEXT not in other
+    assert (tmp_path / "user" / "labextensions").resolve() in other  # the user's directory stays
+    assert set(_system_labext_dirs()) <= set(other)
+    if case == "JUPYTER_PATH":
+        assert (extra / "labextensions").resolve() in own and (extra / "labextensions").resolve() in other
+    assert len(other) == len(set(other))
+
+
+def test_labextension_dirs_jupyter_path_naming_own_environment(monkeypatch):
+    """$JUPYTER_PATH is searched by every JupyterLab: if it names the doctor's own
+    environment, that directory stays in the list of another environment too."""
+    pytest.importorskip("jupyter_core")
+    monkeypatch.setenv("JUPYTER_PATH", str(OWN_LABEXT.parent))
+    other = _resolved(doctor._labextension_dirs(Path("/nonexistent/env")))
+    assert OWN_LABEXT in other
+
+
+# ------------------------------------------------------------ chromium
+def _executable(path: Path) -> Path:
+    path.write_text("#!/bin/sh\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_find_chromium_order(monkeypatch, tmp_path):
+    """$DDL_CHROMIUM, then /usr/bin/chromium, then chromium / chromium-browser on PATH."""
+    monkeypatch.delenv("DDL_CHROMIUM", raising=False)
+    default = tmp_path / "usr-bin-chromium"
+    monkeypatch.setattr(doctor, "CHROMIUM_DEFAULT", default)
+    on_path: dict[str, str] = {}
+    monkeypatch.setattr(doctor, "_which", on_path.get)
+    assert doctor.find_chromium() is None
+    on_path["chromium-browser"] = "/snap/bin/chromium-browser"
+    assert doctor.find_chromium() == Path("/snap/bin/chromium-browser")
+    on_path["chromium"] = "/opt/bin/chromium"
+    assert doctor.find_chromium() == Path("/opt/bin/chromium")
+    default.write_text("")  # not executable: skipped
+    assert doctor.find_chromium() == Path("/opt/bin/chromium")
+    _executable(default)
+    assert doctor.find_chromium() == default
+    custom = _executable(tmp_path / "my chromium")
+    monkeypatch.setenv("DDL_CHROMIUM", str(custom))
+    assert doctor.find_chromium() == custom
+    monkeypatch.setenv("DDL_CHROMIUM", "chromium-browser")  # a command name on PATH
+    assert doctor.find_chromium() == Path("/snap/bin/chromium-browser")
+    monkeypatch.setenv("DDL_CHROMIUM", str(tmp_path / "missing"))  # no silent fallback
+    assert doctor.find_chromium() is None
+
+
+def test_browser_check_uses_find_chromium(monkeypatch, tmp_path):
+    monkeypatch.setattr(doctor, "CHROMIUM_DEFAULT", tmp_path / "none")
+    monkeypatch.setattr(doctor, "_which", lambda cmd: None)
+    monkeypatch.delenv("DDL_CHROMIUM", raising=False)
+    fake_versions(monkeypatch, playwright="1.50.0")
+    absent = doctor.check_browser_tools()
+    assert absent.status == INFO and "chromium not installed" in absent.detail
+    assert "apt-get install chromium" in absent.fix
+    monkeypatch.setenv("DDL_CHROMIUM", str(tmp_path / "missing"))
+    wrong = doctor.check_browser_tools()
+    assert wrong.status == INFO and "chromium" in wrong.detail
+    assert f"$DDL_CHROMIUM={tmp_path / 'missing'} is not an executable" in wrong.fix
+    custom = _executable(tmp_path / "chromium")
+    monkeypatch.setenv("DDL_CHROMIUM", str(custom))
+    found = doctor.check_browser_tools()
+    assert found.status == OK and str(custom) in found.detail
+
+
+def test_browser_tests_use_the_doctors_chromium(monkeypatch, tmp_path):
+    """tests/browser launches exactly the chromium that the doctor reports."""
+    custom = _executable(tmp_path / "chromium")
+    monkeypatch.setenv("DDL_CHROMIUM", str(custom))
+    monkeypatch.syspath_prepend(str(ROOT / "tests" / "browser"))
+    monkeypatch.delitem(sys.modules, "browser_support", raising=False)
+    import browser_support
+
+    try:
+        assert browser_support.CHROMIUM == doctor.find_chromium() == custom
+        missing = browser_support.browser_missing()
+        assert missing is None or "playwright" in missing  # chromium is not what is missing
+        monkeypatch.setenv("DDL_CHROMIUM", str(tmp_path / "missing"))
+        monkeypatch.setattr(browser_support, "CHROMIUM", doctor.find_chromium())
+        assert "DDL_CHROMIUM" in browser_support.browser_missing()
+    finally:
+        sys.modules.pop("browser_support", None)
 
 
 def test_kernel_checks(monkeypatch):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -144,6 +145,19 @@ def test_export_is_offline_and_drops_tagged_cells(tmp_path, vendor):
     assert "vendor/node_modules/reveal.js/dist/theme/white.css" in html
 
 
+def test_deck_title_is_the_first_heading(tmp_path, vendor):
+    nb = demo_notebook()
+    nb.cells[0].source = "# 06 · Summary & <discussion>\n\ntext"
+    out = slides.export_deck(nb, "06_summary", tmp_path, vendor)
+    assert "<title>06 · Summary &amp; &lt;discussion&gt; slides</title>" in out.read_text()
+    assert "title" not in nb.metadata  # the caller's notebook is left alone
+    nb.metadata["title"] = "Set in the metadata"
+    assert slides.deck_title(nb, "x") == "Set in the metadata"
+    assert "<title>Set in the metadata slides</title>" in slides.export_deck(nb, "06_summary", tmp_path, vendor).read_text()
+    no_heading = nbformat.v4.new_notebook(cells=[cell("slide", source="just text")])
+    assert "<title>07_x slides</title>" in slides.export_deck(no_heading, "07_x", tmp_path, vendor).read_text()
+
+
 def test_template_is_package_data():
     template = slides.TEMPLATE_DIR / slides.TEMPLATE_NAME
     conf = json.loads((template / "conf.json").read_text())
@@ -162,24 +176,72 @@ def test_vendor_present_skips_npm(vendor):
     assert slides.ensure_vendor(vendor, npm="npm", run=fail, log=lambda m: None) is False
 
 
+def _installed(folder: Path) -> dict[str, str]:
+    """name -> version of the packages in ``folder/node_modules`` (scoped ones too)."""
+    modules = folder / "node_modules"
+    dirs = [d for top in modules.iterdir() for d in ([*top.iterdir()] if top.name.startswith("@") else [top])]
+    return {d.relative_to(modules).as_posix(): json.loads((d / "package.json").read_text()).get("version")
+            for d in dirs if (d / "package.json").is_file()}
+
+
+def npm7(calls):
+    """A fake ``npm install --prefix DIR SPEC...`` that behaves like npm 7+: it installs the
+    dependencies of DIR/package.json and the specs named, and prunes every other package
+    of node_modules as extraneous (``--no-save`` specs are installed but not saved)."""
+
+    def run(cmd, **kw):
+        calls.append(cmd)
+        assert cmd[1] == "install"
+        prefix = Path(cmd[cmd.index("--prefix") + 1])
+        specs = [a for a in cmd[cmd.index("--prefix") + 2 :] if not a.startswith("-")]
+        manifest = json.loads((prefix / "package.json").read_text())
+        wanted = dict(manifest.get("dependencies", {}))
+        wanted.update(spec.rsplit("@", 1) for spec in specs)
+        modules = prefix / "node_modules"
+        for name in set(_installed(prefix)) - set(wanted):
+            shutil.rmtree(modules / name)  # extraneous: pruned
+        for name, version in wanted.items():
+            (modules / name).mkdir(parents=True, exist_ok=True)
+            (modules / name / "package.json").write_text(json.dumps({"name": name, "version": version}))
+        if "--no-save" not in cmd and specs:
+            manifest.setdefault("dependencies", {}).update(spec.rsplit("@", 1) for spec in specs)
+            (prefix / "package.json").write_text(json.dumps(manifest))
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    return run
+
+
 def test_vendor_installs_missing_and_wrong_versions(vendor):
     (vendor / "node_modules" / "mathjax" / "package.json").write_text('{"version": "3.2.2"}')
     (vendor / "node_modules" / "jquery" / "package.json").unlink()
     assert slides.missing_vendor_packages(vendor) == ["jquery@2.2.3", "mathjax@2.7.9"]
     calls = []
-
-    def fake_npm(cmd, **kw):
-        calls.append(cmd)
-        for spec in cmd[cmd.index(str(vendor)) + 1 :]:
-            name, version = spec.rsplit("@", 1)
-            (vendor / "node_modules" / name).mkdir(parents=True, exist_ok=True)
-            (vendor / "node_modules" / name / "package.json").write_text(json.dumps({"version": version}))
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-
-    assert slides.ensure_vendor(vendor, npm="/usr/bin/npm", run=fake_npm, log=lambda m: None) is True
-    assert calls[0][:2] == ["/usr/bin/npm", "install"] and "--prefix" in calls[0]
-    assert calls[0][-2:] == ["jquery@2.2.3", "mathjax@2.7.9"]
+    assert slides.ensure_vendor(vendor, npm="/usr/bin/npm", run=npm7(calls), log=lambda m: None) is True
+    (cmd,) = calls
+    assert cmd[:2] == ["/usr/bin/npm", "install"] and "--prefix" in cmd and "--no-save" not in cmd
+    # npm 7+ prunes what package.json does not list: all packages are asked for and listed,
+    # not only the two that were missing.
+    everything = [f"{name}@{version}" for name, version in slides.VENDOR_PACKAGES.items()]
+    assert cmd[-len(everything) :] == everything
+    manifest = json.loads((vendor / "package.json").read_text())
+    assert manifest["dependencies"] == slides.VENDOR_PACKAGES
     assert slides.missing_vendor_packages(vendor) == []
+    assert _installed(vendor) == slides.VENDOR_PACKAGES
+
+
+def test_vendor_version_bump_keeps_the_other_packages(vendor, monkeypatch):
+    """A pinned version changes: the rerun must end with every package present (installing
+    only the bumped one with --no-save into a package.json without dependencies made npm
+    prune all the others, and the build failed with "still missing")."""
+    (vendor / "package.json").write_text(json.dumps({"name": "ddl-course-slides-vendor", "private": True}))
+    monkeypatch.setitem(slides.VENDOR_PACKAGES, "requirejs", "2.3.7")
+    assert slides.missing_vendor_packages(vendor) == ["requirejs@2.3.7"]
+    calls = []
+    assert slides.ensure_vendor(vendor, npm="npm", run=npm7(calls), log=lambda m: None) is True
+    assert slides.missing_vendor_packages(vendor) == []
+    assert _installed(vendor) == slides.VENDOR_PACKAGES
+    assert slides.ensure_vendor(vendor, npm="npm", run=npm7(calls), log=lambda m: None) is False
+    assert len(calls) == 1
 
 
 def test_vendor_errors(tmp_path, monkeypatch):
@@ -224,6 +286,7 @@ def test_build_without_execution_and_index_order(tmp_path, vendor):
     hrefs = re.findall(r'<li><a href="([^"]+)">', index)
     assert hrefs == ["01_&lt;z&gt;.slides.html", "02_a.slides.html", "10_b.slides.html"]
     assert "Title of 01_&lt;z&gt;" in index and "print-pdf" in index
+    assert "<title>Title of 02_a slides</title>" in decks[1].path.read_text()
     assert len(messages) == 3
 
 

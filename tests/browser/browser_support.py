@@ -10,13 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from course_lib.doctor import CHROMIUM_DEFAULT, CHROMIUM_ENV, find_chromium
+
 ROOT = Path(__file__).resolve().parents[2]
 # DDL_BROWSER_NOTEBOOKS: test another folder of notebooks (e.g. drafts); default notebooks/.
 NOTEBOOK_DIR = Path(os.environ.get("DDL_BROWSER_NOTEBOOKS") or ROOT / "notebooks")
 ARTIFACTS = ROOT / "test-artifacts"
 VENDOR_DIR = ROOT / "build" / "slides" / "vendor"  # shared with `make slides` (a cache)
-# Debian's chromium; DDL_CHROMIUM names another system chromium binary.
-CHROMIUM = Path(os.environ.get("DDL_CHROMIUM") or "/usr/bin/chromium")
+# The system chromium: $DDL_CHROMIUM, else Debian's /usr/bin/chromium, else chromium or
+# chromium-browser on PATH (the same function tells `python -m course_lib doctor`).
+CHROMIUM: Path | None = find_chromium()
 CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
@@ -27,6 +30,10 @@ REQUIRE = os.environ.get("DDL_REQUIRE_BROWSER") == "1"
 LATENCIES: dict[str, list[tuple[str, float]]] = {}
 #: phase -> seconds, filled by the fixtures and tests (reported at the end).
 DURATIONS: dict[str, float] = {}
+#: The slide-deck build of the ``decks`` fixture: seconds, notebooks, executed (reported).
+SLIDE_BUILD: dict[str, float | int | bool] = {}
+#: Goal for the median slider-to-figure latency (reported, not asserted).
+LATENCY_GOAL_MS = 300
 
 
 def notebooks() -> list[Path]:
@@ -42,8 +49,12 @@ def unavailable(reason: str):
 
 
 def browser_missing() -> str | None:
-    if not CHROMIUM.is_file():
-        return f"browser tests need Debian's chromium at {CHROMIUM}: apt-get install chromium"
+    if CHROMIUM is None:
+        named = os.environ.get(CHROMIUM_ENV, "").strip()
+        if named:
+            return f"browser tests: ${CHROMIUM_ENV}={named} is not a chromium executable"
+        return (f"browser tests need a system chromium ({CHROMIUM_DEFAULT}, or chromium on PATH, "
+                f"or ${CHROMIUM_ENV}): apt-get install chromium")
     if importlib.util.find_spec("playwright") is None:
         return "browser tests need playwright: pip install -e '.[browser]' (never `playwright install`)"
     return None

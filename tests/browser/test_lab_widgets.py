@@ -5,6 +5,7 @@ depend on the machine)."""
 
 from __future__ import annotations
 
+import sys
 import time
 
 import pytest
@@ -128,8 +129,28 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
         ARTIFACTS.mkdir(exist_ok=True)
         (ARTIFACTS / "lab").mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / "lab" / f"{notebook.stem}.png"))
-    finally:
+    except BaseException as failure:  # pytest.fail raises a BaseException
+        _close_notebook(page, failure)
+        raise
+    _close_notebook(page)
+
+
+def _close_notebook(page, failure: BaseException | None = None) -> None:
+    """Shut down the current notebook's kernel and close it (the next test opens its own).
+
+    When the test has already failed, an error while closing must not replace that
+    failure in the report: it is printed (captured output) and added to the failure as
+    a note instead of being raised.
+    """
+    try:
         evaluate(page, CLOSE_JS, timeout_s=60)
+    except Exception as exc:
+        if failure is None:
+            raise
+        note = f"closing the notebook after the failure failed too: {type(exc).__name__}: {exc}"
+        print(note, file=sys.stderr)
+        if hasattr(failure, "add_note"):  # Python 3.11+
+            failure.add_note(note)
 
 
 def _settle(page):
