@@ -556,6 +556,8 @@ class PipelineResult:
     """Data-parallel replicas ``D`` (1 for a plain pipeline)."""
     replicas_in_sync: bool = True
     """Whether every replica ended with bitwise the same parameters."""
+    serial_step_times: tuple[float, ...] | None = None
+    """Wall-clock seconds of every step of the serial reference (None for process runs)."""
 
     def bubble_per_step(self) -> np.ndarray:
         """Measured idle share of every step."""
@@ -564,9 +566,16 @@ class PipelineResult:
         return self.timeline.bubble_per_step()
 
     def step_times(self) -> np.ndarray:
-        """Wall-clock time of every step: first forward to last update, seconds."""
+        """Wall-clock time of every step, seconds: first forward to last update.
+
+        For the serial reference (:func:`train_microbatched`), the time of each pass of
+        its loop (forwards, backwards and the update), measured with
+        :func:`time.perf_counter`.
+        """
         if self.timeline is None:
-            raise ValueError("the serial reference has no timeline")
+            if self.serial_step_times is None:
+                raise ValueError("this result has neither a timeline nor serial step times")
+            return np.array(self.serial_step_times)
         out = []
         for k in self.timeline.steps:
             ops = [op for op in self.timeline.ops if op.step == k]
@@ -653,7 +662,8 @@ def train_microbatched(
     gradients in shard order and takes one SGD step. With one BLAS thread its
     parameters are bitwise equal to the parallel run's; with ``micro_batches=1`` and
     ``data=1`` it is :func:`course_lib.models.train` (same batches, same initial
-    parameters).
+    parameters). The result's ``step_times()`` are the measured seconds of every step:
+    the serial baseline for the parallel runs' ``step_times()``.
 
     Examples
     --------
@@ -677,8 +687,9 @@ def train_microbatched(
     model._check_flat(p, "params")
     grads = np.zeros((data, p.size), dtype=p.dtype)
     total_grad = np.zeros_like(p)
-    losses = []
+    losses, seconds = [], []
     for idx in plan:
+        t0 = time.perf_counter()
         grads.fill(0)
         xb, yb = x[idx], y[idx]
         scale = np.asarray(1.0 / idx.size, dtype=model.dtype)
@@ -699,7 +710,9 @@ def train_microbatched(
             _sum_rows(grads, total_grad)
             sgd_step(p, total_grad, lr)
         losses.append(total / idx.size)
-    return PipelineResult(p, losses, None, (0, model.n_layers), "serial", micro_batches, data)
+        seconds.append(time.perf_counter() - t0)
+    return PipelineResult(p, losses, None, (0, model.n_layers), "serial", micro_batches, data,
+                          serial_step_times=tuple(seconds))
 
 
 def _sum_rows(rows: np.ndarray, out: np.ndarray) -> None:
@@ -899,7 +912,8 @@ def train_pipeline(
     blas_threads : int or None
         BLAS threads per stage (1: the stages do not fight over the cores).
     fault : course_lib._procs.Fault, optional
-        Inject a failure (tests, demonstrations): ``rank`` is the stage, ``step`` the step.
+        Inject a failure (tests, demonstrations): ``rank`` is the stage (in [0, S - 1],
+        else ValueError), ``step`` the step.
     progress : bool or None
         Progress bar: False never, None in notebooks for runs over ~1.5 s.
 
@@ -976,7 +990,7 @@ def train_hybrid(
         Replicas ``D`` in [1, batch_size]; every batch must have at least ``D`` samples.
         ``micro_batches`` is per replica (at most ``batch_size // D``).
 
-    ``fault.rank`` counts processes: ``d * S + s``.
+    ``fault.rank`` counts processes: ``d * S + s``, in [0, D * S - 1] (else ValueError).
 
     Returns
     -------
@@ -1006,8 +1020,10 @@ def train_hybrid(
     _check_schedule(schedule)
     timeout = float(as_real(timeout, "timeout"))
     check_range(np.asarray(timeout), "timeout", 0.0, low_open=True)
-    if fault is not None and not isinstance(fault, Fault):
-        raise TypeError(f"fault must be a course_lib._procs.Fault or None, got {type(fault).__name__}")
+    if fault is not None:
+        if not isinstance(fault, Fault):
+            raise TypeError(f"fault must be a course_lib._procs.Fault or None, got {type(fault).__name__}")
+        check_int(fault.rank, "fault.rank", 0, data * n_stages - 1)
     if blas_threads is not None:
         blas_threads = check_int(blas_threads, "blas_threads", 1)
     method = check_start_method(start_method)

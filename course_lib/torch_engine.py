@@ -28,8 +28,9 @@ Two ways to run it:
 torch is optional (extra ``engines``) and imported only inside the workers, so that
 ``import course_lib.torch_engine`` works (and tells what is missing) without it.
 
-Results match the toy within 1e-6: gloo adds the gradients in its own order
-(for two workers ``a + b`` is exact, so the parameters are even bitwise equal).
+Results match the toy within 1e-6: gloo adds the gradients in its own order. For two
+workers the order cannot matter: float addition is commutative (``a + b == b + a``
+bit for bit, though rounded), so the parameters are even bitwise equal.
 """
 
 from __future__ import annotations

@@ -174,6 +174,9 @@ def test_train_microbatched_with_one_micro_batch_is_models_train(digits):
     assert a.step_loss == pytest.approx(b.step_loss, rel=1e-6)
     with pytest.raises(ValueError, match="no timeline"):
         a.bubble_per_step()
+    # the serial baseline for the parallel runs' step times: one wall time per step
+    times = a.step_times()
+    assert times.shape == (len(a.step_loss),) and np.all(times > 0)
 
 
 @pytest.mark.parametrize(

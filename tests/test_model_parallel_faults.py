@@ -125,3 +125,15 @@ def test_fault_in_a_hybrid_run_stops_all_replicas(no_leaks):
 def test_fault_with_spawn(no_leaks):
     with pytest.raises(WorkerError, match="FaultInjected"):
         mp.train_pipeline(MODEL, X, Y, start_method="spawn", fault=Fault("raise", rank=2, step=0), **RUN)
+
+
+@pytest.mark.parametrize("run, top", [
+    (lambda f: mp.train_pipeline(MODEL, X, Y, fault=f, **RUN), 2),             # 3 stages
+    (lambda f: mp.train_hybrid(MODEL, X, Y, data=2, fault=f, **RUN), 5),       # 2 x 3 processes
+])
+def test_fault_rank_must_exist(run, top, no_leaks):
+    # a rank that names no process would silently never fire (Fault itself rejects rank < 0)
+    with pytest.raises(ValueError, match=rf"fault\.rank must be an integer in \[0, {top}\]"):
+        run(Fault("raise", rank=top + 1, step=0))
+    with pytest.raises(WorkerError):  # the last process is a valid target
+        run(Fault("raise", rank=top, step=0))

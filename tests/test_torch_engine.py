@@ -1,7 +1,8 @@
 """The torch.distributed (gloo) engine gives the same parameters as the toy trainer.
 
 Tolerance: parameters within 1e-6 of ``train_serial`` (the same bound as the toy) and,
-for two workers, bitwise equal to the toy (``a + b`` is exact in any order). Skipped
+for two workers, bitwise equal to the toy (float addition is rounded but commutative:
+``a + b == b + a`` bit for bit, so the order of two operands cannot matter). Skipped
 with a message where torch is missing, unless ``DDL_REQUIRE_TORCH=1`` (CI), where a
 missing torch is a failure.
 """

@@ -106,7 +106,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     Left: the simulated timeline (:func:`course_lib.model_parallel.simulate_uniform`) of
     ``stages`` stages and ``micro_batches`` micro-batches. Right: the bubble share
     against ``M`` - the formula for this ``S`` and the simulator's points for both
-    schedules - and the peak activations held by stage 0 (GPipe: ``M``; 1F1B: ``S``).
+    schedules - and the peak activations held by stage 0 (GPipe: ``M``; 1F1B: ``min(S, M)``).
 
     Parameters
     ----------
