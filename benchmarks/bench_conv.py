@@ -1,8 +1,9 @@
 """im2col / conv2d benchmark: course_lib.im2col against physical limits and PyTorch.
 
 Run with ``python -m benchmarks conv`` (options after ``--``, e.g.
-``python -m benchmarks conv -- --repeat 9``). Everything is measured side by side in
-one run: each repeat times the candidate and its reference back to back (alternating
+``python -m benchmarks conv -- --repeat 9``; ``--tiny`` is a smoke test on the tiny
+shape only, done in seconds, whose ratios mean nothing). Everything is measured side by
+side in one run: each repeat times the candidate and its reference back to back (alternating
 which goes first), and a ratio is the median of the per-repeat ratios, which cancels
 most of the drift of a shared machine. The targets of issue 5:
 
@@ -10,7 +11,8 @@ most of the drift of a shared machine. The targets of issue 5:
   (the physical limit: im2col must at least write its output once);
 * conv2d <= 1.25 x ``torch.nn.functional.conv2d`` at 1 thread, <= 1.5 x at all cores
   (threads set with ``threadpoolctl`` for numpy's BLAS and ``torch.set_num_threads``);
-* conv2d >= 100 x faster than the plain loops of ``conv2d_direct`` (tiny shape).
+* conv2d >= 100 x faster than the plain loops of ``conv2d_direct`` (tiny shape; both
+  timed by their median).
 
 torch is optional: without it the torch rows say so and the rest still runs.
 """
@@ -128,11 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks conv", description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=7, help="timed repeats per case (default 7)")
     parser.add_argument("--quick", action="store_true", help="3 repeats and only the first shape")
+    parser.add_argument("--tiny", action="store_true",
+                        help="smoke test: only the tiny shape, 1 repeat (seconds; the ratios mean nothing)")
     parser.add_argument("--no-backward", action="store_true",
                         help="skip the informative col2im and conv2d_backward rows")
     args = parser.parse_args(argv or [])
-    repeat = 3 if args.quick else max(1, args.repeat)
-    shapes = SHAPES[:1] if args.quick else SHAPES
+    if args.tiny:
+        repeat, shapes, loop_repeat, fast_repeat = 1, (TINY,), 1, 5
+    else:
+        repeat = 3 if args.quick else max(1, args.repeat)
+        shapes = SHAPES[:1] if args.quick else SHAPES
+        loop_repeat, fast_repeat = 3, 51
 
     from threadpoolctl import threadpool_info, threadpool_limits
 
@@ -145,11 +153,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"load average: {', '.join(f'{v:.2f}' for v in os.getloadavg())} (a loaded machine gives noisy ratios)")
     except OSError:  # pragma: no cover
         pass
-    if torch is None:
+    if torch is None and os.environ.get("DDL_BENCH_NO_TORCH") == "1":
+        print("torch: NOT USED (DDL_BENCH_NO_TORCH=1) - the rows against torch are skipped")
+    elif torch is None:
         print("torch: NOT INSTALLED - the rows against torch are skipped "
               "(install the 'engines' extra, e.g. pip install torch==2.13.0, CPU build)")
     else:
         print(f"torch {torch.__version__}")
+    if args.tiny:
+        print("TINY smoke run: the tiny shape only, 1 repeat - the ratios below mean nothing")
     print(f"timing: {repeat} interleaved repeats per case, ratio = median of per-repeat ratios\n")
 
     table = Table()
@@ -246,18 +258,22 @@ def main(argv: list[str] | None = None) -> int:
                         torch_backward,
                         back_repeat,
                     )
-                # ratio against torch's backward alone (its fwd+bwd minus its forward)
-                t_bwd = max(t_b - t_fwd, 1e-9)
-                table.add(f"conv2d_backward {_label(shape)} {threads}t", t_a,
-                          f"torch backward {threads}t", t_bwd, t_a / t_bwd, None)
+                # ratio against torch's backward alone (its fwd+bwd minus its forward); on
+                # tiny shapes the difference can drown in noise: no ratio then
+                t_bwd = t_b - t_fwd if t_b > t_fwd else None
+                table.add(f"conv2d_backward {_label(shape)} {threads}t", t_a, f"torch backward {threads}t",
+                          t_bwd, None if t_bwd is None else t_a / t_bwd, None)
 
-    # 3. conv2d against the plain loops
+    # 3. conv2d against the plain loops: the median of both (the loops are slow: fewer runs)
     n, c, h, w, k, s, p, co = TINY
     x = rng.standard_normal((n, c, h, w))
     wt = rng.standard_normal((co, c, k, k))
     with threadpool_limits(1, user_api="blas"):
-        t_loops = statistics.median(_time_once(lambda: conv2d_direct(x, wt, None, s, p)) for _ in range(3))
-        t_fast = min(_time_once(lambda: conv2d(x, wt, None, s, p)) for _ in range(50))
+        conv2d(x, wt, None, s, p)  # warm-up
+        t_loops = statistics.median(
+            _time_once(lambda: conv2d_direct(x, wt, None, s, p)) for _ in range(loop_repeat)
+        )
+        t_fast = statistics.median(_time_once(lambda: conv2d(x, wt, None, s, p)) for _ in range(fast_repeat))
     table.add(f"conv2d {_label(TINY)} 1t", t_fast, "conv2d_direct", t_loops, t_loops / t_fast,
               TARGET_LOOPS, better="higher")
     table.rows[-1] = (*table.rows[-1][:4], f"{t_loops / t_fast:7.0f}x", *table.rows[-1][5:])

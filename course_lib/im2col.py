@@ -22,9 +22,10 @@ neighbouring pixels) is a contiguous run of bytes in a padded, column-phase-spli
 of the input. Viewing such runs as single numpy elements of a ``void`` dtype turns the
 whole im2col into one strided copy of large elements per kernel column, so numpy's
 copy loop is not slowed down by short image rows. The work is done in blocks of
-(sample, channel) planes that fit in the cache. :func:`conv2d` writes each block's
-columns into one reused buffer and multiplies it at once, so the big column matrix is
-never materialised.
+(sample, channel) planes sized for the cache (at least one plane per block).
+:func:`conv2d` writes the columns of a block of samples (as many as fit in a few MB, at
+least one) into one reused buffer and multiplies it at once, so the big column matrix
+is never materialised.
 
 Examples
 --------
@@ -148,6 +149,13 @@ class ConvGeometry:
         ph, pw = _pair(padding, "padding", 0)
         dh, dw = _pair(dilation, "dilation", 1)
         n, c, h, w = (int(s) for s in shape)
+        if h == 0 or w == 0:
+            # an empty batch (N = 0) or no channels (C = 0) is fine, as in PyTorch; an image
+            # without pixels has no windows to speak of, padded or not
+            raise ValueError(
+                f"input height H and width W must be >= 1, got H = {h}, W = {w} in input shape "
+                f"(N, C, H, W) = {tuple(int(s) for s in shape)}"
+            )
         for axis, size, pad, k, d in (("height", h, ph, kh, dh), ("width", w, pw, kw, dw)):
             extent = d * (k - 1) + 1
             if extent > size + 2 * pad:
@@ -305,8 +313,9 @@ def im2col(x, kernel_size, stride=1, padding=0, dilation=1) -> np.ndarray:
     Raises
     ------
     ValueError
-        ``x`` is not 4-d, a size is out of range, or the (dilated) kernel is larger
-        than the padded input.
+        ``x`` is not 4-d, has zero height or width, a size is out of range, or the
+        (dilated) kernel is larger than the padded input. (An empty batch, N = 0, or
+        no channels, C = 0, give an empty result.)
     TypeError
         Non-numeric dtype, or sizes that are not ints.
 
@@ -434,8 +443,10 @@ def _conv_args(x, weight, bias, stride, padding, dilation, groups):
 
 
 def _sample_block(g: ConvGeometry, itemsize: int) -> int:
-    """Samples per block: the column matrix of one block is about _COLS_BYTES, and a
-    large batch has at least _MIN_BLOCKS blocks to share among threads.
+    """Samples per block: as many as keep the block's column matrix within _COLS_BYTES,
+    but at least one (a sample whose columns alone exceed _COLS_BYTES, as in the 56x56
+    64-channel 3x3 and the 224x224 7x7-stem reference layers, is a block of its own),
+    and a large batch has at least _MIN_BLOCKS blocks to share among threads.
 
     The block size depends on the shapes only (never on the thread count), so the
     batch-split threads compute bitwise what one thread computes.
@@ -530,8 +541,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
 
     Notes
     -----
-    The batch is processed in blocks whose column matrix fits in the cache: for each
-    block, :func:`im2col` writes into one reused buffer of shape (B, K, L) and
+    The batch is processed in blocks of B samples, as many as keep the block's column
+    matrix within a few MB (``_COLS_BYTES``) but at least one, so a single sample with
+    larger columns makes a block of its own: for each block, :func:`im2col` writes into
+    one reused buffer of shape (B, K, L) and
     ``np.matmul`` multiplies the (C_out/groups, K/groups) weight matrix of each group
     with it, writing straight into the NCHW output (no transposes).
 

@@ -12,6 +12,7 @@ References, all independent of the implementation under test:
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -339,6 +340,33 @@ def test_empty_batch_and_no_channels():
     np.testing.assert_array_equal(out[0, :, 1, 1], [1.0, -2.0])
     gx, gw, gb = conv2d_backward(np.ones((1, 2, 2, 2)), np.zeros((1, 0, 4, 4)), np.zeros((2, 0, 3, 3)))
     assert gx.shape == (1, 0, 4, 4) and gw.shape == (2, 0, 3, 3) and gb.tolist() == [4.0, 4.0]
+    # with padding and stride too
+    assert im2col(np.zeros((0, 2, 5, 5)), 3, stride=2, padding=1).shape == (0, 18, 9)
+    assert conv2d(np.zeros((0, 2, 5, 5)), np.zeros((3, 2, 3, 3)), padding=1).shape == (0, 3, 5, 5)
+    assert col2im(np.zeros((0, 18, 9)), (0, 2, 5, 5), 3, stride=2, padding=1).shape == (0, 2, 5, 5)
+    assert im2col(np.zeros((2, 0, 5, 5)), 3, padding=1).shape == (2, 0, 25)
+
+
+_ZERO_SIZE_CALLS = {
+    "im2col": lambda shape: im2col(np.zeros(shape), 1, padding=1),
+    "col2im": lambda shape: col2im(np.zeros((1, 1, 9)), shape, 1, padding=1),
+    "conv2d": lambda shape: conv2d(np.zeros(shape), np.zeros((2, 1, 1, 1)), padding=1),
+    "conv2d_backward": lambda shape: conv2d_backward(
+        np.zeros((1, 2, 3, 3)), np.zeros(shape), np.zeros((2, 1, 1, 1)), padding=1
+    ),
+    "conv2d_direct": lambda shape: conv2d_direct(np.zeros(shape), np.zeros((2, 1, 1, 1)), padding=1),
+    "conv_output_shape": lambda shape: conv_output_shape(shape, 1, padding=1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ZERO_SIZE_CALLS))
+@pytest.mark.parametrize("shape", [(1, 1, 0, 5), (1, 1, 5, 0), (1, 1, 0, 0)])
+def test_images_without_pixels_are_rejected_with_the_shape(name, shape):
+    # padding could make windows out of zeros alone; an empty image is rejected instead
+    h, w = shape[2:]
+    pattern = rf"height H and width W must be >= 1, got H = {h}, W = {w} in input shape .*{re.escape(str(shape))}"
+    with pytest.raises(ValueError, match=pattern):
+        _ZERO_SIZE_CALLS[name](shape)
 
 
 # ------------------------------------------------------------------ bad input

@@ -3,13 +3,14 @@
 import numpy as np
 import pytest
 
-from course_lib.im2col import im2col
+from course_lib.im2col import conv2d_direct, im2col
 from course_lib.plots import figure_to_png
 from course_lib.plots.conv import (
     dataflow_figure,
     gemm_sizes,
     gemm_sizes_figure,
     im2col_figure,
+    im2col_numbers_figure,
     speed_bars_figure,
     training_graph,
 )
@@ -80,6 +81,57 @@ def test_im2col_figure_reproduces_the_chapter_labels():
 def test_im2col_figure_rejects_sizes_it_cannot_draw():
     with pytest.raises(ValueError, match=r"kernel \(4\) <= size \(3\)"):
         im2col_figure(kernel=4)
+
+
+def _panel(fig, title_start):
+    return next(ax for ax in fig.axes if ax.get_title().startswith(title_start))
+
+
+def test_im2col_numbers_figure_draws_the_matrices_and_checks_the_product():
+    rng = np.random.default_rng(5)
+    x = rng.integers(-3, 4, (1, 3, 3, 3)).astype(float)
+    w = rng.integers(-2, 3, (2, 3, 2, 2)).astype(float)
+    fig = im2col_numbers_figure(x, w, conv2d_direct(x, w))
+    ifmap_matrix, filter_matrix = im2col(x, 2)[0].T, w.reshape(2, -1).T
+    def values(ax):  # the numbers drawn in a panel, in drawing order (labels left out)
+        return [int(t.get_text()) for t in ax.texts if t.get_text().lstrip("-").isdigit()]
+
+    im_ax = _panel(fig, "IFmap matrix")
+    assert "M×K = 4×12" in im_ax.get_title()
+    assert values(im_ax) == ifmap_matrix.astype(int).ravel().tolist()  # row by row
+    # cells coloured by input channel: 4 taps of channel 0, then 4 of channel 1, ...
+    colors = [p.get_facecolor()[:3] for p in im_ax.patches[:12]]
+    assert colors[0] == colors[3] != colors[4] == colors[7] != colors[8]
+    fm_ax = _panel(fig, "× Filter matrix")
+    assert values(fm_ax) == filter_matrix.astype(int).T.ravel().tolist()  # column by column
+    out_ax = _panel(fig, "= Output")
+    assert values(out_ax) == (ifmap_matrix @ filter_matrix).astype(int).T.ravel().tolist()
+    ref_ax = _panel(fig, "sliding window")
+    assert values(ref_ax) == conv2d_direct(x, w)[0].astype(int).ravel().tolist()
+    assert "✓" in ref_ax.get_title()
+    assert figure_to_png(fig)[:4] == b"\x89PNG"
+    # the reference defaults to the sliding-window convolution; a wrong one is flagged
+    assert "✓" in _panel(im2col_numbers_figure(x, w), "sliding window").get_title()
+    wrong = conv2d_direct(x, w)
+    wrong[0, 1, 0, 1] += 1
+    assert "✗ 1 value(s) differ" in _panel(im2col_numbers_figure(x, w, wrong), "sliding window").get_title()
+    # non-integers are drawn with two digits
+    assert "0.5" in _texts(im2col_numbers_figure(x * 0.5, w))
+
+
+@pytest.mark.parametrize(
+    "x_shape, w_shape, reference, pattern",
+    [
+        ((2, 3, 3, 3), (2, 3, 2, 2), None, r"one image x \(1, C_in, H, W\).*\(2, 3, 3, 3\)"),
+        ((1, 3, 3, 3), (2, 2, 2, 2), None, r"same C_in.*\(2, 2, 2, 2\)"),
+        ((1, 3, 8, 8), (2, 3, 2, 2), None, r"image \(8x8\) <= 6x6"),
+        ((1, 3, 3, 3), (2, 3, 4, 4), None, r"kernel \(4x4\) <= image \(3x3\)"),
+        ((1, 3, 3, 3), (2, 3, 2, 2), np.zeros((1, 2, 3, 3)), r"output shape \(1, 2, 2, 2\), got \(1, 2, 3, 3\)"),
+    ],
+)
+def test_im2col_numbers_figure_rejects_what_it_cannot_draw(x_shape, w_shape, reference, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        im2col_numbers_figure(np.zeros(x_shape), np.zeros(w_shape), reference)
 
 
 # ------------------------------------------------------------------ GEMM sizes

@@ -96,7 +96,8 @@ def ex4_depthwise_macs(answer) -> Result:
         macs,
         name="MACs of the depthwise convolution",
         hint="with groups = g, each output channel sees only C_in / g input channels: K = (C_in/g) x kh x kw.",
-        mistakes={dense: "That is the dense 64 -> 64 convolution; depthwise divides K by 64."},
+        mistakes={dense: f"That is the dense {c} -> {c} convolution; depthwise (groups = {c}) "
+                  f"divides K by {c}."},
     )
 
 

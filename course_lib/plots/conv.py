@@ -23,6 +23,7 @@ __all__ = [
     "training_graph",
     "dataflow_figure",
     "im2col_figure",
+    "im2col_numbers_figure",
     "gemm_sizes",
     "gemm_sizes_figure",
     "speed_bars_figure",
@@ -205,6 +206,18 @@ def dataflow_figure(graph: DataflowGraph, *, show_dims: bool = True):
 
 
 # ------------------------------------------------------------------ im2col figure
+#: One colour per input channel in the im2col figures.
+_CHAN_COLORS = ("#D55E00", "#009E73", "#0072B2", "#CC79A7", "#E69F00", "#56B4E9")
+
+
+def _cell(ax, x, y, text, color, alpha=0.85, fs=8):
+    """One labelled square of a drawn matrix, top-left corner at (x, y)."""
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((x, y), 1, 1, facecolor=color, alpha=alpha, edgecolor="white", lw=1.2))
+    ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=fs, color="white", weight="bold")
+
+
 def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2):
     """The chapter's im2col figure (图6-1-7) with index labels, computed by :func:`im2col`.
 
@@ -222,7 +235,7 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
         )
     from matplotlib.patches import Rectangle
 
-    chan_colors = ("#D55E00", "#009E73", "#0072B2", "#CC79A7", "#E69F00", "#56B4E9")
+    chan_colors, cell = _CHAN_COLORS, _cell
     index = np.arange(c_in * size * size).reshape(1, c_in, size, size)
     cols = im2col(index, kernel)[0]  # (K, M) in torch's layout
     ifmap_matrix = cols.T  # (M, K) as drawn in the chapter
@@ -240,10 +253,6 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     for ax in fig.axes:
         ax.set_axis_off()
         ax.set_aspect("equal")
-
-    def cell(ax, x, y, text, color, alpha=0.85, fs=8):
-        ax.add_patch(Rectangle((x, y), 1, 1, facecolor=color, alpha=alpha, edgecolor="white", lw=1.2))
-        ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=fs, color="white", weight="bold")
 
     # IFmaps: channels side by side
     gap = 0.6
@@ -298,6 +307,138 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     ax_o.set_title(f"Output  M×N = {m}×{c_out}", fontsize=9)
     fig.suptitle(
         "im2col: the convolution becomes ONE matrix product  O = IFmap matrix × Filter matrix "
+        "(framed: row 0 × column 0 = O0)", fontsize=10,
+    )
+    return fig
+
+
+def _number(v: float) -> str:
+    """A matrix entry as drawn: integers without a decimal point, others to 2 digits."""
+    v = float(v)
+    return f"{v:.0f}" if v.is_integer() else f"{v:.2g}"
+
+
+def im2col_numbers_figure(x, weight, reference=None):
+    """The chapter's im2col figure (图6-1-7) with numbers, and the product checked.
+
+    Parameters
+    ----------
+    x : array (1, C_in, H, W)
+        One image (the IFmaps); stride 1 and no padding, as in the chapter's figure.
+    weight : array (C_out, C_in, kh, kw)
+        The filters. Small integers draw best (and make the check exact).
+    reference : array (1, C_out, H_out, W_out), optional
+        The sliding-window convolution of ``x`` with ``weight`` to check the product
+        against, e.g. ``conv2d_direct(x, weight)`` (computed so when omitted).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Top: the IFmaps and the filters with their values, one colour per input channel.
+        Bottom: the IFmap matrix (M x K, made by :func:`course_lib.im2col.im2col`), the
+        filter matrix (K x N), their product, the output matrix (M x N), and the
+        sliding-window result, one map per output channel. The title of the last panel
+        says whether its values equal the product's columns (to 1e-9).
+    """
+    from matplotlib.patches import Rectangle
+
+    from ..im2col import conv2d_direct
+
+    x, weight = np.asarray(x, dtype=float), np.asarray(weight, dtype=float)
+    if x.ndim != 4 or x.shape[0] != 1 or weight.ndim != 4 or weight.shape[1] != x.shape[1]:
+        raise ValueError(
+            f"need one image x (1, C_in, H, W) and weights (C_out, C_in, kh, kw) with the same "
+            f"C_in, got x {x.shape} and weight {weight.shape}"
+        )
+    _, c_in, size_h, size_w = x.shape
+    c_out, _, kh, kw = weight.shape
+    if not (1 <= c_in <= 6 and 1 <= c_out <= 4 and 1 <= kh <= size_h <= 6 and 1 <= kw <= size_w <= 6):
+        raise ValueError(
+            f"too large or empty to draw: need 1 <= C_in ({c_in}) <= 6, 1 <= C_out ({c_out}) <= 4 "
+            f"and 1 <= kernel ({kh}x{kw}) <= image ({size_h}x{size_w}) <= 6x6"
+        )
+    ifmap_matrix = im2col(x, (kh, kw))[0].T  # M x K, as drawn in the chapter
+    filter_matrix = weight.reshape(c_out, -1).T  # K x N
+    product = ifmap_matrix @ filter_matrix  # M x N
+    m, k = ifmap_matrix.shape
+    ho, wo = size_h - kh + 1, size_w - kw + 1
+    if reference is None:
+        reference = conv2d_direct(x, weight)
+    reference = np.asarray(reference, dtype=float)
+    if reference.shape != (1, c_out, ho, wo):
+        raise ValueError(f"reference must have the output shape {(1, c_out, ho, wo)}, got {reference.shape}")
+    differ = int(np.sum(~np.isclose(reference[0].reshape(c_out, m).T, product, rtol=1e-9, atol=1e-9)))
+    channel_of_row = np.repeat(np.arange(c_in), kh * kw)  # input channel of each column of K
+
+    gap = 0.6
+    fig = new_figure(size=(11.5, 6.6))[0]
+    fig.clear()
+    grid = fig.add_gridspec(2, 4, height_ratios=[1, 1.6],
+                            width_ratios=[k + 1, c_out + 1.5, c_out + 1.5, c_out * (wo + gap) + 0.5])
+    ax_in = fig.add_subplot(grid[0, :2])
+    ax_f = fig.add_subplot(grid[0, 2:])
+    ax_im, ax_fm, ax_o, ax_ref = (fig.add_subplot(grid[1, i]) for i in range(4))
+    for ax in fig.axes:
+        ax.set_axis_off()
+        ax.set_aspect("equal")
+
+    for c in range(c_in):  # IFmaps: channels side by side
+        for r in range(size_h):
+            for q in range(size_w):
+                _cell(ax_in, c * (size_w + gap) + q, r, _number(x[0, c, r, q]), _CHAN_COLORS[c])
+        ax_in.text(c * (size_w + gap) + size_w / 2, -0.35, f"channel {c}", ha="center", fontsize=8)
+    ax_in.set_xlim(-0.2, c_in * (size_w + gap))
+    ax_in.set_ylim(size_h + 0.2, -0.8)
+    ax_in.set_title(f"IFmaps: {c_in} channels of {size_h}×{size_w}", fontsize=9)
+
+    for o in range(c_out):  # filters: one row per output channel, one kernel per input channel
+        for c in range(c_in):
+            for r in range(kh):
+                for q in range(kw):
+                    _cell(ax_f, c * (kw + gap) + q, o * (kh + gap) + r, _number(weight[o, c, r, q]),
+                          _CHAN_COLORS[c], alpha=0.55 + 0.4 * (o % 2 == 0))
+        ax_f.text(-0.3, o * (kh + gap) + kh / 2, f"out {o}", ha="right", va="center", fontsize=8)
+    ax_f.set_xlim(-1.6, c_in * (kw + gap))
+    ax_f.set_ylim(c_out * (kh + gap), -0.8)
+    ax_f.set_title(f"Filters: {c_out} output channels × {c_in} kernels of {kh}×{kw}", fontsize=9)
+
+    for r in range(m):
+        for q in range(k):
+            _cell(ax_im, q, r, _number(ifmap_matrix[r, q]), _CHAN_COLORS[channel_of_row[q]], fs=7)
+    ax_im.add_patch(Rectangle((0, 0), k, 1, fill=False, edgecolor="black", lw=2))
+    ax_im.set_xlim(-0.2, k + 0.2)
+    ax_im.set_ylim(max(m, k) + 0.2, -0.8)
+    ax_im.set_title(f"IFmap matrix\nM×K = {m}×{k}", fontsize=9)
+
+    for o in range(c_out):
+        for row in range(k):
+            _cell(ax_fm, o, row, _number(filter_matrix[row, o]), _CHAN_COLORS[channel_of_row[row]],
+                  alpha=0.55 + 0.4 * (o % 2 == 0), fs=7)
+    ax_fm.add_patch(Rectangle((0, 0), 1, k, fill=False, edgecolor="black", lw=2))
+    ax_fm.set_xlim(-0.5, c_out + 0.5)
+    ax_fm.set_ylim(max(m, k) + 0.2, -0.8)
+    ax_fm.set_title(f"× Filter matrix\nK×N = {k}×{c_out}", fontsize=9)
+
+    for o in range(c_out):
+        for r in range(m):
+            _cell(ax_o, o, r, _number(product[r, o]), "0.35", fs=7)
+    ax_o.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
+    ax_o.set_xlim(-0.5, c_out + 0.5)
+    ax_o.set_ylim(max(m, k) + 0.2, -0.8)
+    ax_o.set_title(f"= Output\nM×N = {m}×{c_out}", fontsize=9)
+
+    for o in range(c_out):  # the sliding-window result, one H_out x W_out map per channel
+        for r in range(ho):
+            for q in range(wo):
+                _cell(ax_ref, o * (wo + gap) + q, r, _number(reference[0, o, r, q]), "0.55", fs=7)
+        ax_ref.text(o * (wo + gap) + wo / 2, ho + 0.6, f"out {o}", ha="center", fontsize=8)
+    ax_ref.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
+    ax_ref.set_xlim(-0.2, c_out * (wo + gap))
+    ax_ref.set_ylim(max(m, k) + 0.2, -0.8)
+    verdict = "= the output columns ✓" if differ == 0 else f"✗ {differ} value(s) differ from the output"
+    ax_ref.set_title(f"sliding window: {c_out} maps {ho}×{wo}\n{verdict}", fontsize=9)
+    fig.suptitle(
+        "im2col with numbers: IFmap matrix × Filter matrix = the convolution "
         "(framed: row 0 × column 0 = O0)", fontsize=10,
     )
     return fig
