@@ -97,6 +97,7 @@ __all__ = [
     "WorkerError",
     "WorkerTimeout",
     "blas_threads",
+    "current_blas_threads",
     "check_start_method",
     "ResourceSnapshot",
     "default_start_method",
@@ -286,6 +287,23 @@ def blas_threads(n: int | None) -> Iterator[None]:
 
     with threadpool_limits(limits=n, user_api="blas"):
         yield
+
+
+def current_blas_threads() -> int:
+    """Threads the BLAS libraries loaded in this process may use now (the largest; 1 if none).
+
+    Workers report it so that tests can check the one-thread-per-worker rule.
+
+    Examples
+    --------
+    >>> with blas_threads(1):
+    ...     current_blas_threads()
+    1
+    """
+    from threadpoolctl import threadpool_info
+
+    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"]
+    return max(counts, default=1)
 
 
 # ----------------------------------------------------------------- shared memory

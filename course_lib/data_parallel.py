@@ -69,6 +69,7 @@ from ._procs import (
     keep_freed_memory,
 )
 from ._procs import blas_threads as _blas
+from ._procs import current_blas_threads as _current_blas_threads
 from ._validate import check_int, check_positive
 from .models import MLP
 from .scaling import AmdahlFit, fit_amdahl, karp_flatt
@@ -249,6 +250,8 @@ class DataParallelResult:
     replicas_in_sync: bool = True
     """Whether every worker ended with bitwise-identical parameters."""
     extra: dict = field(default_factory=dict)
+    """Details: ``worker_blas_threads`` (the BLAS threads each worker ran with, by rank);
+    the gloo engine adds ``separate_waiting``."""
 
     @property
     def steps(self) -> int:
@@ -626,6 +629,7 @@ def _collect(results: list[dict], job: _Job, backend: str, start_method: str | N
         startup_time=max(0.0, ready - t_wall),
         wall_time=time.perf_counter() - t_call,
         replicas_in_sync=len({r["digest"] for r in results}) == 1,
+        extra={"worker_blas_threads": [r["blas_threads"] for r in results]},
     )
 
 
@@ -724,6 +728,7 @@ def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
         lo, hi = shard_bounds(job.batch_size, job.workers)[wctx.rank]
         timings = np.zeros((job.steps, 4))
         losses = np.zeros(job.steps)
+        blas = _current_blas_threads()  # reported, so tests can check the limit took effect
         comm.start()  # start the clock together
         ready = time.time()
         for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
@@ -750,6 +755,7 @@ def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
         "losses": losses,
         "digest": digest,
         "ready": ready,
+        "blas_threads": blas,
         "params": params if wctx.rank == 0 else None,
     }
 

@@ -172,13 +172,14 @@ def _worker_main(conn, sizes, x, y, batch_size, epochs) -> None:
     import signal
     import traceback
 
-    from threadpoolctl import threadpool_info, threadpool_limits
+    from threadpoolctl import threadpool_limits
+
+    from ._procs import current_blas_threads
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent alone decides to stop
     try:
         with threadpool_limits(limits=1):
-            blas = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
-            conn.send(("ready", os.getpid(), max(blas, default=1)))
+            conn.send(("ready", os.getpid(), current_blas_threads()))
             model = MLP(sizes)
             while True:
                 params = conn.recv()

@@ -130,6 +130,7 @@ def test_parallel_bitwise_equal_to_simulated_and_close_to_serial(backend, worker
     assert np.abs(par.params - ser.params).max() <= 1e-6
     np.testing.assert_allclose(par.loss, ser.loss, rtol=1e-5)
     assert par.replicas_in_sync and par.workers == workers and par.backend == backend
+    assert par.extra["worker_blas_threads"] == [1] * workers  # one BLAS thread per worker
 
 
 @pytest.mark.parametrize("method", ["forkserver", "spawn"])
@@ -138,6 +139,7 @@ def test_other_start_methods_give_the_same_bits(method):
     sim = train_simulated(MODEL, X, Y, workers=2, **KW)
     np.testing.assert_array_equal(par.params, sim.params)
     assert par.start_method == method
+    assert par.extra["worker_blas_threads"] == [1, 1]  # the limit holds in fresh interpreters too
 
 
 def test_pipe_backend_with_spawn_and_more_workers_than_cores():
