@@ -501,6 +501,30 @@ def check_browser_tools() -> Check:
     return Check("browser tests (optional)", OK, f"chromium ({chromium}) and playwright present")
 
 
+def check_cjk_font() -> Check:
+    """A font with Chinese glyphs, for the Chinese terms in JupyterLab and the slide decks.
+
+    Checked with fontconfig's ``fc-list`` where it exists (Linux); macOS and Windows ship
+    such fonts. Without one the browser draws every Chinese term as empty boxes.
+    """
+    fc_list = _which("fc-list")
+    if fc_list is None:
+        return Check("Chinese font", INFO, "not checked (no fc-list; macOS and Windows ship one)")
+    try:
+        proc = subprocess.run([fc_list, ":lang=zh", "family"], capture_output=True, text=True,
+                              timeout=20, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Check("Chinese font", INFO, f"not checked ({exc})")
+    families = sorted({line.split(",")[0].strip() for line in proc.stdout.splitlines() if line.strip()})
+    if not families:
+        return Check(
+            "Chinese font", WARN, "none installed: the Chinese terms show as empty boxes",
+            "apt-get install fonts-noto-cjk  (or your distribution's CJK font package)",
+        )
+    more = f" and {len(families) - 1} more" if len(families) > 1 else ""
+    return Check("Chinese font", OK, f"{families[0]}{more}")
+
+
 CHECKS: tuple[Callable[[], Check], ...] = (
     check_python,
     check_jupyterlab,
@@ -513,6 +537,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_start_method,
     check_shm,
     check_torch,
+    check_cjk_font,
     check_slide_tools,
     check_browser_tools,
 )

@@ -396,3 +396,23 @@ def test_warnings_alone_exit_zero_and_crashes_are_failures(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "CHECKS", (crashes,))
     assert doctor.main([]) == 1
     assert "check crashed: RuntimeError: kaboom" in capsys.readouterr().out
+
+
+def test_cjk_font_check_reads_fontconfig(monkeypatch):
+    monkeypatch.setattr(doctor, "_which", lambda cmd: None)
+    assert doctor.check_cjk_font().status == INFO  # no fontconfig: not checked
+
+    def fake_fc_list(stdout):
+        def run(cmd, **kwargs):
+            assert cmd[1:] == [":lang=zh", "family"]
+            return subprocess.CompletedProcess(cmd, 0, stdout=stdout, stderr="")
+        return run
+
+    monkeypatch.setattr(doctor, "_which", lambda cmd: "/usr/bin/fc-list")
+    monkeypatch.setattr(doctor.subprocess, "run", fake_fc_list(""))
+    missing = doctor.check_cjk_font()
+    assert missing.status == WARN and "empty boxes" in missing.detail and "fonts-noto-cjk" in missing.fix
+    monkeypatch.setattr(doctor.subprocess, "run",
+                        fake_fc_list("Noto Sans CJK SC,Noto Sans CJK SC Regular\nNoto Serif CJK SC\n"))
+    found = doctor.check_cjk_font()
+    assert found.status == OK and found.detail == "Noto Sans CJK SC and 1 more"
