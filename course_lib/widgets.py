@@ -210,6 +210,17 @@ class LiveFigure:
             _remove_layout_engine(fig)
             for ax, position in zip(fig.axes, layout):
                 ax.set_position(position)
+        # Draw every state on the same canvas: its renderer, and matplotlib's text-size
+        # cache that belongs to the renderer, carry over, which makes a redraw about a
+        # third faster (tick labels and titles mostly repeat) and gives the same PNG.
+        canvas = getattr(self, "_canvas", None)
+        if canvas is None:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+            self._canvas = FigureCanvasAgg(fig)
+        else:
+            canvas.figure = fig
+            fig.set_canvas(canvas)
         png = figure_to_png(fig, self.dpi)
         if layout is None or len(fig.axes) != len(layout):
             self._layout = [ax.get_position() for ax in fig.axes]

@@ -125,3 +125,4 @@ def test_redraw_with_the_frozen_layout_reproduces_the_laid_out_figure():
     assert bytes(fig.image.value) == fig.initial_png
     assert figures[0].get_layout_engine() is not None  # the first render is laid out
     assert all(f.get_layout_engine() is None for f in figures[1:])  # redraws: drawn once
+    assert len({id(f.canvas) for f in figures}) == 1  # one canvas (and renderer) for all states
