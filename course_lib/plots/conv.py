@@ -218,6 +218,22 @@ def _cell(ax, x, y, text, color, alpha=0.85, fs=8):
     ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=fs, color="white", weight="bold")
 
 
+def _filter_grid(ax, shape, label, gap):
+    """Draw filters of ``shape`` (C_out, C_in, kh, kw): one row per output channel, one
+    kernel per input channel coloured by its channel; ``label(o, c, r, q)`` is each cell's text."""
+    c_out, c_in, kh, kw = shape
+    for o in range(c_out):
+        for c in range(c_in):
+            for r in range(kh):
+                for q in range(kw):
+                    _cell(ax, c * (kw + gap) + q, o * (kh + gap) + r, label(o, c, r, q),
+                          _CHAN_COLORS[c], alpha=0.55 + 0.4 * (o % 2 == 0))
+        ax.text(-0.3, o * (kh + gap) + kh / 2, f"out {o}", ha="right", va="center", fontsize=8)
+    ax.set_xlim(-1.6, c_in * (kw + gap))
+    ax.set_ylim(c_out * (kh + gap), -0.8)
+    ax.set_title(f"Filters: {c_out} output channels × {c_in} kernels of {kh}×{kw}", fontsize=9)
+
+
 def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2):
     """The chapter's im2col figure (图6-1-7) with index labels, computed by :func:`im2col`.
 
@@ -265,17 +281,7 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     ax_in.set_ylim(size + 0.2, -0.8)
     ax_in.set_title(f"IFmaps: {c_in} channels of {size}×{size}", fontsize=9)
 
-    # Filters: one row per output channel, one kernel per input channel
-    for o in range(c_out):
-        for c in range(c_in):
-            for r in range(kernel):
-                for q in range(kernel):
-                    cell(ax_f, c * (kernel + gap) + q, o * (kernel + gap) + r, f"F{r * kernel + q}",
-                         chan_colors[c], alpha=0.55 + 0.4 * (o % 2 == 0))
-        ax_f.text(-0.3, o * (kernel + gap) + kernel / 2, f"out {o}", ha="right", va="center", fontsize=8)
-    ax_f.set_xlim(-1.6, c_in * (kernel + gap))
-    ax_f.set_ylim(c_out * (kernel + gap), -0.8)
-    ax_f.set_title(f"Filters: {c_out} output channels × {c_in} kernels of {kernel}×{kernel}", fontsize=9)
+    _filter_grid(ax_f, (c_out, c_in, kernel, kernel), lambda o, c, r, q: f"F{r * kernel + q}", gap)
 
     # IFmap matrix M x K
     for r in range(m):
@@ -391,16 +397,7 @@ def im2col_numbers_figure(x, weight, reference=None):
     ax_in.set_ylim(size_h + 0.2, -0.8)
     ax_in.set_title(f"IFmaps: {c_in} channels of {size_h}×{size_w}", fontsize=9)
 
-    for o in range(c_out):  # filters: one row per output channel, one kernel per input channel
-        for c in range(c_in):
-            for r in range(kh):
-                for q in range(kw):
-                    _cell(ax_f, c * (kw + gap) + q, o * (kh + gap) + r, _number(weight[o, c, r, q]),
-                          _CHAN_COLORS[c], alpha=0.55 + 0.4 * (o % 2 == 0))
-        ax_f.text(-0.3, o * (kh + gap) + kh / 2, f"out {o}", ha="right", va="center", fontsize=8)
-    ax_f.set_xlim(-1.6, c_in * (kw + gap))
-    ax_f.set_ylim(c_out * (kh + gap), -0.8)
-    ax_f.set_title(f"Filters: {c_out} output channels × {c_in} kernels of {kh}×{kw}", fontsize=9)
+    _filter_grid(ax_f, (c_out, c_in, kh, kw), lambda o, c, r, q: _number(weight[o, c, r, q]), gap)
 
     for r in range(m):
         for q in range(k):
