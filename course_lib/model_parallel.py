@@ -565,6 +565,11 @@ class PipelineResult:
             raise ValueError("the serial reference has no timeline")
         return self.timeline.bubble_per_step()
 
+    def time_per_step(self, skip: int = 1) -> float:
+        """Median wall-clock time of a step, ignoring the first ``skip`` (warm-up) steps."""
+        times = self.step_times()
+        return float(np.median(times[skip:] if times.size > skip else times))
+
     def step_times(self) -> np.ndarray:
         """Wall-clock time of every step, seconds: first forward to last update.
 

@@ -11,9 +11,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ._validate import check_int
+from ._validate import check_int, check_positive
 
-__all__ = ["Timing", "measure"]
+__all__ = ["Timing", "compare", "measure"]
 
 
 @dataclass(frozen=True)
@@ -66,3 +66,35 @@ def measure(fn: Callable[[], object], *, repeat: int = 5, warmup: int = 1, numbe
             fn()
         times.append((time.perf_counter() - start) / number)
     return Timing(tuple(times))
+
+
+def compare(time: float, reference: float, *, tie: float = 0.05) -> str:
+    """Say how ``time`` compares with ``reference``: a tie within ``tie``, else the factor.
+
+    Measured times on a shared machine vary by a few percent from run to run, so a
+    difference below ``tie`` (relative, default 5%) is reported as a tie rather than as
+    a winner.
+
+    Parameters
+    ----------
+    time, reference : float
+        Two measured durations, > 0, same unit.
+    tie : float
+        Relative difference still called a tie, >= 0.
+
+    Examples
+    --------
+    >>> compare(0.80, 1.00)
+    '1.25x faster'
+    >>> compare(1.50, 1.00)
+    '1.50x slower'
+    >>> compare(1.03, 1.00)
+    'ties (within 3%)'
+    """
+    time = check_positive(time, "time")
+    reference = check_positive(reference, "reference")
+    tie = check_positive(tie, "tie", allow_zero=True)
+    ratio = max(time, reference) / min(time, reference)
+    if ratio <= 1.0 + tie:
+        return f"ties (within {ratio - 1:.0%})"
+    return f"{ratio:.2f}x {'faster' if time < reference else 'slower'}"

@@ -24,3 +24,15 @@ def test_bad_arguments(kw, exc):
     with pytest.raises(TypeError, match="fn must be callable"):
         measure(3)
 
+
+
+def test_compare_names_the_winner_or_a_tie():
+    from course_lib.timing import compare
+
+    assert compare(0.5, 1.0) == "2.00x faster"
+    assert compare(2.0, 1.0) == "2.00x slower"
+    assert compare(1.0, 1.04) == "ties (within 4%)"
+    assert compare(1.0, 1.04, tie=0.01) == "1.04x faster"
+    assert compare(1.0, 1.0, tie=0.0) == "ties (within 0%)"  # equal times are never a win
+    with pytest.raises(ValueError, match="reference"):
+        compare(1.0, 0.0)
