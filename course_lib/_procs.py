@@ -20,6 +20,24 @@ once; its public API is small:
 
     Workers ignore SIGINT (JupyterLab's interrupt signals the whole process group): the
     parent alone decides to stop them.
+:class:`PipeBarrier`
+    A barrier for workers built on pipes only, so that nothing of it can be left in
+    ``/dev/shm`` (``multiprocessing.Barrier`` uses four named semaphores under spawn and
+    forkserver, which outlive a killed run).
+
+Why a worker never outlives its parent
+--------------------------------------
+Whatever kills the parent (SIGKILL, a kernel restart, a crash), the operating system
+closes every file descriptor the parent held. ``multiprocessing`` gives each child the
+read end of a pipe whose write end only the parent holds (``parent_process().sentinel``,
+under fork, forkserver and spawn alike, on Linux and macOS): when the parent dies, that
+read end reports end-of-file. Every worker runs a small watcher thread blocked on it; when
+it wakes, the parent is gone, so the watcher removes the run's shared-memory segments
+(nobody else will) and ends the worker with ``os._exit`` - within milliseconds, even if
+the worker is busy in a long computation or a blocked wait. JupyterLab's "Restart kernel"
+sends SIGKILL to the kernel's whole process group, which would kill the workers before
+they could clean up: so each worker moves into a process group of its own at start-up,
+outlives the kernel by those milliseconds, cleans up and exits.
 :class:`WorkerContext`
     What a worker receives first: ``rank``, ``world_size``, ``timeout`` (use it for every
     blocking wait) and :meth:`WorkerContext.progress` to report its step count (the
@@ -74,6 +92,7 @@ import pickle
 import secrets
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -87,6 +106,7 @@ from ._validate import check_int, check_positive
 
 __all__ = [
     "Fault",
+    "PipeBarrier",
     "FaultInjected",
     "ProcessGroup",
     "ProcessGroupError",
@@ -449,6 +469,78 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _unlink_segment(name: str) -> None:
+    """Remove the segment ``name`` (and its resource-tracker entry); ignore it if gone."""
+    try:
+        shm = shared_memory.SharedMemory(name=name)
+    except (FileNotFoundError, OSError):
+        return
+    try:
+        shm.unlink()  # also unregisters it from the resource tracker
+    except FileNotFoundError:  # pragma: no cover - removed concurrently
+        pass
+    _release(shm)
+
+
+# --------------------------------------------------------------------- barrier
+class BarrierTimeout(TimeoutError):
+    """A worker waited longer than its timeout at a :class:`PipeBarrier`."""
+
+
+class PipeBarrier:
+    """A barrier for ``parties`` worker processes, built on pipes only.
+
+    A dissemination barrier: in round ``k`` (``k = 0 .. ceil(log2 parties) - 1``) party
+    ``r`` sends one empty message to party ``(r + 2**k) % parties`` and waits for one
+    from ``(r - 2**k) % parties``. After the last round every party has heard, directly
+    or through others, from all the rest, so none leaves before all have arrived. Two
+    parties need one message each way per wait. Pipes are file descriptors: the OS
+    closes them with the last process that holds them, so a killed run leaves nothing
+    behind (``multiprocessing.Barrier`` uses named semaphores, which can stay in
+    ``/dev/shm``).
+
+    Parameters
+    ----------
+    parties : int
+        Number of workers that call :meth:`wait`, >= 1.
+    mp_context : multiprocessing context
+        The context the workers are started with (``ProcessGroup.mp_context``).
+
+    Examples
+    --------
+    >>> import multiprocessing
+    >>> barrier = PipeBarrier(1, multiprocessing.get_context("fork"))
+    >>> barrier.wait(0, timeout=1.0)   # one party: returns at once
+    >>> barrier.close()
+    """
+
+    def __init__(self, parties: int, mp_context):
+        self.parties = check_int(parties, "parties", 1)
+        rounds = (self.parties - 1).bit_length()
+        self._inbox = [[mp_context.Pipe(duplex=False) for _ in range(self.parties)]
+                       for _ in range(rounds)]
+
+    def wait(self, rank: int, timeout: float) -> None:
+        """Block until all ``parties`` have called ``wait`` (``rank``: this party's number).
+
+        Raises :class:`BarrierTimeout` if a round takes longer than ``timeout`` seconds.
+        """
+        n = self.parties
+        for k, inbox in enumerate(self._inbox):
+            inbox[(rank + (1 << k)) % n][1].send_bytes(b"")
+            reader = inbox[rank][0]
+            if not reader.poll(timeout):
+                raise BarrierTimeout(f"party {rank} of {n} waited {timeout:g} s at a barrier")
+            reader.recv_bytes()
+
+    def close(self) -> None:
+        """Close this process's ends of the pipes (idempotent)."""
+        for inbox in self._inbox:
+            for pair in inbox:
+                for conn in pair:
+                    conn.close()
+
+
 # ------------------------------------------------------------------ worker side
 @dataclass(frozen=True)
 class WorkerContext:
@@ -460,6 +552,10 @@ class WorkerContext:
     """The parent's timeout in seconds (see :attr:`wait_timeout` for waits in a worker)."""
     _counter_spec: SharedSpec | None = None
     _counters: Any = None
+    _segments: tuple[str, ...] = ()
+    """Shared-memory segments the worker removes if the parent dies first."""
+    channel: Any = None
+    """This worker's end of a two-way pipe to the parent (``ProcessGroup(channels=True)``)."""
 
     @property
     def wait_timeout(self) -> float:
@@ -505,9 +601,35 @@ def keep_freed_memory() -> bool:
         return False
 
 
+#: Exit code of a worker that ended because its parent died.
+PARENT_GONE_EXIT = 75
+
+
+def _watch_parent(segments: Sequence[str]) -> None:
+    """Wait (in a thread) until the parent process is gone; then clean up and exit.
+
+    ``parent_process().sentinel`` is the read end of a pipe whose write end only the
+    parent holds: the OS closes it when the parent dies, and the read end becomes
+    ready. The run's shared-memory segments are removed here because nobody else
+    will; ``os._exit`` then ends the worker at once, whatever its other threads do.
+    """
+    parent = mp.parent_process()
+    if parent is None:  # pragma: no cover - not started by multiprocessing
+        return
+    mp.connection.wait([parent.sentinel])
+    for name in segments:
+        _unlink_segment(name)
+    os._exit(PARENT_GONE_EXIT)
+
+
 def _bootstrap(target, wctx: WorkerContext, conn, args, kwargs) -> None:
     """Entry point of every worker process: run ``target``, send back result or error."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles interrupts
+    if hasattr(os, "setpgid"):
+        with contextlib.suppress(OSError):  # own process group: survive the kernel's killpg
+            os.setpgid(0, 0)
+    threading.Thread(target=_watch_parent, args=(wctx._segments,), name="ddl-watch-parent",
+                     daemon=True).start()
     keep_freed_memory()
     try:
         with wctx._counter_spec.attach() as counters:
@@ -584,6 +706,13 @@ class ProcessGroup:
         Modules the forkserver imports once when it starts (the first forkserver group
         of a kernel decides), so that each worker starts in milliseconds instead of
         re-importing numpy. Ignored for fork and spawn.
+    shared : sequence of SharedArray
+        The run's shared arrays: if the parent dies, the workers remove them from
+        ``/dev/shm`` (the parent still closes them as usual).
+    channels : bool
+        Give every worker a two-way pipe to the parent (:attr:`WorkerContext.channel`;
+        the parent uses :meth:`send` and :meth:`recv`): for workers that serve several
+        requests, like a pool.
 
     Use as a context manager: ``__enter__`` starts the workers, ``__exit__`` stops
     whatever still runs (also after an error or KeyboardInterrupt).
@@ -601,6 +730,8 @@ class ProcessGroup:
         timeout: float = 60.0,
         name: str = "ddl-worker",
         preload: Sequence[str] = ("course_lib._procs",),
+        shared: Sequence[SharedArray] = (),
+        channels: bool = False,
     ):
         self.world_size = check_int(world_size, "world_size", 1)
         self.start_method = check_start_method(start_method)
@@ -614,6 +745,12 @@ class ProcessGroup:
         self.rank_args = [tuple(a) for a in rank_args] if rank_args is not None else [()] * self.world_size
         self.name = name
         self.preload = [str(m) for m in preload]
+        for a in shared:
+            if not isinstance(a, SharedArray):
+                raise TypeError(f"shared must hold SharedArray objects, got {type(a).__name__}")
+        self.shared = tuple(shared)
+        self.channels = bool(channels)
+        self._channels: list = []
         self.mp_context = mp.get_context(self.start_method)
         """The multiprocessing context of the workers: create Barriers, Pipes here."""
         self._counters: SharedArray | None = None
@@ -651,9 +788,15 @@ class ProcessGroup:
             self.mp_context.set_forkserver_preload(self.preload)
         try:
             self._counters = SharedArray(self.world_size, np.int64)
+            segments = tuple(a.name for a in (*self.shared, self._counters) if a._shm is not None)
             for rank in range(self.world_size):
                 recv_end, send_end = self.mp_context.Pipe(duplex=False)
-                wctx = WorkerContext(rank, self.world_size, self.timeout, self._counters.spec)
+                channel = None
+                if self.channels:
+                    parent_end, channel = self.mp_context.Pipe(duplex=True)
+                    self._channels.append(parent_end)
+                wctx = WorkerContext(rank, self.world_size, self.timeout, self._counters.spec,
+                                     _segments=segments, channel=channel)
                 proc = self.mp_context.Process(
                     target=_bootstrap,
                     args=(self.target, wctx, send_end, self.args + self.rank_args[rank], self.kwargs),
@@ -665,6 +808,8 @@ class ProcessGroup:
                     proc.start()
                 finally:
                     send_end.close()  # the child holds its own copy
+                    if channel is not None:
+                        channel.close()
                 self._procs.append(proc)
         except BaseException:
             self.close()
@@ -736,6 +881,34 @@ class ProcessGroup:
         finally:
             self.close()
 
+    def send(self, rank: int, message) -> None:
+        """Send ``message`` (picklable) to worker ``rank``'s channel (``channels=True``)."""
+        try:
+            self._channels[rank].send(message)
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self._procs[rank].join(1.0)
+            raise WorkerDied(rank, self._procs[rank].exitcode) from None
+
+    def recv(self, rank: int):
+        """The next message from worker ``rank``'s channel (``channels=True``).
+
+        Raises :class:`WorkerError` if the worker raised instead, :class:`WorkerDied` if
+        it died, :class:`WorkerTimeout` if nothing came for ``timeout`` seconds. The
+        caller closes the group afterwards (use it as a context manager).
+        """
+        channel, conn, proc = self._channels[rank], self._conns[rank], self._procs[rank]
+        ready = mp.connection.wait([channel, conn, proc.sentinel], timeout=self.timeout)
+        if channel in ready:
+            with contextlib.suppress(EOFError, OSError):
+                return channel.recv()
+        if conn in ready or conn.poll():
+            self._receive(rank)  # raises the worker's error
+            raise ProcessGroupError(f"worker {rank} returned instead of answering")
+        if not ready:
+            raise WorkerTimeout(self.timeout, self.progress, [False] * self.world_size)
+        proc.join(1.0)
+        raise WorkerDied(rank, proc.exitcode)
+
     def _receive(self, rank: int):
         try:
             message = self._conns[rank].recv()
@@ -769,12 +942,12 @@ class ProcessGroup:
             if proc.is_alive():  # pragma: no cover - ignored SIGTERM
                 proc.kill()
                 proc.join(5.0)
-        for conn in self._conns:
+        for conn in self._conns + self._channels:
             conn.close()
         for proc in procs:
             if not proc.is_alive():
                 proc.close()
-        self._procs, self._conns = [], []
+        self._procs, self._conns, self._channels = [], [], []
         if self._counters is not None:
             self._counters.close()
             self._counters = None

@@ -61,6 +61,7 @@ import numpy as np
 
 from ._procs import (
     Fault,
+    PipeBarrier,
     ProcessGroup,
     SharedArray,
     WorkerContext,
@@ -575,13 +576,14 @@ def train_data_parallel(
     ctx = multiprocessing.get_context(start_method)
     arrays: list[SharedArray] = []
     pipes: list = []
+    barrier = None
     try:
         for shape, dtype, init in (
             (x.shape, x.dtype, x), (y.shape, np.int64, y), (p0.shape, p0.dtype, p0),
         ):
             arrays.append(SharedArray(shape, dtype, init))
         specs = [a.spec for a in arrays]
-        barrier = ctx.Barrier(job.workers)
+        barrier = PipeBarrier(job.workers, ctx)
         if backend == "shm":
             grads = SharedArray((job.workers, p0.size), p0.dtype)
             reduced = SharedArray(p0.size, p0.dtype)
@@ -593,7 +595,7 @@ def train_data_parallel(
         group = ProcessGroup(
             _worker, job.workers, args=(job, specs, barrier),
             rank_args=[(c,) for c in comm_args], start_method=start_method,
-            timeout=timeout, name=f"ddl-dp-{backend}", preload=_PRELOAD,
+            timeout=timeout, name=f"ddl-dp-{backend}", preload=_PRELOAD, shared=arrays,
         )
         with group:
             results = group.join(progress_total=2 * job.steps, progress_display=progress,
@@ -602,6 +604,8 @@ def train_data_parallel(
         for a, b in pipes:
             a.close()
             b.close()
+        if barrier is not None:
+            barrier.close()
         for a in arrays:
             a.close()
     return _collect(results, job, backend, start_method, t_call, t_wall)
@@ -650,14 +654,14 @@ class _ShmAllReduce:
         return self.grads[self.wctx.rank]
 
     def start(self) -> None:
-        self.barrier.wait(self.wctx.wait_timeout)
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
 
     def wait(self) -> None:
-        self.barrier.wait(self.wctx.wait_timeout)
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
 
     def allreduce(self) -> np.ndarray:
         _sum_rows(self.grads, self.reduced, self.lo, self.hi)
-        self.barrier.wait(self.wctx.wait_timeout)
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
         return self.reduced
 
 
@@ -673,10 +677,10 @@ class _PipeAllReduce:
         return self.grad
 
     def start(self) -> None:
-        self.barrier.wait(self.wctx.wait_timeout)
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
 
     def wait(self) -> None:
-        self.barrier.wait(self.wctx.wait_timeout)
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
 
     def _recv(self, conn):
         if not conn.poll(self.wctx.wait_timeout):

@@ -847,7 +847,7 @@ def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad,
                 update = grad[sl]
             else:  # all-reduce of this stage's gradient over the replicas, in replica order
                 t0 = clock()
-                barrier.wait(ctx.wait_timeout)
+                barrier.wait(d, ctx.wait_timeout)
                 _sum_rows(reduce[step % 2, :, sl], total)
                 update = total
                 ops.append(("A", -1, t0, clock(), step))
@@ -1015,7 +1015,7 @@ def train_hybrid(
     >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), res.replicas_in_sync
     (True, True)
     """
-    from ._procs import Fault, ProcessGroup, SharedArray, check_start_method
+    from ._procs import Fault, PipeBarrier, ProcessGroup, SharedArray, check_start_method
 
     x, y, plan, micro_batches, data = _check_training_args(
         model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
@@ -1058,7 +1058,10 @@ def train_hybrid(
             for pair in per_replica:
                 for conn in pair:
                     stack.callback(conn.close)
-        barriers = [ctx.Barrier(data) if data > 1 else None for _ in range(n_stages)]
+        barriers = [PipeBarrier(data, ctx) if data > 1 else None for _ in range(n_stages)]
+        for barrier in barriers:
+            if barrier is not None:
+                stack.callback(barrier.close)
         job = _StageJob(
             model=model, boundaries=bounds, replicas=data, schedule=schedule,
             micro_batches=micro_batches, plan=plan, lr=float(lr), params=shared_params.spec,
@@ -1080,6 +1083,7 @@ def train_hybrid(
         group = ProcessGroup(
             _stage_worker, world, args=(job,), rank_args=rank_args, start_method=method,
             timeout=timeout, name="ddl-stage", preload=_PRELOAD,
+            shared=[shared_params, shared_x, *acts, *grads, *([reduce] if reduce is not None else [])],
         )
         with group:
             results = group.join(

@@ -27,7 +27,6 @@ Examples
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import statistics
 import time
@@ -51,7 +50,7 @@ __all__ = [
     "shard_bounds",
 ]
 
-_START_METHODS = ("spawn", "fork", "forkserver")
+_PRELOAD = ("course_lib._procs", "course_lib.models", "course_lib.parallel_map", "threadpoolctl")
 
 
 def available_cores() -> int:
@@ -162,41 +161,25 @@ def epoch_gradient(
 
 
 # ----------------------------------------------------------------- worker side
-def _worker_main(conn, sizes, x, y, batch_size, epochs) -> None:
-    """Body of one worker process: owns one shard; computes its gradient on request.
+def _pool_worker(ctx, sizes, x, y, *, batch_size: int, epochs: int) -> None:
+    """Body of one pool worker (a child process): owns one shard, computes on request.
 
-    Protocol on its pipe: it first sends ``("ready", pid, blas_threads)``; then for
-    every parameter buffer it receives it sends ``("ok", loss, grad, seconds)`` (or
-    ``("error", traceback)``); ``None`` tells it to exit.
+    Protocol on its channel: it first sends ``(pid, blas_threads)``; then for every
+    parameter buffer it receives it sends ``(loss, grad, seconds)``; ``None`` tells it
+    to return. An exception ends it; the parent re-raises it as ``WorkerError``.
     """
-    import signal
-    import traceback
+    from ._procs import blas_threads, current_blas_threads
 
-    from threadpoolctl import threadpool_limits
-
-    from ._procs import current_blas_threads
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent alone decides to stop
-    try:
-        with threadpool_limits(limits=1):
-            conn.send(("ready", os.getpid(), current_blas_threads()))
-            model = MLP(sizes)
-            while True:
-                params = conn.recv()
-                if params is None:
-                    break
-                t0 = time.perf_counter()
-                try:
-                    loss, grad = epoch_gradient(model, params, x, y, batch_size=batch_size,
-                                                epochs=epochs)
-                except Exception:  # report, keep serving: the parent decides
-                    conn.send(("error", traceback.format_exc()))
-                    continue
-                conn.send(("ok", loss, grad, time.perf_counter() - t0))
-    except (EOFError, BrokenPipeError):  # parent gone: just exit
-        pass
-    finally:
-        conn.close()
+    with blas_threads(1):
+        ctx.channel.send((os.getpid(), current_blas_threads()))
+        model = MLP(sizes)
+        served = 0
+        while (params := ctx.channel.recv()) is not None:
+            t0 = time.perf_counter()
+            loss, grad = epoch_gradient(model, params, x, y, batch_size=batch_size, epochs=epochs)
+            ctx.channel.send((loss, grad, time.perf_counter() - t0))
+            served += 1
+            ctx.progress(served)
 
 
 # ----------------------------------------------------------------- parent side
@@ -204,9 +187,10 @@ class WorkerPool:
     """``processes`` worker processes, each holding one contiguous shard of the data.
 
     Process ``k`` always computes shard ``k`` (one shard per process, so N processes
-    really share the work N ways). Use it as a context manager: leaving the ``with``
-    block stops and joins the workers (terminates them after an error, a time-out or
-    an interrupt), so no process is left behind.
+    really share the work N ways). The workers are a :class:`course_lib._procs.ProcessGroup`
+    (the same machinery, errors and default start method as every trainer). Use the pool
+    as a context manager: leaving the ``with`` block stops and joins the workers, also
+    after an error, a time-out or an interrupt, so no process is left behind.
 
     Parameters
     ----------
@@ -217,12 +201,12 @@ class WorkerPool:
         Number of worker processes, 1 .. 4 x available cores.
     batch_size, epochs : int
         Mini-batch size and passes of the workload.
-    start_method : {"spawn", "fork", "forkserver"}
-        How to start the workers; "spawn" (default) behaves the same on every OS.
+    start_method : {"fork", "forkserver", "spawn"} or None
+        How to start the workers (None: ``forkserver`` on Linux, ``spawn`` elsewhere).
     timeout : float
-        Seconds to wait for a worker (start-up or one gradient) before giving up: the
-        workers are terminated and ``TimeoutError`` raised - a broken worker never
-        hangs the notebook.
+        Seconds to wait for a worker (start-up or one gradient) before giving up with
+        ``WorkerTimeout``: the workers are stopped - a broken worker never hangs the
+        notebook.
 
     Notes
     -----
@@ -248,116 +232,75 @@ class WorkerPool:
         *,
         batch_size: int = 32,
         epochs: int = 1,
-        start_method: str = "spawn",
+        start_method: str | None = None,
         timeout: float = 120.0,
     ):
+        from ._procs import ProcessGroup, check_start_method
+
         self.processes = check_int(processes, "processes", 1, 4 * available_cores())
-        if start_method not in _START_METHODS:
-            raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
-        if start_method not in mp.get_all_start_methods():
-            raise ValueError(f"start_method {start_method!r} is not available on this platform")
+        self.start_method = check_start_method(start_method)
         self.timeout = check_positive(timeout, "timeout")
         batch_size = check_int(batch_size, "batch_size", 1)
         epochs = check_int(epochs, "epochs", 1)
+        if not isinstance(model, MLP):
+            raise TypeError(f"model must be an MLP, got {type(model).__name__}")
         self.model = model
         x = model._check_x(x)
         y = model._check_y(y, x.shape[0])
         self.n_samples = int(x.shape[0])
         self.bounds = shard_bounds(self.n_samples, self.processes)
         self.last_worker_seconds: list[float] = []
-        ctx = mp.get_context(start_method)
-        self._procs: list = []
-        self._conns: list = []
         t0 = time.perf_counter()
+        self._group = ProcessGroup(
+            _pool_worker, self.processes, args=(model.sizes,),
+            rank_args=[(x[a:b], y[a:b]) for a, b in self.bounds],
+            kwargs=dict(batch_size=batch_size, epochs=epochs), start_method=self.start_method,
+            timeout=self.timeout, name="ddl-pool", channels=True, preload=_PRELOAD,
+        )
         try:
-            for a, b in self.bounds:
-                parent_end, child_end = ctx.Pipe()
-                proc = ctx.Process(
-                    target=_worker_main,
-                    args=(child_end, model.sizes, x[a:b], y[a:b], batch_size, epochs),
-                    daemon=True,
-                )
-                proc.start()
-                child_end.close()
-                self._procs.append(proc)
-                self._conns.append(parent_end)
-            self.worker_info = [msg[1:] for msg in self._collect("start-up")]
+            self._group.start()
+            self.worker_info = [self._group.recv(r) for r in range(self.processes)]
         except BaseException:
             self.terminate()
             raise
         self.startup_seconds = time.perf_counter() - t0
 
-    def _collect(self, what: str) -> list[tuple]:
-        """One message from every worker, in rank order; stops everything on trouble."""
-        deadline = time.monotonic() + self.timeout
-        messages = []
-        for rank, conn in enumerate(self._conns):
-            if not conn.poll(max(0.0, deadline - time.monotonic())):
-                self.terminate()
-                raise TimeoutError(
-                    f"worker {rank} sent nothing during {what} within timeout={self.timeout:g} s; "
-                    "the workers were terminated"
-                )
-            try:
-                msg = conn.recv()
-            except EOFError:
-                code = self._procs[rank].exitcode
-                self.terminate()
-                raise RuntimeError(f"worker {rank} died during {what} (exit code {code})") from None
-            if msg[0] == "error":
-                self.terminate()
-                raise RuntimeError(f"worker {rank} failed during {what}:\n{msg[1]}")
-            messages.append(msg)
-        return messages
-
     def gradient(self, params: np.ndarray) -> tuple[float, np.ndarray]:
         """Summed loss and gradient over all samples, each process doing its shard."""
-        if not self._conns:
+        if self._group is None:
             raise RuntimeError("the worker pool is closed")
         self.model._check_flat(params, "params")
         try:
-            for rank, conn in enumerate(self._conns):
-                try:
-                    conn.send(params)
-                except (BrokenPipeError, OSError):
-                    code = self._procs[rank].exitcode
-                    self.terminate()
-                    raise RuntimeError(f"worker {rank} is gone (exit code {code})") from None
-            parts = self._collect("a gradient")
+            for rank in range(self.processes):
+                self._group.send(rank, params)
+            parts = [self._group.recv(rank) for rank in range(self.processes)]
         except BaseException:
             self.terminate()
             raise
-        self.last_worker_seconds = [m[3] for m in parts]
-        loss = sum(m[1] for m in parts)
-        grad = parts[0][2]
-        for m in parts[1:]:
-            grad += m[2]
+        self.last_worker_seconds = [seconds for _, _, seconds in parts]
+        loss = sum(part[0] for part in parts)
+        grad = parts[0][1]
+        for part in parts[1:]:
+            grad += part[1]
         return loss, grad
 
     def close(self) -> None:
-        """Ask the workers to exit and wait for them (terminate any that do not)."""
-        for conn in self._conns:
-            try:
-                conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-        for proc in self._procs:
-            proc.join(timeout=10)
-        self.terminate()
+        """Ask the workers to finish and wait for them (stops any that do not)."""
+        group, self._group = self._group, None
+        if group is None:
+            return
+        try:
+            for rank in range(self.processes):
+                group.send(rank, None)
+            group.join()
+        finally:
+            group.close()
 
     def terminate(self) -> None:
-        """Stop every worker now and reap it."""
-        for proc in self._procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in self._procs:
-            proc.join(timeout=5)
-            if proc.is_alive():  # pragma: no cover - SIGTERM ignored
-                proc.kill()
-                proc.join()
-        for conn in self._conns:
-            conn.close()
-        self._procs, self._conns = [], []
+        """Stop every worker now and reap it (idempotent)."""
+        group, self._group = self._group, None
+        if group is not None:
+            group.close()
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -378,7 +321,7 @@ def parallel_epoch_gradient(
     processes: int,
     batch_size: int = 32,
     epochs: int = 1,
-    start_method: str = "spawn",
+    start_method: str | None = None,
 ) -> tuple[float, np.ndarray]:
     """:func:`epoch_gradient` computed by ``processes`` worker processes (one shard each)."""
     with WorkerPool(model, x, y, processes, batch_size=batch_size, epochs=epochs,
@@ -466,7 +409,7 @@ def measure_parallel_speedup(
     *,
     workload: GradientWorkload | None = None,
     repeat: int = 3,
-    start_method: str = "spawn",
+    start_method: str | None = None,
 ) -> SpeedupMeasurement:
     """Time the workload serially and with each process count; return the speedups.
 
@@ -484,7 +427,8 @@ def measure_parallel_speedup(
     workload : GradientWorkload, optional
     repeat : int
         Timed runs per count (median reported), 1 .. 50.
-    start_method : {"spawn", "fork", "forkserver"}
+    start_method : {"fork", "forkserver", "spawn"} or None
+        None: ``forkserver`` on Linux, ``spawn`` elsewhere (as every trainer).
 
     Examples
     --------
@@ -505,8 +449,9 @@ def measure_parallel_speedup(
     if not counts:
         raise ValueError("processes must name at least one process count")
     counts = [check_int(n, "processes", 1, 4 * available_cores()) for n in counts]
-    if start_method not in _START_METHODS:
-        raise ValueError(f"start_method must be one of {_START_METHODS}, got {start_method!r}")
+    from ._procs import check_start_method
+
+    start_method = check_start_method(start_method)
 
     data = load_digits("train")
     model = MLP(workload.sizes)

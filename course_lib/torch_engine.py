@@ -194,6 +194,7 @@ def train_torch(
         group = ProcessGroup(
             _gloo_worker, job.workers, args=(job, [a.spec for a in arrays], init_method, separate_waiting),
             start_method=start_method, timeout=timeout, name="ddl-dp-gloo", preload=_PRELOAD,
+            shared=arrays,
         )
         with group:
             results = group.join(progress_total=2 * job.steps, progress_display=progress,
