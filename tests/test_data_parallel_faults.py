@@ -32,6 +32,7 @@ RNG = np.random.default_rng(0)
 X = RNG.random((60, 8), dtype=np.float32)
 Y = RNG.integers(0, 3, 60)
 KW = dict(batch_size=12, steps=5, lr=0.1, progress=False)
+METHODS = ["fork", "forkserver", "spawn"]
 
 
 @pytest.fixture
@@ -47,7 +48,7 @@ def clean():
 
 
 @pytest.mark.parametrize("backend", ["shm", "pipe"])
-@pytest.mark.parametrize("method", ["fork", "forkserver"])
+@pytest.mark.parametrize("method", METHODS)
 def test_exception_in_worker_is_reraised_with_its_traceback(backend, method, clean):
     with pytest.raises(WorkerError) as info:
         train_data_parallel(MODEL, X, Y, workers=3, backend=backend, start_method=method,
@@ -60,26 +61,28 @@ def test_exception_in_worker_is_reraised_with_its_traceback(backend, method, cle
 
 @pytest.mark.parametrize(("kind", "code"), [("exit", 3), ("kill", -signal.SIGKILL)])
 @pytest.mark.parametrize("backend", ["shm", "pipe"])
-def test_worker_that_dies_gives_clear_error(kind, code, backend, clean):
+@pytest.mark.parametrize("method", METHODS)
+def test_worker_that_dies_gives_clear_error(kind, code, backend, method, clean):
     t0 = time.monotonic()
     with pytest.raises(WorkerDied) as info:
-        train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method="fork",
+        train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method=method,
                             fault=Fault(kind, rank=1, step=2), timeout=30, **KW)
     assert info.value.rank == 1 and info.value.exitcode == code
     assert time.monotonic() - t0 < 10  # detected at once, not after the timeout
 
 
 @pytest.mark.parametrize("backend", ["shm", "pipe"])
-def test_hung_worker_times_out(backend, clean):
+@pytest.mark.parametrize("method", METHODS)
+def test_hung_worker_times_out(backend, method, clean):
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout, match=r"probably \[0\]") as info:
-        train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method="fork",
+        train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method=method,
                             fault=Fault("hang", rank=0, step=1), timeout=0.6, **KW)
     assert 0.6 <= time.monotonic() - t0 < 10
     assert info.value.progress == [2, 3]  # rank 0 stuck before its step-1 gradient
 
 
-@pytest.mark.parametrize("method", ["fork", "forkserver"])
+@pytest.mark.parametrize("method", METHODS)
 def test_keyboard_interrupt_stops_workers(method, clean):
     timer = threading.Timer(0.4, os.kill, args=(os.getpid(), signal.SIGINT))
     timer.start()
@@ -102,14 +105,6 @@ def test_repeated_runs_in_one_process_leak_nothing(clean):
             with pytest.raises((WorkerError, WorkerDied)):
                 train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method="fork",
                                     fault=fault, **KW)
-
-
-@pytest.mark.parametrize("kind", ["raise", "exit"])  # hangs: detected alike for every start method
-def test_spawn_faults(kind, clean):
-    expected = {"raise": WorkerError, "exit": WorkerDied}[kind]
-    with pytest.raises(expected):
-        train_data_parallel(MODEL, X, Y, workers=2, start_method="spawn",
-                            fault=Fault(kind, rank=1, step=1), timeout=60, **KW)
 
 
 def test_fault_rank_must_exist():

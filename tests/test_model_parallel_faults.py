@@ -32,6 +32,7 @@ RNG = np.random.default_rng(0)
 X = RNG.standard_normal((120, 16)).astype(np.float32)
 Y = RNG.integers(0, 4, 120)
 RUN = dict(stages=3, micro_batches=3, batch_size=30, steps=4)
+METHODS = ["fork", "forkserver", "spawn"]
 
 
 @pytest.fixture
@@ -65,23 +66,28 @@ def test_exception_in_a_middle_stage_reraised_with_its_traceback(schedule, no_le
 
 
 @pytest.mark.parametrize("kind, rank", [("exit", 0), ("kill", 2)])
-def test_dead_stage_gives_a_clear_error(kind, rank, no_leaks):
+@pytest.mark.parametrize("method", METHODS)
+def test_dead_stage_gives_a_clear_error(kind, rank, method, no_leaks):
     t0 = time.monotonic()
     with pytest.raises(WorkerDied, match=f"worker {rank}"):
-        mp.train_pipeline(MODEL, X, Y, fault=Fault(kind, rank=rank, step=1), **RUN)
+        mp.train_pipeline(MODEL, X, Y, fault=Fault(kind, rank=rank, step=1), start_method=method,
+                          **RUN)
     assert time.monotonic() - t0 < 20  # the neighbours' waits did not block the caller
 
 
-def test_hung_stage_times_out_instead_of_hanging(no_leaks):
+@pytest.mark.parametrize("method", METHODS)
+def test_hung_stage_times_out_instead_of_hanging(method, no_leaks):
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout) as info:
-        mp.train_pipeline(MODEL, X, Y, timeout=1.0, fault=Fault("hang", rank=2, step=1), **RUN)
+        mp.train_pipeline(MODEL, X, Y, timeout=1.0, fault=Fault("hang", rank=2, step=1),
+                          start_method=method, **RUN)
     assert time.monotonic() - t0 < 15
     assert "no worker made progress" in str(info.value)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks /proc")
-def test_keyboard_interrupt_stops_every_stage(no_leaks):
+@pytest.mark.parametrize("method", METHODS)
+def test_keyboard_interrupt_stops_every_stage(method, no_leaks):
     pids: list[int] = []
     before = {p for p, _, _ in resource_snapshot().processes}
 
@@ -100,7 +106,8 @@ def test_keyboard_interrupt_stops_every_stage(no_leaks):
     timer = threading.Thread(target=interrupt, daemon=True)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        mp.train_pipeline(MODEL, X, Y, timeout=60, fault=Fault("hang", rank=1, step=0), **RUN)
+        mp.train_pipeline(MODEL, X, Y, timeout=60, fault=Fault("hang", rank=1, step=0),
+                          start_method=method, **RUN)
     timer.join()
     assert pids and _gone(pids)
 

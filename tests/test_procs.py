@@ -70,7 +70,7 @@ def test_rank_args_and_progress_counters(no_leaks):
         assert group.join() == [0.0, 1.0]
 
 
-@pytest.mark.parametrize("method", ["fork", "forkserver"])
+@pytest.mark.parametrize("method", METHODS)
 def test_exception_reraised_with_worker_traceback(method, no_leaks):
     with pytest.raises(WorkerError) as info:
         with ProcessGroup(demo_worker, 2, args=(5, Fault("raise", rank=1, step=3)),
@@ -85,7 +85,7 @@ def test_exception_reraised_with_worker_traceback(method, no_leaks):
 
 
 @pytest.mark.parametrize(("kind", "code"), [("exit", 3), ("kill", -signal.SIGKILL)])
-@pytest.mark.parametrize("method", ["fork", "forkserver"])
+@pytest.mark.parametrize("method", METHODS)
 def test_hard_exit_and_kill_give_clear_error(kind, code, method, no_leaks):
     with pytest.raises(WorkerDied) as info:
         with ProcessGroup(demo_worker, 3, args=(6, Fault(kind, rank=2, step=1)),
@@ -97,11 +97,12 @@ def test_hard_exit_and_kill_give_clear_error(kind, code, method, no_leaks):
     assert all(_pid_gone(p) for p in pids)
 
 
-def test_hang_times_out_and_names_the_worker(no_leaks):
+@pytest.mark.parametrize("method", METHODS)
+def test_hang_times_out_and_names_the_worker(method, no_leaks):
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout) as info:
         with ProcessGroup(demo_worker, 2, args=(4, Fault("hang", rank=0, step=2)),
-                          start_method="fork", timeout=0.5) as g:
+                          start_method=method, timeout=0.5) as g:
             pids = g.pids
             g.join()
     elapsed = time.monotonic() - t0
@@ -117,7 +118,7 @@ def _interrupt_soon(delay: float) -> threading.Timer:
     return timer
 
 
-@pytest.mark.parametrize("method", ["fork", "forkserver"])
+@pytest.mark.parametrize("method", METHODS)
 def test_keyboard_interrupt_terminates_workers(method, no_leaks):
     timer = _interrupt_soon(0.3)
     try:
