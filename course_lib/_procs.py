@@ -119,9 +119,11 @@ __all__ = [
     "blas_threads",
     "current_blas_threads",
     "check_start_method",
+    "Leftovers",
     "ResourceSnapshot",
     "default_start_method",
     "demo_worker",
+    "find_leftovers",
     "keep_freed_memory",
     "leaked_resources",
     "remove_stale_segments",
@@ -457,6 +459,50 @@ def remove_stale_segments() -> list[str]:
         except OSError:  # pragma: no cover - removed concurrently, or not ours
             pass
     return removed
+
+
+class Leftovers(NamedTuple):
+    """What earlier runs left on this machine (see :func:`find_leftovers`)."""
+
+    orphans: tuple[int, ...]
+    """Process ids of workers whose parent has died (they map a segment of a dead creator)."""
+    segments: tuple[str, ...]
+    """``/dev/shm`` segments of the course whose creating process no longer exists."""
+
+
+def find_leftovers() -> Leftovers:
+    """Orphaned workers and stale shared-memory segments of the course (Linux; else empty).
+
+    Every worker maps its run's ``ddl_<parent pid>_*`` segments, so a process that maps a
+    segment whose creator is dead is an orphaned worker (its watcher should have ended it
+    within milliseconds: one found here is a bug or a machine under great load). What
+    :func:`remove_stale_segments` would remove is reported as ``segments``.
+
+    Examples
+    --------
+    >>> isinstance(find_leftovers().orphans, tuple)
+    True
+    """
+    if not (os.path.isdir("/proc/self") and os.path.isdir("/dev/shm")):  # pragma: no cover
+        return Leftovers((), ())
+    orphans = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/maps") as f:
+                names = {line.split("/dev/shm/", 1)[1].split()[0] for line in f if "/dev/shm/" + SHM_PREFIX in line}
+        except OSError:  # gone, or another user's process
+            continue
+        creators = {n[len(SHM_PREFIX):].split("_", 1)[0] for n in names}
+        if any(c.isdigit() and not _alive(int(c)) for c in creators):
+            orphans.append(int(entry))
+    segments = []
+    for entry in os.listdir("/dev/shm"):
+        pid_text = entry[len(SHM_PREFIX):].split("_", 1)[0]
+        if entry.startswith(SHM_PREFIX) and pid_text.isdigit() and not _alive(int(pid_text)):
+            segments.append(entry)
+    return Leftovers(tuple(sorted(orphans)), tuple(sorted(segments)))
 
 
 def _alive(pid: int) -> bool:

@@ -454,6 +454,27 @@ def check_shm() -> Check:
     return Check("/dev/shm", OK, detail)
 
 
+def check_leftovers() -> Check:
+    """Orphaned workers or shared-memory segments left by earlier runs (e.g. a kernel restart)."""
+    from ._procs import find_leftovers
+
+    if not sys.platform.startswith("linux"):
+        return Check("leftover workers", OK, f"not checked on {sys.platform}")
+    found = find_leftovers()
+    if not found.orphans and not found.segments:
+        return Check("leftover workers", OK, "no orphaned worker, no stale segment in /dev/shm")
+    parts, fixes = [], []
+    if found.orphans:
+        parts.append(f"{len(found.orphans)} orphaned worker process(es): {' '.join(map(str, found.orphans))}")
+        fixes.append("kill " + " ".join(map(str, found.orphans)))
+    if found.segments:
+        parts.append(f"{len(found.segments)} stale segment(s) in /dev/shm: {', '.join(found.segments[:4])}"
+                     + (" ..." if len(found.segments) > 4 else ""))
+        fixes.append("rm " + " ".join(f"/dev/shm/{n}" for n in found.segments)
+                     + "  (the next training run also removes them)")
+    return Check("leftover workers", WARN, "; ".join(parts), " ; ".join(fixes))
+
+
 def check_torch() -> Check:
     """Optional: torch (extra ``engines``) for the real data-parallel engine."""
     version = _dist_version("torch")
@@ -536,6 +557,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_cpu,
     check_start_method,
     check_shm,
+    check_leftovers,
     check_torch,
     check_cjk_font,
     check_slide_tools,

@@ -416,3 +416,25 @@ def test_cjk_font_check_reads_fontconfig(monkeypatch):
                         fake_fc_list("Noto Sans CJK SC,Noto Sans CJK SC Regular\nNoto Serif CJK SC\n"))
     found = doctor.check_cjk_font()
     assert found.status == OK and found.detail == "Noto Sans CJK SC and 1 more"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc and /dev/shm")
+def test_leftover_workers_and_segments_are_reported_with_the_fix():
+    """A process mapping a segment of a dead creator is an orphaned worker; it and the
+    segment are reported, with the commands that remove them."""
+    # pid 4194305 is above the kernel's limit: never alive, like a kernel killed with SIGKILL
+    code = ("import sys, time\nfrom multiprocessing import resource_tracker, shared_memory\n"
+            "s = shared_memory.SharedMemory(name='ddl_4194305_orphan', create=True, size=16)\n"
+            "resource_tracker.unregister(s._name, 'shared_memory')  # the test removes it\n"
+            "print('mapped', flush=True)\ntime.sleep(60)\n")
+    orphan = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert orphan.stdout.readline().strip() == "mapped"
+        check = doctor.check_leftovers()
+        assert check.status == WARN
+        assert str(orphan.pid) in check.detail and "ddl_4194305_orphan" in check.detail
+        assert f"kill {orphan.pid}" in check.fix and "rm /dev/shm/ddl_4194305_orphan" in check.fix
+    finally:
+        orphan.kill()
+        orphan.wait()
+        Path("/dev/shm/ddl_4194305_orphan").unlink(missing_ok=True)
