@@ -663,9 +663,19 @@ def _watch_parent(segments: Sequence[str]) -> None:
     if parent is None:  # pragma: no cover - not started by multiprocessing
         return
     mp.connection.wait([parent.sentinel])
+    _exit_orphaned(segments)
+
+
+def _exit_orphaned(segments: Sequence[str]) -> None:
+    """The parent is gone: remove the run's segments and end this worker at once."""
     for name in segments:
         _unlink_segment(name)
     os._exit(PARENT_GONE_EXIT)
+
+
+def _parent_gone() -> bool:
+    parent = mp.parent_process()
+    return parent is not None and bool(mp.connection.wait([parent.sentinel], timeout=0))
 
 
 def _bootstrap(target, wctx: WorkerContext, conn, args, kwargs) -> None:
@@ -687,6 +697,8 @@ def _bootstrap(target, wctx: WorkerContext, conn, args, kwargs) -> None:
                 del counters
     except BaseException as exc:  # noqa: BLE001 - everything goes back to the parent
         message = _error_message(exc)
+    if _parent_gone():  # e.g. the target ended on EOF from a dead parent before the watcher woke
+        _exit_orphaned(wctx._segments)
     try:
         try:
             conn.send(message)

@@ -29,6 +29,7 @@ from course_lib._procs import WorkerDied, leaked_resources, resource_snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))
 import process_runs  # noqa: E402
+from proc_support import cmdline, descendants, new_shm, running, wait_until  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm"),
@@ -37,7 +38,6 @@ pytestmark = [
 
 METHODS = ["fork", "forkserver", "spawn"]
 SCRIPT = Path(__file__).parent / "process_runs.py"
-HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
 
 
 def _torch_or_skip(run: str) -> None:
@@ -51,75 +51,16 @@ def _torch_or_skip(run: str) -> None:
         pytest.skip("torch is not installed (pip install -e '.[engines]')")
 
 
-def _children() -> dict[int, list[tuple[int, str]]]:
-    kids: dict[int, list[tuple[int, str]]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        rest = stat[stat.rindex(")") + 2:].split()
-        kids.setdefault(int(rest[1]), []).append((int(entry), rest[0]))
-    return kids
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return f.read().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def descendants(root: int) -> tuple[list[int], list[int]]:
-    """(all descendants of ``root``, the workers among them: not multiprocessing's helpers)."""
-    kids = _children()
-    everyone, workers, todo = [], [], [(root, False)]
-    while todo:
-        parent, parent_is_helper = todo.pop()
-        for pid, _ in kids.get(parent, []):
-            helper = not parent_is_helper and any(h in _cmdline(pid) for h in HELPERS)
-            everyone.append(pid)
-            if not helper:
-                workers.append(pid)
-            todo.append((pid, helper))
-    return everyone, workers
-
-
-def running(pid: int) -> bool:
-    """True while ``pid`` exists and is not a zombie."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
-
-
-def wait_until(predicate, seconds: float, poll: float = 0.01) -> float | None:
-    """Seconds until ``predicate()`` held, or None if it did not within ``seconds``."""
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < seconds:
-        if predicate():
-            return time.monotonic() - t0
-        time.sleep(poll)
-    return None
-
-
-def new_shm(before: set[str]) -> set[str]:
-    return set(os.listdir("/dev/shm")) - before
-
-
+@pytest.mark.parametrize("target", ["parent", "group"])
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("run", list(process_runs.RUNS))
-def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run, method, capsys):
+def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run, method, target, capsys):
+    """``target="parent"``: SIGKILL to the parent alone (the out-of-memory killer);
+    ``"group"``: to its whole process group, as JupyterLab's "Restart kernel" does."""
     _torch_or_skip(run)
     shm_before = set(os.listdir("/dev/shm"))
     parent = subprocess.Popen([sys.executable, str(SCRIPT), run, method], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+                              stderr=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
         assert parent.stdout.readline().startswith("started")
         seen = wait_until(lambda: len(descendants(parent.pid)[1]) >= process_runs.WORKERS[run], 60)
@@ -127,15 +68,18 @@ def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run,
         time.sleep(0.5)  # well into the training loop
         everyone, workers = descendants(parent.pid)
         assert parent.poll() is None
-        os.kill(parent.pid, signal.SIGKILL)
+        if target == "group":
+            os.killpg(parent.pid, signal.SIGKILL)  # a session leader: its pgid is its pid
+        else:
+            os.kill(parent.pid, signal.SIGKILL)
         parent.wait()
         gone = wait_until(lambda: not any(running(p) for p in everyone), 5.0)
-        left = [f"{p} {_cmdline(p)}" for p in everyone if running(p)]
+        left = [f"{p} {cmdline(p)}" for p in everyone if running(p)]
         assert gone is not None, f"still running 5 s after the parent died: {left}"
         clean = wait_until(lambda: not new_shm(shm_before), 10.0)
         assert clean is not None, f"left in /dev/shm: {sorted(new_shm(shm_before))}"
         with capsys.disabled():
-            print(f"\n[parent SIGKILL] {run:>18} {method:>10}: {len(workers)} workers, "
+            print(f"\n[{target} SIGKILL] {run:>18} {method:>10}: {len(workers)} workers, "
                   f"all processes gone after {gone * 1000:.0f} ms", end="")
     finally:
         if parent.poll() is None:

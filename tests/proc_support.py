@@ -1,0 +1,71 @@
+"""Looking at processes and /dev/shm from outside, for the process-fault tests (Linux /proc)."""
+
+from __future__ import annotations
+
+import os
+import time
+
+#: multiprocessing's own long-lived helper processes (not workers).
+HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
+
+
+def _children() -> dict[int, list[tuple[int, str]]]:
+    kids: dict[int, list[tuple[int, str]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        rest = stat[stat.rindex(")") + 2:].split()
+        kids.setdefault(int(rest[1]), []).append((int(entry), rest[0]))
+    return kids
+
+
+def cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def descendants(root: int) -> tuple[list[int], list[int]]:
+    """(all descendants of ``root``, the workers among them: not multiprocessing's helpers)."""
+    kids = _children()
+    everyone, workers, todo = [], [], [(root, False)]
+    while todo:
+        parent, parent_is_helper = todo.pop()
+        for pid, _ in kids.get(parent, []):
+            helper = not parent_is_helper and any(h in cmdline(pid) for h in HELPERS)
+            everyone.append(pid)
+            if not helper:
+                workers.append(pid)
+            todo.append((pid, helper))
+    return everyone, workers
+
+
+def running(pid: int) -> bool:
+    """True while ``pid`` exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
+
+
+def wait_until(predicate, seconds: float, poll: float = 0.01) -> float | None:
+    """Seconds until ``predicate()`` held, or None if it did not within ``seconds``."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < seconds:
+        if predicate():
+            return time.monotonic() - t0
+        time.sleep(poll)
+    return None
+
+
+def new_shm(before: set[str]) -> set[str]:
+    return set(os.listdir("/dev/shm")) - before
