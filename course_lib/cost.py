@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._validate import as_real, broadcast, check_int, check_range, scalar_or_array
+from .timing import blas_threads
 
 if TYPE_CHECKING:  # pragma: no cover
     from .models import MLP
@@ -677,7 +678,7 @@ def measure_flop_rate(
     repeat = check_int(repeat, "repeat", 1)
     warmup = check_int(warmup, "warmup", 0)
     run, n = _training_run(model, x, y, 1, batch_size, lr, seed)
-    with _blas_threads(threads):
+    with blas_threads(threads, name="threads"):
         timing = measure(run, repeat=repeat, warmup=warmup)
     return FlopRate(float(per_sample) * n, n, batch_size, timing)
 
@@ -711,7 +712,7 @@ def time_training_run(
     epochs = check_int(epochs, "epochs", 1)
     run, _ = _training_run(model, x, y, epochs, batch_size, lr, seed)
     warm, _ = _training_run(model, x, y, 1, batch_size, lr, seed)
-    with _blas_threads(threads):
+    with blas_threads(threads, name="threads"):
         warm()
         start = time.perf_counter()
         run()
@@ -738,18 +739,6 @@ def _training_run(model, x, y, epochs, batch_size, lr, seed):
               params=params)
 
     return run, int(x_arr.shape[0])
-
-
-def _blas_threads(threads):
-    """Context manager limiting BLAS threads (``None``: leave them alone)."""
-    import contextlib
-
-    if threads is None:
-        return contextlib.nullcontext()
-    threads = check_int(threads, "threads", 1)
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=threads)
 
 
 def measure_gemm_rate(size: int = 512, *, threads: int | None = 1, repeat: int = 5) -> float:
@@ -781,6 +770,6 @@ def measure_gemm_rate(size: int = 512, *, threads: int | None = 1, repeat: int =
     a = rng.standard_normal((size, size), dtype=np.float32)
     b = rng.standard_normal((size, size), dtype=np.float32)
     c = np.empty_like(a)
-    with _blas_threads(threads):
+    with blas_threads(threads, name="threads"):
         timing = measure(lambda: np.matmul(a, b, out=c), repeat=repeat, warmup=1)
     return FLOPS_PER_MAC * float(size) ** 3 / timing.median

@@ -30,7 +30,7 @@ All return a :class:`DataParallelResult` with the parameters and per-step timing
 split into compute, communication and waiting. Worker processes use one BLAS thread
 each (``blas_threads``) so that N workers do not oversubscribe the cores. Failures
 in workers (exception, crash, hang) and KeyboardInterrupt stop all workers and
-release all shared memory (see :mod:`course_lib._procs`).
+release all shared memory (see :mod:`course_lib.parallel.workers`).
 
 Examples
 --------
@@ -59,21 +59,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._procs import (
+from ._validate import check_int, check_positive
+from .models import MLP
+from .parallel.shm import SharedArray
+from .parallel.workers import (
     Fault,
     PipeBarrier,
     ProcessGroup,
-    SharedArray,
     WorkerContext,
-    _Progress,
     check_start_method,
     keep_freed_memory,
 )
-from ._procs import blas_threads as _blas
-from ._procs import current_blas_threads as _current_blas_threads
-from ._validate import check_int, check_positive
-from .models import MLP
+from .progress import ProgressBar as _Progress
 from .scaling import AmdahlFit, fit_amdahl, karp_flatt
+from .timing import blas_threads as _blas
+from .timing import current_blas_threads as _current_blas_threads
 
 __all__ = [
     "BACKENDS",
@@ -94,7 +94,7 @@ __all__ = [
 BACKENDS = ("shm", "pipe")
 
 #: Modules the forkserver imports once, so each worker starts in milliseconds.
-_PRELOAD = ("course_lib._procs", "course_lib.models", "course_lib.data_parallel", "threadpoolctl")
+_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.data_parallel", "threadpoolctl")
 
 _ALIGN = 16  # chunk boundaries on 64-byte cache lines (16 float32)
 
@@ -348,7 +348,7 @@ def _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, bla
         blas = check_int(blas, "blas_threads", 1)
     if fault is not None:
         if not isinstance(fault, Fault):
-            raise TypeError(f"fault must be a course_lib._procs.Fault or None, got {type(fault).__name__}")
+            raise TypeError(f"fault must be a course_lib.parallel.workers.Fault or None, got {type(fault).__name__}")
         check_int(fault.rank, "fault.rank", 0, workers - 1)
     job = _Job(model, n, batch_size, steps, lr, seed, workers, blas, fault)
     return x, y, job
@@ -412,7 +412,7 @@ def train_serial(
     Notes
     -----
     Like every worker, the calling process is set to keep freed memory for reuse
-    (:func:`course_lib._procs.keep_freed_memory`), so that serial and parallel runs pay
+    (:func:`course_lib.parallel.workers.keep_freed_memory`), so that serial and parallel runs pay
     the same for their temporary arrays; otherwise glibc re-faults them every step.
     """
     t_call = time.perf_counter()
@@ -550,7 +550,7 @@ def train_data_parallel(
         Seconds without progress after which a hung run is stopped.
     progress : bool or None
         Progress bar; None shows it in a notebook for runs longer than ~1.5 s.
-    fault : course_lib._procs.Fault, optional
+    fault : course_lib.parallel.workers.Fault, optional
         Make one worker fail on purpose (tests, demonstrations).
 
     Returns
@@ -561,7 +561,7 @@ def train_data_parallel(
     ------
     ValueError, TypeError
         Bad arguments (naming the parameter).
-    course_lib._procs.WorkerError, WorkerDied, WorkerTimeout
+    course_lib.parallel.workers.WorkerError, WorkerDied, WorkerTimeout
         A worker raised (with its traceback), died, or hung; every worker has been
         stopped and every shared-memory segment removed.
     """

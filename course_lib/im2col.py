@@ -40,13 +40,14 @@ array([[52., 60.],
 
 from __future__ import annotations
 
-import functools
 import numbers
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from .timing import blas_threads, current_blas_threads
 
 __all__ = [
     "ConvGeometry",
@@ -459,23 +460,11 @@ def _sample_block(g: ConvGeometry, itemsize: int) -> int:
 _THREADED_CALL = threading.Lock()
 
 
-@functools.lru_cache(maxsize=1)
-def _blas_controller():
-    """threadpoolctl's handle on numpy's BLAS (created once: it scans the loaded libraries)."""
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController().select(user_api="blas")
-
-
 def _threads_for(g: ConvGeometry, macs: int, n_blocks: int) -> int:
     """How many threads share the blocks: the BLAS thread count, for big enough work."""
     if n_blocks < 2 or macs < _PARALLEL_MACS:
         return 1
-    try:
-        counts = [lib.num_threads for lib in _blas_controller().lib_controllers]
-    except Exception:  # pragma: no cover - BLAS that threadpoolctl does not know
-        return 1
-    return max(1, min([n_blocks, *counts])) if counts else 1
+    return max(1, min(n_blocks, current_blas_threads()))
 
 
 def _blocks(n: int, block: int) -> list[tuple[int, int]]:
@@ -511,7 +500,7 @@ def _run_units(units: Sequence, threads: int, make_worker) -> None:
 
     # One threaded call at a time: the BLAS limit is process-wide, and two calls setting
     # and restoring it in an interleaved order would leave it at 1 thread.
-    with _THREADED_CALL, _blas_controller().limit(limits=1), ThreadPoolExecutor(threads) as pool:
+    with _THREADED_CALL, blas_threads(1), ThreadPoolExecutor(threads) as pool:
         for future in [pool.submit(loop) for _ in range(threads)]:
             future.result()
 

@@ -766,8 +766,8 @@ def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad,
     stage's gradient with the same stage of the other replicas, then updates its
     own slice of the parameters. Returns the recorded operations and the losses.
     """
-    from ._procs import blas_threads
     from .models import sgd_step, softmax_cross_entropy
+    from .timing import blas_threads
 
     model = job.model
     n_stages = len(job.boundaries) - 1
@@ -910,13 +910,13 @@ def train_pipeline(
     steps : int, optional
         Stop after this many steps (epochs are drawn as needed).
     start_method : {"fork", "forkserver", "spawn"}, optional
-        Default: :func:`course_lib._procs.default_start_method`.
+        Default: :func:`course_lib.parallel.workers.default_start_method`.
     timeout : float
         Seconds without progress after which the run is stopped with
-        :class:`course_lib._procs.WorkerTimeout`.
+        :class:`course_lib.parallel.workers.WorkerTimeout`.
     blas_threads : int or None
         BLAS threads per stage (1: the stages do not fight over the cores).
-    fault : course_lib._procs.Fault, optional
+    fault : course_lib.parallel.workers.Fault, optional
         Inject a failure (tests, demonstrations): ``rank`` is the stage (in [0, S - 1],
         else ValueError), ``step`` the step.
     progress : bool or None
@@ -933,7 +933,7 @@ def train_pipeline(
 
     Raises
     ------
-    course_lib._procs.WorkerError, WorkerDied, WorkerTimeout
+    course_lib.parallel.workers.WorkerError, WorkerDied, WorkerTimeout
         A stage failed; every stage has been stopped and every shared segment removed.
 
     Examples
@@ -955,7 +955,7 @@ def train_pipeline(
     )
 
 
-_PRELOAD = ("course_lib._procs", "course_lib.models", "course_lib.model_parallel", "threadpoolctl")
+_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.model_parallel", "threadpoolctl")
 
 
 def train_hybrid(
@@ -1015,7 +1015,8 @@ def train_hybrid(
     >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), res.replicas_in_sync
     (True, True)
     """
-    from ._procs import Fault, PipeBarrier, ProcessGroup, SharedArray, check_start_method
+    from .parallel.shm import SharedArray
+    from .parallel.workers import Fault, PipeBarrier, ProcessGroup, check_start_method
 
     x, y, plan, micro_batches, data = _check_training_args(
         model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
@@ -1027,7 +1028,7 @@ def train_hybrid(
     check_range(np.asarray(timeout), "timeout", 0.0, low_open=True)
     if fault is not None:
         if not isinstance(fault, Fault):
-            raise TypeError(f"fault must be a course_lib._procs.Fault or None, got {type(fault).__name__}")
+            raise TypeError(f"fault must be a course_lib.parallel.workers.Fault or None, got {type(fault).__name__}")
         check_int(fault.rank, "fault.rank", 0, data * n_stages - 1)
     if blas_threads is not None:
         blas_threads = check_int(blas_threads, "blas_threads", 1)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validate import check_int
+from ._validate import as_real, check_int, check_positive, check_range
 
 __all__ = [
     "LAMB",
@@ -49,22 +49,15 @@ __all__ = [
 
 # ------------------------------------------------------------------ learning rates
 def _positive_number(value: Any, name: str, *, allow_zero: bool = False) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
-        rng = "[0, inf)" if allow_zero else "(0, inf)"
-        raise ValueError(f"{name} must be a finite number in {rng}, got {value!r}")
-    return value
+    return check_positive(value, name, allow_zero=allow_zero)
 
 
 def _fraction(value: Any, name: str, *, high_open: bool = False) -> float:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    value = float(value)
-    if not (0.0 <= value < 1.0 if high_open else 0.0 <= value <= 1.0):
-        raise ValueError(f"{name} must be in [0, 1{')' if high_open else ']'}, got {value!r}")
-    return value
+    arr = as_real(value, name, allow_inf=True)
+    if arr.ndim != 0:
+        raise TypeError(f"{name} must be a scalar, got an array of shape {arr.shape}")
+    check_range(arr, name, 0.0, 1.0, high_open=high_open)
+    return float(arr)
 
 
 def linear_scaling_rule(base_lr: float, base_batch: int, batch: int) -> float:
@@ -583,10 +576,9 @@ def large_batch_experiment(
     >>> [(r.label, r.batch_size, r.steps_per_epoch) for r in res]
     [('batch 16, SGD lr 0.05', 16, 90), ('batch 512, SGD lr 0.05 (same)', 512, 3)]
     """
-    from threadpoolctl import threadpool_limits
-
     from .datasets import load_digits
     from .models import MLP, train
+    from .timing import blas_threads
 
     small_batch = check_int(small_batch, "small_batch", 1)
     factor = check_int(factor, "factor", 2)
@@ -630,7 +622,7 @@ def large_batch_experiment(
     out = []
     # Small matrices: extra BLAS threads only add overhead (and on a shared machine,
     # waits of milliseconds); one thread makes the runs fast and reproducible.
-    with threadpool_limits(limits=1):
+    with blas_threads(1):
         for key in runs:
             label, batch, opt_name, peak, warmup, make = specs[key]
             res = train(model, tr.x, tr.y, epochs=epochs, batch_size=batch, seed=seed,

@@ -37,12 +37,12 @@ import numpy as np
 
 from ._validate import check_int, check_positive
 from .models import MLP
+from .timing import available_cores, blas_threads
 
 __all__ = [
     "GradientWorkload",
     "SpeedupMeasurement",
     "WorkerPool",
-    "available_cores",
     "default_process_counts",
     "epoch_gradient",
     "measure_parallel_speedup",
@@ -50,22 +50,7 @@ __all__ = [
     "shard_bounds",
 ]
 
-_PRELOAD = ("course_lib._procs", "course_lib.models", "course_lib.parallel_map", "threadpoolctl")
-
-
-def available_cores() -> int:
-    """Cores this process may run on (the CPU affinity mask where the OS has one).
-
-    Containers and batch systems often allow fewer cores than ``os.cpu_count()`` reports.
-
-    Examples
-    --------
-    >>> 1 <= available_cores() <= (os.cpu_count() or 1)
-    True
-    """
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return max(1, os.cpu_count() or 1)
+_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel_map", "threadpoolctl")
 
 
 def default_process_counts(cores: int | None = None) -> list[int]:
@@ -168,7 +153,7 @@ def _pool_worker(ctx, sizes, x, y, *, batch_size: int, epochs: int) -> None:
     parameter buffer it receives it sends ``(loss, grad, seconds)``; ``None`` tells it
     to return. An exception ends it; the parent re-raises it as ``WorkerError``.
     """
-    from ._procs import blas_threads, current_blas_threads
+    from .timing import current_blas_threads
 
     with blas_threads(1):
         ctx.channel.send((os.getpid(), current_blas_threads()))
@@ -187,7 +172,7 @@ class WorkerPool:
     """``processes`` worker processes, each holding one contiguous shard of the data.
 
     Process ``k`` always computes shard ``k`` (one shard per process, so N processes
-    really share the work N ways). The workers are a :class:`course_lib._procs.ProcessGroup`
+    really share the work N ways). The workers are a :class:`course_lib.parallel.workers.ProcessGroup`
     (the same machinery, errors and default start method as every trainer). Use the pool
     as a context manager: leaving the ``with`` block stops and joins the workers, also
     after an error, a time-out or an interrupt, so no process is left behind.
@@ -235,7 +220,7 @@ class WorkerPool:
         start_method: str | None = None,
         timeout: float = 120.0,
     ):
-        from ._procs import ProcessGroup, check_start_method
+        from .parallel.workers import ProcessGroup, check_start_method
 
         self.processes = check_int(processes, "processes", 1, 4 * available_cores())
         self.start_method = check_start_method(start_method)
@@ -437,8 +422,6 @@ def measure_parallel_speedup(
     >>> m.processes.tolist(), m.max_abs_difference < 1e-5, m.speedup.shape
     ([1], True, (1,))
     """
-    from threadpoolctl import threadpool_limits
-
     from .datasets import load_digits
 
     workload = GradientWorkload() if workload is None else workload
@@ -449,7 +432,7 @@ def measure_parallel_speedup(
     if not counts:
         raise ValueError("processes must name at least one process count")
     counts = [check_int(n, "processes", 1, 4 * available_cores()) for n in counts]
-    from ._procs import check_start_method
+    from .parallel.workers import check_start_method
 
     start_method = check_start_method(start_method)
 
@@ -468,7 +451,7 @@ def measure_parallel_speedup(
     # serial runs: re-enabling OpenBLAS's thread pool between runs leaves its threads
     # spinning for a while, and they steal a core from the workers (seen here: S(2)
     # fell from about 1.7 to about 0.9 on 2 cores).
-    with threadpool_limits(limits=1):
+    with blas_threads(1):
         _, reference = serial_run()  # warm-up and reference gradient
         scale = float(np.abs(reference).max()) or 1.0
         for n in counts:

@@ -6,14 +6,17 @@ median (robust to a few slow outliers) with the spread, and never asserts anythi
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import os
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ._validate import check_int, check_positive
 
-__all__ = ["Timing", "compare", "measure"]
+__all__ = ["Timing", "available_cores", "blas_threads", "compare", "current_blas_threads", "measure"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +101,68 @@ def compare(time: float, reference: float, *, tie: float = 0.05) -> str:
     if ratio <= 1.0 + tie:
         return f"ties (within {ratio - 1:.0%})"
     return f"{ratio:.2f}x {'faster' if time < reference else 'slower'}"
+
+
+# ------------------------------------------------------------ cores and BLAS threads
+def available_cores() -> int:
+    """Cores this process may run on (the CPU affinity mask where the OS has one).
+
+    Containers and batch systems often allow fewer cores than ``os.cpu_count()`` reports.
+
+    Examples
+    --------
+    >>> 1 <= available_cores() <= (os.cpu_count() or 1)
+    True
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    """threadpoolctl's handle on numpy's BLAS (created once: it scans the loaded libraries)."""
+    import numpy  # noqa: F401  (loads the BLAS, so that threadpoolctl finds it)
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None, *, name: str = "blas_threads") -> Iterator[None]:
+    """Limit the BLAS thread pool of this process to ``n`` threads (None: leave it alone).
+
+    ``name`` is the caller's parameter, named in the error for a bad ``n``.
+
+    The one way the course sets BLAS threads: one thread per worker process avoids
+    oversubscribing the cores, and timings of one core use one thread.
+
+    Examples
+    --------
+    >>> with blas_threads(1):
+    ...     current_blas_threads()
+    1
+    """
+    if n is None:
+        yield
+        return
+    n = check_int(n, name, 1)
+    with _blas_controller().limit(limits=n):
+        yield
+
+
+def current_blas_threads() -> int:
+    """Threads the BLAS libraries of this process may use now (the largest; 1 if none).
+
+    Workers report it, so that tests can check the one-thread-per-worker rule.
+
+    Examples
+    --------
+    >>> current_blas_threads() >= 1
+    True
+    """
+    try:
+        counts = [int(lib.num_threads) for lib in _blas_controller().lib_controllers]
+    except Exception:  # noqa: BLE001 - a BLAS that threadpoolctl does not know
+        return 1
+    return max(counts, default=1)

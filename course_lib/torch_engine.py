@@ -46,7 +46,6 @@ from datetime import timedelta
 
 import numpy as np
 
-from ._procs import Fault, ProcessGroup, SharedArray, WorkerContext, check_start_method
 from ._validate import check_positive
 from .data_parallel import (
     _PRELOAD,
@@ -58,6 +57,8 @@ from .data_parallel import (
     _start_params,
 )
 from .models import MLP
+from .parallel.shm import SharedArray
+from .parallel.workers import Fault, ProcessGroup, WorkerContext, check_start_method
 
 __all__ = ["torch_available", "train_torch", "TORCH_MISSING", "main"]
 

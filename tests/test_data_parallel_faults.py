@@ -13,17 +13,10 @@ import time
 import numpy as np
 import pytest
 
-from course_lib._procs import (
-    Fault,
-    FaultInjected,
-    WorkerDied,
-    WorkerError,
-    WorkerTimeout,
-    leaked_resources,
-    resource_snapshot,
-)
 from course_lib.data_parallel import train_data_parallel
 from course_lib.models import MLP
+from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
+from course_lib.testing import leaked_resources, resource_snapshot
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm")
 

@@ -17,9 +17,10 @@ import numpy as np
 import pytest
 
 from course_lib import model_parallel as mp
-from course_lib._procs import blas_threads, leaked_resources, resource_snapshot
 from course_lib.datasets import load_digits
 from course_lib.models import MLP, train
+from course_lib.testing import leaked_resources, resource_snapshot
+from course_lib.timing import blas_threads
 
 MODEL = MLP((64, 24, 20, 16, 10))  # 4 layers: room for S = 2, 3 and uneven splits
 RUN = dict(batch_size=50, epochs=1, steps=6, lr=0.2, seed=3)

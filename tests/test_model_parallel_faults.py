@@ -16,16 +16,9 @@ import numpy as np
 import pytest
 
 from course_lib import model_parallel as mp
-from course_lib._procs import (
-    Fault,
-    FaultInjected,
-    WorkerDied,
-    WorkerError,
-    WorkerTimeout,
-    leaked_resources,
-    resource_snapshot,
-)
 from course_lib.models import MLP
+from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
+from course_lib.testing import leaked_resources, resource_snapshot
 
 MODEL = MLP((16, 12, 12, 4))
 RNG = np.random.default_rng(0)

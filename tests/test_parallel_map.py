@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from course_lib._procs import WorkerDied, WorkerTimeout
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
+from course_lib.parallel.workers import WorkerDied, WorkerTimeout
 from course_lib.parallel_map import (
     GradientWorkload,
     WorkerPool,
@@ -140,7 +140,7 @@ def test_a_killed_worker_is_reported_not_waited_for(small):
 
 
 def test_an_error_in_a_worker_comes_back_with_its_traceback(small):
-    from course_lib._procs import WorkerError
+    from course_lib.parallel.workers import WorkerError
 
     model, params, x, y = small
     with pytest.raises(WorkerError, match="worker 0 raised") as info:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from course_lib._procs import WorkerDied, leaked_resources, resource_snapshot
+from course_lib.parallel.workers import WorkerDied
+from course_lib.testing import leaked_resources, resource_snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))
 import process_runs  # noqa: E402

@@ -1,29 +1,16 @@
-"""Worker processes and shared memory with a guaranteed clean-up (used by the trainers).
+"""Worker processes: the one place in the course that starts them.
 
-The data-parallel trainer (:mod:`course_lib.data_parallel`), the torch engine and the
-pipeline trainer (:mod:`course_lib.model_parallel`) all start a few worker processes,
-share arrays with them and must never hang or leak. This module holds that machinery
-once; its public API is small:
+Every trainer and experiment that runs on several processes (data, pipeline, hybrid and
+tensor parallelism, chapter 01's speedup experiment, the torch engine) starts its workers
+through :class:`ProcessGroup`, so that each gets the same guarantees:
 
-:class:`ProcessGroup`
-    Starts ``world_size`` processes running ``target(ctx, *args)`` with a chosen start
-    method (``fork``, ``forkserver``, ``spawn``), collects their return values, and
-
-    * re-raises an exception of a worker in the caller as :class:`WorkerError` carrying
-      the worker's traceback;
-    * raises :class:`WorkerDied` when a worker exits without a result (``os._exit``,
-      a signal, the out-of-memory killer);
-    * raises :class:`WorkerTimeout` when no worker reported progress for ``timeout``
-      seconds (a hang, a deadlock);
-    * on any error and on ``KeyboardInterrupt`` (the notebook's stop button) terminates
-      every worker (SIGTERM, then SIGKILL) and reaps it: no orphan, no zombie.
-
-    Workers ignore SIGINT (JupyterLab's interrupt signals the whole process group): the
-    parent alone decides to stop them.
-:class:`PipeBarrier`
-    A barrier for workers built on pipes only, so that nothing of it can be left in
-    ``/dev/shm`` (``multiprocessing.Barrier`` uses four named semaphores under spawn and
-    forkserver, which outlive a killed run).
+* an exception in a worker is re-raised in the caller as :class:`WorkerError`, with the
+  worker's own traceback;
+* a worker that dies (``os._exit``, a signal, the out-of-memory killer) raises
+  :class:`WorkerDied` naming its rank and the signal, at once;
+* a hang (no progress for ``timeout`` seconds) raises :class:`WorkerTimeout`;
+* on any error and on ``KeyboardInterrupt`` (the notebook's stop button) every worker is
+  stopped (SIGTERM, then SIGKILL) and reaped. Workers ignore SIGINT: the parent decides.
 
 Why a worker never outlives its parent
 --------------------------------------
@@ -38,23 +25,13 @@ the worker is busy in a long computation or a blocked wait. JupyterLab's "Restar
 sends SIGKILL to the kernel's whole process group, which would kill the workers before
 they could clean up: so each worker moves into a process group of its own at start-up,
 outlives the kernel by those milliseconds, cleans up and exits.
-:class:`WorkerContext`
-    What a worker receives first: ``rank``, ``world_size``, ``timeout`` (use it for every
-    blocking wait) and :meth:`WorkerContext.progress` to report its step count (the
-    parent's hang detection and progress bar read it).
-:class:`SharedArray` / :class:`SharedSpec`
-    A numpy array in a named ``multiprocessing.shared_memory`` segment. The creator
-    (parent) owns it and ``unlink()`` s it in ``close()`` (also on error: use ``with``);
-    workers attach with ``spec.attach()`` and never unlink.
-:class:`Fault`
-    A deliberate failure (raise, hard exit, kill, hang) at a given rank and step, for
-    the fault-injection tests and for demonstrations in the notebooks.
-:func:`blas_threads`
-    Limit the BLAS thread pool of the current process (one thread per worker avoids
-    oversubscribing the cores).
 
-The target must live in an importable module, never in a notebook, so that ``spawn``
-and ``forkserver`` can find it (:func:`demo_worker` is one).
+Synchronisation uses pipes only (:class:`PipeBarrier`, and the pipes a trainer creates):
+``multiprocessing.Barrier`` keeps four named semaphores in ``/dev/shm`` under spawn and
+forkserver, which a killed run would leave behind.
+
+A worker's target must live in an importable module, never in a notebook, so that
+``spawn`` and ``forkserver`` can find it (:func:`demo_worker` is one).
 
 Examples
 --------
@@ -67,15 +44,10 @@ Examples
 ...     group.join()
 Traceback (most recent call last):
 ...
-course_lib._procs.WorkerError: worker 1 raised FaultInjected: injected fault in worker 1 at step 2
+course_lib.parallel.workers.WorkerError: worker 1 raised FaultInjected: injected fault in worker 1 at step 2
 <BLANKLINE>
 --- traceback in worker 1 ---
 ...
->>> with SharedArray((2, 3), "float32") as shared:
-...     shared.array[:] = 1.0
-...     with shared.spec.attach() as view:   # what a worker does
-...         float(view.sum())
-6.0
 >>> Fault("hang", rank=1, step=2)
 Fault(kind='hang', rank=1, step=2)
 """
@@ -83,55 +55,42 @@ Fault(kind='hang', rank=1, step=2)
 from __future__ import annotations
 
 import contextlib
-import gc
-import math
 import multiprocessing as mp
 import multiprocessing.connection
 import os
 import pickle
-import secrets
 import signal
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing import shared_memory
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from ._validate import check_int, check_positive
+from .._validate import check_int, check_positive
+from ..progress import ProgressBar
+from .shm import SharedArray, SharedSpec, remove_stale_segments, unlink_segment
 
 __all__ = [
+    "PARENT_GONE_EXIT",
+    "BarrierTimeout",
     "Fault",
-    "PipeBarrier",
     "FaultInjected",
+    "PipeBarrier",
     "ProcessGroup",
     "ProcessGroupError",
-    "SharedArray",
-    "SharedSpec",
     "WorkerContext",
     "WorkerDied",
     "WorkerError",
     "WorkerTimeout",
-    "blas_threads",
-    "current_blas_threads",
     "check_start_method",
-    "Leftovers",
-    "ResourceSnapshot",
     "default_start_method",
     "demo_worker",
-    "find_leftovers",
     "keep_freed_memory",
-    "leaked_resources",
-    "remove_stale_segments",
-    "resource_snapshot",
 ]
-
-#: Prefix of every shared-memory segment the course creates: ``ddl_<pid>_<random>``.
-SHM_PREFIX = "ddl_"
 
 _POLL_S = 0.1  # how often the parent looks at the progress counters
 _TERMINATE_GRACE_S = 2.0  # SIGTERM -> wait this long -> SIGKILL
@@ -291,243 +250,6 @@ def _check_importable(target: Callable, start_method: str) -> None:
         )
 
 
-# ------------------------------------------------------------------- BLAS threads
-@contextlib.contextmanager
-def blas_threads(n: int | None) -> Iterator[None]:
-    """Limit the BLAS thread pool of this process to ``n`` threads (None: no limit).
-
-    Examples
-    --------
-    >>> with blas_threads(1):
-    ...     pass
-    """
-    if n is None:
-        yield
-        return
-    n = check_int(n, "blas_threads", 1)
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=n, user_api="blas"):
-        yield
-
-
-def current_blas_threads() -> int:
-    """Threads the BLAS libraries loaded in this process may use now (the largest; 1 if none).
-
-    Workers report it so that tests can check the one-thread-per-worker rule.
-
-    Examples
-    --------
-    >>> with blas_threads(1):
-    ...     current_blas_threads()
-    1
-    """
-    from threadpoolctl import threadpool_info
-
-    counts = [int(i["num_threads"]) for i in threadpool_info() if i.get("user_api") == "blas"]
-    return max(counts, default=1)
-
-
-# ----------------------------------------------------------------- shared memory
-def _release(shm: shared_memory.SharedMemory) -> None:
-    """Close a segment's file descriptor; unmap it when the last array using it dies.
-
-    ``SharedMemory.close()`` unmaps at once, and numpy does not hold a buffer export
-    on the memory it wraps: an array still alive then points to unmapped memory and
-    the process crashes (segmentation fault) on its next access. Dropping our
-    references instead lets reference counting unmap the segment exactly when the
-    last view of it goes away.
-    """
-    buf, mapping = shm._buf, shm._mmap
-    shm._buf = shm._mmap = None
-    del buf, mapping  # unmapped here unless arrays still use it
-    shm.close()  # now only closes the file descriptor
-
-
-class SharedSpec(NamedTuple):
-    """A picklable handle of a :class:`SharedArray` (what a worker receives)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-
-    @contextlib.contextmanager
-    def attach(self) -> Iterator[np.ndarray]:
-        """Map the segment in this process and yield it as an array (no copy).
-
-        On exit the mapping is released (unmapped once no view of the array is left).
-        A worker never unlinks: the creator does.
-        """
-        if sys.version_info >= (3, 13):  # pragma: no cover - newer Pythons
-            shm = shared_memory.SharedMemory(name=self.name, track=False)
-        else:
-            # Workers started by multiprocessing share the parent's resource tracker,
-            # whose registry is a set: registering the name again is harmless, and the
-            # creator's unlink() unregisters it.
-            shm = shared_memory.SharedMemory(name=self.name)
-        array = np.ndarray(self.shape, dtype=np.dtype(self.dtype), buffer=shm.buf)
-        try:
-            yield array
-        finally:
-            del array
-            _release(shm)
-
-
-class SharedArray:
-    """A numpy array in a new shared-memory segment, unlinked by :meth:`close`.
-
-    Parameters
-    ----------
-    shape : int or tuple of int
-    dtype : numpy dtype
-    init : array_like, optional
-        Initial content (broadcast to ``shape``); otherwise zeros.
-
-    Use it as a context manager (or call :meth:`close` in ``finally``): the segment is
-    removed from ``/dev/shm`` even if views of :attr:`array` are still alive; its memory
-    is unmapped when the last of them goes away (never while one can still read it).
-    """
-
-    def __init__(self, shape, dtype, init=None):
-        shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-        shape = tuple(check_int(s, "shape", 0) for s in shape)
-        dtype = np.dtype(dtype)
-        nbytes = max(1, math.prod(shape) * dtype.itemsize)
-        name = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
-        self._shm = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
-        self.array = np.ndarray(shape, dtype=dtype, buffer=self._shm.buf)
-        if init is None:
-            self.array.fill(0)
-        else:
-            self.array[...] = init
-        self.spec = SharedSpec(name, shape, dtype.str)
-
-    @property
-    def name(self) -> str:
-        """Name of the segment (``/dev/shm/<name>`` on Linux)."""
-        return self.spec.name
-
-    def close(self) -> None:
-        """Unlink the segment, then unmap it (idempotent)."""
-        shm, self._shm = self._shm, None
-        if shm is None:
-            return
-        self.array = None
-        try:
-            shm.unlink()
-        except FileNotFoundError:  # pragma: no cover - already removed
-            pass
-        _release(shm)
-
-    def __enter__(self) -> SharedArray:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "closed" if self._shm is None else "open"
-        return f"SharedArray({self.spec.name!r}, shape={self.spec.shape}, dtype={self.spec.dtype}, {state})"
-
-
-def remove_stale_segments() -> list[str]:
-    """Unlink ``/dev/shm/ddl_<pid>_*`` segments whose creating process no longer exists.
-
-    A process killed with SIGKILL (a kernel restart kills the kernel's whole process
-    group, resource tracker included) cannot unlink its segments. Every
-    :class:`ProcessGroup` calls this when it starts, so such leftovers disappear with
-    the next run. Segments of living processes are never touched. Returns the names
-    removed (always empty where ``/dev/shm`` does not exist).
-
-    Examples
-    --------
-    >>> isinstance(remove_stale_segments(), list)
-    True
-    """
-    if not os.path.isdir("/dev/shm"):  # pragma: no cover - not Linux
-        return []
-    removed = []
-    for entry in os.listdir("/dev/shm"):
-        if not entry.startswith(SHM_PREFIX):
-            continue
-        pid_text = entry[len(SHM_PREFIX):].split("_", 1)[0]
-        if not pid_text.isdigit() or _alive(int(pid_text)):
-            continue
-        try:
-            os.unlink(os.path.join("/dev/shm", entry))
-            removed.append(entry)
-        except OSError:  # pragma: no cover - removed concurrently, or not ours
-            pass
-    return removed
-
-
-class Leftovers(NamedTuple):
-    """What earlier runs left on this machine (see :func:`find_leftovers`)."""
-
-    orphans: tuple[int, ...]
-    """Process ids of workers whose parent has died (they map a segment of a dead creator)."""
-    segments: tuple[str, ...]
-    """``/dev/shm`` segments of the course whose creating process no longer exists."""
-
-
-def find_leftovers() -> Leftovers:
-    """Orphaned workers and stale shared-memory segments of the course (Linux; else empty).
-
-    Every worker maps its run's ``ddl_<parent pid>_*`` segments, so a process that maps a
-    segment whose creator is dead is an orphaned worker (its watcher should have ended it
-    within milliseconds: one found here is a bug or a machine under great load). What
-    :func:`remove_stale_segments` would remove is reported as ``segments``.
-
-    Examples
-    --------
-    >>> isinstance(find_leftovers().orphans, tuple)
-    True
-    """
-    if not (os.path.isdir("/proc/self") and os.path.isdir("/dev/shm")):  # pragma: no cover
-        return Leftovers((), ())
-    orphans = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/maps") as f:
-                names = {line.split("/dev/shm/", 1)[1].split()[0] for line in f if "/dev/shm/" + SHM_PREFIX in line}
-        except OSError:  # gone, or another user's process
-            continue
-        creators = {n[len(SHM_PREFIX):].split("_", 1)[0] for n in names}
-        if any(c.isdigit() and not _alive(int(c)) for c in creators):
-            orphans.append(int(entry))
-    segments = []
-    for entry in os.listdir("/dev/shm"):
-        pid_text = entry[len(SHM_PREFIX):].split("_", 1)[0]
-        if entry.startswith(SHM_PREFIX) and pid_text.isdigit() and not _alive(int(pid_text)):
-            segments.append(entry)
-    return Leftovers(tuple(sorted(orphans)), tuple(sorted(segments)))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError):
-        return pid <= 2**22  # exists (another user) / impossible pid
-    return True
-
-
-def _unlink_segment(name: str) -> None:
-    """Remove the segment ``name`` (and its resource-tracker entry); ignore it if gone."""
-    try:
-        shm = shared_memory.SharedMemory(name=name)
-    except (FileNotFoundError, OSError):
-        return
-    try:
-        shm.unlink()  # also unregisters it from the resource tracker
-    except FileNotFoundError:  # pragma: no cover - removed concurrently
-        pass
-    _release(shm)
-
-
 # --------------------------------------------------------------------- barrier
 class BarrierTimeout(TimeoutError):
     """A worker waited longer than its timeout at a :class:`PipeBarrier`."""
@@ -669,7 +391,7 @@ def _watch_parent(segments: Sequence[str]) -> None:
 def _exit_orphaned(segments: Sequence[str]) -> None:
     """The parent is gone: remove the run's segments and end this worker at once."""
     for name in segments:
-        _unlink_segment(name)
+        unlink_segment(name)
     os._exit(PARENT_GONE_EXIT)
 
 
@@ -787,7 +509,7 @@ class ProcessGroup:
         start_method: str | None = None,
         timeout: float = 60.0,
         name: str = "ddl-worker",
-        preload: Sequence[str] = ("course_lib._procs",),
+        preload: Sequence[str] = ("course_lib.parallel.workers",),
         shared: Sequence[SharedArray] = (),
         channels: bool = False,
     ):
@@ -903,7 +625,7 @@ class ProcessGroup:
         pending = set(range(n))
         last_seen = self.progress
         last_change = time.monotonic()
-        bar = _Progress(progress_total, progress_label, progress_display)
+        bar = ProgressBar(progress_total, progress_label, progress_display)
         try:
             while pending:
                 waitables = {}
@@ -1021,179 +743,3 @@ class ProcessGroup:
             f"ProcessGroup({getattr(self.target, '__qualname__', self.target)}, "
             f"world_size={self.world_size}, start_method={self.start_method!r})"
         )
-
-
-# ------------------------------------------------------------- leak checking
-_MP_HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
-
-
-@dataclass(frozen=True)
-class ResourceSnapshot:
-    """Processes and shared memory held by this process at one moment (Linux ``/proc``).
-
-    Attributes
-    ----------
-    processes : frozenset of (pid, state, command)
-        Every descendant process except multiprocessing's own long-lived helpers (the
-        resource tracker and the forkserver, started once per kernel on purpose).
-    segments : frozenset of str
-        ``/dev/shm`` entries named ``ddl_<this pid>_*``.
-    mapped : frozenset of str
-        ``/dev/shm`` files (segments, POSIX semaphores) mapped into this process,
-        except multiprocessing's heap arenas (``pym-*``: one per process, reused by
-        every later Barrier or RawArray, never a per-run leak).
-    """
-
-    processes: frozenset
-    segments: frozenset
-    mapped: frozenset
-
-
-def resource_snapshot() -> ResourceSnapshot:
-    """Take a :class:`ResourceSnapshot` (empty sets where ``/proc`` does not exist)."""
-    if not os.path.isdir("/proc/self"):  # pragma: no cover - not Linux
-        return ResourceSnapshot(frozenset(), frozenset(), frozenset())
-    parents: dict[int, list[tuple[int, str]]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read().decode(errors="replace")
-        except OSError:
-            continue
-        rest = stat[stat.rindex(")") + 2 :].split()
-        parents.setdefault(int(rest[1]), []).append((int(entry), rest[0]))
-    # A worker started by the forkserver is forked from it and keeps its command line:
-    # skip only the helpers themselves, not the processes they started.
-    found, todo = [], [(os.getpid(), False)]
-    while todo:
-        parent, parent_is_helper = todo.pop()
-        for pid, state in parents.get(parent, []):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-            except OSError:
-                cmd = "?"
-            helper = not parent_is_helper and any(h in cmd for h in _MP_HELPERS)
-            todo.append((pid, helper))
-            if not helper:
-                found.append((pid, state, cmd))
-    prefix = f"{SHM_PREFIX}{os.getpid()}_"
-    segments = {e for e in os.listdir("/dev/shm") if e.startswith(prefix)} if os.path.isdir("/dev/shm") else set()
-    mapped = set()
-    with open("/proc/self/maps") as f:
-        for line in f:
-            if "/dev/shm/" in line:
-                entry = line.split("/dev/shm/", 1)[1].strip()
-                if not entry.startswith("pym-"):
-                    mapped.add(entry)
-    return ResourceSnapshot(frozenset(found), frozenset(segments), frozenset(mapped))
-
-
-def leaked_resources(before: ResourceSnapshot, grace: float = 3.0) -> list[str]:
-    """What exists now but not in ``before``: processes, segments, mappings.
-
-    Collects garbage first (an exception's traceback keeps the frames, and with them
-    the semaphores, of a failed run alive until then) and waits up to ``grace``
-    seconds for processes to finish exiting. Returns a list of descriptions (empty:
-    nothing leaked).
-    """
-    deadline = time.monotonic() + grace
-    while True:
-        gc.collect()
-        now = resource_snapshot()
-        old_pids = {p for p, _, _ in before.processes}
-        procs = [f"process {p} ({state}) {cmd}" for p, state, cmd in now.processes if p not in old_pids]
-        leaks = procs + [f"/dev/shm/{s}" for s in sorted(now.segments - before.segments)]
-        leaks += [f"mapping of /dev/shm/{m}" for m in sorted(now.mapped - before.mapped)]
-        if not leaks or time.monotonic() > deadline:
-            return leaks
-        time.sleep(0.05)
-
-
-# ---------------------------------------------------------------- progress bar
-def _in_notebook() -> bool:
-    shell = sys.modules.get("IPython")
-    if shell is None:
-        return False
-    try:
-        ip = shell.get_ipython()
-    except Exception:  # noqa: BLE001 - IPython not initialised
-        return False
-    return ip is not None and getattr(ip, "kernel", None) is not None
-
-
-class _Progress:
-    """An ipywidgets progress bar shown for runs longer than ``delay`` seconds.
-
-    ``display=None`` shows it only in a notebook kernel; False never; True always (a
-    text line on stderr outside notebooks).
-    """
-
-    def __init__(self, total: int | None, label: str = "", display: bool | None = None,
-                 delay: float = 1.5):
-        self.total, self.label, self.delay = total, label, delay
-        self.enabled = bool(total) and (display if display is not None else _in_notebook())
-        self.notebook = _in_notebook()
-        self.t0 = time.monotonic()
-        self.value = 0
-        self.widget = None
-        self.handle = None
-        self.shown = False
-
-    def _show(self) -> None:
-        self.shown = True
-        if self.notebook:
-            import ipywidgets as w
-            from IPython.display import display
-
-            self.widget = w.IntProgress(
-                value=self.value, min=0, max=self.total, description=self.label or "steps",
-                style={"description_width": "initial"},
-            )
-            self.handle = display(_BarBundle(self.widget, f"{self.label or 'steps'}: running"),
-                                  display_id=True)
-
-    def tick(self) -> None:
-        if self.enabled and not self.shown and time.monotonic() - self.t0 > self.delay:
-            self._show()
-            self.update(self.value)
-
-    def update(self, value: int) -> None:
-        self.value = int(value)
-        if not (self.enabled and self.shown):
-            return
-        if self.widget is not None:
-            self.widget.value = min(self.value, self.total)
-        else:
-            print(f"\r{self.label or 'steps'}: {self.value}/{self.total}", end="", file=sys.stderr)
-
-    def finish(self, ok: bool) -> None:
-        if not (self.enabled and self.shown):
-            return
-        elapsed = time.monotonic() - self.t0
-        if self.widget is not None:
-            text = f"{self.label or 'steps'}: {'done' if ok else 'stopped'} in {elapsed:.1f} s"
-            self.widget.bar_style = "success" if ok else "danger"
-            self.widget.description = text
-            if self.handle is not None:
-                self.handle.update(_BarBundle(self.widget, text))
-        else:
-            print(f" {'done' if ok else 'stopped'} in {elapsed:.1f} s", file=sys.stderr)
-
-
-class _BarBundle:
-    """A progress bar's output: the live widget plus a text/html line for static viewers."""
-
-    def __init__(self, widget, text: str):
-        self.widget, self.text = widget, text
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        if isinstance(bundle, tuple):  # pragma: no cover - (data, metadata) form
-            bundle = bundle[0]
-        bundle = dict(bundle)
-        bundle["text/plain"] = self.text
-        bundle["text/html"] = f"<code>{self.text}</code>"
-        return bundle

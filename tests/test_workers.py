@@ -1,4 +1,4 @@
-"""Tests of course_lib._procs: worker lifecycle, fault propagation, no leaks."""
+"""Tests of course_lib.parallel.workers and .shm: worker lifecycle, fault propagation, no leaks."""
 
 from __future__ import annotations
 
@@ -13,22 +13,21 @@ import time
 import numpy as np
 import pytest
 
-from course_lib._procs import (
+from course_lib.parallel.shm import SharedArray
+from course_lib.parallel.workers import (
     Fault,
     FaultInjected,
     ProcessGroup,
-    SharedArray,
     WorkerDied,
     WorkerError,
     WorkerTimeout,
-    _Progress,
-    blas_threads,
     check_start_method,
     default_start_method,
     demo_worker,
-    leaked_resources,
-    resource_snapshot,
 )
+from course_lib.progress import ProgressBar as _Progress
+from course_lib.testing import leaked_resources, resource_snapshot
+from course_lib.timing import blas_threads
 
 LINUX = sys.platform.startswith("linux")
 METHODS = ["fork", "forkserver", "spawn"]
@@ -164,7 +163,7 @@ def test_sigint_to_process_group_like_jupyter_stop_button(tmp_path):
     script = tmp_path / "victim.py"
     script.write_text(textwrap.dedent("""
         import sys
-        from course_lib._procs import Fault, ProcessGroup, demo_worker
+        from course_lib.parallel.workers import Fault, ProcessGroup, demo_worker
         if __name__ == "__main__":
             with ProcessGroup(demo_worker, 2, args=(3, Fault("hang", rank=1, step=1)),
                               start_method=sys.argv[1], timeout=60) as g:
@@ -317,7 +316,7 @@ def test_progress_text_outside_notebook(capsys):
 def test_stale_segments_of_dead_processes_are_removed():
     from multiprocessing import shared_memory
 
-    from course_lib._procs import remove_stale_segments
+    from course_lib.parallel.shm import remove_stale_segments
 
     # a pid above the kernel's limit can never be alive: like a kernel killed with SIGKILL
     dead = shared_memory.SharedMemory(name="ddl_4194305_stale", create=True, size=16)
@@ -344,7 +343,7 @@ def test_keep_freed_memory_stops_page_faults_in_fresh_processes():
     code = textwrap.dedent("""
         import resource, sys
         import numpy as np
-        from course_lib._procs import keep_freed_memory
+        from course_lib.parallel.workers import keep_freed_memory
         if sys.argv[1] == "keep":
             assert keep_freed_memory()
         def step():  # like a training step: several 4 MB temporaries alive at once
