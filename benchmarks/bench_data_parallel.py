@@ -29,8 +29,8 @@ import time
 
 import numpy as np
 
-from course_lib.data_parallel import train_data_parallel, train_serial
 from course_lib.models import MLP
+from course_lib.parallel.data import train_data_parallel, train_serial
 
 SIZES = (784, 1024, 10)
 TARGET_SPEEDUP = 1.5
@@ -63,7 +63,7 @@ def _run(spec: dict, model, x, y, batch: int, steps: int, start_method):
     if spec["kind"] == "dp":
         return train_data_parallel(model, x, y, workers=spec["workers"], backend=spec["backend"],
                                    start_method=start_method, **kw)
-    from course_lib.torch_engine import train_torch
+    from course_lib.parallel.torch_engine import train_torch
 
     return train_torch(model, x, y, workers=spec["workers"], start_method=start_method, **kw)
 
@@ -81,7 +81,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
-    from course_lib.torch_engine import torch_available
+    from course_lib.parallel.torch_engine import torch_available
 
     with_gloo = not args.no_gloo and torch_available()
     model = MLP(SIZES)

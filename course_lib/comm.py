@@ -21,13 +21,16 @@ operations in MPICH", IJHPCA 19(1), 2005 (ring and tree costs); Patarasuk and Yu
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from ._validate import as_real, broadcast, check_range, scalar_or_array
+from ._validate import as_real, broadcast, check_int, check_positive, check_range, scalar_or_array
 
 __all__ = [
     "ALGORITHMS",
     "allreduce_time",
+    "communication_crossover",
     "data_parallel_efficiency",
     "data_parallel_speedup",
     "data_parallel_step_time",
@@ -389,3 +392,37 @@ def data_parallel_efficiency(
     )
     s, n = broadcast(speedup=np.asarray(s, dtype=np.float64), devices=_devices(devices))
     return scalar_or_array(s / n, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
+
+
+def communication_crossover(compute_time, nbytes, bandwidth, latency=0.0, *, algorithm: str = "ring",
+                            servers=1, n_max: int = 1 << 20) -> int | float:
+    """Fewest devices at which the gradient exchange takes at least as long as the compute.
+
+    With a fixed global batch (strong scaling) each of N devices computes for
+    ``compute_time / N`` while the exchange time of :mod:`course_lib.comm` stays or
+    grows: from the returned N on, a step is mostly communication. Returns
+    ``math.inf`` if that does not happen up to ``n_max`` devices.
+
+    Parameters
+    ----------
+    compute_time : float
+        Forward + backward of the global batch on ONE device, seconds, > 0.
+    nbytes, bandwidth, latency, algorithm, servers
+        As in :func:`course_lib.comm.allreduce_time`.
+    n_max : int
+        Largest device count searched.
+
+    Examples
+    --------
+    >>> communication_crossover(1.0, 1e9, 1e9)          # ring: 1/N <= 2(N-1)/N s
+    2
+    >>> communication_crossover(1.0, 1e6, 1e9, algorithm="ps")   # 1/N <= 2 N ms
+    23
+    """
+    tc = check_positive(compute_time, "compute_time")
+    n_max = check_int(n_max, "n_max", 1)
+    ns = np.arange(1, n_max + 1, dtype=np.float64)
+    exchange = np.asarray(allreduce_time(nbytes, ns, bandwidth, latency,
+                                              algorithm=algorithm, servers=servers))
+    hit = np.flatnonzero(exchange >= tc / ns)
+    return int(ns[hit[0]]) if hit.size else math.inf

@@ -570,6 +570,13 @@ def run_checks(checks: Sequence[Callable[[], Check]] | None = None) -> list[Chec
 
     A check that crashes is reported as a failure, never raised.
     """
+    if checks is not None:
+        from ._validate import check_sequence  # here, not at the top: it imports numpy
+
+        checks = check_sequence(checks, "checks")
+        for i, fn in enumerate(checks):
+            if not callable(fn):
+                raise TypeError(f"checks[{i}] must be a function returning a Check, got {type(fn).__name__}")
     results = []
     for fn in CHECKS if checks is None else checks:
         try:
@@ -578,6 +585,20 @@ def run_checks(checks: Sequence[Callable[[], Check]] | None = None) -> list[Chec
             label = fn.__name__.removeprefix("check_")
             results.append(Check(label, FAIL, f"check crashed: {type(exc).__name__}: {exc}"))
     return results
+
+
+def _check_results(results) -> list[Check]:
+    """``results`` as a list of Check. The doctor must report even where numpy is broken,
+    so the shared check (whose module imports numpy) is imported only for bad input."""
+    try:
+        items = None if isinstance(results, (str, bytes)) else list(results)
+    except TypeError:
+        items = None
+    if items is None or not all(isinstance(r, Check) for r in items):
+        from ._validate import check_sequence
+
+        return check_sequence(results, "results", Check, "a Check")
+    return items
 
 
 def format_report(results: Sequence[Check]) -> str:
@@ -593,6 +614,7 @@ def format_report(results: Sequence[Check]) -> str:
             fix: pip install ipywidgets
     1 problem must be fixed (FAIL); 0 warnings.
     """
+    results = _check_results(results)
     lines = ["ddl-course doctor"]
     for r in results:
         lines.append(f"  {r.status:<5} {r.name:<24} {r.detail}")

@@ -7,7 +7,7 @@ copies of every stage all-reduce that stage's gradients (the ``P`` groups in par
 For one step of the running example (:class:`course_lib.models.MLP`) this module
 estimates
 
-* the time: the pipeline's makespan from :func:`course_lib.model_parallel.simulate_pipeline`
+* the time: the pipeline's makespan from :func:`course_lib.parallel.pipeline_schedule.simulate_pipeline`
   (compute of the slowest stage, the bubble, activation hand-overs) plus the
   gradient all-reduce from :func:`course_lib.comm.ring_allreduce_time`;
 * the memory per device: parameters, gradients, optimizer state, and the stashed
@@ -25,13 +25,15 @@ per device with bandwidth ``bandwidth`` for every transfer, FLOPs run at a susta
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from . import comm
-from ._validate import check_int, check_positive
-from .model_parallel import SCHEDULES, partition_layers, simulate_pipeline, stage_flops
+from ._validate import check_int, check_positive, check_type
+from .models import MLP
+from .parallel.pipeline_schedule import SCHEDULES, partition_layers, simulate_pipeline, stage_flops
 
 __all__ = [
     "EXAMPLE_SIZES",
@@ -122,6 +124,10 @@ class HybridConfig:
         return f"{self.data}x{self.pipeline}"
 
 
+def _check_model(model) -> MLP:
+    return check_type(model, "model", MLP, "an MLP")
+
+
 def stage_params(model, boundaries) -> np.ndarray:
     """Number of parameters each stage of a split holds.
 
@@ -131,9 +137,9 @@ def stage_params(model, boundaries) -> np.ndarray:
     >>> stage_params(MLP((64, 32, 10)), (0, 1, 2)).tolist()
     [2080, 330]
     """
-    from .model_parallel import _check_boundaries
+    from .parallel.pipeline_schedule import check_boundaries as _check_boundaries
 
-    b = _check_boundaries(model, boundaries)
+    b = _check_boundaries(_check_model(model), boundaries)
     out = []
     for lo, hi in zip(b[:-1], b[1:]):
         sl = model.layer_range(lo, hi)
@@ -153,9 +159,9 @@ def stage_activation_widths(model, boundaries) -> np.ndarray:
     >>> stage_activation_widths(MLP((64, 32, 10)), (0, 1, 2)).tolist()
     [96, 42]
     """
-    from .model_parallel import _check_boundaries
+    from .parallel.pipeline_schedule import check_boundaries as _check_boundaries
 
-    b = _check_boundaries(model, boundaries)
+    b = _check_boundaries(_check_model(model), boundaries)
     return np.array([sum(model.sizes[lo : hi + 1]) for lo, hi in zip(b[:-1], b[1:])], dtype=np.int64)
 
 
@@ -215,6 +221,7 @@ def estimate_config(
     >>> c.compute == 64 * model.flops_per_sample()["total"] / 1e9, c.bubble, c.allreduce
     (True, 0.0, 0.0)
     """
+    _check_model(model)
     batch_size = check_int(batch_size, "batch_size", 1)
     data = check_int(data, "data", 1, batch_size)
     pipeline = check_int(pipeline, "pipeline", 1, model.n_layers)
@@ -284,6 +291,7 @@ def enumerate_configs(model, batch_size: int, devices: int, **kw) -> list[Hybrid
     >>> [c.label for c in cs]
     ['6x1', '3x2', '2x3']
     """
+    _check_model(model)
     devices = check_int(devices, "devices", 1)
     batch_size = check_int(batch_size, "batch_size", 1)
     out = []
@@ -315,8 +323,20 @@ def best_config(model, batch_size: int, devices: int, **kw) -> HybridConfig | No
 
 
 def best_configs(model, batch_size: int, device_counts, **kw) -> list[HybridConfig | None]:
-    """:func:`best_config` for each device count in ``device_counts``."""
-    return [best_config(model, batch_size, check_int(n, "device_counts[i]", 1), **kw) for n in device_counts]
+    """:func:`best_config` for each device count in ``device_counts``.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> kw = dict(device_flops=1e9, bandwidth=1e12)
+    >>> [c.label for c in best_configs(MLP((64, 64, 64, 10)), 256, (1, 2), **kw)]
+    ['1x1', '2x1']
+    """
+    _check_model(model)
+    if isinstance(device_counts, (str, bytes)) or not isinstance(device_counts, Sequence):
+        raise TypeError(f"device_counts must be a sequence of integers, got {type(device_counts).__name__}")
+    counts = [check_int(n, f"device_counts[{i}]", 1) for i, n in enumerate(device_counts)]
+    return [best_config(model, batch_size, n, **kw) for n in counts]
 
 
 # ------------------------------------------------------------------ the chapter's table
@@ -424,7 +444,7 @@ def scheme_comparison(model, batch_size: int, devices: int) -> SchemeComparison:
     >>> [round(r, 2) for r in t.relative()["total_memory"]]   # boundary activations twice
     [1.0, 1.35, 1.3]
     """
-    model_n = check_int(devices, "devices", 2, model.n_layers)
+    model_n = check_int(devices, "devices", 2, _check_model(model).n_layers)
     batch_size = check_int(batch_size, "batch_size", model_n)
     n = model_n
     item = model.dtype.itemsize

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import check_int
+from ._validate import as_real, check_int, check_positive, check_type
 
 __all__ = [
     "MLP",
@@ -53,6 +53,12 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray, reduction: str = "m
     >>> round(loss, 6) == round(math.log(4), 6), d.shape
     (True, (2, 4))
     """
+    check_type(logits, "logits", np.ndarray, "a numpy array of shape (batch, classes)")
+    if logits.ndim != 2 or not np.issubdtype(logits.dtype, np.floating):
+        raise ValueError(
+            f"logits must be a float array of shape (batch, classes), got {logits.dtype} {logits.shape}"
+        )
+    y = _check_labels(y, logits.shape[0], logits.shape[1])
     if reduction not in ("mean", "sum"):
         raise ValueError(f"reduction must be 'mean' or 'sum', got {reduction!r}")
     shifted = logits - logits.max(axis=1, keepdims=True)
@@ -65,6 +71,16 @@ def softmax_cross_entropy(logits: np.ndarray, y: np.ndarray, reduction: str = "m
     scale = 1.0 / logits.shape[0] if reduction == "mean" else 1.0
     loss = -float(log_prob.sum(dtype=np.float64)) * scale
     return loss, (probs * np.asarray(scale, dtype=logits.dtype)).astype(logits.dtype, copy=False)
+
+
+def _check_labels(y, batch: int, classes: int) -> np.ndarray:
+    """``y`` as an integer array of shape (batch,) with labels in [0, classes)."""
+    y = np.asarray(y) if not isinstance(y, np.ndarray) else y
+    if y.shape != (batch,) or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(f"y must be an integer array of shape ({batch},), got {y.dtype} {y.shape}")
+    if batch and (y.min() < 0 or y.max() >= classes):
+        raise ValueError(f"y must hold labels in [0, {classes - 1}]")
+    return y
 
 
 @dataclass(frozen=True)
@@ -320,8 +336,7 @@ class MLP:
 
     # --------------------------------------------------------------- checking
     def _check_flat(self, flat, name: str) -> None:
-        if not isinstance(flat, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array, got {type(flat).__name__}")
+        check_type(flat, name, np.ndarray, "a numpy array")
         if flat.shape != (self.n_params,):
             raise ValueError(f"{name} must have shape ({self.n_params},), got {flat.shape}")
 
@@ -334,18 +349,26 @@ class MLP:
         return x.astype(self.dtype, copy=False)
 
     def _check_y(self, y, batch: int) -> np.ndarray:
-        y = np.asarray(y)
-        if y.shape != (batch,) or not np.issubdtype(y.dtype, np.integer):
-            raise ValueError(f"y must be an integer array of shape ({batch},), got {y.dtype} {y.shape}")
-        if batch and (y.min() < 0 or y.max() >= self.sizes[-1]):
-            raise ValueError(f"y must hold labels in [0, {self.sizes[-1] - 1}]")
-        return y
+        return _check_labels(y, batch, self.sizes[-1])
 
 
 def sgd_step(params: np.ndarray, grad: np.ndarray, lr: float) -> None:
-    """Plain SGD, in place: ``params -= lr * grad``."""
-    if not (isinstance(lr, (int, float, np.floating)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    """Plain SGD, in place: ``params -= lr * grad``.
+
+    Examples
+    --------
+    >>> p = np.ones(3, np.float32)
+    >>> sgd_step(p, np.full(3, 2.0, np.float32), 0.25)
+    >>> p
+    array([0.5, 0.5, 0.5], dtype=float32)
+    """
+    check_type(params, "params", np.ndarray, "a numpy array")
+    if not np.issubdtype(params.dtype, np.floating):
+        raise TypeError(f"params must be a float array, got dtype {params.dtype}")
+    check_type(grad, "grad", np.ndarray, "a numpy array")
+    if grad.shape != params.shape:
+        raise ValueError(f"grad must have the shape of params {params.shape}, got {grad.shape}")
+    lr = check_positive(lr, "lr")
     params -= np.asarray(lr, dtype=params.dtype) * grad
 
 
@@ -405,14 +428,28 @@ def train(
     >>> res.test_accuracy[-1] > 0.9
     True
     """
+    check_type(model, "model", (MLP, CNN), "an MLP or a CNN")
     epochs = check_int(epochs, "epochs", 1)
     batch_size = check_int(batch_size, "batch_size", 1)
     seed = check_int(seed, "seed", 0)
     x = model._check_x(x)
     y = model._check_y(y, x.shape[0])
-    if optimizer is None and not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    params = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
+    if optimizer is None:
+        lr = check_positive(lr, "lr")
+    elif not callable(getattr(optimizer, "step", None)):
+        raise TypeError(
+            f"optimizer must have a step(params, grad) method, got {type(optimizer).__name__}"
+        )
+    if (x_test is None) != (y_test is None):
+        raise ValueError("x_test and y_test must be given together")
+    if x_test is not None:
+        x_test = model._check_x(x_test)
+        y_test = model._check_y(y_test, x_test.shape[0])
+    if params is None:
+        params = model.init_params(seed)
+    else:
+        params = np.array(as_real(params, "params"), dtype=model.dtype)
+        model._check_flat(params, "params")
     grad = np.zeros_like(params)
     rng = np.random.default_rng(seed + 1)
     result = TrainResult(params=params, loss=[], test_accuracy=[], step_loss=[])
@@ -670,12 +707,7 @@ class CNN:
         return x.astype(self.dtype, copy=False)
 
     def _check_y(self, y, batch: int) -> np.ndarray:
-        y = np.asarray(y)
-        if y.shape != (batch,) or not np.issubdtype(y.dtype, np.integer):
-            raise ValueError(f"y must be an integer array of shape ({batch},), got {y.dtype} {y.shape}")
-        if batch and (y.min() < 0 or y.max() >= self.n_classes):
-            raise ValueError(f"y must hold labels in [0, {self.n_classes - 1}]")
-        return y
+        return _check_labels(y, batch, self.n_classes)
 
 
 __all__ += ["CNN"]

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validate import as_real, check_int, check_positive, check_range
+from ._validate import check_int, check_positive, check_real
 
 __all__ = [
     "LAMB",
@@ -53,11 +53,7 @@ def _positive_number(value: Any, name: str, *, allow_zero: bool = False) -> floa
 
 
 def _fraction(value: Any, name: str, *, high_open: bool = False) -> float:
-    arr = as_real(value, name, allow_inf=True)
-    if arr.ndim != 0:
-        raise TypeError(f"{name} must be a scalar, got an array of shape {arr.shape}")
-    check_range(arr, name, 0.0, 1.0, high_open=high_open)
-    return float(arr)
+    return check_real(value, name, 0.0, 1.0, high_open=high_open)
 
 
 def linear_scaling_rule(base_lr: float, base_batch: int, batch: int) -> float:

@@ -25,6 +25,7 @@ __all__ = [
     "devices_needed",
     "efficiency",
     "fit_amdahl",
+    "fit_gustafson",
     "gustafson",
     "gustafson_to_amdahl",
     "karp_flatt",
@@ -345,3 +346,28 @@ def devices_needed(p, target_speedup):
         value = float(n)
         return math.inf if math.isinf(value) else int(value)
     return n
+
+
+def fit_gustafson(n, scaled_speedup) -> float:
+    r"""Least-squares ``p`` of Gustafson's law :math:`S = (1 - p) + p N` from measurements.
+
+    Written as :math:`S - 1 = p (N - 1)`, a line through the origin:
+    :math:`\hat p = \sum (N_i - 1)(S_i - 1) / \sum (N_i - 1)^2`, clipped to [0, 1].
+
+    Examples
+    --------
+    >>> fit_gustafson([1, 2, 4], [1.0, 1.9, 3.7])
+    0.9
+    """
+    n_arr = as_real(n, "n")
+    s_arr = as_real(scaled_speedup, "scaled_speedup")
+    if n_arr.ndim != 1 or n_arr.shape != s_arr.shape:
+        raise ValueError("n and scaled_speedup must be 1-D and of the same length")
+    x = n_arr - 1.0
+    if np.any(n_arr < 1):
+        raise ValueError("n must be >= 1")
+    sxx = float(np.sum(x * x))
+    if sxx == 0.0:
+        raise ValueError("n must contain at least one worker count > 1 to fit p")
+    p = float(np.sum(x * (s_arr - 1.0))) / sxx
+    return round(min(max(p, 0.0), 1.0), 12)

@@ -30,10 +30,12 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from ._validate import check_sequence, check_type
 
 __all__ = [
     "Deck",
@@ -111,6 +113,23 @@ class Deck:
     seconds: float
 
 
+# ------------------------------------------------------------------ argument checks
+def _check_cells(cells: Any) -> list:
+    return check_sequence(cells, "cells", Mapping, "a notebook cell (a dict)")
+
+
+def _check_notebook(nb: Any) -> Any:
+    check_type(nb, "nb", Mapping, "a notebook (a dict with a 'cells' list)")
+    if "cells" not in nb:
+        raise ValueError("nb must be a notebook (a dict with a 'cells' list), it has no 'cells'")
+    _check_cells(nb["cells"])
+    return nb
+
+
+def _check_path(value: Any, name: str) -> Path:
+    return Path(check_type(value, name, (str, os.PathLike), "a path (str or pathlib.Path)"))
+
+
 # ------------------------------------------------------------------ cell metadata
 def _tags(cell: Any) -> set[str]:
     return set(cell.get("metadata", {}).get("tags", []) or [])
@@ -130,8 +149,8 @@ def kept_cells(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CELL_TA
     >>> len(kept_cells(cells))
     2
     """
-    remove = set(remove_tags)
-    return [c for c in cells if not (_tags(c) & remove)]
+    remove = set(check_sequence(remove_tags, "remove_tags", str, "a tag (str)"))
+    return [c for c in _check_cells(cells) if not (_tags(c) & remove)]
 
 
 def slide_structure(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CELL_TAGS) -> tuple[int, ...]:
@@ -177,7 +196,7 @@ def slide_problems(cells: Sequence[Any]) -> list[str]:
     ['cell 1: no slideshow.slide_type']
     """
     problems = []
-    for i, cell in enumerate(cells):
+    for i, cell in enumerate(_check_cells(cells)):
         slideshow = cell.get("metadata", {}).get("slideshow")
         if not slideshow or "slide_type" not in slideshow:
             problems.append(f"cell {i}: no slideshow.slide_type")
@@ -194,7 +213,8 @@ def notebook_title(nb: Any, default: str = "") -> str:
     >>> notebook_title({"cells": [{"cell_type": "markdown", "source": "# 02 Scaling laws\\ntext"}]})
     '02 Scaling laws'
     """
-    for cell in nb["cells"]:
+    check_type(default, "default", str, "a str")
+    for cell in _check_notebook(nb)["cells"]:
         if cell.get("cell_type") != "markdown":
             continue
         source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
@@ -216,7 +236,7 @@ def _installed_version(vendor_dir: Path, package: str) -> str | None:
 
 def missing_vendor_packages(vendor_dir: Path) -> list[str]:
     """``name@version`` of every vendor package absent from ``vendor_dir`` (or another version)."""
-    vendor_dir = Path(vendor_dir)
+    vendor_dir = _check_path(vendor_dir, "vendor_dir")
     return [
         f"{name}@{version}"
         for name, version in VENDOR_PACKAGES.items()
@@ -274,7 +294,7 @@ def ensure_vendor(
     RuntimeError
         With the fix, when npm is missing or fails, or leaves a package missing.
     """
-    vendor_dir = Path(vendor_dir)
+    vendor_dir = _check_path(vendor_dir, "vendor_dir")
     missing = missing_vendor_packages(vendor_dir)
     if not missing:
         return False
@@ -314,7 +334,8 @@ def exporter_config(deck_dir: Path, vendor_dir: Path):
     """nbconvert configuration of the offline decks written to ``deck_dir``."""
     from traitlets.config import Config
 
-    modules = Path(vendor_dir) / "node_modules"
+    deck_dir = _check_path(deck_dir, "deck_dir")
+    modules = _check_path(vendor_dir, "vendor_dir") / "node_modules"
     rel = {key: _url(modules / path, Path(deck_dir)) for key, path in VENDOR_FILES.items()}
     c = Config()
     c.SlidesExporter.template_name = TEMPLATE_NAME
@@ -363,6 +384,7 @@ def deck_title(nb: Any, default: str = "") -> str:
     >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 06 Summary"}]}, "06_summary")
     '06 Summary'
     """
+    _check_notebook(nb)
     return (nb.get("metadata", {}) or {}).get("title") or notebook_title(nb, default)
 
 
@@ -375,7 +397,11 @@ def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path) -> Path:
     from nbconvert import SlidesExporter
     from nbformat import NotebookNode
 
-    deck_dir = Path(deck_dir)
+    _check_notebook(nb)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"name must be a non-empty str (the deck's file name), got {name!r}")
+    deck_dir = _check_path(deck_dir, "deck_dir")
+    _check_path(vendor_dir, "vendor_dir")
     deck_dir.mkdir(parents=True, exist_ok=True)
     # nbconvert's reveal template titles the page with nb.metadata.title, else the name.
     metadata = NotebookNode({**nb.get("metadata", {}), "title": deck_title(nb, name)})
@@ -389,6 +415,8 @@ def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path) -> Path:
 
 def write_index(decks: Sequence[Deck], deck_dir: Path) -> Path:
     """``index.html`` linking every deck in chapter (file name) order."""
+    decks = check_sequence(decks, "decks", Deck, "a Deck")
+    deck_dir = _check_path(deck_dir, "deck_dir")
     items = []
     for deck in sorted(decks, key=lambda d: d.path.name):
         href = html.escape(deck.path.name, quote=True)
@@ -448,8 +476,9 @@ def build_slides(
     """
     import nbformat
 
-    deck_dir = Path(deck_dir)
-    vendor_dir = Path(vendor_dir) if vendor_dir is not None else deck_dir / "vendor"
+    notebooks = check_sequence(notebooks, "notebooks", (str, os.PathLike), "a path (str or Path)")
+    deck_dir = _check_path(deck_dir, "deck_dir")
+    vendor_dir = _check_path(vendor_dir, "vendor_dir") if vendor_dir is not None else deck_dir / "vendor"
     if not notebooks:
         raise ValueError("notebooks must name at least one .ipynb file, got none")
     for path in notebooks:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ._validate import check_positive, check_sequence, check_type
 from .plots import figure_to_png
 
 __all__ = ["Choice", "Slider", "LiveFigure", "link_sliders", "live_figure"]
@@ -182,6 +183,10 @@ class LiveFigure:
 
         if not callable(plot):
             raise TypeError(f"plot must be callable, got {type(plot).__name__}")
+        sliders = check_sequence(sliders, "sliders", (Slider, Choice), "a Slider or a Choice")
+        if fixed is not None:
+            check_type(fixed, "fixed", dict, "a dict of keyword arguments")
+        dpi = check_positive(dpi, "dpi")
         names = [s.name for s in sliders]
         if len(set(names)) != len(names):
             raise ValueError(f"slider names must be unique, got {names}")
@@ -317,6 +322,9 @@ def link_sliders(source: LiveFigure, target: LiveFigure, names: Sequence[str]) -
     """
     import ipywidgets as w
 
+    check_type(source, "source", LiveFigure, "a LiveFigure")
+    check_type(target, "target", LiveFigure, "a LiveFigure")
+    names = check_sequence(names, "names", str, "a slider name (str)")
     for name in names:
         if name not in source.controls or name not in target.controls:
             raise ValueError(f"both figures need a slider named {name!r}")

@@ -29,7 +29,7 @@ def _model():
 
 
 def data_parallel_shm(method: str, steps: int = FOREVER):
-    from course_lib.data_parallel import train_data_parallel
+    from course_lib.parallel.data import train_data_parallel
 
     x, y = _data()
     return train_data_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps,
@@ -37,7 +37,7 @@ def data_parallel_shm(method: str, steps: int = FOREVER):
 
 
 def data_parallel_pipe(method: str, steps: int = FOREVER):
-    from course_lib.data_parallel import train_data_parallel
+    from course_lib.parallel.data import train_data_parallel
 
     x, y = _data()
     return train_data_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps,
@@ -45,7 +45,7 @@ def data_parallel_pipe(method: str, steps: int = FOREVER):
 
 
 def pipeline(method: str, steps: int = LONG):
-    from course_lib.model_parallel import train_pipeline
+    from course_lib.parallel.pipeline import train_pipeline
 
     x, y = _data()
     return train_pipeline(_model(), x, y, stages=2, micro_batches=2, batch_size=12, steps=steps,
@@ -53,7 +53,7 @@ def pipeline(method: str, steps: int = LONG):
 
 
 def hybrid(method: str, steps: int = LONG):
-    from course_lib.model_parallel import train_hybrid
+    from course_lib.parallel.pipeline import train_hybrid
 
     x, y = _data()
     return train_hybrid(_model(), x, y, data=2, stages=2, micro_batches=2, batch_size=12,
@@ -61,7 +61,7 @@ def hybrid(method: str, steps: int = LONG):
 
 
 def parallel_map(method: str, steps: int = FOREVER):
-    from course_lib.parallel_map import WorkerPool
+    from course_lib.parallel.speedup import WorkerPool
 
     x, y = _data()
     model = _model()
@@ -72,7 +72,7 @@ def parallel_map(method: str, steps: int = FOREVER):
 
 
 def torch_gloo(method: str, steps: int = FOREVER):
-    from course_lib.torch_engine import train_torch
+    from course_lib.parallel.torch_engine import train_torch
 
     x, y = _data()
     return train_torch(_model(), x, y, workers=2, batch_size=12, steps=steps,

@@ -1,4 +1,4 @@
-"""Tests of course_lib.data_parallel: partitioning, equivalence with serial training."""
+"""Tests of course_lib.parallel.data: partitioning, equivalence with serial training."""
 
 from __future__ import annotations
 
@@ -6,21 +6,17 @@ import os
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from course_lib import models
-from course_lib.data_parallel import (
+from course_lib.models import MLP
+from course_lib.parallel.data import (
     BACKENDS,
     DataParallelResult,
-    batch_schedule,
-    chunk_bounds,
-    shard_bounds,
     train_data_parallel,
     train_serial,
     train_simulated,
 )
-from course_lib.models import MLP
+from course_lib.parallel.partition import batch_schedule, shard_bounds
 
 MODEL = MLP((12, 24, 5))
 
@@ -35,51 +31,6 @@ def _data(n=90, seed=0):
 X, Y = _data()
 
 
-# ---------------------------------------------------------------- partitioning
-@given(st.integers(1, 500), st.integers(1, 64))
-def test_shard_bounds_cover_the_batch_evenly(batch, workers):
-    if batch < workers:
-        with pytest.raises(ValueError, match="batch_size"):
-            shard_bounds(batch, workers)
-        return
-    bounds = shard_bounds(batch, workers)
-    assert len(bounds) == workers and bounds[0][0] == 0 and bounds[-1][1] == batch
-    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
-    sizes = [hi - lo for lo, hi in bounds]
-    assert max(sizes) - min(sizes) <= 1 and min(sizes) >= 1
-    assert sizes == sorted(sizes, reverse=True)  # the larger shards come first
-
-
-@given(st.integers(0, 5000), st.integers(1, 40), st.sampled_from([1, 4, 16]))
-def test_chunk_bounds_partition_the_buffer(n, workers, align):
-    bounds = chunk_bounds(n, workers, align)
-    assert len(bounds) == workers and bounds[0][0] == 0 and bounds[-1][1] == n
-    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
-    assert all(lo <= hi for lo, hi in bounds)
-    if align > 1:
-        assert all(lo % align == 0 or lo == n for lo, _ in bounds)
-    # no chunk is much larger than an even share
-    assert max(hi - lo for lo, hi in bounds) <= -(-n // workers) + align
-
-
-def test_shard_and_chunk_hand_values():
-    assert shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
-    assert shard_bounds(7, 7) == [(i, i + 1) for i in range(7)]
-    assert chunk_bounds(100, 2) == [(0, 50 + 14), (64, 100)]
-    assert chunk_bounds(10, 4, align=1) == [(0, 3), (3, 6), (6, 8), (8, 10)]
-
-
-def test_batch_schedule_is_a_permutation_per_epoch_and_drops_the_tail():
-    batches = list(batch_schedule(10, 3, 6, seed=4))
-    assert all(b.shape == (3,) for b in batches)
-    first, second = np.concatenate(batches[:3]), np.concatenate(batches[3:])
-    assert len(set(first.tolist())) == 9 and len(set(second.tolist())) == 9
-    assert not np.array_equal(first, second)
-    again = list(batch_schedule(10, 3, 6, seed=4))
-    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
-
-
-# ---------------------------------------------------------------- serial runs
 def test_train_serial_equals_the_running_example_training_loop():
     """Independent reference: models.train (written for chapter 01) uses the same
     seeded permutations; with n divisible by the batch it must give the same bits."""
@@ -234,7 +185,7 @@ def test_bad_data_and_model():
 # ---------------------------------------------------------------- cost model helpers
 def test_communication_crossover_against_hand_solutions():
     from course_lib import comm
-    from course_lib.data_parallel import communication_crossover
+    from course_lib.comm import communication_crossover
 
     # ring, no latency: exchange 2(N-1)/N m/b >= t_c/N  <=>  N >= 1 + t_c b / (2 m)
     assert communication_crossover(1.0, 1e9, 1e9) == 2
@@ -252,8 +203,7 @@ def test_communication_crossover_against_hand_solutions():
 
 
 def test_fit_gustafson_recovers_p_and_validates():
-    from course_lib.data_parallel import fit_gustafson
-    from course_lib.scaling import gustafson
+    from course_lib.scaling import fit_gustafson, gustafson
 
     n = np.array([1, 2, 4, 8, 16])
     assert fit_gustafson(n, gustafson(0.83, n)) == pytest.approx(0.83, abs=1e-12)
@@ -265,7 +215,7 @@ def test_fit_gustafson_recovers_p_and_validates():
 
 
 def test_measure_scaling_speedups_follow_from_the_times():
-    from course_lib.data_parallel import measure_scaling
+    from course_lib.parallel.data import measure_scaling
     from course_lib.scaling import karp_flatt
 
     sm = measure_scaling(MODEL, X, Y, workers=[1, 2, 3], batch_size=30, per_worker_batch=10,

@@ -13,8 +13,8 @@ import time
 import numpy as np
 import pytest
 
-from course_lib.data_parallel import train_data_parallel
 from course_lib.models import MLP
+from course_lib.parallel.data import train_data_parallel
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
 from course_lib.testing import leaked_resources, resource_snapshot
 
@@ -48,7 +48,7 @@ def test_exception_in_worker_is_reraised_with_its_traceback(backend, method, cle
                             fault=Fault("raise", rank=2, step=3), **KW)
     err = info.value
     assert err.rank == 2 and isinstance(err.__cause__, FaultInjected)
-    assert "_run_worker_loop" in err.remote_traceback  # the worker's own frames
+    assert "worker_loop" in err.remote_traceback  # the worker's own frames
     assert "worker 2 raised FaultInjected" in str(err)
 
 

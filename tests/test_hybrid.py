@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from course_lib import comm, hybrid
-from course_lib import model_parallel as mp
 from course_lib.models import MLP
+from course_lib.parallel import pipeline_schedule as mp
 
 FAST = dict(device_flops=1e10, bandwidth=1e9, latency=1e-5)
 

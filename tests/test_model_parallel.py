@@ -1,4 +1,4 @@
-"""course_lib.model_parallel.train_pipeline / train_hybrid: stage processes equal the serial run.
+"""course_lib.parallel.pipeline.train_pipeline / train_hybrid: stage processes equal the serial run.
 
 Tolerances: the pipeline's parameters are BITWISE equal to ``train_microbatched`` run with
 one BLAS thread like the stages (the same arithmetic in one process: micro-batch gradients
@@ -16,9 +16,11 @@ import os
 import numpy as np
 import pytest
 
-from course_lib import model_parallel as mp
 from course_lib.datasets import load_digits
 from course_lib.models import MLP, train
+from course_lib.parallel import pipeline as mp_run
+from course_lib.parallel import pipeline_schedule as mp
+from course_lib.parallel.partition import micro_rows
 from course_lib.testing import leaked_resources, resource_snapshot
 from course_lib.timing import blas_threads
 
@@ -41,7 +43,7 @@ def no_leaks():
 
 def _reference(x, y, micro_batches):
     with blas_threads(1):
-        return mp.train_microbatched(MODEL, x, y, micro_batches=micro_batches, **RUN)
+        return mp_run.train_microbatched(MODEL, x, y, micro_batches=micro_batches, **RUN)
 
 
 @pytest.mark.parametrize("schedule", mp.SCHEDULES)
@@ -52,7 +54,7 @@ def _reference(x, y, micro_batches):
 )
 def test_pipeline_equals_serial(digits, split, schedule, no_leaks):
     x, y = digits
-    res = mp.train_pipeline(MODEL, x, y, micro_batches=4, schedule=schedule, **split, **RUN)
+    res = mp_run.train_pipeline(MODEL, x, y, micro_batches=4, schedule=schedule, **split, **RUN)
     ref = _reference(x, y, 4)
     assert np.array_equal(res.params, ref.params)  # bitwise
     with blas_threads(1):
@@ -68,26 +70,26 @@ def test_uneven_micro_batches_and_short_last_batch(digits, no_leaks):
     x, y = digits
     # 290 samples, batch 64: four batches of 64 and one of 34; 64 / 5 is uneven
     kw = dict(batch_size=64, epochs=1, lr=0.1, seed=0)
-    res = mp.train_pipeline(MODEL, x[:290], y[:290], stages=2, micro_batches=5, **kw)
+    res = mp_run.train_pipeline(MODEL, x[:290], y[:290], stages=2, micro_batches=5, **kw)
     with blas_threads(1):
-        ref = mp.train_microbatched(MODEL, x[:290], y[:290], micro_batches=5, **kw)
+        ref = mp_run.train_microbatched(MODEL, x[:290], y[:290], micro_batches=5, **kw)
         serial = train(MODEL, x[:290], y[:290], epochs=1, batch_size=64, lr=0.1)
     assert np.array_equal(res.params, ref.params)
     np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
-    assert mp._micro_rows(34, 5) == [(0, 6), (6, 13), (13, 20), (20, 27), (27, 34)]
-    assert mp._micro_rows(3, 5) == [(0, 1), (1, 2), (2, 3)]
+    assert micro_rows(34, 5) == [(0, 6), (6, 13), (13, 20), (20, 27), (27, 34)]
+    assert micro_rows(3, 5) == [(0, 1), (1, 2), (2, 3)]
 
 
 def test_one_stage_is_gradient_accumulation(digits, no_leaks):
     x, y = digits
-    res = mp.train_pipeline(MODEL, x, y, stages=1, micro_batches=3, **RUN)
+    res = mp_run.train_pipeline(MODEL, x, y, stages=1, micro_batches=3, **RUN)
     assert np.array_equal(res.params, _reference(x, y, 3).params)
     assert np.all(res.bubble_per_step() < 0.1)  # only the interpreter's gaps between ops
 
 
 def test_measured_timeline_is_causal_and_complete(digits, no_leaks):
     x, y = digits
-    res = mp.train_pipeline(MODEL, x, y, stages=3, micro_batches=4, schedule="1f1b", **RUN)
+    res = mp_run.train_pipeline(MODEL, x, y, stages=3, micro_batches=4, schedule="1f1b", **RUN)
     tl = res.timeline
     assert tl.source == "measured" and tl.steps == tuple(range(6))
     for k in tl.steps:
@@ -115,9 +117,9 @@ def test_measured_timeline_is_causal_and_complete(digits, no_leaks):
 @pytest.mark.parametrize("data, stages", [(2, 2), (2, 1), (3, 2)], ids=["2x2", "2x1", "3x2"])
 def test_hybrid_equals_serial(digits, data, stages, no_leaks):
     x, y = digits
-    res = mp.train_hybrid(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
+    res = mp_run.train_hybrid(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
     with blas_threads(1):
-        ref = mp.train_microbatched(MODEL, x, y, data=data, micro_batches=2, **RUN)
+        ref = mp_run.train_microbatched(MODEL, x, y, data=data, micro_batches=2, **RUN)
     assert res.replicas_in_sync and res.replicas == data
     assert np.array_equal(res.params, ref.params)
     with blas_threads(1):
@@ -141,35 +143,35 @@ def test_hybrid_equals_serial(digits, data, stages, no_leaks):
 def test_hybrid_rejects_batches_smaller_than_the_replicas(digits):
     x, y = digits
     with pytest.raises(ValueError, match="data"):
-        mp.train_hybrid(MODEL, x[:52], y[:52], data=3, batch_size=50, epochs=1)  # last batch: 2
+        mp_run.train_hybrid(MODEL, x[:52], y[:52], data=3, batch_size=50, epochs=1)  # last batch: 2
     with pytest.raises(ValueError, match="micro_batches"):
-        mp.train_hybrid(MODEL, x, y, data=2, micro_batches=26, batch_size=50, steps=1)
+        mp_run.train_hybrid(MODEL, x, y, data=2, micro_batches=26, batch_size=50, steps=1)
     with pytest.raises(ValueError, match="data"):
-        mp.train_hybrid(MODEL, x, y, data=0, steps=1)
+        mp_run.train_hybrid(MODEL, x, y, data=0, steps=1)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
 def test_repeated_runs_close_every_pipe(digits, no_leaks):
     x, y = digits
     kw = dict(stages=3, micro_batches=2, batch_size=50, steps=1)
-    mp.train_pipeline(MODEL, x, y, **kw)  # first run may start the forkserver (kept)
+    mp_run.train_pipeline(MODEL, x, y, **kw)  # first run may start the forkserver (kept)
     fds = len(os.listdir("/proc/self/fd"))
     for _ in range(3):
-        mp.train_pipeline(MODEL, x, y, **kw)
+        mp_run.train_pipeline(MODEL, x, y, **kw)
     assert len(os.listdir("/proc/self/fd")) == fds
 
 
 @pytest.mark.slow
 def test_spawn_start_method(digits, no_leaks):
     x, y = digits
-    res = mp.train_pipeline(MODEL, x, y, stages=2, micro_batches=2, start_method="spawn", **RUN)
+    res = mp_run.train_pipeline(MODEL, x, y, stages=2, micro_batches=2, start_method="spawn", **RUN)
     assert np.array_equal(res.params, _reference(x, y, 2).params)
 
 
 def test_train_microbatched_with_one_micro_batch_is_models_train(digits):
     x, y = digits
     with blas_threads(1):
-        a = mp.train_microbatched(MODEL, x, y, micro_batches=1, batch_size=32, epochs=2, lr=0.1)
+        a = mp_run.train_microbatched(MODEL, x, y, micro_batches=1, batch_size=32, epochs=2, lr=0.1)
         b = train(MODEL, x, y, batch_size=32, epochs=2, lr=0.1)
     assert np.array_equal(a.params, b.params)
     assert a.step_loss == pytest.approx(b.step_loss, rel=1e-6)
@@ -200,14 +202,14 @@ def test_bad_arguments_name_the_parameter(digits, kwargs, error, match, no_leaks
     x, y = digits
     args = {**RUN, **kwargs}
     with pytest.raises(error, match=match):
-        mp.train_pipeline(MODEL, x, y, **args)
+        mp_run.train_pipeline(MODEL, x, y, **args)
 
 
 def test_bad_data_rejected(digits):
     x, y = digits
     with pytest.raises(ValueError, match="x must have shape"):
-        mp.train_pipeline(MODEL, x[:, :10], y, steps=1)
+        mp_run.train_pipeline(MODEL, x[:, :10], y, steps=1)
     with pytest.raises(ValueError, match="y must"):
-        mp.train_pipeline(MODEL, x, y[:-1], steps=1)
+        mp_run.train_pipeline(MODEL, x, y[:-1], steps=1)
     with pytest.raises(TypeError, match="model"):
-        mp.train_pipeline("mlp", x, y, steps=1)
+        mp_run.train_pipeline("mlp", x, y, steps=1)

@@ -15,8 +15,9 @@ import time
 import numpy as np
 import pytest
 
-from course_lib import model_parallel as mp
 from course_lib.models import MLP
+from course_lib.parallel import pipeline as mp_run
+from course_lib.parallel import pipeline_schedule as mp
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
 from course_lib.testing import leaked_resources, resource_snapshot
 
@@ -50,7 +51,7 @@ def _gone(pids):
 @pytest.mark.parametrize("schedule", mp.SCHEDULES)
 def test_exception_in_a_middle_stage_reraised_with_its_traceback(schedule, no_leaks):
     with pytest.raises(WorkerError) as info:
-        mp.train_pipeline(MODEL, X, Y, schedule=schedule, fault=Fault("raise", rank=1, step=2), **RUN)
+        mp_run.train_pipeline(MODEL, X, Y, schedule=schedule, fault=Fault("raise", rank=1, step=2), **RUN)
     err = info.value
     assert err.rank == 1 and err.exc_type == "FaultInjected"
     assert isinstance(err.__cause__, FaultInjected)
@@ -63,7 +64,7 @@ def test_exception_in_a_middle_stage_reraised_with_its_traceback(schedule, no_le
 def test_dead_stage_gives_a_clear_error(kind, rank, method, no_leaks):
     t0 = time.monotonic()
     with pytest.raises(WorkerDied, match=f"worker {rank}"):
-        mp.train_pipeline(MODEL, X, Y, fault=Fault(kind, rank=rank, step=1), start_method=method,
+        mp_run.train_pipeline(MODEL, X, Y, fault=Fault(kind, rank=rank, step=1), start_method=method,
                           **RUN)
     assert time.monotonic() - t0 < 20  # the neighbours' waits did not block the caller
 
@@ -72,7 +73,7 @@ def test_dead_stage_gives_a_clear_error(kind, rank, method, no_leaks):
 def test_hung_stage_times_out_instead_of_hanging(method, no_leaks):
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout) as info:
-        mp.train_pipeline(MODEL, X, Y, timeout=1.0, fault=Fault("hang", rank=2, step=1),
+        mp_run.train_pipeline(MODEL, X, Y, timeout=1.0, fault=Fault("hang", rank=2, step=1),
                           start_method=method, **RUN)
     assert time.monotonic() - t0 < 15
     assert "no worker made progress" in str(info.value)
@@ -99,7 +100,7 @@ def test_keyboard_interrupt_stops_every_stage(method, no_leaks):
     timer = threading.Thread(target=interrupt, daemon=True)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
-        mp.train_pipeline(MODEL, X, Y, timeout=60, fault=Fault("hang", rank=1, step=0),
+        mp_run.train_pipeline(MODEL, X, Y, timeout=60, fault=Fault("hang", rank=1, step=0),
                           start_method=method, **RUN)
     timer.join()
     assert pids and _gone(pids)
@@ -108,8 +109,8 @@ def test_keyboard_interrupt_stops_every_stage(method, no_leaks):
 def test_repeated_failures_then_a_good_run(no_leaks):
     for kind in ("raise", "exit", "raise"):
         with pytest.raises((WorkerError, WorkerDied)):
-            mp.train_pipeline(MODEL, X, Y, fault=Fault(kind, rank=0, step=0), **RUN)
-    res = mp.train_pipeline(MODEL, X, Y, **RUN)
+            mp_run.train_pipeline(MODEL, X, Y, fault=Fault(kind, rank=0, step=0), **RUN)
+    res = mp_run.train_pipeline(MODEL, X, Y, **RUN)
     assert np.all(np.isfinite(res.params))
 
 
@@ -117,19 +118,19 @@ def test_fault_in_a_hybrid_run_stops_all_replicas(no_leaks):
     # stage 1 of replica 1 fails: its pipeline neighbour and the other replica's stage 1
     # (waiting at the all-reduce barrier) are stopped too
     with pytest.raises(WorkerError) as info:
-        mp.train_hybrid(MODEL, X, Y, data=2, fault=Fault("raise", rank=4, step=1), **RUN)
+        mp_run.train_hybrid(MODEL, X, Y, data=2, fault=Fault("raise", rank=4, step=1), **RUN)
     assert info.value.rank == 4
 
 
 @pytest.mark.slow
 def test_fault_with_spawn(no_leaks):
     with pytest.raises(WorkerError, match="FaultInjected"):
-        mp.train_pipeline(MODEL, X, Y, start_method="spawn", fault=Fault("raise", rank=2, step=0), **RUN)
+        mp_run.train_pipeline(MODEL, X, Y, start_method="spawn", fault=Fault("raise", rank=2, step=0), **RUN)
 
 
 @pytest.mark.parametrize("run, top", [
-    (lambda f: mp.train_pipeline(MODEL, X, Y, fault=f, **RUN), 2),             # 3 stages
-    (lambda f: mp.train_hybrid(MODEL, X, Y, data=2, fault=f, **RUN), 5),       # 2 x 3 processes
+    (lambda f: mp_run.train_pipeline(MODEL, X, Y, fault=f, **RUN), 2),             # 3 stages
+    (lambda f: mp_run.train_hybrid(MODEL, X, Y, data=2, fault=f, **RUN), 5),       # 2 x 3 processes
 ])
 def test_fault_rank_must_exist(run, top, no_leaks):
     # a rank that names no process would silently never fire (Fault itself rejects rank < 0)

@@ -8,22 +8,20 @@ import signal
 
 import numpy as np
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
-from course_lib.parallel.workers import WorkerDied, WorkerTimeout
-from course_lib.parallel_map import (
+from course_lib.parallel.partition import shard_bounds
+from course_lib.parallel.speedup import (
     GradientWorkload,
     WorkerPool,
-    available_cores,
     default_process_counts,
     epoch_gradient,
     measure_parallel_speedup,
     parallel_epoch_gradient,
-    shard_bounds,
 )
+from course_lib.parallel.workers import WorkerDied, WorkerTimeout
+from course_lib.timing import available_cores
 
 FAST = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
 
@@ -46,21 +44,6 @@ def _alive(pid: int) -> bool:
 def _assert_no_children_left(pids):
     assert mp.active_children() == []
     assert not any(_alive(pid) for pid in pids)
-
-
-@given(st.integers(0, 10_000), st.integers(1, 64))
-def test_shard_bounds_cover_everything_once_and_balance(n, parts):
-    bounds = shard_bounds(n, parts)
-    assert len(bounds) == parts and bounds[0][0] == 0 and bounds[-1][1] == n
-    assert all(a[1] == b[0] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
-    sizes = [b - a for a, b in bounds]
-    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n
-
-
-@pytest.mark.parametrize("bad, exc", [(0, ValueError), (2.0, TypeError), (True, TypeError)])
-def test_shard_bounds_bad_parts(bad, exc):
-    with pytest.raises(exc, match="parts"):
-        shard_bounds(10, bad)
 
 
 def test_serial_epoch_gradient_is_the_sum_of_shard_gradients(small):

@@ -1,4 +1,4 @@
-"""course_lib.model_parallel: schedules, the pipeline simulator, layer partitions."""
+"""course_lib.parallel.pipeline: schedules, the pipeline simulator, layer partitions."""
 
 import itertools
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import model_parallel as mp
 from course_lib.models import MLP
+from course_lib.parallel import pipeline_schedule as mp
 
 
 def _by_key(timeline):
@@ -185,7 +185,7 @@ def test_simulator_rejects_bad_input(kwargs, match):
 def test_timeline_steps_and_per_step_bubble():
     a = mp.simulate_uniform(2, 2)
     shifted = tuple(
-        mp.Op(op.stage, op.kind, op.micro, op.start + 100, op.end + 100, 1) for op in a.ops
+        mp.StageOp(op.stage, op.kind, op.micro, op.start + 100, op.end + 100, 1) for op in a.ops
     )
     both = mp.Timeline(a.ops + shifted, 2, 2, "gpipe", "measured")
     assert both.steps == (0, 1)

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from course_lib import hybrid
-from course_lib import model_parallel as mp
 from course_lib.models import MLP
+from course_lib.parallel import pipeline_schedule as mp
 from course_lib.plots import figure_to_png
 from course_lib.plots.pipeline import (
     bubble_figure,
@@ -45,8 +45,8 @@ def test_gantt_draws_one_bar_per_operation_where_it_happened():
 def test_gantt_of_a_measured_timeline_draws_the_first_step_in_ms():
     base = mp.simulate_uniform(2, 2, forward=0.001)
     ops = base.ops + tuple(
-        mp.Op(o.stage, o.kind, o.micro, o.start + 1, o.end + 1, 1) for o in base.ops
-    ) + (mp.Op(0, "U", -1, 0.02, 0.021, 0),)
+        mp.StageOp(o.stage, o.kind, o.micro, o.start + 1, o.end + 1, 1) for o in base.ops
+    ) + (mp.StageOp(0, "U", -1, 0.02, 0.021, 0),)
     t = mp.Timeline(ops, 2, 2, "gpipe", "measured")
     fig = gantt_figure(t)
     ax = fig.axes[0]
@@ -111,8 +111,8 @@ def test_hybrid_figures():
 def test_gantt_of_a_hybrid_timeline_has_a_row_per_device():
     base = mp.simulate_uniform(2, 2)
     ops = base.ops + tuple(
-        mp.Op(o.stage, o.kind, o.micro, o.start, o.end, 0, 1) for o in base.ops
-    ) + (mp.Op(1, "A", -1, 9.0, 9.5, 0, 1),)
+        mp.StageOp(o.stage, o.kind, o.micro, o.start, o.end, 0, 1) for o in base.ops
+    ) + (mp.StageOp(1, "A", -1, 9.0, 9.5, 0, 1),)
     t = mp.Timeline(ops, 2, 2, "gpipe", "simulated", replicas=2)
     ax = gantt_figure(t).axes[0]
     assert [lab.get_text() for lab in ax.get_yticklabels()] == [

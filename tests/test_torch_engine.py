@@ -19,10 +19,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from course_lib import torch_engine
-from course_lib.data_parallel import train_data_parallel, train_serial, train_simulated
 from course_lib.models import MLP
-from course_lib.torch_engine import TORCH_MISSING, torch_available, train_torch
+from course_lib.parallel import torch_engine
+from course_lib.parallel.data import train_data_parallel, train_serial, train_simulated
+from course_lib.parallel.torch_engine import TORCH_MISSING, torch_available, train_torch
 
 MODEL = MLP((10, 20, 4))
 RNG = np.random.default_rng(3)
@@ -79,7 +79,7 @@ def test_bad_arguments_checked_before_starting_anything():
 
 
 def test_importing_the_course_does_not_import_torch():
-    code = ("import sys, course_lib.torch_engine, course_lib.data_parallel; "
+    code = ("import sys, course_lib.parallel.torch_engine, course_lib.parallel.data; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
@@ -93,7 +93,7 @@ def test_torchrun_runs_the_same_program(torch_required):
     if not torchrun.exists() and shutil.which("torchrun") is None:
         pytest.skip("torchrun not found beside the interpreter")
     cmd = [str(torchrun if torchrun.exists() else shutil.which("torchrun")), "--standalone",
-           "--nproc-per-node=2", "-m", "course_lib.torch_engine", "--sizes", "8,16,3",
+           "--nproc-per-node=2", "-m", "course_lib.parallel.torch_engine", "--sizes", "8,16,3",
            "--samples", "64", "--batch-size", "16", "--steps", "5", "--lr", "0.05"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -7,18 +7,23 @@ per chapter (``exercises.ch02`` ...) holds that chapter's exercises.
 
 The output is plain text, so a notebook executed headless (nbval, slides) shows the
 same as JupyterLab, and the checkers never raise on a wrong answer: a learner's
-mistake must not stop "Run all".
+mistake must not stop "Run all". Whatever the answer - a huge integer, NaN, a string
+such as ``"2x8"``, a dict, any object - :func:`check` explains it; a checker that also
+takes the learner's own inputs (a measurement) is wrapped in :func:`checker`, which
+turns inputs it cannot use into feedback as well.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Result", "check"]
+__all__ = ["Result", "check", "checker"]
 
 
 @dataclass(frozen=True)
@@ -88,22 +93,59 @@ def check(
             False,
             f"… {name}: not answered yet - replace None with your answer and run the cell again.",
         )
+    # Any exception of the comparison becomes feedback: an answer can be anything the
+    # learner typed (10**400 overflows a float, an object's == may raise ...).
     try:
         ok = _matches(answer, expected, rtol, atol)
-    except (TypeError, ValueError) as exc:
-        return Result(False, f"✗ {name}: could not compare {answer!r} with the answer ({exc}).")
+    except Exception as exc:  # noqa: BLE001 - a checker never raises on an answer
+        return Result(
+            False,
+            f"✗ {name}: could not compare {_show(answer)} with the answer "
+            f"({type(exc).__name__}: {_text(exc)}).{_kind_hint(answer, expected)}",
+        )
     if ok:
         return Result(True, f"✓ Correct: {name} = {_fmt(expected)}{suffix}.")
-    text = f"✗ {name} = {_fmt(answer)}{suffix} is not right."
+    text = f"✗ {name} = {_fmt(answer)}{suffix} is not right.{_kind_hint(answer, expected)}"
     for wrong, why in (mistakes or {}).items():
         try:
             if _matches(answer, wrong, rtol, atol):
                 return Result(False, f"{text} {why}")
-        except (TypeError, ValueError):
+        except Exception:  # noqa: BLE001, S112 - an uncomparable answer is no known mistake
             continue
     if hint:
         text += f" Hint: {hint}"
     return Result(False, text)
+
+
+def checker(fn: Callable[..., Result]) -> Callable[..., Result]:
+    """Decorator for a checker that also takes the learner's own inputs.
+
+    Such a checker computes its expected value from those inputs (e.g. a measurement
+    of chapter 01), so an input it cannot use would raise while computing it; the
+    wrapper shows that as feedback instead.
+
+    Examples
+    --------
+    >>> @checker
+    ... def ex_ratio(answer, measurement):
+    ...     return check(answer, measurement["a"] / measurement["b"], name="ratio")
+    >>> print(ex_ratio(2.0, {"a": 4.0, "b": 2.0}))
+    ✓ Correct: ratio = 2.
+    >>> print(ex_ratio(2.0, None))
+    ✗ could not check the answer with these inputs (TypeError: 'NoneType' object is not subscriptable).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Result:
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - a checker never raises on the learner's input
+            return Result(
+                False,
+                f"✗ could not check the answer with these inputs ({type(exc).__name__}: {_text(exc)}).",
+            )
+
+    return wrapper
 
 
 def _matches(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
@@ -112,7 +154,10 @@ def _matches(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
     if isinstance(expected, (bool, np.bool_)):
         return bool(answer) == bool(expected) and isinstance(answer, (bool, np.bool_))
     if isinstance(expected, (int, float, np.number, np.ndarray, list, tuple)):
-        a = np.asarray(answer, dtype=float)
+        try:
+            a = np.asarray(answer, dtype=float)
+        except OverflowError:
+            return False  # an integer beyond float range (10**400) is no finite answer
         e = np.asarray(expected, dtype=float)
         if a.shape != e.shape:
             return False
@@ -123,10 +168,53 @@ def _matches(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
 
 
 def _fmt(value: Any) -> str:
-    if isinstance(value, (float, np.floating)):
-        if math.isinf(value):
-            return "inf"
-        return f"{float(value):.6g}"
-    if isinstance(value, np.ndarray):
-        return np.array2string(value, precision=4)
-    return str(value)
+    """The value as shown in a message: numbers to 6 digits, text as typed, short."""
+    try:
+        if isinstance(value, (float, np.floating)):
+            if math.isinf(value):
+                return "inf" if value > 0 else "-inf"
+            return f"{float(value):.6g}"
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+            return _huge(value)
+        if isinstance(value, np.ndarray):
+            return _cut(np.array2string(value, precision=4))
+        if isinstance(value, str):
+            return _cut(repr(value))
+        return _cut(str(value))
+    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the feedback
+        return f"<a {type(value).__name__}>"
+
+
+def _show(value: Any) -> str:
+    """``repr(value)`` that never raises and stays short."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return _huge(value)
+    try:
+        return _cut(repr(value))
+    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the feedback
+        return f"<a {type(value).__name__}>"
+
+
+def _text(exc: BaseException) -> str:
+    try:
+        return _cut(str(exc))
+    except Exception:  # noqa: BLE001
+        return "no details"
+
+
+def _huge(value: int) -> str:
+    digits = int(abs(value).bit_length() * 0.30103) + 1
+    return f"{'-' if value < 0 else ''}an integer of about {digits} digits"
+
+
+def _cut(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _kind_hint(answer: Any, expected: Any) -> str:
+    """A word on the answer's kind when it cannot be right whatever its value."""
+    if isinstance(answer, str) and isinstance(expected, (bool, np.bool_)):
+        return " Answer True or False, without quotes."
+    if isinstance(answer, str) and not isinstance(expected, str):
+        return " The answer is a number (or numbers), not text: leave out the quotes."
+    return ""

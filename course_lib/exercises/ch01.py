@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .. import cost
 from ..datasets import get_device, load_cpu_trends, load_dnn_models, load_training_records
-from . import Result, check
+from . import Result, check, checker
 
 __all__ = [
     "bert_flops",
@@ -105,6 +105,7 @@ def ex4_implied_efficiency(answer) -> Result:
     )
 
 
+@checker
 def ex5_measured_efficiency(answer, measurement) -> Result:
     """Parallel efficiency of YOUR measurement at its largest process count."""
     n = int(measurement.processes[-1])

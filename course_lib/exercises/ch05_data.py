@@ -1,6 +1,6 @@
 """Exercises of chapter 05, part 1 (data parallelism).
 
-Expected values come from :mod:`course_lib.data_parallel`, :mod:`course_lib.comm`,
+Expected values come from :mod:`course_lib.parallel.data`, :mod:`course_lib.comm`,
 :mod:`course_lib.scaling` and the running example - never typed in.
 """
 
@@ -9,10 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import comm
-from ..data_parallel import communication_crossover, shard_bounds
+from ..comm import communication_crossover
 from ..models import MLP
+from ..parallel.partition import shard_bounds
 from ..scaling import karp_flatt
-from . import Result, check
+from . import Result, check, checker
 
 __all__ = [
     "RUNNING_EXAMPLE",
@@ -46,6 +47,7 @@ def ex1_shard_size(answer) -> Result:
     )
 
 
+@checker
 def ex2_karp_flatt(answer, *, speedup: float, workers: int) -> Result:
     """Karp-Flatt serial fraction of YOUR measurement: speedup ``speedup`` with ``workers``."""
     if workers < 2:
@@ -98,7 +100,7 @@ def ex4_ps_crossover(answer) -> Result:
         name="devices where the parameter server dominates",
         unit="devices",
         hint="find the smallest N with 2 (N m / β + α) >= t_c / N "
-        "(course_lib.data_parallel.communication_crossover does the search).",
+        "(course_lib.comm.communication_crossover does the search).",
         mistakes={ring: "That is the crossover of the ring all-reduce."},
     )
 

@@ -1,14 +1,14 @@
 """Exercises of chapter 05, part 2 (model, pipeline and hybrid parallelism).
 
-Expected values come from :mod:`course_lib.model_parallel` and :mod:`course_lib.hybrid`.
+Expected values come from :mod:`course_lib.parallel.pipeline` and :mod:`course_lib.hybrid`.
 The givens of each exercise are module constants, so the notebook can print them.
 """
 
 from __future__ import annotations
 
 from ..hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
-from ..model_parallel import bubble_fraction, partition_layers, simulate_uniform
 from ..models import MLP
+from ..parallel.pipeline_schedule import bubble_fraction, partition_layers, simulate_uniform
 from . import Result, check
 
 __all__ = [

@@ -14,6 +14,8 @@ import io
 import math
 from typing import TYPE_CHECKING
 
+from .._validate import check_positive, check_type
+
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
@@ -39,6 +41,10 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (6
     """
     from matplotlib.figure import Figure
 
+    from .._validate import check_int
+
+    nrows = check_int(nrows, "nrows", 1, 100)
+    ncols = check_int(ncols, "ncols", 1, 100)
     fig = Figure(figsize=size, layout="constrained")
     axes = fig.subplots(nrows, ncols, **kw)
     for ax in fig.axes:
@@ -74,10 +80,12 @@ def log2_axis(axis, hi: float, *, max_ticks: int = 8) -> None:
     >>> [int(t) for t in ax.xaxis.get_majorticklocs()]
     [1, 4, 16, 64, 256, 1024]
     """
+    from matplotlib.axis import Axis
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-    from .._validate import check_int, check_positive
+    from .._validate import check_int, check_positive, check_type
 
+    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
     hi = check_positive(hi, "hi")
     max_ticks = check_int(max_ticks, "max_ticks", 2)
     top = max(0, math.ceil(math.log2(max(hi, 1.0))))
@@ -94,11 +102,26 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     """Render a figure to PNG bytes (Agg), e.g. for a widget or a static fallback."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
+    _check_figure(fig)
+    dpi = check_positive(dpi, "dpi")
     if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi)
     return buf.getvalue()
+
+
+def _count(value, name: str, low: float = 1.0) -> int:
+    """A count (devices, epochs ...) >= ``low``; a float from a slider is rounded down."""
+    from .._validate import check_real
+
+    return int(check_real(value, name, low, 2.0**40))
+
+
+def _check_figure(fig) -> None:
+    from matplotlib.figure import Figure
+
+    check_type(fig, "fig", Figure, "a matplotlib Figure")
 
 
 class _FigureDisplay:
@@ -125,4 +148,5 @@ def show(fig: Figure, dpi: int = 90) -> _FigureDisplay:
     Works without ``pyplot`` or an inline backend, so figures render the same under
     JupyterLab, nbconvert, nbval and slides.
     """
-    return _FigureDisplay(fig, dpi)
+    _check_figure(fig)
+    return _FigureDisplay(fig, check_positive(dpi, "dpi"))

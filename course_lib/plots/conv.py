@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validate import as_real, check_int, check_sequence, check_type
 from ..im2col import ConvGeometry, im2col
 from . import COLORS, new_figure
 
@@ -116,8 +117,12 @@ def training_graph(layers: Sequence[tuple[str, str]]) -> DataflowGraph:
     >>> g.concurrent()[0]        # right after the loss: both gradients of the last layer
     ['d_in:fc', 'd_w:fc']
     """
+    layers = check_sequence(layers, "layers", tuple, "a (name, kind) tuple")
     if not layers:
         raise ValueError("layers must hold at least one (name, kind) pair")
+    for i, layer in enumerate(layers):
+        if len(layer) != 2 or not all(isinstance(v, str) for v in layer):
+            raise ValueError(f"layers[{i}] must be a (name, kind) pair of str, got {layer!r}")
     for name, kind in layers:
         if kind not in ("conv", "linear", "rnn"):
             raise ValueError(f"layer {name!r}: kind must be 'conv', 'linear' or 'rnn', got {kind!r}")
@@ -158,6 +163,7 @@ def dataflow_figure(graph: DataflowGraph, *, show_dims: bool = True):
     forward operator lists the dimensions along which that ONE operator can be split
     (intra-operator parallelism, 算子内并行).
     """
+    check_type(graph, "graph", DataflowGraph, "a DataflowGraph (from training_graph)")
     from matplotlib.patches import FancyBboxPatch, Patch
 
     levels = graph.levels()
@@ -244,6 +250,8 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     and their product, the output matrix (M x N). Row 0 of the IFmap matrix times
     column 0 of the filter matrix is ``O0 = I0*F0 + I1*F1 + I3*F2 + I4*F3 + ...``.
     """
+    c_in, size, kernel, c_out = (check_int(v, name) for v, name in (
+        (c_in, "c_in"), (size, "size"), (kernel, "kernel"), (c_out, "c_out")))
     if min(c_in, size, kernel, c_out) < 1 or kernel > size or c_in > 6 or size > 6 or c_out > 4:
         raise ValueError(
             f"need 1 <= kernel ({kernel}) <= size ({size}) <= 6, 1 <= c_in ({c_in}) <= 6, "
@@ -350,7 +358,7 @@ def im2col_numbers_figure(x, weight, reference=None):
 
     from ..im2col import conv2d_direct
 
-    x, weight = np.asarray(x, dtype=float), np.asarray(weight, dtype=float)
+    x, weight = as_real(x, "x"), as_real(weight, "weight")
     if x.ndim != 4 or x.shape[0] != 1 or weight.ndim != 4 or weight.shape[1] != x.shape[1]:
         raise ValueError(
             f"need one image x (1, C_in, H, W) and weights (C_out, C_in, kh, kw) with the same "
@@ -370,7 +378,7 @@ def im2col_numbers_figure(x, weight, reference=None):
     ho, wo = size_h - kh + 1, size_w - kw + 1
     if reference is None:
         reference = conv2d_direct(x, weight)
-    reference = np.asarray(reference, dtype=float)
+    reference = as_real(reference, "reference")
     if reference.shape != (1, c_out, ho, wo):
         raise ValueError(f"reference must have the output shape {(1, c_out, ho, wo)}, got {reference.shape}")
     differ = int(np.sum(~np.isclose(reference[0].reshape(c_out, m).T, product, rtol=1e-9, atol=1e-9)))
@@ -461,7 +469,11 @@ def gemm_sizes(batch: int, image: int, kernel: int, stride: int, c_in: int, c_ou
     >>> s["M"], s["K"], s["N"], s["blowup"]
     (100352, 576, 64, 9.0)
     """
-    pad = kernel // 2 if padding is None else padding
+    batch, image, c_in, c_out = (check_int(v, name, 1, 2**31) for v, name in (
+        (batch, "batch"), (image, "image"), (c_in, "c_in"), (c_out, "c_out")))
+    kernel, stride = check_int(kernel, "kernel", 1, 2**31), check_int(stride, "stride", 1, 2**31)
+    itemsize = check_int(itemsize, "itemsize", 1, 64)
+    pad = kernel // 2 if padding is None else check_int(padding, "padding", 0, 2**31)
     g = ConvGeometry.from_args((batch, c_in, image, image), kernel, stride, pad)
     m, k, n = batch * g.ho * g.wo, g.rows, c_out
     input_bytes = batch * c_in * image * image * itemsize
@@ -522,7 +534,9 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
 def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = "run time"):
     """Horizontal bars of measured times (log scale), each annotated with its time and
     its speedup over the slowest."""
-    t = np.asarray(seconds, dtype=float)
+    labels = check_sequence(labels, "labels")
+    check_type(title, "title", str, "a str")
+    t = as_real(seconds, "seconds", allowed="in (0, inf)").reshape(-1)
     if len(labels) != t.size or t.size == 0 or np.any(~np.isfinite(t)) or np.any(t <= 0):
         raise ValueError(f"need one positive, finite time per label: {len(labels)} labels, {t.tolist()}")
     fig, ax = new_figure(size=(7.2, 0.6 * t.size + 1.4))

@@ -13,7 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import comm, cost
-from . import COLORS, log2_axis, new_figure
+from .._validate import as_real, check_positive, check_real, check_sequence, check_type
+from . import COLORS, _count, log2_axis, new_figure
 
 __all__ = [
     "calculator_figure",
@@ -120,10 +121,17 @@ def calculator_figure(
     efficiency : float
         :math:`\eta`, in (0, 1].
     """
+    samples = check_positive(samples, "samples")
+    flops_per_sample = check_positive(flops_per_sample, "flops_per_sample")
+    peak_flops = check_positive(peak_flops, "peak_flops")
+    devices, n_max = _count(devices, "devices"), _count(n_max, "n_max")
+    efficiency = _fraction(efficiency, "efficiency")
+    check_type(title, "title", str, "a str")
+    check_type(device_label, "device_label", str, "a str")
     r = _sustained(peak_flops, utilisation)
     util = float(utilisation)
     est = cost.estimate_training(samples, flops_per_sample, r, devices, efficiency)
-    ns = np.unique(np.round(np.geomspace(1, max(n_max, int(devices)), 120)))
+    ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 120)))
     ideal = cost.training_time(samples, flops_per_sample, r, ns)
     real = cost.training_time(samples, flops_per_sample, r, ns, efficiency)
 
@@ -155,7 +163,10 @@ def calculator_figure(
 
 
 def _pick(rows: Sequence, key: str, field: str, name: str):
-    """The row of ``rows`` whose ``field`` equals ``key`` (a model name, a device id)."""
+    """The row of ``rows`` whose ``field`` equals ``key`` (a model name, a device id).
+
+    ``rows`` has been checked by :func:`_check_rows`.
+    """
     if not isinstance(key, str):
         raise TypeError(f"{name} must be a str (the {field} column), got {key!r}")
     for row in rows:
@@ -165,11 +176,25 @@ def _pick(rows: Sequence, key: str, field: str, name: str):
     raise ValueError(f"{name} must be one of {known}; got {key!r}")
 
 
+def _check_models(models) -> list:
+    from ..datasets import DnnModel
+
+    return check_sequence(models, "models", DnnModel, "a DnnModel (load_dnn_models())")
+
+
+def _check_hardware(hardware) -> list:
+    from ..datasets import HardwareDevice
+
+    return check_sequence(hardware, "hardware", HardwareDevice, "a HardwareDevice (load_hardware())")
+
+
+def _fraction(value, name: str) -> float:
+    """A fraction in (0, 1] (utilisation, efficiency)."""
+    return check_real(value, name, 0.0, 1.0, low_open=True)
+
+
 def _sustained(peak_flops: float, utilisation: float) -> float:
-    util = float(utilisation)
-    if not 0 < util <= 1:
-        raise ValueError(f"utilisation must be in (0, 1], got {utilisation}")
-    return float(peak_flops) * util
+    return check_positive(peak_flops, "peak_flops") * _fraction(utilisation, "utilisation")
 
 
 def cnn_calculator_estimate(
@@ -198,8 +223,11 @@ def cnn_calculator_estimate(
     >>> est.samples, round(est.flops_per_sample / 1e9, 3)  # ResNet-50: 4.089 GMACs x 2 x 3
     (1000000.0, 24.534)
     """
+    models, hardware = _check_models(models), _check_hardware(hardware)
     row = _pick(models, model, "model", "model")
     device = _pick(hardware, device_id, "device_id", "device_id")
+    images_million = check_positive(images_million, "images_million")
+    epochs, devices = _count(epochs, "epochs"), _count(devices, "devices")
     return cost.estimate_training(
         float(images_million) * 1e6 * int(epochs),
         cost.training_flops_per_sample(row.gmacs_per_forward * 1e9),
@@ -272,7 +300,11 @@ def transformer_calculator_estimate(
     >>> est.total_flops == 6 * 100e6 * 1000e6
     True
     """
+    hardware = _check_hardware(hardware)
     device = _pick(hardware, device_id, "device_id", "device_id")
+    params_million = check_positive(params_million, "params_million")
+    tokens_million = check_positive(tokens_million, "tokens_million")
+    devices = _count(devices, "devices")
     return cost.estimate_training(
         float(tokens_million) * 1e6,
         6.0 * float(params_million) * 1e6,
@@ -326,7 +358,9 @@ def time_ladder_figure(labels: Sequence[str], seconds: Sequence[float], *, title
     seconds : sequence of float
         Times in seconds, > 0.
     """
-    secs = np.asarray(seconds, float)
+    labels = check_sequence(labels, "labels")
+    check_type(title, "title", str, "a str")
+    secs = as_real(seconds, "seconds", allowed="in (0, inf)").reshape(-1)
     if len(labels) != secs.size or secs.size == 0:
         raise ValueError(f"labels and seconds must have the same non-zero length, got {len(labels)} and {secs.size}")
     if np.any(~np.isfinite(secs)) or np.any(secs <= 0):
@@ -385,9 +419,13 @@ def comm_efficiency_figure(
     devices : int
         The :math:`N` to mark.
     """
-    tc = float(compute_ms) * 1e-3
-    m, b, a = float(gradient_mb) * 1e6, float(bandwidth_gb_s) * 1e9, float(latency_us) * 1e-6
-    ns = np.unique(np.round(np.geomspace(1, max(n_max, int(devices)), 100)))
+    tc = check_positive(compute_ms, "compute_ms") * 1e-3
+    m = check_positive(gradient_mb, "gradient_mb") * 1e6
+    b = check_positive(bandwidth_gb_s, "bandwidth_gb_s") * 1e9
+    a = check_positive(latency_us, "latency_us", allow_zero=True) * 1e-6
+    overlap = check_real(overlap, "overlap", 0.0, 1.0)
+    devices, n_max = _count(devices, "devices"), _count(n_max, "n_max")
+    ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 100)))
     step = comm.data_parallel_step_time(tc, ns, m, b, a, overlap=overlap)
     compute = tc / ns
     fig, (ax_t, ax_e) = new_figure(1, 2, size=(10.0, 3.8))
@@ -430,6 +468,9 @@ def large_batch_figure(runs: Sequence):
     runs : sequence of course_lib.optim.BatchRun
         From :func:`course_lib.optim.large_batch_experiment`.
     """
+    from ..optim import BatchRun
+
+    runs = check_sequence(runs, "runs", BatchRun, "a BatchRun (from large_batch_experiment)")
     if not runs:
         raise ValueError("runs must not be empty")
     fig, axes = new_figure(2, 2, size=(10.0, 6.6))

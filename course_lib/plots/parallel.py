@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .. import comm, scaling
+from .._validate import as_real, check_int, check_positive, check_real, check_type
 from . import COLORS, log2_axis, new_figure
 from .scaling import measured_speedup_figure
 
@@ -51,7 +52,7 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     """One data-parallel step with ``workers`` workers and a global batch of ``batch_size``.
 
     Left to right: the global batch is split into shards (sizes from
-    :func:`course_lib.data_parallel.shard_bounds`); every worker holds a full replica
+    :func:`course_lib.parallel.partition.shard_bounds`); every worker holds a full replica
     of the parameters and computes the SUM of its shard's gradients; the all-reduce
     adds them - in shared memory as a reduce-scatter (worker r adds chunk r of every
     gradient) and an all-gather (everyone reads every reduced chunk); every worker
@@ -64,7 +65,7 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     'one data-parallel step: 3 workers, global batch 10'
     """
     from .._validate import check_int
-    from ..data_parallel import shard_bounds
+    from ..parallel.partition import shard_bounds
 
     workers = check_int(workers, "workers", 1, 8)
     batch_size = check_int(batch_size, "batch_size", workers, 64)
@@ -145,13 +146,22 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
 
     Examples
     --------
-    >>> from course_lib.data_parallel import train_serial
+    >>> from course_lib.parallel.data import train_serial
     >>> from course_lib.models import MLP
     >>> m = MLP((4, 8, 2)); x = np.ones((16, 4), np.float32); y = np.zeros(16, int)
     >>> fig = step_breakdown_figure({"serial": train_serial(m, x, y, batch_size=8, steps=3)})
     >>> fig.axes[0].get_xlabel()
     'milliseconds per step (median)'
     """
+    check_type(results, "results", Mapping, "a mapping of label -> DataParallelResult")
+    for label, result in results.items():
+        if not callable(getattr(result, "breakdown", None)):
+            raise TypeError(
+                f"results[{label!r}] must be a run result with a breakdown() method "
+                f"(DataParallelResult), got {type(result).__name__}"
+            )
+    check_type(title, "title", str, "a str")
+    skip = check_int(skip, "skip", 0)
     if not results:
         raise ValueError("results must hold at least one run")
     labels = list(results)
@@ -208,7 +218,13 @@ def strong_weak_figure(n: Sequence[float], strong_speedup: Sequence[float], weak
     >>> [line.get_label() for line in fig.axes[0].get_lines()][1:]
     ['Amdahl fit, p = 0.750', 'strong: fixed global batch', 'Gustafson, p = 0.800', 'weak: fixed batch per worker (scaled)']
     """
-    n_arr = np.asarray(n, float)
+    n_arr = as_real(n, "n")
+    strong_speedup = as_real(strong_speedup, "strong_speedup")
+    weak_speedup = as_real(weak_speedup, "weak_speedup")
+    p_amdahl = check_real(p_amdahl, "p_amdahl", 0.0, 1.0)
+    p_gustafson = check_real(p_gustafson, "p_gustafson", 0.0, 1.0)
+    if n_max is not None:
+        n_max = check_positive(n_max, "n_max")
     if n_arr.size == 0 or n_arr.shape != np.shape(strong_speedup) or n_arr.shape != np.shape(weak_speedup):
         raise ValueError("n, strong_speedup and weak_speedup must be non-empty and of the same length")
     fig = measured_speedup_figure(n_arr, strong_speedup, fit_p=p_amdahl,
@@ -237,7 +253,7 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     ``compute_ms`` on one device. Left: per-step compute :math:`t_c/N` against the
     gradient exchange of a ring all-reduce and of one parameter server
     (:mod:`course_lib.comm`), with the device counts from which the exchange takes
-    longer than the compute (:func:`course_lib.data_parallel.communication_crossover`).
+    longer than the compute (:func:`course_lib.comm.communication_crossover`).
     Right: the resulting speedup, with the chosen ``devices`` marked.
 
     Parameters
@@ -260,7 +276,7 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     ['devices N', 'devices N']
     """
     from .._validate import check_int, check_positive
-    from ..data_parallel import communication_crossover
+    from ..comm import communication_crossover
 
     n_max = check_int(n_max, "n_max", 2)
     devices = check_int(devices, "devices", 1, n_max)

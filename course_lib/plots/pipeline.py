@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import hybrid, model_parallel
+from .. import hybrid
+from .._validate import as_real, check_int, check_positive, check_range, check_sequence, check_type
+from ..parallel import pipeline_schedule
 from . import COLORS, log2_axis, new_figure
 
 __all__ = [
@@ -70,7 +72,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
 
     Parameters
     ----------
-    timeline : course_lib.model_parallel.Timeline
+    timeline : course_lib.parallel.pipeline_schedule.Timeline
     step : int, optional
         Draw only this step (default: the first step of a measured run, everything of
         a simulated one).
@@ -78,6 +80,9 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     labels : bool
         Write the micro-batch index into each bar.
     """
+    check_type(timeline, "timeline", pipeline_schedule.Timeline, "a Timeline")
+    if title is not None:
+        check_type(title, "title", str, "a str")
     if step is None and timeline.source == "measured" and len(timeline.steps) > 1:
         step = timeline.steps[0]
     tl = timeline.step(step) if step is not None else timeline
@@ -85,7 +90,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     scale = 1e3 if measured else 1.0
     fig, ax = new_figure(size=(9.0, 1.0 + 0.55 * tl.n_rows + 0.6))
     _draw_gantt(ax, tl, scale, labels)
-    formula = model_parallel.bubble_fraction(tl.n_stages, tl.n_micro)
+    formula = pipeline_schedule.bubble_fraction(tl.n_stages, tl.n_micro)
     what = "measured" if measured else "simulated"
     name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
     ax.set_xlabel("time [ms]" if measured else "time [units of one forward]")
@@ -103,7 +108,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
                     backward_ratio: float = 2.0, max_micro: int = 64):
     """Simulated pipeline with equal stages: Gantt chart and bubble against ``M``.
 
-    Left: the simulated timeline (:func:`course_lib.model_parallel.simulate_uniform`) of
+    Left: the simulated timeline (:func:`course_lib.parallel.pipeline_schedule.simulate_uniform`) of
     ``stages`` stages and ``micro_batches`` micro-batches. Right: the bubble share
     against ``M`` - the formula for this ``S`` and the simulator's points for both
     schedules - and the peak activations held by stage 0 (GPipe: ``M``; 1F1B: ``min(S, M)``).
@@ -118,7 +123,11 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     max_micro : int
         Right end of the ``M`` axis.
     """
-    tl = model_parallel.simulate_uniform(
+    stages = check_int(stages, "stages", 1, 256)
+    micro_batches = check_int(micro_batches, "micro_batches", 1, 4096)
+    max_micro = check_int(max_micro, "max_micro", 1, 4096)
+    backward_ratio = check_positive(backward_ratio, "backward_ratio", allow_zero=True)
+    tl = pipeline_schedule.simulate_uniform(
         stages, micro_batches, schedule=schedule, forward=1.0, backward=float(backward_ratio)
     )
     fig, (ax_g, ax_b) = new_figure(1, 2, size=(11.0, 1.6 + 0.35 * stages), width_ratios=(2.2, 1))
@@ -132,10 +141,10 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
         fontsize=10,
     )
     ms = np.arange(1, max(max_micro, micro_batches) + 1)
-    ax_b.plot(ms, model_parallel.bubble_fraction(stages, ms), color="0.3", label="(S-1)/(M+S-1)")
+    ax_b.plot(ms, pipeline_schedule.bubble_fraction(stages, ms), color="0.3", label="(S-1)/(M+S-1)")
     pts = np.unique(np.round(np.geomspace(1, ms[-1], 9)).astype(int))
     for sched, marker, color in (("gpipe", "o", COLORS[0]), ("1f1b", "x", COLORS[1])):
-        sim = [model_parallel.simulate_uniform(stages, int(m), schedule=sched,
+        sim = [pipeline_schedule.simulate_uniform(stages, int(m), schedule=sched,
                                                backward=float(backward_ratio)).bubble() for m in pts]
         ax_b.plot(pts, sim, marker, color=color, ls="none", label=f"simulated {_SCHEDULE_NAME[sched]}")
     ax_b.plot([micro_batches], [tl.bubble()], "*", color=COLORS[2], ms=12, label="this setting")
@@ -158,26 +167,41 @@ def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured:
     max_micro : int
         Right end of the ``M`` axis of the formula curves.
     """
-    s_arr = np.asarray(stages, dtype=int)
-    m_arr = np.asarray(micro_batches, dtype=int)
-    y = np.asarray(measured, dtype=float)
+    s_arr = _counts(stages, "stages")
+    m_arr = _counts(micro_batches, "micro_batches")
+    y = as_real(measured, "measured", allowed="in [0, 1]")
     if not (s_arr.shape == m_arr.shape == y.shape) or s_arr.ndim != 1:
         raise ValueError("stages, micro_batches and measured must be 1-d and of equal length")
+    check_range(y, "measured", 0.0, 1.0)
+    max_micro = check_int(max_micro, "max_micro", 1, 4096)
+    if simulated is not None:
+        simulated = as_real(simulated, "simulated")
+        if simulated.shape != y.shape:
+            raise ValueError(f"simulated must have the shape of measured {y.shape}, got {simulated.shape}")
     fig, ax = new_figure(size=(6.4, 4.0))
     ms = np.arange(1, max(max_micro, int(m_arr.max(initial=1))) + 1)
     for i, s in enumerate(sorted(set(s_arr.tolist()))):
         color = COLORS[i % len(COLORS)]
-        ax.plot(ms, model_parallel.bubble_fraction(s, ms), color=color, label=f"formula, S = {s}")
+        ax.plot(ms, pipeline_schedule.bubble_fraction(s, ms), color=color, label=f"formula, S = {s}")
         sel = s_arr == s
         ax.plot(m_arr[sel], y[sel], "o", color=color, label=f"measured, S = {s}")
         if simulated is not None:
-            sim = np.asarray(simulated, dtype=float)
+            sim = simulated
             ax.plot(m_arr[sel], sim[sel], "x", color=color, ms=8, label=f"simulated, S = {s}")
     ax.set(xlabel="micro-batches M", ylabel="bubble (idle share)", ylim=(0, 1),
            title="pipeline bubble: measured vs (S-1)/(M+S-1)")
     log2_axis(ax.xaxis, ms[-1])
     ax.legend(fontsize=8)
     return fig
+
+
+def _counts(values, name: str) -> np.ndarray:
+    """A 1-D array of whole counts >= 1 (stages, micro-batches, devices)."""
+    arr = as_real(values, name, allowed="(whole numbers >= 1)")
+    check_range(arr, name, 1.0, 2.0**40)
+    if np.any(arr != np.round(arr)):
+        raise ValueError(f"{name} must hold whole numbers, got {arr.tolist()}")
+    return arr.astype(np.int64)
 
 
 # ---------------------------------------------------------------------- hybrid
@@ -222,9 +246,11 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
     memory : float, optional
         Device memory in bytes (drawn as a line).
     """
-    configs = list(configs)
+    configs = check_sequence(configs, "configs", hybrid.HybridConfig, "a HybridConfig")
     if not configs:
         raise ValueError("configs must not be empty")
+    if memory is not None:
+        memory = check_positive(memory, "memory")
     fitting = [c for c in configs if c.fits]
     best = min(fitting, key=lambda c: (c.step_time, c.pipeline)) if fitting else None
     fig, (ax_t, ax_m) = new_figure(1, 2, size=(10.0, 3.8))
@@ -243,9 +269,10 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     best : sequence of HybridConfig or None
         :func:`course_lib.hybrid.best_configs` for ``device_counts`` (None: nothing fits).
     """
-    n = np.asarray(device_counts, dtype=float)
-    if len(best) != n.size:
-        raise ValueError("device_counts and best must have equal length")
+    n = _counts(device_counts, "device_counts").astype(float)
+    best = check_sequence(best, "best", (hybrid.HybridConfig, type(None)), "a HybridConfig or None")
+    if n.ndim != 1 or len(best) != n.size or n.size == 0:
+        raise ValueError("device_counts and best must be non-empty and of equal length")
     fig, (ax_t, ax_c) = new_figure(1, 2, size=(10.0, 3.8))
     ok = np.array([b is not None for b in best])
     t = np.array([b.step_time if b is not None else np.nan for b in best])
@@ -282,10 +309,10 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
     ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.hybrid.enumerate_configs`.
     """
+    counts = check_sequence(device_counts, "device_counts")
     configs = hybrid.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
     fitting = [c for c in configs if c.fits]
     best_here = min(fitting, key=lambda c: (c.step_time, c.pipeline)) if fitting else None
-    counts = list(device_counts)
     bests = hybrid.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
     fig, (ax_t, ax_m, ax_b) = new_figure(1, 3, size=(13.0, 3.8), width_ratios=(1.4, 1, 1.2))
     _bars(ax_t, ax_m, configs, memory, best_here)

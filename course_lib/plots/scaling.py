@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import scaling
-from . import COLORS, log2_axis, new_figure
+from .._validate import as_real, check_range, check_real
+from . import COLORS, _count, log2_axis, new_figure
 
 __all__ = ["amdahl_figure", "laws_figure", "measured_speedup_figure"]
 
@@ -33,9 +34,11 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     n_max : int
         Right end of the device axis.
     """
-    p_val = float(p)
-    n_val = max(1, int(n))
-    per_device = float(s) / n_val
+    p_val = check_real(p, "p", 0.0, 1.0)
+    s = check_real(s, "s", 1.0)
+    n_val = _count(n, "n")
+    n_max = _count(n_max, "n_max")
+    per_device = s / n_val
     ns = _device_axis(max(n_max, n_val))
     ideal_devices = scaling.amdahl(p_val, ns)
     # s = (s/N)·n along the curve, floored at 1: the parallel part is never slower
@@ -80,7 +83,8 @@ def laws_figure(p: float, n: int, *, n_max: int = 1024):
     Both curves use the same ``p`` - note that it means a different thing in each law
     (fraction of the serial run vs of the parallel run), which the notebook explains.
     """
-    p_val, n_val = float(p), max(1, int(n))
+    p_val = check_real(p, "p", 0.0, 1.0)
+    n_val, n_max = _count(n, "n"), _count(n_max, "n_max")
     ns = _device_axis(max(n_max, n_val))
     fig, ax = new_figure(size=(6.4, 4.0))
     ax.loglog(ns, ns, color="0.6", lw=1, ls=":", label="ideal, S = N")
@@ -119,7 +123,15 @@ def measured_speedup_figure(
     title, label, xlabel : str
         Axes title, legend label of the measurements, x-axis label.
     """
-    n_arr, s_arr = np.asarray(n, float), np.asarray(speedup, float)
+    n_arr, s_arr = as_real(n, "n"), as_real(speedup, "speedup")
+    if n_arr.ndim != 1 or n_arr.shape != s_arr.shape or n_arr.size == 0:
+        raise ValueError(
+            f"n and speedup must be 1-D, non-empty and of equal length, got shapes "
+            f"{n_arr.shape} and {s_arr.shape}"
+        )
+    check_range(n_arr, "n", 1.0)
+    if fit_p is not None:
+        fit_p = check_real(fit_p, "fit_p", 0.0, 1.0)
     fig, ax = new_figure(size=(6.0, 3.8))
     grid = np.linspace(1, n_arr.max(), 200)
     ax.plot(grid, grid, color="0.6", lw=1, ls=":", label="ideal, S = N")

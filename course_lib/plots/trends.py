@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from .._validate import as_real, check_real, check_sequence, check_type
 from . import COLORS, new_figure
 
 __all__ = [
@@ -155,9 +156,16 @@ def cpu_trends_figure(trends: Mapping, *, turn_year: float = 2005.0, attribution
     >>> fig.axes[0].get_yscale(), len(fig.axes[0].collections)
     ('log', 5)
     """
+    from ..datasets import CpuTrend
+
+    check_type(trends, "trends", Mapping, "a mapping of series name -> CpuTrend (load_cpu_trends())")
     unknown = set(trends) - set(_TREND_STYLE)
     if unknown:
         raise ValueError(f"trends has unknown series {sorted(unknown)}; known: {sorted(_TREND_STYLE)}")
+    for key, value in trends.items():
+        check_type(value, f"trends[{key!r}]", CpuTrend, "a CpuTrend")
+    turn_year = check_real(turn_year, "turn_year", 1900.0, 2100.0)
+    check_type(attribution, "attribution", str, "a str")
     fig, ax = new_figure(size=(8.0, 5.0))
     for name, (label, marker, color) in _TREND_STYLE.items():
         if name in trends:
@@ -192,7 +200,13 @@ def families(models: Sequence) -> list[str]:
     >>> families(load_dnn_models())[:4]
     ['AlexNet', 'DPN', 'DenseNet', 'Inception']
     """
-    return sorted({m.family for m in models})
+    return sorted({m.family for m in _check_models(models)})
+
+
+def _check_models(models) -> list:
+    from ..datasets import DnnModel
+
+    return check_sequence(models, "models", DnnModel, "a DnnModel (a row of load_dnn_models())")
 
 
 def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
@@ -221,6 +235,7 @@ def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
     >>> len(fig.axes[0].texts) - 1  # one label per ResNet model, plus the bubble note
     9
     """
+    models = _check_models(models)
     names = families(models)
     if highlight is not None and not isinstance(highlight, str):
         raise TypeError(f"highlight must be a family name (str) or None, got {highlight!r}")
@@ -332,8 +347,11 @@ def bert_estimates_figure(labels: Sequence[str], seconds: Sequence[float],
     >>> fig.axes[0].get_xscale(), len(fig.axes[0].patches)
     ('log', 2)
     """
-    est = np.asarray(seconds, dtype=float)
-    rec = np.asarray(record_seconds, dtype=float)
+    labels = check_sequence(labels, "labels")
+    record_labels = check_sequence(record_labels, "record_labels")
+    texts = check_sequence(texts, "texts")
+    est = as_real(seconds, "seconds", allowed="in (0, inf)").reshape(-1)
+    rec = as_real(record_seconds, "record_seconds", allowed="in (0, inf)").reshape(-1)
     if len(labels) != est.size or len(record_labels) != rec.size:
         raise ValueError("labels and seconds (and record_labels and record_seconds) must have equal lengths")
     if np.any(~np.isfinite(est)) or np.any(est <= 0) or np.any(rec <= 0):

@@ -24,7 +24,7 @@ pytestmark = [
 NOTEBOOK = "notebooks/05_inter_operator_parallelism.ipynb"
 LONG_CELL = """\
 import os
-from course_lib.data_parallel import train_data_parallel
+from course_lib.parallel.data import train_data_parallel
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
 digits = load_digits("train")

@@ -1,6 +1,6 @@
 """The same data-parallel step with a real engine: ``torch.distributed`` (gloo backend).
 
-The toy trainer (:mod:`course_lib.data_parallel`) shows the mechanism on one machine.
+The toy trainer (:mod:`course_lib.parallel.data`) shows the mechanism on one machine.
 This module runs the **identical** training step - the running example's numpy
 forward/backward on each worker's shard, then an all-reduce of the same flat
 gradient buffer - but the all-reduce is ``torch.distributed.all_reduce`` on a gloo
@@ -11,8 +11,8 @@ Two ways to run it:
 
 :func:`train_torch`
     From Python (a notebook, a test): starts the workers itself, same arguments and
-    result as :func:`course_lib.data_parallel.train_data_parallel`.
-``torchrun ... -m course_lib.torch_engine``
+    result as :func:`course_lib.parallel.data.train_data_parallel`.
+``torchrun ... -m course_lib.parallel.torch_engine``
     The way real jobs run, also across machines: ``torchrun`` starts one process per
     worker on every node and sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and
     ``MASTER_PORT``; each process joins the group with ``init_method="env://"``.
@@ -21,12 +21,12 @@ Two ways to run it:
         # on node 0 (address 10.0.0.1) and on node 1, the same command:
         torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \\
                  --rdzv-endpoint=10.0.0.1:29400 --rdzv-id=ddl-course \\
-                 -m course_lib.torch_engine --steps 50 --batch-size 512
+                 -m course_lib.parallel.torch_engine --steps 50 --batch-size 512
 
-    and on one machine: ``torchrun --standalone --nproc-per-node=2 -m course_lib.torch_engine``.
+    and on one machine: ``torchrun --standalone --nproc-per-node=2 -m course_lib.parallel.torch_engine``.
 
 torch is optional (extra ``engines``) and imported only inside the workers, so that
-``import course_lib.torch_engine`` works (and tells what is missing) without it.
+``import course_lib.parallel.torch_engine`` works (and tells what is missing) without it.
 
 Results match the toy within 1e-6: gloo adds the gradients in its own order. For two
 workers the order cannot matter: float addition is commutative (``a + b == b + a``
@@ -46,19 +46,12 @@ from datetime import timedelta
 
 import numpy as np
 
-from ._validate import check_positive
-from .data_parallel import (
-    _PRELOAD,
-    DataParallelResult,
-    _check_common,
-    _collect,
-    _Job,
-    _run_worker_loop,
-    _start_params,
-)
-from .models import MLP
-from .parallel.shm import SharedArray
-from .parallel.workers import Fault, ProcessGroup, WorkerContext, check_start_method
+from .._validate import check_positive
+from ..models import MLP
+from .allreduce import GlooAllReduce
+from .data import PRELOAD, DataParallelResult, Job, check_job, collect, start_params, worker_loop
+from .shm import SharedArray
+from .workers import Fault, ProcessGroup, WorkerContext, check_start_method
 
 __all__ = ["torch_available", "train_torch", "TORCH_MISSING", "main"]
 
@@ -80,32 +73,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-class _GlooAllReduce:
-    """``torch.distributed.all_reduce`` (sum) of the worker's flat numpy gradient buffer."""
-
-    def __init__(self, n: int, dtype, separate_waiting: bool):
-        import torch
-        import torch.distributed as dist
-
-        self.dist, self.separate_waiting = dist, separate_waiting
-        self.grad = np.zeros(n, dtype=dtype)
-        self.tensor = torch.from_numpy(self.grad)  # same memory, no copy
-
-    def gradient_buffer(self) -> np.ndarray:
-        return self.grad
-
-    def start(self) -> None:
-        self.dist.barrier()
-
-    def wait(self) -> None:
-        if self.separate_waiting:
-            self.dist.barrier()
-
-    def allreduce(self) -> np.ndarray:
-        self.dist.all_reduce(self.tensor, op=self.dist.ReduceOp.SUM)
-        return self.grad
-
-
 def _init_group(rank: int, world_size: int, init_method: str, timeout: float) -> None:
     import torch
     import torch.distributed as dist
@@ -117,7 +84,7 @@ def _init_group(rank: int, world_size: int, init_method: str, timeout: float) ->
     )
 
 
-def _gloo_worker(wctx: WorkerContext, job: _Job, specs, init_method: str, separate_waiting: bool) -> dict:
+def _gloo_worker(wctx: WorkerContext, job: Job, specs, init_method: str, separate_waiting: bool) -> dict:
     """One worker of :func:`train_torch` (runs in a child process)."""
     import torch.distributed as dist
 
@@ -125,8 +92,8 @@ def _gloo_worker(wctx: WorkerContext, job: _Job, specs, init_method: str, separa
     try:
         x_spec, y_spec, p_spec = specs
         with x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as p0:
-            comm = _GlooAllReduce(p0.size, p0.dtype, separate_waiting)
-            report = _run_worker_loop(wctx, job, x, y, p0, comm)
+            comm = GlooAllReduce(p0.size, p0.dtype, separate_waiting)
+            report = worker_loop(wctx, job, x, y, p0, comm)
             del comm
     finally:
         dist.destroy_process_group()
@@ -154,7 +121,7 @@ def train_torch(
 ) -> DataParallelResult:
     """Data-parallel training with ``torch.distributed`` (gloo on 127.0.0.1).
 
-    Same arguments and result as :func:`course_lib.data_parallel.train_data_parallel`
+    Same arguments and result as :func:`course_lib.parallel.data.train_data_parallel`
     (``backend`` is ``"gloo"``). Every worker imports torch, which takes a second or
     two per process: ``startup_time`` shows it, ``time_per_step`` does not.
 
@@ -180,12 +147,12 @@ def train_torch(
     ('gloo', True)
     """
     t_call = time.perf_counter()
-    x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault)
+    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault)
     start_method = check_start_method(start_method)
     timeout = check_positive(timeout, "timeout")
     if not torch_available():
         raise ImportError(TORCH_MISSING)
-    p0 = _start_params(model, params, job.seed)
+    p0 = start_params(model, params, job.seed)
     t_wall = time.time()
     init_method = f"tcp://127.0.0.1:{_free_port()}"
     arrays: list[SharedArray] = []
@@ -194,7 +161,7 @@ def train_torch(
             arrays.append(SharedArray(shape, dtype, init))
         group = ProcessGroup(
             _gloo_worker, job.workers, args=(job, [a.spec for a in arrays], init_method, separate_waiting),
-            start_method=start_method, timeout=timeout, name="ddl-dp-gloo", preload=_PRELOAD,
+            start_method=start_method, timeout=timeout, name="ddl-dp-gloo", preload=PRELOAD,
             shared=arrays,
         )
         with group:
@@ -203,21 +170,21 @@ def train_torch(
     finally:
         for a in arrays:
             a.close()
-    result = _collect(results, job, "gloo", start_method, t_call, t_wall)
+    result = collect(results, job, "gloo", start_method, t_call, t_wall)
     result.extra["separate_waiting"] = separate_waiting
     return result
 
 
 # --------------------------------------------------------------------- torchrun
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for ``torchrun -m course_lib.torch_engine`` (one process per worker).
+    """Entry point for ``torchrun -m course_lib.parallel.torch_engine`` (one process per worker).
 
     Every process builds the same synthetic data set (seeded, so identical on every
     node), joins the process group from the environment torchrun sets
     (``init_method="env://"``), trains its shard of each global batch, and rank 0
     prints the throughput and a checksum of the final parameters.
     """
-    parser = argparse.ArgumentParser(prog="torchrun ... -m course_lib.torch_engine", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="torchrun ... -m course_lib.parallel.torch_engine", description=main.__doc__)
     parser.add_argument("--sizes", default="784,1024,10", help="MLP layer widths")
     parser.add_argument("--samples", type=int, default=8192)
     parser.add_argument("--batch-size", type=int, default=512, help="GLOBAL batch")
@@ -237,15 +204,15 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     x = rng.random((args.samples, model.sizes[0]), dtype=np.float32)
     y = rng.integers(0, model.sizes[-1], args.samples)
-    x, y, job = _check_common(model, x, y, args.batch_size, args.steps, None, args.lr, args.seed,
+    x, y, job = check_job(model, x, y, args.batch_size, args.steps, None, args.lr, args.seed,
                               world, 1, None)
     _init_group(rank, world, "env://", args.timeout)
     import torch.distributed as dist
 
     try:
         wctx = WorkerContext(rank, world, args.timeout)
-        comm = _GlooAllReduce(model.n_params, model.dtype, separate_waiting=False)
-        report = _run_worker_loop(wctx, job, x, y, model.init_params(args.seed), comm)
+        comm = GlooAllReduce(model.n_params, model.dtype, separate_waiting=False)
+        report = worker_loop(wctx, job, x, y, model.init_params(args.seed), comm)
     finally:
         dist.destroy_process_group()
     if rank == 0:

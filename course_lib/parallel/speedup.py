@@ -35,9 +35,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import check_int, check_positive
-from .models import MLP
-from .timing import available_cores, blas_threads
+from .._validate import check_int, check_positive
+from ..models import MLP
+from ..timing import available_cores, blas_threads
+from .partition import shard_bounds
+from .workers import ProcessGroup, check_start_method
 
 __all__ = [
     "GradientWorkload",
@@ -47,10 +49,9 @@ __all__ = [
     "epoch_gradient",
     "measure_parallel_speedup",
     "parallel_epoch_gradient",
-    "shard_bounds",
 ]
 
-_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel_map", "threadpoolctl")
+_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.speedup", "threadpoolctl")
 
 
 def default_process_counts(cores: int | None = None) -> list[int]:
@@ -68,34 +69,6 @@ def default_process_counts(cores: int | None = None) -> list[int]:
         return list(range(1, cores + 1))
     counts = [2**k for k in range(cores.bit_length()) if 2**k < cores]
     return counts + [cores]
-
-
-def shard_bounds(n_items: int, parts: int) -> list[tuple[int, int]]:
-    """Split ``range(n_items)`` into ``parts`` contiguous shards whose sizes differ by at most 1.
-
-    Parameters
-    ----------
-    n_items : int
-        Number of items (samples), >= 0.
-    parts : int
-        Number of shards, >= 1. Shards may be empty when ``parts > n_items``.
-
-    Examples
-    --------
-    >>> shard_bounds(7, 2)
-    [(0, 4), (4, 7)]
-    >>> shard_bounds(2, 3)
-    [(0, 1), (1, 2), (2, 2)]
-    """
-    n_items = check_int(n_items, "n_items", 0)
-    parts = check_int(parts, "parts", 1)
-    base, extra = divmod(n_items, parts)
-    bounds, start = [], 0
-    for i in range(parts):
-        stop = start + base + (1 if i < extra else 0)
-        bounds.append((start, stop))
-        start = stop
-    return bounds
 
 
 def epoch_gradient(
@@ -153,7 +126,7 @@ def _pool_worker(ctx, sizes, x, y, *, batch_size: int, epochs: int) -> None:
     parameter buffer it receives it sends ``(loss, grad, seconds)``; ``None`` tells it
     to return. An exception ends it; the parent re-raises it as ``WorkerError``.
     """
-    from .timing import current_blas_threads
+    from ..timing import current_blas_threads
 
     with blas_threads(1):
         ctx.channel.send((os.getpid(), current_blas_threads()))
@@ -220,8 +193,6 @@ class WorkerPool:
         start_method: str | None = None,
         timeout: float = 120.0,
     ):
-        from .parallel.workers import ProcessGroup, check_start_method
-
         self.processes = check_int(processes, "processes", 1, 4 * available_cores())
         self.start_method = check_start_method(start_method)
         self.timeout = check_positive(timeout, "timeout")
@@ -422,7 +393,7 @@ def measure_parallel_speedup(
     >>> m.processes.tolist(), m.max_abs_difference < 1e-5, m.speedup.shape
     ([1], True, (1,))
     """
-    from .datasets import load_digits
+    from ..datasets import load_digits
 
     workload = GradientWorkload() if workload is None else workload
     if not isinstance(workload, GradientWorkload):
@@ -432,8 +403,6 @@ def measure_parallel_speedup(
     if not counts:
         raise ValueError("processes must name at least one process count")
     counts = [check_int(n, "processes", 1, 4 * available_cores()) for n in counts]
-    from .parallel.workers import check_start_method
-
     start_method = check_start_method(start_method)
 
     data = load_digits("train")

@@ -32,6 +32,10 @@ each (``blas_threads``) so that N workers do not oversubscribe the cores. Failur
 in workers (exception, crash, hang) and KeyboardInterrupt stop all workers and
 release all shared memory (see :mod:`course_lib.parallel.workers`).
 
+The teaching core is short and public: :func:`worker_loop` is what every worker runs
+(compute, communicate, update) and :mod:`course_lib.parallel.allreduce` holds the
+all-reduce implementations; notebook 05 shows both.
+
 Examples
 --------
 >>> from course_lib.models import MLP
@@ -54,15 +58,20 @@ import hashlib
 import math
 import multiprocessing
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import check_int, check_positive
-from .models import MLP
-from .parallel.shm import SharedArray
-from .parallel.workers import (
+from .._validate import check_int, check_positive
+from ..models import MLP
+from ..progress import ProgressBar
+from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
+from ..timing import blas_threads as _blas
+from ..timing import current_blas_threads
+from .allreduce import PipeAllReduce, ShmAllReduce
+from .partition import batch_schedule, shard_bounds, sum_rows
+from .shm import SharedArray
+from .workers import (
     Fault,
     PipeBarrier,
     ProcessGroup,
@@ -70,151 +79,28 @@ from .parallel.workers import (
     check_start_method,
     keep_freed_memory,
 )
-from .progress import ProgressBar as _Progress
-from .scaling import AmdahlFit, fit_amdahl, karp_flatt
-from .timing import blas_threads as _blas
-from .timing import current_blas_threads as _current_blas_threads
 
 __all__ = [
     "BACKENDS",
+    "PRELOAD",
     "DataParallelResult",
+    "Job",
     "ScalingMeasurement",
-    "batch_schedule",
-    "chunk_bounds",
-    "communication_crossover",
-    "fit_gustafson",
+    "check_job",
+    "collect",
     "measure_scaling",
-    "shard_bounds",
+    "start_params",
     "train_data_parallel",
     "train_serial",
     "train_simulated",
+    "worker_loop",
 ]
 
 #: Communication backends of :func:`train_data_parallel`.
 BACKENDS = ("shm", "pipe")
 
 #: Modules the forkserver imports once, so each worker starts in milliseconds.
-_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.data_parallel", "threadpoolctl")
-
-_ALIGN = 16  # chunk boundaries on 64-byte cache lines (16 float32)
-
-
-# ----------------------------------------------------------------- partitioning
-def shard_bounds(batch_size: int, workers: int) -> list[tuple[int, int]]:
-    """Split a global batch of ``batch_size`` samples over ``workers`` workers.
-
-    Shards are contiguous and differ by at most one sample: the first
-    ``batch_size % workers`` workers get one more. Because each worker returns the
-    SUM of its per-sample gradients, unequal shards still add up to exactly the
-    full-batch gradient.
-
-    Examples
-    --------
-    >>> shard_bounds(10, 3)
-    [(0, 4), (4, 7), (7, 10)]
-    >>> shard_bounds(8, 4)
-    [(0, 2), (2, 4), (4, 6), (6, 8)]
-    """
-    workers = check_int(workers, "workers", 1)
-    batch_size = check_int(batch_size, "batch_size", 1)
-    if batch_size < workers:
-        raise ValueError(
-            f"batch_size must be >= workers so that every worker gets a sample, "
-            f"got batch_size={batch_size}, workers={workers}"
-        )
-    q, r = divmod(batch_size, workers)
-    sizes = [q + 1] * r + [q] * (workers - r)
-    edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
-    return list(zip(edges[:-1], edges[1:]))
-
-
-def chunk_bounds(n: int, workers: int, align: int = _ALIGN) -> list[tuple[int, int]]:
-    """Split a buffer of ``n`` elements into one chunk per worker for the reduce-scatter.
-
-    Chunks are contiguous, start on multiples of ``align`` elements (so two workers
-    never write the same cache line) and cover ``[0, n)``; some may be empty when
-    ``n`` is small.
-
-    Examples
-    --------
-    >>> chunk_bounds(100, 3)
-    [(0, 48), (48, 96), (96, 100)]
-    >>> chunk_bounds(100, 3, align=1)
-    [(0, 34), (34, 67), (67, 100)]
-    """
-    n = check_int(n, "n", 0)
-    workers = check_int(workers, "workers", 1)
-    align = check_int(align, "align", 1)
-    per = math.ceil(math.ceil(n / workers) / align) * align if n else 0
-    edges = [min(n, r * per) for r in range(workers)] + [n]
-    if align == 1:
-        q, rem = divmod(n, workers)
-        sizes = [q + 1] * rem + [q] * (workers - rem)
-        edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
-    return list(zip(edges[:-1], edges[1:]))
-
-
-def batch_schedule(n_samples: int, batch_size: int, steps: int, seed: int) -> Iterator[np.ndarray]:
-    """The sample indices of every global batch, identical in every process.
-
-    Each epoch is a fresh permutation of ``range(n_samples)`` from a generator seeded
-    with ``seed + 1``; consecutive slices of ``batch_size`` form the batches and the
-    incomplete tail of an epoch is dropped (every step sees exactly ``batch_size``
-    samples, so every worker's shard has the same size each step).
-
-    Examples
-    --------
-    >>> [b.tolist() for b in batch_schedule(5, 2, 3, seed=0)]
-    [[4, 0], [1, 2], [3, 0]]
-    """
-    n_samples = check_int(n_samples, "n_samples", 1)
-    batch_size = check_int(batch_size, "batch_size", 1, n_samples)
-    steps = check_int(steps, "steps", 0)
-    per_epoch = n_samples // batch_size
-    rng = np.random.default_rng(check_int(seed, "seed", 0) + 1)
-    order = None
-    for step in range(steps):
-        k = step % per_epoch
-        if k == 0:
-            order = rng.permutation(n_samples)
-        yield order[k * batch_size : (k + 1) * batch_size]
-
-
-# ------------------------------------------------------------------ cost model
-def communication_crossover(compute_time, nbytes, bandwidth, latency=0.0, *, algorithm: str = "ring",
-                            servers=1, n_max: int = 1 << 20) -> int | float:
-    """Fewest devices at which the gradient exchange takes at least as long as the compute.
-
-    With a fixed global batch (strong scaling) each of N devices computes for
-    ``compute_time / N`` while the exchange time of :mod:`course_lib.comm` stays or
-    grows: from the returned N on, a step is mostly communication. Returns
-    ``math.inf`` if that does not happen up to ``n_max`` devices.
-
-    Parameters
-    ----------
-    compute_time : float
-        Forward + backward of the global batch on ONE device, seconds, > 0.
-    nbytes, bandwidth, latency, algorithm, servers
-        As in :func:`course_lib.comm.allreduce_time`.
-    n_max : int
-        Largest device count searched.
-
-    Examples
-    --------
-    >>> communication_crossover(1.0, 1e9, 1e9)          # ring: 1/N <= 2(N-1)/N s
-    2
-    >>> communication_crossover(1.0, 1e6, 1e9, algorithm="ps")   # 1/N <= 2 N ms
-    23
-    """
-    from . import comm
-
-    tc = check_positive(compute_time, "compute_time")
-    n_max = check_int(n_max, "n_max", 1)
-    ns = np.arange(1, n_max + 1, dtype=np.float64)
-    exchange = np.asarray(comm.allreduce_time(nbytes, ns, bandwidth, latency,
-                                              algorithm=algorithm, servers=servers))
-    hit = np.flatnonzero(exchange >= tc / ns)
-    return int(ns[hit[0]]) if hit.size else math.inf
+PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.data", "threadpoolctl")
 
 
 # ----------------------------------------------------------------------- result
@@ -302,8 +188,8 @@ class DataParallelResult:
 
 # ------------------------------------------------------------------ arguments
 @dataclass(frozen=True)
-class _Job:
-    """Everything a worker needs besides the shared arrays (small, picklable)."""
+class Job:
+    """Everything a data-parallel worker needs besides the shared arrays (small, picklable)."""
 
     model: MLP
     n_samples: int
@@ -321,7 +207,8 @@ class _Job:
         return self.model.dtype.type(self.lr / self.batch_size)
 
 
-def _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault):
+def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault):
+    """Check a trainer's arguments (naming the bad one); return ``x``, ``y`` and the :class:`Job`."""
     if not isinstance(model, MLP):
         raise TypeError(f"model must be a course_lib.models.MLP, got {type(model).__name__}")
     x = model._check_x(x)
@@ -350,11 +237,12 @@ def _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, bla
         if not isinstance(fault, Fault):
             raise TypeError(f"fault must be a course_lib.parallel.workers.Fault or None, got {type(fault).__name__}")
         check_int(fault.rank, "fault.rank", 0, workers - 1)
-    job = _Job(model, n, batch_size, steps, lr, seed, workers, blas, fault)
+    job = Job(model, n, batch_size, steps, lr, seed, workers, blas, fault)
     return x, y, job
 
 
-def _start_params(model: MLP, params, seed: int) -> np.ndarray:
+def start_params(model: MLP, params, seed: int) -> np.ndarray:
+    """The initial parameters: ``model.init_params(seed)``, or a finite copy of ``params``."""
     if params is None:
         return model.init_params(seed)
     params = np.array(params, dtype=model.dtype)
@@ -417,11 +305,11 @@ def train_serial(
     """
     t_call = time.perf_counter()
     keep_freed_memory()
-    x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, 1, blas_threads, None)
-    params = _start_params(model, params, job.seed)
+    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, 1, blas_threads, None)
+    params = start_params(model, params, job.seed)
     grad = np.zeros_like(params)
     losses, times = np.zeros(job.steps), np.zeros(job.steps)
-    bar = _Progress(job.steps, "serial", progress)
+    bar = ProgressBar(job.steps, "serial", progress)
     lr32 = model.dtype.type(job.lr)
     with _blas(job.blas_threads):
         for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
@@ -467,8 +355,8 @@ def train_simulated(
     """
     t_call = time.perf_counter()
     keep_freed_memory()
-    x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, None)
-    params = _start_params(model, params, job.seed)
+    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, None)
+    params = start_params(model, params, job.seed)
     shards = shard_bounds(job.batch_size, job.workers)
     grads = np.zeros((job.workers, params.size), dtype=params.dtype)
     total, update = np.zeros_like(params), np.zeros_like(params)
@@ -487,7 +375,7 @@ def train_simulated(
                 shard_losses.append(loss)
                 compute[step, r] = time.perf_counter() - t0
             t0 = time.perf_counter()
-            _sum_rows(grads, total, 0, params.size)
+            sum_rows(grads, total)
             comm[step, :] = time.perf_counter() - t0
             np.multiply(total, job.scale, out=update)
             params -= update
@@ -499,14 +387,6 @@ def train_simulated(
         batch_size=job.batch_size, blas_threads=job.blas_threads,
         wall_time=time.perf_counter() - t_call,
     )
-
-
-def _sum_rows(rows: np.ndarray, out: np.ndarray, lo: int, hi: int) -> None:
-    """out[lo:hi] = rows[0, lo:hi] + rows[1, lo:hi] + ... (in rank order: reproducible)."""
-    target = out[lo:hi]
-    np.copyto(target, rows[0, lo:hi])
-    for r in range(1, rows.shape[0]):
-        target += rows[r, lo:hi]
 
 
 # ------------------------------------------------------------------- parallel
@@ -566,12 +446,12 @@ def train_data_parallel(
         stopped and every shared-memory segment removed.
     """
     t_call = time.perf_counter()
-    x, y, job = _check_common(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault)
+    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     start_method = check_start_method(start_method)
     timeout = check_positive(timeout, "timeout")
-    p0 = _start_params(model, params, job.seed)
+    p0 = start_params(model, params, job.seed)
     t_wall = time.time()
     ctx = multiprocessing.get_context(start_method)
     arrays: list[SharedArray] = []
@@ -595,7 +475,7 @@ def train_data_parallel(
         group = ProcessGroup(
             _worker, job.workers, args=(job, specs, barrier),
             rank_args=[(c,) for c in comm_args], start_method=start_method,
-            timeout=timeout, name=f"ddl-dp-{backend}", preload=_PRELOAD, shared=arrays,
+            timeout=timeout, name=f"ddl-dp-{backend}", preload=PRELOAD, shared=arrays,
         )
         with group:
             results = group.join(progress_total=2 * job.steps, progress_display=progress,
@@ -608,10 +488,10 @@ def train_data_parallel(
             barrier.close()
         for a in arrays:
             a.close()
-    return _collect(results, job, backend, start_method, t_call, t_wall)
+    return collect(results, job, backend, start_method, t_call, t_wall)
 
 
-def _collect(results: list[dict], job: _Job, backend: str, start_method: str | None,
+def collect(results: list[dict], job: Job, backend: str, start_method: str | None,
              t_call: float, t_wall: float) -> DataParallelResult:
     """Assemble the workers' reports into a :class:`DataParallelResult`."""
     timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
@@ -638,85 +518,26 @@ def _collect(results: list[dict], job: _Job, backend: str, start_method: str | N
 
 
 # ----------------------------------------------------------------- worker side
-class _ShmAllReduce:
-    """Reduce-scatter + all-gather through shared memory; no master process.
-
-    Every worker computes its gradient directly into its row of ``grads``; after a
-    barrier worker ``r`` adds chunk ``r`` of all rows (in rank order) into
-    ``reduced``; after a second barrier every worker reads all of ``reduced``.
-    """
-
-    def __init__(self, wctx: WorkerContext, grads: np.ndarray, reduced: np.ndarray, barrier):
-        self.wctx, self.grads, self.reduced, self.barrier = wctx, grads, reduced, barrier
-        self.lo, self.hi = chunk_bounds(reduced.size, wctx.world_size)[wctx.rank]
-
-    def gradient_buffer(self) -> np.ndarray:
-        return self.grads[self.wctx.rank]
-
-    def start(self) -> None:
-        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
-
-    def wait(self) -> None:
-        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
-
-    def allreduce(self) -> np.ndarray:
-        _sum_rows(self.grads, self.reduced, self.lo, self.hi)
-        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
-        return self.reduced
 
 
-class _PipeAllReduce:
-    """The naive design: pickled gradients through pipes to rank 0, the sum sent back."""
-
-    def __init__(self, wctx: WorkerContext, n: int, dtype, conns: list, barrier):
-        self.wctx, self.conns, self.barrier = wctx, conns, barrier
-        self.grad = np.zeros(n, dtype=dtype)
-        self.total = np.zeros(n, dtype=dtype) if wctx.rank == 0 else None
-
-    def gradient_buffer(self) -> np.ndarray:
-        return self.grad
-
-    def start(self) -> None:
-        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
-
-    def wait(self) -> None:
-        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
-
-    def _recv(self, conn):
-        if not conn.poll(self.wctx.wait_timeout):
-            raise TimeoutError(f"worker {self.wctx.rank}: no message within {self.wctx.wait_timeout:g} s")
-        return conn.recv()
-
-    def allreduce(self) -> np.ndarray:
-        if self.wctx.rank == 0:
-            np.copyto(self.total, self.grad)
-            for conn in self.conns:  # ranks 1, 2, ... in order: reproducible sum
-                self.total += self._recv(conn)
-            for conn in self.conns:
-                conn.send(self.total)
-            return self.total
-        self.conns[0].send(self.grad)
-        return self._recv(self.conns[0])
-
-
-def _worker(wctx: WorkerContext, job: _Job, specs, barrier, comm_args) -> dict:
+def _worker(wctx: WorkerContext, job: Job, specs, barrier, comm_args) -> dict:
     """One data-parallel worker (runs in a child process)."""
     x_spec, y_spec, p_spec = specs
     with x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as p0:
         if comm_args[0] == "shm":
             _, g_spec, r_spec = comm_args
             with g_spec.attach() as grads, r_spec.attach() as reduced:
-                comm = _ShmAllReduce(wctx, grads, reduced, barrier)
-                report = _run_worker_loop(wctx, job, x, y, p0, comm)
+                comm = ShmAllReduce(wctx, grads, reduced, barrier)
+                report = worker_loop(wctx, job, x, y, p0, comm)
                 del comm
         else:
-            comm = _PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier)
-            report = _run_worker_loop(wctx, job, x, y, p0, comm)
+            comm = PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier)
+            report = worker_loop(wctx, job, x, y, p0, comm)
             del comm
     return report
 
 
-def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
+def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
     """The training loop every data-parallel worker runs, whatever the communication.
 
     ``comm`` provides ``gradient_buffer()`` (where to put this worker's gradient sum),
@@ -732,7 +553,7 @@ def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
         lo, hi = shard_bounds(job.batch_size, job.workers)[wctx.rank]
         timings = np.zeros((job.steps, 4))
         losses = np.zeros(job.steps)
-        blas = _current_blas_threads()  # reported, so tests can check the limit took effect
+        blas = current_blas_threads()  # reported, so tests can check the limit took effect
         comm.start()  # start the clock together
         ready = time.time()
         for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
@@ -762,34 +583,6 @@ def _run_worker_loop(wctx: WorkerContext, job: _Job, x, y, p0, comm) -> dict:
         "blas_threads": blas,
         "params": params if wctx.rank == 0 else None,
     }
-
-
-# ------------------------------------------------------------------ scaling
-def fit_gustafson(n, scaled_speedup) -> float:
-    r"""Least-squares ``p`` of Gustafson's law :math:`S = (1 - p) + p N` from measurements.
-
-    Written as :math:`S - 1 = p (N - 1)`, a line through the origin:
-    :math:`\hat p = \sum (N_i - 1)(S_i - 1) / \sum (N_i - 1)^2`, clipped to [0, 1].
-
-    Examples
-    --------
-    >>> fit_gustafson([1, 2, 4], [1.0, 1.9, 3.7])
-    0.9
-    """
-    from ._validate import as_real
-
-    n_arr = as_real(n, "n")
-    s_arr = as_real(scaled_speedup, "scaled_speedup")
-    if n_arr.ndim != 1 or n_arr.shape != s_arr.shape:
-        raise ValueError("n and scaled_speedup must be 1-D and of the same length")
-    x = n_arr - 1.0
-    if np.any(n_arr < 1):
-        raise ValueError("n must be >= 1")
-    sxx = float(np.sum(x * x))
-    if sxx == 0.0:
-        raise ValueError("n must contain at least one worker count > 1 to fit p")
-    p = float(np.sum(x * (s_arr - 1.0))) / sxx
-    return round(min(max(p, 0.0), 1.0), 12)
 
 
 @dataclass

@@ -1,0 +1,121 @@
+"""All-reduce: every worker ends with the sum of all workers' gradients.
+
+One interface, three implementations, used by the same worker step loop
+(:func:`course_lib.parallel.data.worker_loop`):
+
+``gradient_buffer()``
+    The array this worker writes its gradient sum into.
+``start()``
+    Wait until every worker is ready (the clocks start together).
+``wait()``
+    Wait until every worker has its gradient (the waiting is measured apart).
+``allreduce()``
+    Return the sum over all workers.
+
+:class:`ShmAllReduce`
+    Shared memory: worker ``r`` adds chunk ``r`` of every worker's gradient
+    (reduce-scatter, 规约-分散), then every worker reads all chunks (all-gather, 全收集).
+:class:`PipeAllReduce`
+    Pipes: every worker pickles its gradient to rank 0, which adds and sends back.
+:class:`GlooAllReduce`
+    ``torch.distributed.all_reduce`` with the gloo backend (optional torch).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .partition import chunk_bounds, sum_rows
+from .workers import WorkerContext
+
+__all__ = ["GlooAllReduce", "PipeAllReduce", "ShmAllReduce"]
+
+
+class ShmAllReduce:
+    """Reduce-scatter + all-gather through shared memory; no master process (notebook 05,
+    "The all-reduce").
+
+    Every worker computes its gradient directly into its row of ``grads``; after a
+    barrier worker ``r`` adds chunk ``r`` of all rows (in rank order) into
+    ``reduced``; after a second barrier every worker reads all of ``reduced``.
+    """
+
+    def __init__(self, wctx: WorkerContext, grads: np.ndarray, reduced: np.ndarray, barrier):
+        self.wctx, self.grads, self.reduced, self.barrier = wctx, grads, reduced, barrier
+        self.lo, self.hi = chunk_bounds(reduced.size, wctx.world_size)[wctx.rank]
+
+    def gradient_buffer(self) -> np.ndarray:
+        return self.grads[self.wctx.rank]
+
+    def start(self) -> None:
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
+
+    def wait(self) -> None:
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
+
+    def allreduce(self) -> np.ndarray:
+        sum_rows(self.grads, self.reduced, self.lo, self.hi)
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
+        return self.reduced
+
+
+class PipeAllReduce:
+    """The naive design: pickled gradients through pipes to rank 0, the sum sent back
+    (notebook 05, "The all-reduce")."""
+
+    def __init__(self, wctx: WorkerContext, n: int, dtype, conns: list, barrier):
+        self.wctx, self.conns, self.barrier = wctx, conns, barrier
+        self.grad = np.zeros(n, dtype=dtype)
+        self.total = np.zeros(n, dtype=dtype) if wctx.rank == 0 else None
+
+    def gradient_buffer(self) -> np.ndarray:
+        return self.grad
+
+    def start(self) -> None:
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
+
+    def wait(self) -> None:
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
+
+    def _recv(self, conn):
+        if not conn.poll(self.wctx.wait_timeout):
+            raise TimeoutError(f"worker {self.wctx.rank}: no message within {self.wctx.wait_timeout:g} s")
+        return conn.recv()
+
+    def allreduce(self) -> np.ndarray:
+        if self.wctx.rank == 0:
+            np.copyto(self.total, self.grad)
+            for conn in self.conns:  # ranks 1, 2, ... in order: reproducible sum
+                self.total += self._recv(conn)
+            for conn in self.conns:
+                conn.send(self.total)
+            return self.total
+        self.conns[0].send(self.grad)
+        return self._recv(self.conns[0])
+
+
+class GlooAllReduce:
+    """``torch.distributed.all_reduce`` (sum) of the worker's flat numpy gradient buffer
+    (notebook 05, "The same step on a real engine"); torch is imported here only."""
+
+    def __init__(self, n: int, dtype, separate_waiting: bool):
+        import torch
+        import torch.distributed as dist
+
+        self.dist, self.separate_waiting = dist, separate_waiting
+        self.grad = np.zeros(n, dtype=dtype)
+        self.tensor = torch.from_numpy(self.grad)  # same memory, no copy
+
+    def gradient_buffer(self) -> np.ndarray:
+        return self.grad
+
+    def start(self) -> None:
+        self.dist.barrier()
+
+    def wait(self) -> None:
+        if self.separate_waiting:
+            self.dist.barrier()
+
+    def allreduce(self) -> np.ndarray:
+        self.dist.all_reduce(self.tensor, op=self.dist.ReduceOp.SUM)
+        return self.grad

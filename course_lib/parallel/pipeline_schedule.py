@@ -1,0 +1,505 @@
+"""Pipelines without processes: the bubble formula, schedules, timelines, a simulator.
+
+Model parallelism (模型并行) splits the *layers* of :class:`course_lib.models.MLP` into
+``S`` consecutive stages (流水阶段), one process each. Stage ``s`` owns the contiguous
+slice ``model.layer_range(start, stop)`` of the flat parameter buffer; activations
+travel forward to the next stage, activation gradients backward to the previous one,
+and every stage updates its own parameters. Alone this keeps all but one stage idle;
+pipeline parallelism (流水并行) cuts the batch into ``M`` micro-batches (微批次) so that
+stages work on different micro-batches at the same time. Two schedules are provided:
+
+``"gpipe"``
+    GPipe (Huang et al., 2019): all ``M`` forwards, then all ``M`` backwards, gradients
+    accumulated over the micro-batches, one update per step ("flush").
+``"1f1b"``
+    One-forward-one-backward (PipeDream-Flush, Narayanan et al., 2021; Megatron-LM's
+    non-interleaved schedule): after ``S - s - 1`` warm-up forwards, stage ``s``
+    alternates a forward and a backward. Same result and, with equal stages, the same
+    idle time as GPipe, but at most ``S - s`` micro-batches' activations are held at
+    once instead of ``M``.
+
+Both schedules are synchronous: the update uses the gradient of the whole batch, so the
+parameters equal those of the serial run (up to floating-point summation order).
+
+The idle share ("bubble", 气泡) of a pipeline with equal stages is
+
+.. math:: \\text{bubble} = \\frac{S - 1}{M + S - 1},
+
+which :func:`bubble_fraction` computes and :func:`simulate_pipeline` reproduces from
+per-stage costs without running processes. :func:`course_lib.parallel.pipeline.train_pipeline`
+runs the stages as processes and records the same kind of :class:`Timeline`, measured.
+Everything here is pure computation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validate import as_real, broadcast, check_int, check_range, scalar_or_array
+
+__all__ = [
+    "SCHEDULES",
+    "StageOp",
+    "Timeline",
+    "bubble_fraction",
+    "check_boundaries",
+    "check_schedule",
+    "layer_flops",
+    "partition_layers",
+    "schedule_order",
+    "simulate_pipeline",
+    "simulate_uniform",
+    "stage_flops",
+]
+
+SCHEDULES = ("gpipe", "1f1b")
+
+
+# --------------------------------------------------------------------------- formula
+def bubble_fraction(stages, micro_batches):
+    r"""Idle share of a synchronous pipeline with equal stages: :math:`(S-1)/(M+S-1)`.
+
+    Each of the ``S`` stages is busy ``M`` slots of the ``M + S - 1`` slots that a
+    step lasts (a slot = one micro-batch's forward plus backward on one stage); the
+    first stage waits ``S - 1`` slots for the last forwards to come back as backwards.
+    Holds for GPipe and 1F1B alike.
+
+    Parameters
+    ----------
+    stages : int or array_like
+        Pipeline stages ``S`` >= 1.
+    micro_batches : int or array_like
+        Micro-batches per step ``M`` >= 1.
+
+    Returns
+    -------
+    float or numpy.ndarray
+
+    Examples
+    --------
+    >>> bubble_fraction(4, 8)
+    0.2727272727272727
+    >>> bubble_fraction(1, 8)        # one stage: no pipeline, no bubble
+    0.0
+    >>> bubble_fraction(4, [1, 4, 32]).round(3)
+    array([0.75 , 0.429, 0.086])
+    """
+    s_arr = as_real(stages, "stages")
+    m_arr = as_real(micro_batches, "micro_batches")
+    check_range(s_arr, "stages", 1)
+    check_range(m_arr, "micro_batches", 1)
+    s_arr, m_arr = broadcast(stages=s_arr, micro_batches=m_arr)
+    return scalar_or_array((s_arr - 1) / (m_arr + s_arr - 1), stages, micro_batches)
+
+
+# --------------------------------------------------------------------------- timelines
+@dataclass(frozen=True)
+class StageOp:
+    """One forward (``"F"``), backward (``"B"``), gradient all-reduce (``"A"``, hybrid
+    runs only) or update (``"U"``) on one stage.
+
+    ``micro`` is the micro-batch index (``-1`` for an all-reduce or update);
+    ``start``/``end`` are seconds (from the simulator, or measured with
+    :func:`time.perf_counter`); ``step`` is the training step the operation belongs
+    to; ``replica`` the data-parallel replica (0 unless the run is hybrid).
+    """
+
+    stage: int
+    kind: str
+    micro: int
+    start: float
+    end: float
+    step: int = 0
+    replica: int = 0
+
+    def shifted(self, dt: float) -> StageOp:
+        """The same operation ``dt`` seconds earlier."""
+        return StageOp(self.stage, self.kind, self.micro, self.start - dt, self.end - dt, self.step, self.replica)
+
+    @property
+    def duration(self) -> float:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """What every stage did when: the data of a Gantt chart (甘特图).
+
+    Built by :func:`simulate_pipeline` (computed) or by
+    :func:`train_pipeline` (measured); the analysis below is the same for both.
+
+    Attributes
+    ----------
+    ops : tuple of StageOp
+    n_stages, n_micro : int
+        Stages ``S`` and micro-batches ``M`` (per step).
+    schedule : str
+        ``"gpipe"`` or ``"1f1b"``.
+    source : str
+        ``"simulated"`` or ``"measured"``.
+    replicas : int
+        Data-parallel replicas ``D`` of the pipeline (1 unless hybrid). The timeline
+        has ``D * S`` rows (devices), row ``d * S + s`` for replica ``d``, stage ``s``.
+    """
+
+    ops: tuple[StageOp, ...]
+    n_stages: int
+    n_micro: int
+    schedule: str
+    source: str = "simulated"
+    replicas: int = 1
+
+    @property
+    def n_rows(self) -> int:
+        """Devices in the timeline: ``replicas * n_stages``."""
+        return self.replicas * self.n_stages
+
+    def row(self, op: StageOp) -> int:
+        """Row (device) of an operation: ``replica * n_stages + stage``."""
+        return op.replica * self.n_stages + op.stage
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        """The training steps present, in order."""
+        return tuple(sorted({op.step for op in self.ops}))
+
+    def step(self, k: int) -> Timeline:
+        """The operations of step ``k`` only, with time shifted to start at 0."""
+        ops = [op for op in self.ops if op.step == k]
+        if not ops:
+            raise ValueError(f"k must be one of the steps {self.steps}, got {k!r}")
+        t0 = min(op.start for op in ops)
+        shifted = tuple(op.shifted(t0) for op in ops)
+        return Timeline(shifted, self.n_stages, self.n_micro, self.schedule, self.source, self.replicas)
+
+    def _compute_ops(self) -> list[StageOp]:
+        return [op for op in self.ops if op.kind in ("F", "B")]
+
+    @property
+    def makespan(self) -> float:
+        """Time from the first forward's start to the last backward's end (one step)."""
+        ops = self._compute_ops()
+        if not ops:
+            return 0.0
+        return float(max(op.end for op in ops) - min(op.start for op in ops))
+
+    def busy(self) -> np.ndarray:
+        """Busy time (forwards + backwards) of each stage (each row, if hybrid)."""
+        out = np.zeros(self.n_rows)
+        for op in self._compute_ops():
+            out[self.row(op)] += op.duration
+        return out
+
+    def bubble(self) -> float:
+        """Idle share of the stages during the step: ``1 - sum(busy) / (S * makespan)``.
+
+        Only forwards and backwards count; for a timeline of several steps use
+        :meth:`bubble_per_step` (the time between steps is not pipeline idle time).
+        """
+        span = self.makespan
+        if span <= 0:
+            return 0.0
+        return float(1.0 - self.busy().sum() / (self.n_rows * span))
+
+    def bubble_per_step(self) -> np.ndarray:
+        """:meth:`bubble` of every step, in step order."""
+        return np.array([self.step(k).bubble() for k in self.steps])
+
+    def in_flight(self) -> np.ndarray:
+        """Peak number of micro-batches whose activations each stage holds at once.
+
+        A forward stores its micro-batch's activations until the matching backward
+        has run: this count times the activation size is a stage's activation memory.
+        """
+        peak = np.zeros(self.n_rows, dtype=int)
+        per_stage_step: dict[tuple[int, int], list] = {}
+        for op in self._compute_ops():
+            per_stage_step.setdefault((self.row(op), op.step), []).append(op)
+        for (s, _k), ops in per_stage_step.items():
+            ops.sort(key=lambda op: (op.start, op.kind == "F"))  # a backward frees first
+            held = 0
+            for op in ops:
+                held += 1 if op.kind == "F" else -1
+                peak[s] = max(peak[s], held)
+        return peak
+
+
+# --------------------------------------------------------------------------- schedules
+def check_schedule(schedule) -> str:
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    return schedule
+
+
+def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> list[list[tuple[str, int]]]:
+    """Order in which each stage runs its forwards and backwards in one step.
+
+    Parameters
+    ----------
+    stages, micro_batches : int
+        ``S`` >= 1 and ``M`` >= 1.
+    schedule : {"gpipe", "1f1b"}
+        GPipe: ``F0 .. F(M-1)`` then ``B0 .. B(M-1)``. 1F1B: ``min(S - s - 1, M)``
+        warm-up forwards on stage ``s``, then forward/backward pairs, then the
+        remaining backwards.
+
+    Returns
+    -------
+    list of list of (kind, micro)
+        One list per stage. Backwards run in micro-batch order in both schedules, so
+        gradients are accumulated in the same order (and the results are bitwise equal).
+
+    Examples
+    --------
+    >>> schedule_order(2, 3, "gpipe")[0]
+    [('F', 0), ('F', 1), ('F', 2), ('B', 0), ('B', 1), ('B', 2)]
+    >>> schedule_order(2, 3, "1f1b")[0]
+    [('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2)]
+    >>> schedule_order(2, 3, "1f1b")[1]
+    [('F', 0), ('B', 0), ('F', 1), ('B', 1), ('F', 2), ('B', 2)]
+    """
+    stages = check_int(stages, "stages", 1)
+    micro_batches = check_int(micro_batches, "micro_batches", 1)
+    check_schedule(schedule)
+    orders = []
+    for s in range(stages):
+        if schedule == "gpipe":
+            order = [("F", m) for m in range(micro_batches)] + [("B", m) for m in range(micro_batches)]
+        else:
+            warmup = min(stages - s - 1, micro_batches)
+            order = [("F", m) for m in range(warmup)]
+            for i in range(micro_batches - warmup):
+                order += [("F", warmup + i), ("B", i)]
+            order += [("B", m) for m in range(micro_batches - warmup, micro_batches)]
+        orders.append(order)
+    return orders
+
+
+def _costs(values, name: str, n: int | None = None) -> np.ndarray:
+    arr = as_real(values, name)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty sequence of per-stage times, got shape {arr.shape}")
+    if n is not None and arr.size != n:
+        raise ValueError(f"{name} must have one entry per stage ({n}), got {arr.size}")
+    check_range(arr, name, 0.0)
+    return arr
+
+
+def simulate_pipeline(
+    forward: Sequence[float],
+    backward: Sequence[float] | None = None,
+    *,
+    micro_batches: int,
+    schedule: str = "gpipe",
+    send_time: float = 0.0,
+) -> Timeline:
+    """Compute a pipeline's timeline from per-stage costs, without running anything.
+
+    Every stage runs its operations in :func:`schedule_order`; an operation starts
+    when its stage is free and its input has arrived: forward ``m`` on stage ``s``
+    needs forward ``m`` of stage ``s - 1``, backward ``m`` needs backward ``m`` of
+    stage ``s + 1`` (the last stage: its own forward ``m``). Each hand-over between
+    stages takes ``send_time`` (the sender does not wait for it).
+
+    Parameters
+    ----------
+    forward : sequence of float
+        Time of one micro-batch's forward on each stage (``S`` entries, >= 0).
+    backward : sequence of float, optional
+        Time of one micro-batch's backward on each stage; default ``2 * forward``
+        (a layer's backward computes two GEMMs to the forward's one).
+    micro_batches : int
+        ``M`` >= 1.
+    schedule : {"gpipe", "1f1b"}
+    send_time : float or sequence of float
+        Time to pass an activation (or its gradient) to the neighbour stage, >= 0:
+        one value for every hand-over, or ``S - 1`` values, one per boundary
+        (boundary ``s`` lies between stages ``s`` and ``s + 1``).
+
+    Returns
+    -------
+    Timeline
+        With equal stages and ``send_time = 0`` its :meth:`Timeline.bubble` equals
+        :func:`bubble_fraction`.
+
+    Examples
+    --------
+    >>> t = simulate_pipeline([1.0, 1.0, 1.0, 1.0], micro_batches=8)
+    >>> t.makespan, round(t.bubble(), 6), round(bubble_fraction(4, 8), 6)
+    (33.0, 0.272727, 0.272727)
+    >>> simulate_pipeline([1.0] * 4, micro_batches=8, schedule="1f1b").in_flight().tolist()
+    [4, 3, 2, 1]
+    """
+    f = _costs(forward, "forward")
+    b = 2.0 * f if backward is None else _costs(backward, "backward", f.size)
+    m_count = check_int(micro_batches, "micro_batches", 1)
+    check_schedule(schedule)
+    n = f.size
+    send_arr = as_real(send_time, "send_time")
+    check_range(send_arr, "send_time", 0.0)
+    if send_arr.ndim == 0:
+        sends = [float(send_arr)] * max(n - 1, 0)
+    elif send_arr.shape == (n - 1,):
+        sends = [float(v) for v in send_arr]
+    else:
+        raise ValueError(
+            f"send_time must be one number or one per boundary ({n - 1}), got shape {send_arr.shape}"
+        )
+    f_s, b_s = [float(v) for v in f], [float(v) for v in b]
+    orders = schedule_order(n, m_count, schedule)
+    end: dict[tuple[str, int, int], float] = {}
+    ops: list[StageOp] = []
+    pos = [0] * n
+    free = [0.0] * n
+    remaining = sum(len(o) for o in orders)
+    while remaining:
+        progressed = False
+        for s in range(n):
+            while pos[s] < len(orders[s]):
+                kind, m = orders[s][pos[s]]
+                if kind == "F":
+                    dep = ("F", s - 1, m) if s > 0 else None
+                    hop = sends[s - 1] if s > 0 else 0.0
+                else:
+                    dep = ("B", s + 1, m) if s < n - 1 else ("F", s, m)
+                    hop = sends[s] if s < n - 1 else 0.0
+                if dep is not None and dep not in end:
+                    break
+                ready = end[dep] + hop if dep is not None else 0.0
+                start = max(free[s], ready)
+                stop = start + (f_s[s] if kind == "F" else b_s[s])
+                end[(kind, s, m)] = stop
+                ops.append(StageOp(s, kind, m, start, stop))
+                free[s] = stop
+                pos[s] += 1
+                remaining -= 1
+                progressed = True
+        if not progressed:  # pragma: no cover - impossible for the schedules above
+            raise RuntimeError("the schedule deadlocks")
+    ops.sort(key=lambda op: (op.start, op.stage))
+    return Timeline(tuple(ops), n, m_count, schedule, "simulated")
+
+
+def simulate_uniform(
+    stages: int,
+    micro_batches: int,
+    *,
+    schedule: str = "gpipe",
+    forward: float = 1.0,
+    backward: float | None = None,
+    send_time: float = 0.0,
+) -> Timeline:
+    """:func:`simulate_pipeline` for ``S`` equal stages (what the formula assumes).
+
+    Examples
+    --------
+    >>> round(simulate_uniform(3, 5).bubble(), 12) == round(bubble_fraction(3, 5), 12)
+    True
+    """
+    stages = check_int(stages, "stages", 1)
+    back = None if backward is None else [backward] * stages
+    return simulate_pipeline(
+        [forward] * stages, back, micro_batches=micro_batches, schedule=schedule, send_time=send_time
+    )
+
+
+# --------------------------------------------------------------------------- stage costs
+def layer_flops(model) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward FLOPs per sample of every layer of an MLP.
+
+    Counted like :meth:`course_lib.models.MLP.flops_per_sample` (GEMMs only): forward
+    ``2 k n`` for a ``k x n`` layer, backward ``4 k n`` (weight and input gradient)
+    except layer 0, whose input gradient is skipped (``2 k n``).
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> f, b = layer_flops(MLP((64, 32, 10)))
+    >>> f.tolist(), b.tolist()
+    ([4096, 640], [4096, 1280])
+    """
+    macs = np.array([a * b for a, b in zip(model.sizes[:-1], model.sizes[1:])], dtype=np.int64)
+    forward = 2 * macs
+    backward = 4 * macs
+    backward[0] = 2 * macs[0]
+    return forward, backward
+
+
+def check_boundaries(model, boundaries) -> tuple[int, ...]:
+    if isinstance(boundaries, (str, bytes)) or not isinstance(boundaries, Sequence):
+        raise TypeError(f"boundaries must be a sequence of layer indices, got {boundaries!r}")
+    b = tuple(check_int(v, f"boundaries[{i}]", 0, model.n_layers) for i, v in enumerate(boundaries))
+    if len(b) < 2 or b[0] != 0 or b[-1] != model.n_layers or any(x >= y for x, y in zip(b, b[1:])):
+        raise ValueError(
+            f"boundaries must increase strictly from 0 to n_layers = {model.n_layers}, got {b}"
+        )
+    return b
+
+
+def partition_layers(model, stages: int) -> tuple[int, ...]:
+    """Split the layers into ``stages`` contiguous stages with the smallest maximum cost.
+
+    The cost of a stage is its forward + backward FLOPs (:func:`layer_flops`); the
+    slowest stage sets the pipeline's pace, so the split minimises it (exact, by
+    dynamic programming). Ties go to the split with the earliest boundaries.
+
+    Parameters
+    ----------
+    model : MLP
+    stages : int
+        In [1, model.n_layers]: a stage holds at least one layer (the limit of
+        layer-wise model parallelism is the number of layers).
+
+    Returns
+    -------
+    tuple of int
+        Boundaries ``(0, b1, ..., n_layers)``: stage ``s`` holds layers
+        ``boundaries[s]`` .. ``boundaries[s + 1] - 1``.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> partition_layers(MLP((64, 64, 64, 64, 10)), 2)
+    (0, 2, 4)
+    >>> partition_layers(MLP((784, 1024, 10)), 2)
+    (0, 1, 2)
+    """
+    n = model.n_layers
+    stages = check_int(stages, "stages", 1, n)
+    f, b = layer_flops(model)
+    cost = (f + b).astype(float)
+    prefix = np.concatenate([[0.0], np.cumsum(cost)])
+    # best[k][j]: smallest max stage cost splitting layers [0, j) into k stages
+    best = np.full((stages + 1, n + 1), np.inf)
+    cut = np.zeros((stages + 1, n + 1), dtype=int)
+    best[0][0] = 0.0
+    for k in range(1, stages + 1):
+        for j in range(k, n + 1):
+            for i in range(k - 1, j):
+                val = max(best[k - 1][i], prefix[j] - prefix[i])
+                if val < best[k][j]:
+                    best[k][j], cut[k][j] = val, i
+    bounds = [n]
+    for k in range(stages, 0, -1):
+        bounds.append(int(cut[k][bounds[-1]]))
+    return tuple(reversed(bounds))
+
+
+def stage_flops(model, boundaries: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward FLOPs per sample of each stage of a split.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> f, b = stage_flops(MLP((64, 32, 10)), (0, 1, 2))
+    >>> f.tolist(), b.tolist()
+    ([4096, 640], [4096, 1280])
+    """
+    b_ = check_boundaries(model, boundaries)
+    f, b = layer_flops(model)
+    fs = np.array([f[lo:hi].sum() for lo, hi in zip(b_[:-1], b_[1:])])
+    bs = np.array([b[lo:hi].sum() for lo, hi in zip(b_[:-1], b_[1:])])
+    return fs, bs

@@ -1,0 +1,103 @@
+"""One helper for each way of splitting work: shards, chunks, batch schedules, row sums."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from course_lib.parallel.partition import (
+    batch_schedule,
+    chunk_bounds,
+    epoch_batches,
+    micro_rows,
+    replica_rows,
+    shard_bounds,
+    sum_rows,
+)
+
+
+@given(st.integers(1, 500), st.integers(1, 64))
+def test_shard_bounds_cover_the_batch_evenly(batch, workers):
+    bounds = shard_bounds(batch, workers)
+    assert len(bounds) == workers and bounds[0][0] == 0 and bounds[-1][1] == batch
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    sizes = [hi - lo for lo, hi in bounds]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == batch
+    assert (min(sizes) >= 1) == (batch >= workers)  # empty shards only when too few items
+    assert sizes == sorted(sizes, reverse=True)  # the larger shards come first
+
+
+@given(st.integers(0, 5000), st.integers(1, 40), st.sampled_from([1, 4, 16]))
+def test_chunk_bounds_partition_the_buffer(n, workers, align):
+    bounds = chunk_bounds(n, workers, align)
+    assert len(bounds) == workers and bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))
+    assert all(lo <= hi for lo, hi in bounds)
+    if align > 1:
+        assert all(lo % align == 0 or lo == n for lo, _ in bounds)
+    # no chunk is much larger than an even share
+    assert max(hi - lo for lo, hi in bounds) <= -(-n // workers) + align
+
+
+def test_shard_and_chunk_hand_values():
+    assert shard_bounds(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert shard_bounds(7, 7) == [(i, i + 1) for i in range(7)]
+    assert chunk_bounds(100, 2) == [(0, 50 + 14), (64, 100)]
+    assert chunk_bounds(10, 4, align=1) == [(0, 3), (3, 6), (6, 8), (8, 10)]
+
+
+def test_batch_schedule_is_a_permutation_per_epoch_and_drops_the_tail():
+    batches = list(batch_schedule(10, 3, 6, seed=4))
+    assert all(b.shape == (3,) for b in batches)
+    first, second = np.concatenate(batches[:3]), np.concatenate(batches[3:])
+    assert len(set(first.tolist())) == 9 and len(set(second.tolist())) == 9
+    assert not np.array_equal(first, second)
+    again = list(batch_schedule(10, 3, 6, seed=4))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+
+
+# ---------------------------------------------------------------- serial runs
+
+
+@given(st.integers(0, 10_000), st.integers(1, 64))
+def test_shard_bounds_cover_everything_once_and_balance(n, parts):
+    bounds = shard_bounds(n, parts)
+    assert len(bounds) == parts and bounds[0][0] == 0 and bounds[-1][1] == n
+    assert all(a[1] == b[0] for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    sizes = [b - a for a, b in bounds]
+    assert max(sizes) - min(sizes) <= 1 and sum(sizes) == n
+
+
+@pytest.mark.parametrize("bad, exc", [(0, ValueError), (2.0, TypeError), (True, TypeError)])
+def test_shard_bounds_bad_parts(bad, exc):
+    with pytest.raises(exc, match="parts"):
+        shard_bounds(10, bad)
+
+
+def test_epoch_batches_keep_the_tail_and_match_the_serial_loop():
+    batches = epoch_batches(10, 4, epochs=2, steps=None, seed=3)
+    assert [b.size for b in batches] == [4, 4, 2, 4, 4, 2]
+    assert sorted(np.concatenate(batches[:3]).tolist()) == list(range(10))
+    assert len(epoch_batches(10, 4, epochs=1, steps=5, seed=3)) == 5
+
+
+def test_micro_and_replica_rows():
+    assert micro_rows(10, 3) == [(0, 3), (3, 6), (6, 10)]
+    assert micro_rows(2, 4) == [(0, 1), (1, 2)]  # never an empty micro-batch
+    assert replica_rows(8, 2, 2) == [[(0, 2), (2, 4)], [(4, 6), (6, 8)]]
+
+
+@given(st.integers(1, 6), st.integers(0, 40), st.integers(0, 40))
+def test_sum_rows_adds_in_row_order(rows, lo, width):
+    rng = np.random.default_rng(rows)
+    data = rng.standard_normal((rows, 50)).astype(np.float32)
+    out = np.full(50, np.nan, np.float32)
+    hi = min(50, lo + width)
+    sum_rows(data, out, lo, hi)
+    expected = data[0, lo:hi].copy()
+    for r in range(1, rows):
+        expected += data[r, lo:hi]
+    assert np.array_equal(out[lo:hi], expected)  # bitwise: the same order
+    assert np.isnan(out[:lo]).all() and np.isnan(out[hi:]).all()
