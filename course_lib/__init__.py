@@ -19,31 +19,27 @@ _SUBMODULES = frozenset(
     {
         "comm",
         "cost",
-        "data_parallel",
         "datasets",
-        "doctor",
         "exercises",
         "hybrid",
         "im2col",
-        "model_parallel",
         "models",
         "optim",
-        "parallel_map",
+        "parallel",
         "plots",
+        "progress",
         "scaling",
-        "slides",
+        "testing",
         "timing",
-        "torch_engine",
+        "tools",
         "widgets",
     }
 )
-
 
 def __getattr__(name: str):
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | _SUBMODULES)

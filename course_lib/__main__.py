@@ -21,11 +21,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args else 2
     command, rest = args[0], args[1:]
     if command == "doctor":
-        from .doctor import main as doctor_main
+        from .tools.doctor import main as doctor_main
 
         return doctor_main(rest)
     if command == "slides":
-        from .slides import main as slides_main
+        from .tools.slides import main as slides_main
 
         return slides_main(rest)
     print(f"unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from course_lib import __main__ as cli
-from course_lib import doctor
-from course_lib.doctor import FAIL, INFO, OK, WARN, Check
+from course_lib.tools import doctor
+from course_lib.tools.doctor import FAIL, INFO, OK, WARN, Check
 
 ROOT = Path(__file__).resolve().parent.parent
 

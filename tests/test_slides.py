@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import slides
+from course_lib.tools import slides
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.doctor import CHROMIUM_DEFAULT, CHROMIUM_ENV, find_chromium
+from course_lib.tools.doctor import CHROMIUM_DEFAULT, CHROMIUM_ENV, find_chromium
 
 ROOT = Path(__file__).resolve().parents[2]
 # DDL_BROWSER_NOTEBOOKS: test another folder of notebooks (e.g. drafts); default notebooks/.

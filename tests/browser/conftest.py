@@ -3,7 +3,7 @@ per session, and the offline slide decks built once.
 
 The tests drive a system chromium through playwright (never a browser that playwright
 downloads): ``$DDL_CHROMIUM``, else Debian's ``/usr/bin/chromium``, else ``chromium`` on
-PATH, as found by ``course_lib.doctor.find_chromium``. When chromium or playwright is
+PATH, as found by ``course_lib.tools.doctor.find_chromium``. When chromium or playwright is
 missing they are skipped with a one-line reason, or fail instead when
 ``DDL_REQUIRE_BROWSER=1`` (set by ``.ci/run``). Screenshots go to ``test-artifacts/``
 (git-ignored), and so does ``browser-report.json``: the measured slider latencies and
@@ -196,7 +196,7 @@ def decks(tmp_path_factory):
     packages are installed once into build/slides/vendor (the cache that ``make slides``
     uses too), which needs npm the first time.
     """
-    from course_lib import slides
+    from course_lib.tools import slides
 
     reason = browser_missing()
     if reason:

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 from browser_support import ARTIFACTS, DURATIONS, evaluate, notebooks
 
-from course_lib import slides
+from course_lib.tools import slides
 
 pytestmark = pytest.mark.browser
 

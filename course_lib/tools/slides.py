@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._validate import check_sequence, check_type
+from .._validate import check_sequence, check_type
 
 __all__ = [
     "Deck",

@@ -456,7 +456,7 @@ def check_shm() -> Check:
 
 def check_leftovers() -> Check:
     """Orphaned workers or shared-memory segments left by earlier runs (e.g. a kernel restart)."""
-    from .parallel.shm import find_leftovers
+    from ..parallel.shm import find_leftovers
 
     if not sys.platform.startswith("linux"):
         return Check("leftover workers", OK, f"not checked on {sys.platform}")
@@ -571,7 +571,7 @@ def run_checks(checks: Sequence[Callable[[], Check]] | None = None) -> list[Chec
     A check that crashes is reported as a failure, never raised.
     """
     if checks is not None:
-        from ._validate import check_sequence  # here, not at the top: it imports numpy
+        from .._validate import check_sequence  # here, not at the top: it imports numpy
 
         checks = check_sequence(checks, "checks")
         for i, fn in enumerate(checks):
@@ -595,7 +595,7 @@ def _check_results(results) -> list[Check]:
     except TypeError:
         items = None
     if items is None or not all(isinstance(r, Check) for r in items):
-        from ._validate import check_sequence
+        from .._validate import check_sequence
 
         return check_sequence(results, "results", Check, "a Check")
     return items

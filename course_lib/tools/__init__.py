@@ -1,0 +1,7 @@
+"""Tooling around the course, not part of what it teaches.
+
+``doctor``  ``python -m course_lib doctor``: checks the environment, one line per problem
+            with its fix (also orphaned workers and stale shared memory of earlier runs).
+``slides``  ``python -m course_lib slides``: offline reveal.js decks of every notebook
+            (templates in ``templates/``).
+"""

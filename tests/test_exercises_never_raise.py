@@ -1,0 +1,207 @@
+"""Exercise checkers never raise: every answer, however odd, gets feedback.
+
+A learner may type anything into an answer cell - a huge integer, ``nan``, ``"2x8"``,
+``"True"`` in quotes, a list, a dict, some object - and "Run all" must not stop at the
+checker. For EVERY checker of every ``course_lib.exercises`` module (found by walking
+the package: public callables whose first parameter is ``answer``), and for each of its
+required parameters in turn (the learner's own measurement, ``speedup``/``workers``,
+and :func:`~course_lib.exercises.check`'s ``expected``), the odd value goes into that
+position and the checker must return a :class:`~course_lib.exercises.Result` whose
+notebook display (what IPython prints for it) is a non-empty text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import io
+import pkgutil
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import course_lib.exercises as exercises
+from course_lib.exercises import Result
+
+
+class _Nasty:
+    """An object whose every conversion and comparison raises."""
+
+    def __repr__(self):
+        raise RuntimeError("no repr")
+
+    __str__ = __repr__
+
+    def __float__(self):
+        raise RuntimeError("no float")
+
+    def __eq__(self, other):
+        raise RuntimeError("no ==")
+
+    __hash__ = object.__hash__
+
+
+class _Measurement:
+    """Stands in for a learner's own measurement (chapter 01's speedup experiment)."""
+
+    processes = np.array([1, 2])
+    speedup = np.array([1.0, 1.6])
+    efficiency = np.array([1.0, 0.8])
+
+
+#: Valid values of the parameters besides ``answer`` (when the odd value is elsewhere).
+VALID = {"measurement": _Measurement(), "speedup": 1.6, "workers": 2, "expected": 10.0}
+
+#: The odd answers every checker gets (by name, for the test ids).
+ODD = {
+    "10**400": 10**400,
+    "-10**400": -(10**400),
+    "10**5000": 10**5000,  # str() of it raises ValueError (int max str digits)
+    "nan": float("nan"),
+    "inf": float("inf"),
+    "-inf": float("-inf"),
+    "'abc'": "abc",
+    "'True'": "True",
+    "'2x8'": "2x8",
+    "''": "",
+    "'  '": "  ",
+    "True": True,
+    "None": None,
+    "Ellipsis": ...,
+    "[]": [],
+    "[1, [2]]": [1, [2]],
+    "[2, 8]": [2, 8],
+    "(2, 8, 3)": (2, 8, 3),
+    "{}": {},
+    "{'D': 2}": {"D": 2},
+    "set()": set(),
+    "object()": object(),
+    "_Nasty()": _Nasty(),
+    "1j": 1j,
+    "b'2'": b"2",
+    "array([nan])": np.array([np.nan]),
+    "array(object)": np.array([None, "x"], dtype=object),
+    "int": int,
+    "print": print,
+}
+
+
+def _checkers():
+    """(id, checker) of every public callable of the exercises package taking ``answer``."""
+    found = []
+    modules = [exercises] + [
+        importlib.import_module(f"{exercises.__name__}.{info.name}")
+        for info in pkgutil.iter_modules(exercises.__path__)
+    ]
+    for module in modules:
+        for name in module.__all__:
+            fn = getattr(module, name)
+            if not callable(fn) or isinstance(fn, type):
+                continue
+            params = list(inspect.signature(fn).parameters)
+            if params[:1] == ["answer"]:
+                short = module.__name__.removeprefix("course_lib.")
+                found.append((f"{short}.{name}", fn))
+    return found
+
+
+CHECKERS = _checkers()
+
+
+def _positions(fn):
+    """Required parameters of ``fn``: where an odd value is tried."""
+    return [
+        p.name for p in inspect.signature(fn).parameters.values()
+        if p.default is inspect.Parameter.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+CASES = [
+    pytest.param(fn, where, id=f"{ident}[{where}]")
+    for ident, fn in CHECKERS
+    for where in _positions(fn)
+]
+
+
+def _display_text(result) -> str:
+    """What a notebook shows for ``result``: IPython's text/plain (and markdown) of it."""
+    from IPython.core.formatters import DisplayFormatter
+
+    bundle, _ = DisplayFormatter().format(result)
+    return bundle.get("text/markdown") or bundle.get("text/plain", "")
+
+
+def _run(fn, where, odd):
+    kwargs = {name: (odd if name == where else VALID.get(name, 1.0)) for name in _positions(fn)}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        result = fn(**kwargs)
+    assert isinstance(result, Result), f"{fn.__name__} returned {type(result).__name__}"
+    shown = _display_text(result) + out.getvalue()
+    assert shown.strip(), f"{fn.__name__}({where}=...) shows nothing"
+    assert isinstance(result.message, str) and result.message.strip()
+    return result
+
+
+def test_every_chapter_module_has_checkers():
+    modules = {ident.split(".")[1] for ident, _ in CHECKERS}
+    assert {"ch01", "ch02", "ch03", "ch04", "ch05_data", "ch05_model", "ch06"} <= modules
+    assert "exercises.check" in {ident for ident, _ in CHECKERS}
+    assert len(CHECKERS) >= 40
+
+
+@pytest.mark.parametrize(("fn", "where"), CASES)
+def test_listed_odd_values_get_feedback(fn, where):
+    for key, odd in ODD.items():
+        try:
+            _run(fn, where, odd)
+        except Exception as exc:  # noqa: BLE001 - report which value broke it
+            raise AssertionError(f"{fn.__name__}({where}={key}) raised {type(exc).__name__}: {exc}") from exc
+
+
+_ODD_VALUES = st.one_of(
+    st.sampled_from(list(ODD.values())),
+    st.text(max_size=12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**450), max_value=10**450),
+    st.lists(st.one_of(st.integers(), st.text(max_size=3), st.none()), max_size=4),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=3),
+    st.complex_numbers(),
+)
+
+
+@pytest.mark.parametrize(("fn", "where"), CASES)
+@settings(max_examples=12, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(odd=_ODD_VALUES)
+def test_any_value_gets_feedback(fn, where, odd):
+    _run(fn, where, odd)
+
+
+def test_huge_integer_answer_is_wrong_not_an_overflow():
+    from course_lib.exercises.ch02 import ex1_limit
+
+    result = ex1_limit(10**400)
+    assert not result.correct and "is not right" in result.message
+    assert "about 401 digits" in result.message
+
+
+def test_quoted_answers_get_a_hint_about_quotes():
+    from course_lib.exercises.ch05_data import ex5_mean_of_means
+    from course_lib.exercises.ch05_model import ex_best_split
+
+    assert "without quotes" in ex5_mean_of_means("True").message
+    assert "leave out the quotes" in ex_best_split("2x8").message
+
+
+def test_learner_measurement_that_cannot_be_used_gets_feedback():
+    from course_lib.exercises.ch01 import ex5_measured_efficiency
+    from course_lib.exercises.ch05_data import ex2_karp_flatt
+
+    bad = ex5_measured_efficiency(0.8, "my measurement")
+    assert not bad.correct and "could not check" in bad.message
+    assert not ex2_karp_flatt(0.1, speedup="fast", workers=2).correct
+    assert ex5_measured_efficiency(0.8, _Measurement()).correct
