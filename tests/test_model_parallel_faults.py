@@ -55,7 +55,7 @@ def test_exception_in_a_middle_stage_reraised_with_its_traceback(schedule, no_le
     err = info.value
     assert err.rank == 1 and err.exc_type == "FaultInjected"
     assert isinstance(err.__cause__, FaultInjected)
-    assert "_stage_worker" in err.remote_traceback and "maybe_fire" in err.remote_traceback
+    assert "stage_worker" in err.remote_traceback and "maybe_fire" in err.remote_traceback
     assert "traceback in worker 1" in str(err)
 
 

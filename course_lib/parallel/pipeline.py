@@ -40,7 +40,7 @@ from .pipeline_schedule import (
     schedule_order,
 )
 
-__all__ = ["PipelineResult", "train_hybrid", "train_microbatched", "train_pipeline"]
+__all__ = ["PipelineResult", "stage_worker", "train_hybrid", "train_microbatched", "train_pipeline"]
 
 
 @dataclass
@@ -256,105 +256,133 @@ def _wait_for(conn, ctx, what: str, step: int, micro: int) -> None:
         raise RuntimeError(f"stage {ctx.rank} expected {what} of (step, micro) {(step, micro)}, got {got}")
 
 
-def _stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
-    """One pipeline stage of one replica (runs in its own process).
+class _Stage:
+    """The buffers of one stage and its forward / backward of one micro-batch.
 
-    Runs the schedule's forwards and backwards, then (hybrid runs) all-reduces its
-    stage's gradient with the same stage of the other replicas, then updates its
-    own slice of the parameters. Returns the recorded operations and the losses.
+    Activations and their gradients travel through shared arrays, one per boundary
+    between stages; a small message on a pipe says "micro-batch ``m`` of step ``k`` is
+    ready". ``stash`` keeps each micro-batch's activations from its forward until its
+    backward (what 1F1B keeps small).
     """
-    from ..models import sgd_step, softmax_cross_entropy
+
+    def __init__(self, ctx, job: _StageJob, stack: contextlib.ExitStack, pipes):
+        from ..models import softmax_cross_entropy
+
+        self.ctx, self.job, self.loss_fn = ctx, job, softmax_cross_entropy
+        self.recv_act, self.send_act, self.recv_grad, self.send_grad = pipes
+        n_stages = len(job.boundaries) - 1
+        self.d, self.s = divmod(ctx.rank, n_stages)
+        self.lo, self.hi = job.boundaries[self.s], job.boundaries[self.s + 1]
+        self.first, self.last = self.s == 0, self.s == n_stages - 1
+        self.params_slice = job.model.layer_range(self.lo, self.hi)
+
+        def attach(specs, k, needed=True):  # map shared array specs[k] if this stage uses it
+            return stack.enter_context(specs[k].attach()) if needed else None
+
+        self.params = attach([job.params], 0)[self.d]
+        self.x = attach([job.x], 0, self.first)
+        self.act_in = attach(job.acts, self.s - 1, not self.first)
+        self.act_out = attach(job.acts, self.s, not self.last)
+        self.grad_in = attach(job.grads, self.s, not self.last)
+        self.grad_out = attach(job.grads, self.s - 1, not self.first)
+        self.reduce = attach([job.reduce], 0, job.reduce is not None)
+        self.own = np.zeros(job.model.n_params, job.model.dtype) if self.reduce is None else None
+        self.stash: dict[int, list] = {}
+
+    def forward(self, step: int, m: int, rows: tuple[int, int], idx: np.ndarray) -> tuple[float, float]:
+        """Forward of micro-batch ``m`` through this stage's layers; hand the output on."""
+        (r0, r1), model = rows, self.job.model
+        if not self.first:
+            _wait_for(self.recv_act, self.ctx, "activations", step, m)
+        t0 = time.perf_counter()
+        acts = [self.x[idx[r0:r1]] if self.first else self.act_in[r0:r1]]
+        for i in range(self.lo, self.hi):
+            acts.append(model.layer_forward(self.params, i, acts[-1]))
+        self.stash[m] = acts
+        if not self.last:
+            self.act_out[r0:r1] = acts[-1]
+        t1 = time.perf_counter()
+        if not self.last:
+            self.send_act.send_bytes(_MSG.pack(step, m))
+        return t0, t1
+
+    def backward(self, step: int, m: int, rows: tuple[int, int], idx: np.ndarray, grad: np.ndarray,
+                 scale) -> tuple[float, float, float]:
+        """Backward of micro-batch ``m``: accumulate into ``grad``, hand the input gradient back.
+
+        Returns the start and end times and (last stage) the micro-batch's summed loss.
+        """
+        (r0, r1), model, loss = rows, self.job.model, 0.0
+        if self.last:
+            t0 = time.perf_counter()
+            loss, g = self.loss_fn(self.stash[m][-1], self.job.y[idx[r0:r1]], "sum")
+            g *= scale
+        else:
+            _wait_for(self.recv_grad, self.ctx, "gradients", step, m)
+            t0 = time.perf_counter()
+            g = self.grad_in[r0:r1]
+        acts = self.stash.pop(m)
+        for i in reversed(range(self.lo, self.hi)):
+            g = model.layer_backward(self.params, i, acts[i - self.lo], acts[i - self.lo + 1], g, grad,
+                                     need_input_grad=i > 0)
+        if not self.first:
+            self.grad_out[r0:r1] = g
+        t1 = time.perf_counter()
+        if not self.first:
+            self.send_grad.send_bytes(_MSG.pack(step, m))
+        return t0, t1, loss
+
+
+def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
+    """One pipeline stage of one replica, in its own process (notebook 06, "Pipelines in processes").
+
+    Every step: the schedule's forwards and backwards of this stage, each a timed
+    operation; then (hybrid runs) the all-reduce of this stage's gradient with the same
+    stage of the other replicas; then the update of this stage's own parameters.
+    Returns the recorded operations and the last stage's losses.
+    """
+    from ..models import sgd_step
     from ..timing import blas_threads
 
-    model = job.model
     n_stages = len(job.boundaries) - 1
-    d, s = divmod(ctx.rank, n_stages)
-    lo, hi = job.boundaries[s], job.boundaries[s + 1]
-    last = s == n_stages - 1
-    sl = model.layer_range(lo, hi)
-    clock = time.perf_counter
+    ops, losses, done = [], [], 0
     with contextlib.ExitStack() as stack:
         stack.enter_context(blas_threads(job.blas_threads))
-        params = stack.enter_context(job.params.attach())[d]
-        x = stack.enter_context(job.x.attach()) if s == 0 else None
-        act_in = stack.enter_context(job.acts[s - 1].attach()) if s > 0 else None
-        act_out = stack.enter_context(job.acts[s].attach()) if not last else None
-        grad_in = stack.enter_context(job.grads[s].attach()) if not last else None
-        grad_out = stack.enter_context(job.grads[s - 1].attach()) if s > 0 else None
-        reduce = stack.enter_context(job.reduce.attach()) if job.reduce is not None else None
-        own = np.zeros(model.n_params, dtype=model.dtype) if reduce is None else None
-        total = np.zeros(sl.stop - sl.start, dtype=model.dtype)
-        ops: list[tuple] = []
-        losses: list[float] = []
-        done = 0
+        st = _Stage(ctx, job, stack, (recv_act, send_act, recv_grad, send_grad))
+        sl = st.params_slice
+        total = np.zeros(sl.stop - sl.start, dtype=job.model.dtype)
+        order = {}
         for step, idx in enumerate(job.plan):
             if job.fault is not None:
                 job.fault.maybe_fire(ctx.rank, step)
-            grad = own if reduce is None else reduce[step % 2, d]
+            grad = st.own if st.reduce is None else st.reduce[step % 2, st.d]
             grad[sl] = 0
-            rows = replica_rows(idx.size, job.replicas, job.micro_batches)[d]
-            scale = np.asarray(1.0 / idx.size, dtype=model.dtype)
-            stash: dict[int, list] = {}
+            rows = replica_rows(idx.size, job.replicas, job.micro_batches)[st.d]
+            scale = np.asarray(1.0 / idx.size, dtype=job.model.dtype)
+            if len(rows) not in order:
+                order[len(rows)] = schedule_order(n_stages, len(rows), job.schedule)[st.s]
             step_loss = 0.0
-            for kind, m in schedule_order(n_stages, len(rows), job.schedule)[s]:
-                r0, r1 = rows[m]
+            for kind, m in order[len(rows)]:                       # compute
                 if kind == "F":
-                    if s == 0:
-                        t0 = clock()
-                        a = x[idx[r0:r1]]
-                    else:
-                        _wait_for(recv_act, ctx, "activations", step, m)
-                        t0 = clock()
-                        a = act_in[r0:r1]
-                    acts = [a]
-                    for i in range(lo, hi):
-                        acts.append(model.layer_forward(params, i, acts[-1]))
-                    stash[m] = acts
-                    if not last:
-                        act_out[r0:r1] = acts[-1]
-                        t1 = clock()
-                        send_act.send_bytes(_MSG.pack(step, m))
-                    else:
-                        t1 = clock()
+                    t0, t1 = st.forward(step, m, rows[m], idx)
                 else:
-                    if last:
-                        t0 = clock()
-                        loss, g = softmax_cross_entropy(stash[m][-1], job.y[idx[r0:r1]], "sum")
-                        g *= scale
-                        step_loss += loss
-                    else:
-                        _wait_for(recv_grad, ctx, "gradients", step, m)
-                        t0 = clock()
-                        g = grad_in[r0:r1]
-                    acts = stash.pop(m)
-                    for i in reversed(range(lo, hi)):
-                        g = model.layer_backward(
-                            params, i, acts[i - lo], acts[i - lo + 1], g, grad, need_input_grad=i > 0
-                        )
-                    if s > 0:
-                        grad_out[r0:r1] = g
-                        t1 = clock()
-                        send_grad.send_bytes(_MSG.pack(step, m))
-                    else:
-                        t1 = clock()
+                    t0, t1, loss = st.backward(step, m, rows[m], idx, grad, scale)
+                    step_loss += loss
                 ops.append((kind, m, t0, t1, step))
                 done += 1
                 ctx.progress(done)
-            if reduce is None:
-                update = grad[sl]
-            else:  # all-reduce of this stage's gradient over the replicas, in replica order
-                t0 = clock()
-                barrier.wait(d, ctx.wait_timeout)
-                sum_rows(reduce[step % 2, :, sl], total)
-                update = total
-                ops.append(("A", -1, t0, clock(), step))
-            t0 = clock()
-            sgd_step(params[sl], update, job.lr)
-            ops.append(("U", -1, t0, clock(), step))
-            if last:
+            update = grad[sl]
+            if st.reduce is not None:                                 # communicate
+                t0 = time.perf_counter()
+                barrier.wait(st.d, ctx.wait_timeout)
+                update = sum_rows(st.reduce[step % 2, :, sl], total)
+                ops.append(("A", -1, t0, time.perf_counter(), step))
+            t0 = time.perf_counter()                                  # update
+            sgd_step(st.params[sl], update, job.lr)
+            ops.append(("U", -1, t0, time.perf_counter(), step))
+            if st.last:
                 losses.append(step_loss)
-            del stash, acts, a, g, grad, update
-        del params, x, act_in, act_out, grad_in, grad_out, reduce
+        del st, grad, update
     return ops, losses
 
 
@@ -578,7 +606,7 @@ def train_hybrid(
                     barriers[s],
                 ))
         group = ProcessGroup(
-            _stage_worker, world, args=(job,), rank_args=rank_args, start_method=method,
+            stage_worker, world, args=(job,), rank_args=rank_args, start_method=method,
             timeout=timeout, name="ddl-stage", preload=_PRELOAD,
             shared=[shared_params, shared_x, *acts, *grads, *([reduce] if reduce is not None else [])],
         )
