@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 _SUBMODULES = frozenset(
     {
+        "cnn",
         "comm",
         "cost",
         "datasets",

@@ -23,7 +23,7 @@ __all__ = [
 
 #: The convolution of exercises 1-4: a ResNet-style down-sampling layer.
 LAYER = dict(batch=16, c_in=64, c_out=128, image=56, kernel=3, stride=2, padding=1)
-#: The layers of the convolutional running example (course_lib.models.CNN).
+#: The layers of the convolutional running example (course_lib.cnn.CNN).
 CNN_LAYERS = (("conv0", "conv"), ("conv1", "conv"), ("fc", "linear"))
 
 
