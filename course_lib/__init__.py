@@ -20,6 +20,7 @@ _SUBMODULES = frozenset(
         "cnn",
         "comm",
         "cost",
+        "dataflow",
         "datasets",
         "exercises",
         "hybrid",

@@ -47,10 +47,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ._validate import check_int
 from .timing import blas_threads, current_blas_threads
 
 __all__ = [
     "ConvGeometry",
+    "gemm_sizes",
     "col2im",
     "conv2d",
     "conv2d_backward",
@@ -720,3 +722,39 @@ def conv2d_direct(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=
                                     acc += plane[r][c] * kernel[i][j]
                     out[n, co, oh, ow] = acc
     return out
+
+
+def gemm_sizes(batch: int, image: int, kernel: int, stride: int, c_in: int, c_out: int,
+               padding: int | None = None, itemsize: int = 4) -> dict[str, float]:
+    """GEMM dimensions and memory of a convolution computed with im2col.
+
+    ``padding`` defaults to ``kernel // 2`` ("same" for odd kernels and stride 1).
+
+    Returns
+    -------
+    dict
+        ``M = batch * Ho * Wo``, ``K = c_in * kernel**2``, ``N = c_out``, ``Ho``, ``Wo``,
+        the bytes of the input, the im2col matrix (M x K), the weights (K x N) and the
+        output (M x N), and ``blowup`` = im2col bytes / input bytes.
+
+    Examples
+    --------
+    >>> s = gemm_sizes(32, 56, 3, 1, 64, 64)
+    >>> s["M"], s["K"], s["N"], s["blowup"]
+    (100352, 576, 64, 9.0)
+    """
+    batch, image, c_in, c_out = (check_int(v, name, 1, 2**31) for v, name in (
+        (batch, "batch"), (image, "image"), (c_in, "c_in"), (c_out, "c_out")))
+    kernel, stride = check_int(kernel, "kernel", 1, 2**31), check_int(stride, "stride", 1, 2**31)
+    itemsize = check_int(itemsize, "itemsize", 1, 64)
+    pad = kernel // 2 if padding is None else check_int(padding, "padding", 0, 2**31)
+    g = ConvGeometry.from_args((batch, c_in, image, image), kernel, stride, pad)
+    m, k, n = batch * g.ho * g.wo, g.rows, c_out
+    input_bytes = batch * c_in * image * image * itemsize
+    cols_bytes = m * k * itemsize
+    return {
+        "M": m, "K": k, "N": n, "Ho": g.ho, "Wo": g.wo, "padding": pad,
+        "input_bytes": input_bytes, "im2col_bytes": cols_bytes,
+        "weight_bytes": k * n * itemsize, "output_bytes": m * n * itemsize,
+        "blowup": cols_bytes / input_bytes, "macs": m * k * n,
+    }

@@ -3,16 +3,15 @@
 import numpy as np
 import pytest
 
-from course_lib.im2col import conv2d_direct, im2col
+from course_lib.dataflow import training_graph
+from course_lib.im2col import conv2d_direct, gemm_sizes, im2col
 from course_lib.plots import figure_to_png
 from course_lib.plots.conv import (
     dataflow_figure,
-    gemm_sizes,
     gemm_sizes_figure,
     im2col_figure,
     im2col_numbers_figure,
     speed_bars_figure,
-    training_graph,
 )
 
 CNN_LAYERS = [("conv0", "conv"), ("conv1", "conv"), ("fc", "linear")]

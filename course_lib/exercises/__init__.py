@@ -97,7 +97,7 @@ def check(
     # learner typed (10**400 overflows a float, an object's == may raise ...).
     try:
         ok = _matches(answer, expected, rtol, atol)
-    except Exception as exc:  # noqa: BLE001 - a checker never raises on an answer
+    except Exception as exc:  # a checker never raises on an answer
         return Result(
             False,
             f"✗ {name}: could not compare {_show(answer)} with the answer "
@@ -110,7 +110,7 @@ def check(
         try:
             if _matches(answer, wrong, rtol, atol):
                 return Result(False, f"{text} {why}")
-        except Exception:  # noqa: BLE001, S112 - an uncomparable answer is no known mistake
+        except Exception:  # an uncomparable answer is no known mistake
             continue
     if hint:
         text += f" Hint: {hint}"
@@ -139,7 +139,7 @@ def checker(fn: Callable[..., Result]) -> Callable[..., Result]:
     def wrapper(*args: Any, **kwargs: Any) -> Result:
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - a checker never raises on the learner's input
+        except Exception as exc:  # a checker never raises on the learner's input
             return Result(
                 False,
                 f"✗ could not check the answer with these inputs ({type(exc).__name__}: {_text(exc)}).",
@@ -181,7 +181,7 @@ def _fmt(value: Any) -> str:
         if isinstance(value, str):
             return _cut(repr(value))
         return _cut(str(value))
-    except Exception:  # noqa: BLE001 - a broken __str__ must not hide the feedback
+    except Exception:  # a broken __str__ must not hide the feedback
         return f"<a {type(value).__name__}>"
 
 
@@ -191,14 +191,14 @@ def _show(value: Any) -> str:
         return _huge(value)
     try:
         return _cut(repr(value))
-    except Exception:  # noqa: BLE001 - a broken __repr__ must not hide the feedback
+    except Exception:  # a broken __repr__ must not hide the feedback
         return f"<a {type(value).__name__}>"
 
 
 def _text(exc: BaseException) -> str:
     try:
         return _cut(str(exc))
-    except Exception:  # noqa: BLE001
+    except Exception:  # any failure of str() itself
         return "no details"
 
 

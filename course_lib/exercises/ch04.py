@@ -7,8 +7,8 @@ Expected values come from :mod:`course_lib.im2col`, :mod:`course_lib.cost` and
 from __future__ import annotations
 
 from ..cost import conv2d_macs
-from ..im2col import conv_output_shape
-from ..plots.conv import gemm_sizes, training_graph
+from ..dataflow import training_graph
+from ..im2col import conv_output_shape, gemm_sizes
 from . import Result, check
 
 __all__ = [

@@ -1,158 +1,36 @@
 """Figures of chapter 04 (intra-operator parallelism): data-flow graph, im2col, GEMM sizes, timings.
 
-:func:`training_graph` builds the data-flow graph (数据流图) of one training step of a
-layered model (forward, loss, backward, update) and :func:`dataflow_figure` draws it
-with the operators that could run at the same time (inter-operator parallelism) in the
-same column, and the dimensions each operator can be split along inside (intra-operator
+:func:`dataflow_figure` draws the graph of :func:`course_lib.dataflow.training_graph` with
+the operators that could run at the same time (inter-operator parallelism) in the same
+column, and the dimensions each operator can be split along inside (intra-operator
 parallelism) written under it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
 from .._validate import as_real, check_int, check_sequence, check_type
-from ..im2col import ConvGeometry, im2col
+from ..dataflow import DataflowGraph
+from ..im2col import gemm_sizes, im2col
 from . import COLORS, new_figure
 
 __all__ = [
-    "DataflowGraph",
-    "Op",
-    "training_graph",
     "dataflow_figure",
     "im2col_figure",
     "im2col_numbers_figure",
-    "gemm_sizes",
     "gemm_sizes_figure",
     "speed_bars_figure",
 ]
 
-#: Dimensions along which one operator of each kind can be split (intra-operator).
-_PARALLEL_DIMS = {
-    ("forward", "conv"): "batch N · space Ho×Wo · channels C_out",
-    ("forward", "linear"): "batch N · outputs",
-    ("forward", "rnn"): "batch N · hidden units (time: sequential)",
-    ("loss", ""): "batch N · classes",
-    ("grad_input", "conv"): "batch N · space H×W · channels C_in",
-    ("grad_input", "linear"): "batch N · inputs",
-    ("grad_weight", "conv"): "C_out · C_in·kh·kw (sum over N·Ho·Wo)",
-    ("grad_weight", "linear"): "inputs · outputs (sum over N)",
-    ("update", ""): "every parameter",
-}
 _ROW = {"forward": 0, "loss": 0, "grad_input": 1, "grad_weight": 2, "update": 3}
 _ROW_NAME = ("forward", "backward: input gradient", "backward: weight gradient", "update")
 _KIND_COLOR = {
     "forward": COLORS[0], "loss": COLORS[7], "grad_input": COLORS[1],
     "grad_weight": COLORS[3], "update": COLORS[2],
 }
-
-
-@dataclass(frozen=True)
-class Op:
-    """One operator of the training step."""
-
-    name: str
-    kind: str  # forward | loss | grad_input | grad_weight | update
-    layer: int
-    parallel_dims: str
-
-
-@dataclass(frozen=True)
-class DataflowGraph:
-    """Operators and data dependencies (edges ``(producer, consumer)``) of one step."""
-
-    ops: tuple[Op, ...]
-    edges: tuple[tuple[str, str], ...]
-
-    def levels(self) -> dict[str, int]:
-        """Earliest step of each operator in a schedule with unlimited devices.
-
-        The level is the length of the longest dependency chain leading to the
-        operator; operators on the same level do not depend on each other and could
-        run concurrently.
-        """
-        level = {}
-        preds: dict[str, list[str]] = {op.name: [] for op in self.ops}
-        for a, b in self.edges:
-            preds[b].append(a)
-        for op in self.ops:  # ops are stored in a topological order
-            level[op.name] = 1 + max((level[p] for p in preds[op.name]), default=-1)
-        return level
-
-    def concurrent(self) -> list[list[str]]:
-        """Groups of two or more operators that could run at the same time."""
-        by_level: dict[int, list[str]] = {}
-        for name, lv in self.levels().items():
-            by_level.setdefault(lv, []).append(name)
-        return [names for _, names in sorted(by_level.items()) if len(names) > 1]
-
-    @property
-    def critical_path(self) -> int:
-        """Number of steps with unlimited devices (levels), vs len(ops) one at a time."""
-        return 1 + max(self.levels().values())
-
-
-def training_graph(layers: Sequence[tuple[str, str]]) -> DataflowGraph:
-    """The data-flow graph of one SGD step of a layered network.
-
-    Parameters
-    ----------
-    layers : sequence of (name, kind)
-        The layers from input to output; kind is ``"conv"``, ``"linear"`` or ``"rnn"``.
-
-    Returns
-    -------
-    DataflowGraph
-        Forward ops ``name``, the ``loss``, backward ops ``d_in:name`` (input gradient,
-        not for the first layer) and ``d_w:name`` (weight gradient), and ``update:name``.
-
-    Examples
-    --------
-    >>> g = training_graph([("conv0", "conv"), ("conv1", "conv"), ("fc", "linear")])
-    >>> len(g.ops), g.critical_path
-    (12, 8)
-    >>> g.concurrent()[0]        # right after the loss: both gradients of the last layer
-    ['d_in:fc', 'd_w:fc']
-    """
-    layers = check_sequence(layers, "layers", tuple, "a (name, kind) tuple")
-    if not layers:
-        raise ValueError("layers must hold at least one (name, kind) pair")
-    for i, layer in enumerate(layers):
-        if len(layer) != 2 or not all(isinstance(v, str) for v in layer):
-            raise ValueError(f"layers[{i}] must be a (name, kind) pair of str, got {layer!r}")
-    for name, kind in layers:
-        if kind not in ("conv", "linear", "rnn"):
-            raise ValueError(f"layer {name!r}: kind must be 'conv', 'linear' or 'rnn', got {kind!r}")
-    ops, edges = [], []
-    prev = None
-    for i, (name, kind) in enumerate(layers):
-        ops.append(Op(name, "forward", i, _PARALLEL_DIMS[("forward", kind)]))
-        if prev is not None:
-            edges.append((prev, name))
-        prev = name
-    ops.append(Op("loss", "loss", len(layers), _PARALLEL_DIMS[("loss", "")]))
-    edges.append((prev, "loss"))
-    upstream = "loss"
-    for i in reversed(range(len(layers))):
-        name, kind = layers[i]
-        kind_key = "linear" if kind == "rnn" else kind
-        dw = f"d_w:{name}"
-        if i > 0:
-            din = f"d_in:{name}"
-            ops.append(Op(din, "grad_input", i, _PARALLEL_DIMS[("grad_input", kind_key)]))
-            edges.append((upstream, din))
-        ops.append(Op(dw, "grad_weight", i, _PARALLEL_DIMS[("grad_weight", kind_key)]))
-        edges.append((upstream, dw))
-        if i > 0:
-            upstream = din
-    for i in reversed(range(len(layers))):
-        name = layers[i][0]
-        ops.append(Op(f"update:{name}", "update", i, _PARALLEL_DIMS[("update", "")]))
-        edges.append((f"d_w:{name}", f"update:{name}"))
-    return DataflowGraph(tuple(ops), tuple(edges))
 
 
 def dataflow_figure(graph: DataflowGraph, *, show_dims: bool = True):
@@ -447,43 +325,6 @@ def im2col_numbers_figure(x, weight, reference=None):
         "(framed: row 0 × column 0 = O0)", fontsize=10,
     )
     return fig
-
-
-# ------------------------------------------------------------------ GEMM sizes
-def gemm_sizes(batch: int, image: int, kernel: int, stride: int, c_in: int, c_out: int,
-               padding: int | None = None, itemsize: int = 4) -> dict[str, float]:
-    """GEMM dimensions and memory of a convolution computed with im2col.
-
-    ``padding`` defaults to ``kernel // 2`` ("same" for odd kernels and stride 1).
-
-    Returns
-    -------
-    dict
-        ``M = batch * Ho * Wo``, ``K = c_in * kernel**2``, ``N = c_out``, ``Ho``, ``Wo``,
-        the bytes of the input, the im2col matrix (M x K), the weights (K x N) and the
-        output (M x N), and ``blowup`` = im2col bytes / input bytes.
-
-    Examples
-    --------
-    >>> s = gemm_sizes(32, 56, 3, 1, 64, 64)
-    >>> s["M"], s["K"], s["N"], s["blowup"]
-    (100352, 576, 64, 9.0)
-    """
-    batch, image, c_in, c_out = (check_int(v, name, 1, 2**31) for v, name in (
-        (batch, "batch"), (image, "image"), (c_in, "c_in"), (c_out, "c_out")))
-    kernel, stride = check_int(kernel, "kernel", 1, 2**31), check_int(stride, "stride", 1, 2**31)
-    itemsize = check_int(itemsize, "itemsize", 1, 64)
-    pad = kernel // 2 if padding is None else check_int(padding, "padding", 0, 2**31)
-    g = ConvGeometry.from_args((batch, c_in, image, image), kernel, stride, pad)
-    m, k, n = batch * g.ho * g.wo, g.rows, c_out
-    input_bytes = batch * c_in * image * image * itemsize
-    cols_bytes = m * k * itemsize
-    return {
-        "M": m, "K": k, "N": n, "Ho": g.ho, "Wo": g.wo, "padding": pad,
-        "input_bytes": input_bytes, "im2col_bytes": cols_bytes,
-        "weight_bytes": k * n * itemsize, "output_bytes": m * n * itemsize,
-        "blowup": cols_bytes / input_bytes, "macs": m * k * n,
-    }
 
 
 def _fmt_bytes(b: float) -> str:
