@@ -23,7 +23,7 @@ from typing import Any
 from ._validate import check_positive, check_sequence, check_type
 from .plots import figure_to_png
 
-__all__ = ["Choice", "Slider", "LiveFigure", "link_sliders", "live_figure"]
+__all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "glossary_table", "link_sliders", "live_figure"]
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -330,3 +330,58 @@ def link_sliders(source: LiveFigure, target: LiveFigure, names: Sequence[str]) -
             raise ValueError(f"both figures need a slider named {name!r}")
         # A kernel-side link: both figures redraw, in JupyterLab and when driven from code.
         w.link((source.controls[name], "value"), (target.controls[name], "value"))
+
+
+# ------------------------------------------------------------------ glossary
+def glossary_table(entries: Sequence, query: str = "") -> str:
+    """HTML table of the glossary ``entries`` whose English, Chinese or definition contain ``query``.
+
+    A Chinese term not found in the source chapter is marked with ``*``.
+
+    Examples
+    --------
+    >>> from course_lib.datasets import load_glossary
+    >>> html = glossary_table(load_glossary(), "all-reduce")
+    >>> html.startswith("<p>2 of ") and "<td>all-reduce</td>" in html
+    True
+    """
+    import html
+
+    check_type(query, "query", str, "a str")
+    q = query.strip().lower()
+    rows = [e for e in entries if q in f"{e.term} {e.term_zh} {e.definition}".lower()]
+    body = "".join(
+        f"<tr><td>{html.escape(e.term)}</td><td>{html.escape(e.term_zh)}{'' if e.zh_from_source else ' *'}</td>"
+        f"<td>{e.chapter:02d}</td><td style='text-align:left'>{html.escape(e.definition)}</td></tr>"
+        for e in rows)
+    return (f"<p>{len(rows)} of {len(entries)} terms</p><table class='ddl-glossary-table'><thead><tr>"
+            f"<th>term</th><th>中文</th><th>chapter</th><th>definition</th></tr></thead><tbody>{body}</tbody></table>")
+
+
+class GlossarySearch:
+    """A search box over the glossary: live in JupyterLab, the whole table everywhere else.
+
+    Parameters
+    ----------
+    entries : sequence of GlossaryEntry
+        ``course_lib.datasets.load_glossary()``.
+    """
+
+    def __init__(self, entries: Sequence):
+        import ipywidgets as w
+
+        from .datasets import GlossaryEntry
+
+        self.entries = check_sequence(entries, "entries", GlossaryEntry, "a GlossaryEntry (load_glossary())")
+        self.search = w.Text(placeholder="filter, e.g. all-reduce or 并行", description="search")
+        self.table = w.HTML(glossary_table(self.entries))
+        self.search.observe(lambda change: setattr(self.table, "value", glossary_table(self.entries, change["new"])),
+                            names="value")
+        self.widget = w.VBox([self.search, self.table])
+        self.widget.add_class("ddl-glossary")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
+        bundle.update({"text/html": glossary_table(self.entries),
+                       "text/plain": f"<glossary: {len(self.entries)} terms>"})
+        return bundle

@@ -126,3 +126,21 @@ def test_redraw_with_the_frozen_layout_reproduces_the_laid_out_figure():
     assert figures[0].get_layout_engine() is not None  # the first render is laid out
     assert all(f.get_layout_engine() is None for f in figures[1:])  # redraws: drawn once
     assert len({id(f.canvas) for f in figures}) == 1  # one canvas (and renderer) for all states
+
+
+def test_glossary_search_filters_live_and_shows_the_whole_table_statically():
+    from course_lib.datasets import load_glossary
+    from course_lib.widgets import WIDGET_VIEW_MIME, GlossarySearch
+
+    entries = load_glossary()
+    g = GlossarySearch(entries)
+    bundle = g._repr_mimebundle_()
+    assert WIDGET_VIEW_MIME in bundle and bundle["text/plain"] == f"<glossary: {len(entries)} terms>"
+    assert bundle["text/html"].startswith(f"<p>{len(entries)} of {len(entries)} terms</p>")
+    g.search.value = "并行"
+    expected = sum("并行" in f"{e.term} {e.term_zh} {e.definition}" for e in entries)
+    assert 0 < expected < len(entries)
+    assert g.table.value.startswith(f"<p>{expected} of {len(entries)} terms</p>")
+    assert g.table.value.count("<tr><td>") == expected
+    with pytest.raises(TypeError, match="entries"):
+        GlossarySearch([1, 2])
