@@ -30,6 +30,7 @@ _SUBMODULES = frozenset(
         "parallel",
         "plots",
         "progress",
+        "rate",
         "scaling",
         "testing",
         "timing",

@@ -173,6 +173,11 @@ def check_real(
     allow_inf : bool
         Accept infinity (within the bounds); NaN is never accepted.
 
+    Returns
+    -------
+    float
+        ``value`` as a Python float.
+
     Examples
     --------
     >>> check_real(0.5, "p", 0, 1)

@@ -20,25 +20,30 @@ Conventions used everywhere in the course
   Many papers and the source chapter's figure label MACs as "FLOPs" - check.
 * FLOPs are a count (an amount of work); FLOP/s is a rate. Times are in seconds.
 
-Only numpy is imported at module level; :func:`measure_flop_rate` imports the
-running example and the timing helper when it is called.
+Only numpy is imported at module level. The measured rate r is in :mod:`course_lib.rate`.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ._validate import as_real, broadcast, check_int, check_range, scalar_or_array
-from .timing import blas_threads
+from ._validate import (
+    as_real,
+    broadcast,
+    check_int,
+    check_positive,
+    check_range,
+    check_real,
+    check_sequence,
+    scalar_or_array,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from .models import MLP
-    from .timing import Timing
 
 __all__ = [
     "BERT_LARGE",
@@ -46,20 +51,20 @@ __all__ = [
     "IMAGENET_TRAIN_IMAGES",
     "PretrainingRecipe",
     "TrainingEstimate",
-    "FlopRate",
     "conv2d_macs",
     "device_hours",
+    "cnn_calculator_estimate",
     "estimate_training",
+    "find_row",
     "human_duration",
     "linear_macs",
-    "measure_flop_rate",
-    "measure_gemm_rate",
     "mlp_training_flops",
     "required_efficiency",
     "sequence_tokens",
+    "sustained_flops",
     "training_flops_per_sample",
-    "time_training_run",
     "training_time",
+    "transformer_calculator_estimate",
     "transformer_training_flops",
 ]
 
@@ -581,195 +586,136 @@ def _flops_per_sample(model) -> int:
     return int(counts()["total"])
 
 
-# ------------------------------------------------------------------ measurement
-@dataclass(frozen=True)
-class FlopRate:
-    """Achieved FLOP rate of training epochs of the running example on this machine.
-
-    Attributes
-    ----------
-    flops_per_epoch : float
-        FLOPs of one epoch (GEMMs, forward + backward) by the model's count.
-    samples : int
-        Samples per epoch.
-    batch_size : int
-        Samples per step.
-    timing : course_lib.timing.Timing
-        Wall-clock seconds of one epoch (repeated).
-    """
-
-    flops_per_epoch: float
-    samples: int
-    batch_size: int
-    timing: Timing
-
-    @property
-    def rate(self) -> float:
-        """Achieved FLOP/s, :math:`r` = FLOPs of an epoch / median epoch time."""
-        return self.flops_per_epoch / self.timing.median
-
-    @property
-    def flops_per_sample(self) -> float:
-        """FLOPs per sample (forward + backward)."""
-        return self.flops_per_epoch / self.samples
-
-    def predict_time(self, epochs) -> float | np.ndarray:
-        """Predicted seconds for ``epochs`` epochs: :func:`training_time` with r = :attr:`rate`."""
-        e = _nonneg(epochs, "epochs")
-        return training_time(e * self.samples, self.flops_per_sample, self.rate)
-
-    def __repr__(self) -> str:
-        return (
-            f"FlopRate(rate={self.rate / 1e9:.3g} GFLOP/s, epoch={self.timing.median * 1e3:.3g} ms"
-            f" (spread {self.timing.spread:.0%}), batch_size={self.batch_size})"
-        )
+# ------------------------------------------------------------------ calculator estimates
+def _whole(value, name: str, low: float = 1.0) -> int:
+    """A count (devices, epochs ...) >= ``low``; a float from a slider is rounded down."""
+    return int(check_real(value, name, low, 2.0**40))
 
 
-def measure_flop_rate(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    batch_size: int = 32,
-    lr: float = 0.1,
-    repeat: int = 5,
-    warmup: int = 1,
-    seed: int = 0,
-    threads: int | None = 1,
-) -> FlopRate:
-    """Time one training epoch of ``model`` and return the achieved FLOP rate.
+def find_row(rows: Sequence, key: str, field: str, name: str):
+    """The row of ``rows`` whose ``field`` equals ``key`` (a model name, a device id).
 
-    Each timed call is ``course_lib.models.train(model, x, y, epochs=1, ...)`` - the
-    same loop a longer run executes, so ``result.predict_time(epochs)`` predicts such
-    a run. The rate includes everything the loop does (batch gathering, bias adds,
-    softmax, the update, Python overhead), which is why it is far below the BLAS
-    GEMM peak, especially for small batches.
-
-    Parameters
-    ----------
-    model : course_lib.models.MLP
-    x, y : numpy.ndarray
-        Training inputs and labels.
-    batch_size : int
-        Samples per step.
-    lr : float
-        Learning rate of the SGD steps (does not change the time).
-    repeat, warmup : int
-        Passed to :func:`course_lib.timing.measure`.
-    seed : int
-        Seed of the initialisation and shuffling.
-    threads : int or None
-        BLAS threads during the measurement (``threadpoolctl``); 1 (default) measures
-        one core, which is reproducible on a shared machine; None leaves the BLAS
-        default.
+    ``name`` is the caller's parameter, named in the error for an unknown ``key``.
 
     Examples
     --------
-    >>> from course_lib.models import MLP
-    >>> from course_lib.datasets import load_digits
-    >>> d = load_digits("train")
-    >>> m = measure_flop_rate(MLP((64, 64, 10)), d.x, d.y, batch_size=64, repeat=2)
-    >>> m.rate > 0, m.samples
-    (True, 1438)
+    >>> from course_lib.datasets import load_hardware
+    >>> find_row(load_hardware(), "v100_sxm2_32gb", "device_id", "device_id").device
+    'NVIDIA Tesla V100 SXM2 32GB'
     """
-    from .timing import measure
-
-    per_sample = _flops_per_sample(model)
-    repeat = check_int(repeat, "repeat", 1)
-    warmup = check_int(warmup, "warmup", 0)
-    run, n = _training_run(model, x, y, 1, batch_size, lr, seed)
-    with blas_threads(threads, name="threads"):
-        timing = measure(run, repeat=repeat, warmup=warmup)
-    return FlopRate(float(per_sample) * n, n, batch_size, timing)
+    if not isinstance(key, str):
+        raise TypeError(f"{name} must be a str (the {field} column), got {key!r}")
+    for row in rows:
+        if getattr(row, field) == key:
+            return row
+    known = ", ".join(getattr(row, field) for row in rows)
+    raise ValueError(f"{name} must be one of {known}; got {key!r}")
 
 
-def time_training_run(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
+def _check_models(models) -> list:
+    from .datasets import DnnModel
+
+    return check_sequence(models, "models", DnnModel, "a DnnModel (load_dnn_models())")
+
+
+def _check_hardware(hardware) -> list:
+    from .datasets import HardwareDevice
+
+    return check_sequence(hardware, "hardware", HardwareDevice, "a HardwareDevice (load_hardware())")
+
+
+def _fraction(value, name: str) -> float:
+    """A fraction in (0, 1] (utilisation, efficiency)."""
+    return check_real(value, name, 0.0, 1.0, low_open=True)
+
+
+def sustained_flops(peak_flops: float, utilisation: float) -> float:
+    """The rate r of a device: its peak FLOP/s times the sustained fraction ``utilisation``.
+
+    Examples
+    --------
+    >>> sustained_flops(125e12, 0.4)
+    50000000000000.0
+    """
+    return check_positive(peak_flops, "peak_flops") * _fraction(utilisation, "utilisation")
+
+
+def cnn_calculator_estimate(
+    model: str,
+    images_million: float,
     epochs: int,
-    batch_size: int = 32,
-    lr: float = 0.1,
-    seed: int = 0,
-    threads: int | None = 1,
-) -> float:
-    """Wall-clock seconds of ONE training run of ``epochs`` epochs (to check a prediction).
+    device_id: str,
+    devices: int,
+    utilisation: float,
+    efficiency: float,
+    *,
+    models: Sequence,
+    hardware: Sequence,
+) -> TrainingEstimate:
+    """The estimate behind :func:`course_lib.plots.cost.cnn_calculator_figure` (same arguments).
 
-    Runs ``course_lib.models.train`` exactly as :func:`measure_flop_rate` times it, once,
-    after one untimed epoch to warm caches.
-
-    Examples
-    --------
-    >>> from course_lib.models import MLP
-    >>> from course_lib.datasets import load_digits
-    >>> d = load_digits("test")
-    >>> time_training_run(MLP((64, 16, 10)), d.x, d.y, epochs=2) > 0
-    True
-    """
-    import time
-
-    epochs = check_int(epochs, "epochs", 1)
-    run, _ = _training_run(model, x, y, epochs, batch_size, lr, seed)
-    warm, _ = _training_run(model, x, y, 1, batch_size, lr, seed)
-    with blas_threads(threads, name="threads"):
-        warm()
-        start = time.perf_counter()
-        run()
-        return time.perf_counter() - start
-
-
-def _training_run(model, x, y, epochs, batch_size, lr, seed):
-    """A zero-argument callable that trains ``model`` (validated), and the sample count."""
-    from .models import train
-
-    _flops_per_sample(model)
-    batch_size = check_int(batch_size, "batch_size", 1)
-    seed = check_int(seed, "seed", 0)
-    x_arr = model._check_x(x)
-    y_arr = model._check_y(y, x_arr.shape[0])
-    if x_arr.shape[0] == 0:
-        raise ValueError("x must hold at least one sample")
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
-    params = model.init_params(seed)
-
-    def run():
-        train(model, x_arr, y_arr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-              params=params)
-
-    return run, int(x_arr.shape[0])
-
-
-def measure_gemm_rate(size: int = 512, *, threads: int | None = 1, repeat: int = 5) -> float:
-    """FLOP/s of a float32 matrix product of two ``size`` x ``size`` matrices (median).
-
-    A square GEMM counts ``2 * size**3`` FLOPs (``size**3`` MACs). This is close to what
-    the BLAS library can reach on this machine - the yardstick for the utilisation of
-    :func:`measure_flop_rate`'s training loop.
-
-    Parameters
-    ----------
-    size : int
-        Matrix size, 16 to 8192.
-    threads : int or None
-        BLAS threads (1 by default: one core).
-    repeat : int
-        Timed repetitions.
+    ``C`` = :func:`training_flops_per_sample` of the model's forward
+    MACs (training = 3x forward); ``D`` = images x epochs; ``r`` = the device's peak
+    (the one its ``sustained_fraction`` refers to: tensor or FP32) x ``utilisation``.
 
     Examples
     --------
-    >>> measure_gemm_rate(128, repeat=2) > 1e6
+    >>> from course_lib.datasets import load_dnn_models, load_hardware
+    >>> est = cnn_calculator_estimate("ResNet-50", 1.0, 1, "v100_sxm2_32gb", 1, 0.5, 1.0,
+    ...                               models=load_dnn_models(), hardware=load_hardware())
+    >>> est.samples, round(est.flops_per_sample / 1e9, 3)  # ResNet-50: 4.089 GMACs x 2 x 3
+    (1000000.0, 24.534)
+    """
+    models, hardware = _check_models(models), _check_hardware(hardware)
+    row = find_row(models, model, "model", "model")
+    device = find_row(hardware, device_id, "device_id", "device_id")
+    images_million = check_positive(images_million, "images_million")
+    epochs, devices = _whole(epochs, "epochs"), _whole(devices, "devices")
+    return estimate_training(
+        float(images_million) * 1e6 * int(epochs),
+        training_flops_per_sample(row.gmacs_per_forward * 1e9),
+        sustained_flops(device.peak_tflops * 1e12, utilisation),
+        devices,
+        efficiency,
+        label=f"{row.model}, {float(images_million):.3g}M images x {int(epochs)} epochs, "
+        f"{int(devices)} x {device.device}",
+    )
+
+
+def transformer_calculator_estimate(
+    params_million: float,
+    tokens_million: float,
+    device_id: str,
+    devices: int,
+    utilisation: float,
+    efficiency: float,
+    *,
+    hardware: Sequence,
+) -> TrainingEstimate:
+    """The estimate behind :func:`course_lib.plots.cost.transformer_calculator_figure` (same arguments).
+
+    ``C`` = 6 x parameters FLOPs per token (:func:`transformer_training_flops`),
+    ``D`` = tokens.
+
+    Examples
+    --------
+    >>> from course_lib.datasets import load_hardware
+    >>> est = transformer_calculator_estimate(100, 1000, "h100_sxm", 1, 1.0, 1.0,
+    ...                                       hardware=load_hardware())
+    >>> est.total_flops == 6 * 100e6 * 1000e6
     True
     """
-    from .timing import measure
-
-    size = check_int(size, "size", 16, 8192)
-    repeat = check_int(repeat, "repeat", 1)
-    rng = np.random.default_rng(0)
-    a = rng.standard_normal((size, size), dtype=np.float32)
-    b = rng.standard_normal((size, size), dtype=np.float32)
-    c = np.empty_like(a)
-    with blas_threads(threads, name="threads"):
-        timing = measure(lambda: np.matmul(a, b, out=c), repeat=repeat, warmup=1)
-    return FLOPS_PER_MAC * float(size) ** 3 / timing.median
+    hardware = _check_hardware(hardware)
+    device = find_row(hardware, device_id, "device_id", "device_id")
+    params_million = check_positive(params_million, "params_million")
+    tokens_million = check_positive(tokens_million, "tokens_million")
+    devices = _whole(devices, "devices")
+    return estimate_training(
+        float(tokens_million) * 1e6,
+        6.0 * float(params_million) * 1e6,
+        sustained_flops(device.peak_tflops * 1e12, utilisation),
+        devices,
+        efficiency,
+        label=f"transformer, {float(params_million):g}M parameters, "
+        f"{float(tokens_million):,.0f}M tokens, {int(devices)} x {device.device}",
+    )

@@ -15,7 +15,6 @@ from course_lib.cost import (
     device_hours,
     human_duration,
     linear_macs,
-    measure_flop_rate,
     mlp_training_flops,
     required_efficiency,
     sequence_tokens,
@@ -23,6 +22,7 @@ from course_lib.cost import (
     transformer_training_flops,
 )
 from course_lib.models import MLP
+from course_lib.rate import measure_flop_rate
 
 positive = st.floats(1e-3, 1e12, allow_nan=False, allow_infinity=False)
 effs = st.floats(1e-3, 1.0, allow_nan=False)
@@ -304,8 +304,8 @@ def test_bert_large_recipe():
 
 
 def test_time_training_run_and_threads():
-    from course_lib.cost import time_training_run
     from course_lib.datasets import load_digits
+    from course_lib.rate import time_training_run
 
     d = load_digits("test")
     model = MLP((64, 8, 10))
@@ -318,7 +318,7 @@ def test_time_training_run_and_threads():
 
 
 def test_measure_gemm_rate():
-    from course_lib.cost import measure_gemm_rate
+    from course_lib.rate import measure_gemm_rate
 
     assert measure_gemm_rate(64, repeat=2) > 0
     with pytest.raises(ValueError, match="size"):

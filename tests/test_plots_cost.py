@@ -151,7 +151,7 @@ def test_large_batch_figure_axes_and_data():
 
 
 def test_calculator_estimates_match_the_figures_and_name_the_run():
-    from course_lib.plots.cost import cnn_calculator_estimate, transformer_calculator_estimate
+    from course_lib.cost import cnn_calculator_estimate, transformer_calculator_estimate
 
     models, hardware = load_dnn_models(), load_hardware()
     a100 = next(d for d in hardware if d.device_id == "a100_sxm_40gb")

@@ -18,13 +18,11 @@ from . import COLORS, _count, log2_axis, new_figure
 
 __all__ = [
     "calculator_figure",
-    "cnn_calculator_estimate",
     "cnn_calculator_figure",
     "comm_efficiency_figure",
     "large_batch_figure",
     "levers_figure",
     "time_ladder_figure",
-    "transformer_calculator_estimate",
     "transformer_calculator_figure",
 ]
 
@@ -125,10 +123,10 @@ def calculator_figure(
     flops_per_sample = check_positive(flops_per_sample, "flops_per_sample")
     peak_flops = check_positive(peak_flops, "peak_flops")
     devices, n_max = _count(devices, "devices"), _count(n_max, "n_max")
-    efficiency = _fraction(efficiency, "efficiency")
+    efficiency = check_real(efficiency, "efficiency", 0.0, 1.0, low_open=True)
     check_type(title, "title", str, "a str")
     check_type(device_label, "device_label", str, "a str")
-    r = _sustained(peak_flops, utilisation)
+    r = cost.sustained_flops(peak_flops, utilisation)
     util = float(utilisation)
     est = cost.estimate_training(samples, flops_per_sample, r, devices, efficiency)
     ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 120)))
@@ -162,83 +160,6 @@ def calculator_figure(
     return fig
 
 
-def _pick(rows: Sequence, key: str, field: str, name: str):
-    """The row of ``rows`` whose ``field`` equals ``key`` (a model name, a device id).
-
-    ``rows`` has been checked by :func:`_check_rows`.
-    """
-    if not isinstance(key, str):
-        raise TypeError(f"{name} must be a str (the {field} column), got {key!r}")
-    for row in rows:
-        if getattr(row, field) == key:
-            return row
-    known = ", ".join(getattr(row, field) for row in rows)
-    raise ValueError(f"{name} must be one of {known}; got {key!r}")
-
-
-def _check_models(models) -> list:
-    from ..datasets import DnnModel
-
-    return check_sequence(models, "models", DnnModel, "a DnnModel (load_dnn_models())")
-
-
-def _check_hardware(hardware) -> list:
-    from ..datasets import HardwareDevice
-
-    return check_sequence(hardware, "hardware", HardwareDevice, "a HardwareDevice (load_hardware())")
-
-
-def _fraction(value, name: str) -> float:
-    """A fraction in (0, 1] (utilisation, efficiency)."""
-    return check_real(value, name, 0.0, 1.0, low_open=True)
-
-
-def _sustained(peak_flops: float, utilisation: float) -> float:
-    return check_positive(peak_flops, "peak_flops") * _fraction(utilisation, "utilisation")
-
-
-def cnn_calculator_estimate(
-    model: str,
-    images_million: float,
-    epochs: int,
-    device_id: str,
-    devices: int,
-    utilisation: float,
-    efficiency: float,
-    *,
-    models: Sequence,
-    hardware: Sequence,
-) -> cost.TrainingEstimate:
-    """The estimate behind :func:`cnn_calculator_figure` (same arguments), e.g. to print it.
-
-    ``C`` = :func:`course_lib.cost.training_flops_per_sample` of the model's forward
-    MACs (training = 3x forward); ``D`` = images x epochs; ``r`` = the device's peak
-    (the one its ``sustained_fraction`` refers to: tensor or FP32) x ``utilisation``.
-
-    Examples
-    --------
-    >>> from course_lib.datasets import load_dnn_models, load_hardware
-    >>> est = cnn_calculator_estimate("ResNet-50", 1.0, 1, "v100_sxm2_32gb", 1, 0.5, 1.0,
-    ...                               models=load_dnn_models(), hardware=load_hardware())
-    >>> est.samples, round(est.flops_per_sample / 1e9, 3)  # ResNet-50: 4.089 GMACs x 2 x 3
-    (1000000.0, 24.534)
-    """
-    models, hardware = _check_models(models), _check_hardware(hardware)
-    row = _pick(models, model, "model", "model")
-    device = _pick(hardware, device_id, "device_id", "device_id")
-    images_million = check_positive(images_million, "images_million")
-    epochs, devices = _count(epochs, "epochs"), _count(devices, "devices")
-    return cost.estimate_training(
-        float(images_million) * 1e6 * int(epochs),
-        cost.training_flops_per_sample(row.gmacs_per_forward * 1e9),
-        _sustained(device.peak_tflops * 1e12, utilisation),
-        devices,
-        efficiency,
-        label=f"{row.model}, {float(images_million):.3g}M images x {int(epochs)} epochs, "
-        f"{int(devices)} x {device.device}",
-    )
-
-
 def cnn_calculator_figure(
     model: str,
     images_million: float,
@@ -266,53 +187,14 @@ def cnn_calculator_figure(
     devices, utilisation, efficiency
         As in :func:`calculator_figure`.
     """
-    est = cnn_calculator_estimate(model, images_million, epochs, device_id, devices,
+    est = cost.cnn_calculator_estimate(model, images_million, epochs, device_id, devices,
                                   utilisation, efficiency, models=models, hardware=hardware)
-    device = _pick(hardware, device_id, "device_id", "device_id")
+    device = cost.find_row(hardware, device_id, "device_id", "device_id")
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices, utilisation,
         efficiency,
         title=f"{model}: {float(images_million):.3g}M images x {int(epochs)} epochs",
         device_label=device.device,
-    )
-
-
-def transformer_calculator_estimate(
-    params_million: float,
-    tokens_million: float,
-    device_id: str,
-    devices: int,
-    utilisation: float,
-    efficiency: float,
-    *,
-    hardware: Sequence,
-) -> cost.TrainingEstimate:
-    """The estimate behind :func:`transformer_calculator_figure` (same arguments).
-
-    ``C`` = 6 x parameters FLOPs per token (:func:`course_lib.cost.transformer_training_flops`),
-    ``D`` = tokens.
-
-    Examples
-    --------
-    >>> from course_lib.datasets import load_hardware
-    >>> est = transformer_calculator_estimate(100, 1000, "h100_sxm", 1, 1.0, 1.0,
-    ...                                       hardware=load_hardware())
-    >>> est.total_flops == 6 * 100e6 * 1000e6
-    True
-    """
-    hardware = _check_hardware(hardware)
-    device = _pick(hardware, device_id, "device_id", "device_id")
-    params_million = check_positive(params_million, "params_million")
-    tokens_million = check_positive(tokens_million, "tokens_million")
-    devices = _count(devices, "devices")
-    return cost.estimate_training(
-        float(tokens_million) * 1e6,
-        6.0 * float(params_million) * 1e6,
-        _sustained(device.peak_tflops * 1e12, utilisation),
-        devices,
-        efficiency,
-        label=f"transformer, {float(params_million):g}M parameters, "
-        f"{float(tokens_million):,.0f}M tokens, {int(devices)} x {device.device}",
     )
 
 
@@ -337,9 +219,9 @@ def transformer_calculator_figure(
     devices, utilisation, efficiency
         As in :func:`calculator_figure`.
     """
-    est = transformer_calculator_estimate(params_million, tokens_million, device_id, devices,
+    est = cost.transformer_calculator_estimate(params_million, tokens_million, device_id, devices,
                                           utilisation, efficiency, hardware=hardware)
-    device = _pick(hardware, device_id, "device_id", "device_id")
+    device = cost.find_row(hardware, device_id, "device_id", "device_id")
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices,
         utilisation, efficiency,
