@@ -23,7 +23,6 @@ _SUBMODULES = frozenset(
         "dataflow",
         "datasets",
         "exercises",
-        "hybrid",
         "im2col",
         "models",
         "optim",

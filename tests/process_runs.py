@@ -53,7 +53,7 @@ def pipeline(method: str, steps: int = LONG):
 
 
 def hybrid(method: str, steps: int = LONG):
-    from course_lib.parallel.pipeline import train_hybrid
+    from course_lib.parallel.hybrid import train_hybrid
 
     x, y = _data()
     return train_hybrid(_model(), x, y, data=2, stages=2, micro_batches=2, batch_size=12,

@@ -1,12 +1,13 @@
-"""course_lib.hybrid: data x pipeline grids and the chapter's comparison table."""
+"""course_lib.parallel.hybrid: data x pipeline grids and the chapter's comparison table."""
 
 import math
 
 import numpy as np
 import pytest
 
-from course_lib import comm, hybrid
+from course_lib import comm
 from course_lib.models import MLP
+from course_lib.parallel import hybrid
 from course_lib.parallel import pipeline_schedule as mp
 
 FAST = dict(device_flops=1e10, bandwidth=1e9, latency=1e-5)

@@ -20,6 +20,7 @@ from course_lib.datasets import load_digits
 from course_lib.models import MLP, train
 from course_lib.parallel import pipeline as mp_run
 from course_lib.parallel import pipeline_schedule as mp
+from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.partition import micro_rows
 from course_lib.testing import leaked_resources, resource_snapshot
 from course_lib.timing import blas_threads
@@ -117,7 +118,7 @@ def test_measured_timeline_is_causal_and_complete(digits, no_leaks):
 @pytest.mark.parametrize("data, stages", [(2, 2), (2, 1), (3, 2)], ids=["2x2", "2x1", "3x2"])
 def test_hybrid_equals_serial(digits, data, stages, no_leaks):
     x, y = digits
-    res = mp_run.train_hybrid(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
+    res = train_hybrid(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
     with blas_threads(1):
         ref = mp_run.train_microbatched(MODEL, x, y, data=data, micro_batches=2, **RUN)
     assert res.replicas_in_sync and res.replicas == data
@@ -143,11 +144,11 @@ def test_hybrid_equals_serial(digits, data, stages, no_leaks):
 def test_hybrid_rejects_batches_smaller_than_the_replicas(digits):
     x, y = digits
     with pytest.raises(ValueError, match="data"):
-        mp_run.train_hybrid(MODEL, x[:52], y[:52], data=3, batch_size=50, epochs=1)  # last batch: 2
+        train_hybrid(MODEL, x[:52], y[:52], data=3, batch_size=50, epochs=1)  # last batch: 2
     with pytest.raises(ValueError, match="micro_batches"):
-        mp_run.train_hybrid(MODEL, x, y, data=2, micro_batches=26, batch_size=50, steps=1)
+        train_hybrid(MODEL, x, y, data=2, micro_batches=26, batch_size=50, steps=1)
     with pytest.raises(ValueError, match="data"):
-        mp_run.train_hybrid(MODEL, x, y, data=0, steps=1)
+        train_hybrid(MODEL, x, y, data=0, steps=1)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")

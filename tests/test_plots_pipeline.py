@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from course_lib import hybrid
 from course_lib.models import MLP
+from course_lib.parallel import hybrid
 from course_lib.parallel import pipeline_schedule as mp
 from course_lib.plots import figure_to_png
 from course_lib.plots.pipeline import (

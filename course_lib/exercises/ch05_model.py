@@ -1,13 +1,13 @@
 """Exercises of chapter 05, part 2 (model, pipeline and hybrid parallelism).
 
-Expected values come from :mod:`course_lib.parallel.pipeline` and :mod:`course_lib.hybrid`.
+Expected values come from :mod:`course_lib.parallel.pipeline` and :mod:`course_lib.parallel.hybrid`.
 The givens of each exercise are module constants, so the notebook can print them.
 """
 
 from __future__ import annotations
 
-from ..hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
 from ..models import MLP
+from ..parallel.hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
 from ..parallel.pipeline_schedule import bubble_fraction, partition_layers, simulate_uniform
 from . import Result, check
 

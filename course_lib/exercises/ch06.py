@@ -11,9 +11,9 @@ from __future__ import annotations
 from ..comm import data_parallel_efficiency
 from ..cost import BERT_LARGE, training_time
 from ..datasets import get_device
-from ..hybrid import scheme_comparison
 from ..im2col import gemm_sizes
 from ..models import MLP
+from ..parallel.hybrid import scheme_comparison
 from ..parallel.pipeline_schedule import bubble_fraction
 from ..scaling import amdahl_limit, devices_needed, gustafson_to_amdahl, karp_flatt, speedup
 from . import Result, check

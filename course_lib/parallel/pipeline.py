@@ -14,8 +14,8 @@ serial run (up to floating-point summation order).
     The arithmetic of a pipeline in one process (the reference).
 :func:`train_pipeline`
     ``S`` processes, one per stage; returns the measured :class:`Timeline`.
-:func:`train_hybrid`
-    ``D`` replicas of the pipeline (data x pipeline parallelism).
+:func:`course_lib.parallel.hybrid.train_hybrid`
+    ``D`` replicas of the pipeline (data x pipeline parallelism): ``train_pipeline(data=D)``.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from .pipeline_schedule import (
     schedule_order,
 )
 
-__all__ = ["PipelineResult", "stage_worker", "train_hybrid", "train_microbatched", "train_pipeline"]
+__all__ = ["PRELOAD", "PipelineResult", "stage_worker", "train_microbatched", "train_pipeline"]
 
 
 @dataclass
@@ -386,6 +386,9 @@ def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, 
     return ops, losses
 
 
+PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.pipeline", "threadpoolctl")
+
+
 def train_pipeline(
     model,
     x: np.ndarray,
@@ -406,6 +409,7 @@ def train_pipeline(
     blas_threads: int | None = 1,
     fault=None,
     progress: bool | None = False,
+    data: int = 1,
 ) -> PipelineResult:
     """Train the running example with its layers split over ``S`` stage processes.
 
@@ -442,15 +446,23 @@ def train_pipeline(
     blas_threads : int or None
         BLAS threads per stage (1: the stages do not fight over the cores).
     fault : course_lib.parallel.workers.Fault, optional
-        Inject a failure (tests, demonstrations): ``rank`` is the stage (in [0, S - 1],
-        else ValueError), ``step`` the step.
+        Inject a failure (tests, demonstrations): ``rank`` is the process (in
+        [0, D * S - 1], else ValueError), ``step`` the step.
     progress : bool or None
         Progress bar: False never, None in notebooks for runs over ~1.5 s.
+    data : int
+        Replicas ``D`` of the whole pipeline in [1, batch_size] (``D > 1`` is hybrid
+        parallelism, see :func:`course_lib.parallel.hybrid.train_hybrid`): ``D * S``
+        processes, process ``d * S + s`` is stage ``s`` of replica ``d``; each replica
+        trains on a contiguous shard of every batch, then the ``D`` copies of each stage
+        all-reduce their gradient (shared memory, in replica order). ``micro_batches`` is
+        per replica; ``fault.rank`` counts processes, in [0, D * S - 1].
 
     Returns
     -------
     PipelineResult
-        Final parameters: equal to :func:`train_microbatched` bitwise (one BLAS thread)
+        Final parameters (of replica 0; ``replicas_in_sync`` says whether all agree
+        bitwise): equal to :func:`train_microbatched` bitwise (one BLAS thread)
         and to :func:`course_lib.models.train` up to float32 rounding of the different
         summation order (a ReLU input within rounding distance of zero may flip, which
         changes that unit's gradient: then single parameters differ by more, ~1e-5 seen
@@ -471,74 +483,6 @@ def train_pipeline(
     >>> ref = train_microbatched(model, d.x, d.y, micro_batches=4, steps=5)
     >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), len(res.timeline.steps)
     (True, 5)
-    """
-    return train_hybrid(
-        model, x, y, data=1, stages=stages, boundaries=boundaries, micro_batches=micro_batches,
-        schedule=schedule, batch_size=batch_size, epochs=epochs, steps=steps, lr=lr, seed=seed,
-        params=params, start_method=start_method, timeout=timeout, blas_threads=blas_threads,
-        fault=fault, progress=progress,
-    )
-
-
-_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.pipeline", "threadpoolctl")
-
-
-def train_hybrid(
-    model,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    data: int = 2,
-    stages: int | None = None,
-    boundaries: Sequence[int] | None = None,
-    micro_batches: int = 4,
-    schedule: str = "gpipe",
-    batch_size: int = 32,
-    epochs: int = 1,
-    steps: int | None = None,
-    lr: float = 0.1,
-    seed: int = 0,
-    params: np.ndarray | None = None,
-    start_method: str | None = None,
-    timeout: float = 60.0,
-    blas_threads: int | None = 1,
-    fault=None,
-    progress: bool | None = False,
-) -> PipelineResult:
-    """Hybrid parallelism (组合式并行) as processes: ``data`` replicas of an ``S``-stage pipeline.
-
-    ``D * S`` processes; process ``d * S + s`` is stage ``s`` of replica ``d``. Each
-    replica trains on a contiguous shard of every batch with :func:`train_pipeline`'s
-    scheme; afterwards the ``D`` copies of stage ``s`` add their gradients (an
-    all-reduce through shared memory, in replica order) and each applies the same
-    update to its own copy of the stage's parameters. ``data=1`` is
-    :func:`train_pipeline`; ``stages=1`` is plain data parallelism.
-
-    Parameters are those of :func:`train_pipeline`, plus
-
-    data : int
-        Replicas ``D`` in [1, batch_size]; every batch must have at least ``D`` samples.
-        ``micro_batches`` is per replica (at most ``batch_size // D``).
-
-    ``fault.rank`` counts processes: ``d * S + s``, in [0, D * S - 1] (else ValueError).
-
-    Returns
-    -------
-    PipelineResult
-        ``params`` of replica 0; ``replicas_in_sync`` says whether all replicas agree
-        bitwise. Bitwise equal to ``train_microbatched(..., data=D)`` with one BLAS
-        thread.
-
-    Examples
-    --------
-    >>> from course_lib.models import MLP
-    >>> from course_lib.datasets import load_digits
-    >>> d = load_digits("train")
-    >>> model = MLP((64, 32, 32, 10))
-    >>> res = train_hybrid(model, d.x, d.y, data=2, stages=2, micro_batches=2, steps=3)
-    >>> ref = train_microbatched(model, d.x, d.y, data=2, micro_batches=2, steps=3)
-    >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), res.replicas_in_sync
-    (True, True)
     """
     from .shm import SharedArray
     from .workers import Fault, PipeBarrier, ProcessGroup, check_start_method
@@ -607,7 +551,7 @@ def train_hybrid(
                 ))
         group = ProcessGroup(
             stage_worker, world, args=(job,), rank_args=rank_args, start_method=method,
-            timeout=timeout, name="ddl-stage", preload=_PRELOAD,
+            timeout=timeout, name="ddl-stage", preload=PRELOAD,
             shared=[shared_params, shared_x, *acts, *grads, *([reduce] if reduce is not None else [])],
         )
         with group:

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import hybrid
 from .._validate import as_real, check_int, check_positive, check_range, check_sequence, check_type
-from ..parallel import pipeline_schedule
+from ..parallel import hybrid, pipeline_schedule
 from . import COLORS, log2_axis, new_figure
 
 __all__ = [
@@ -241,8 +240,8 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
 
     Parameters
     ----------
-    configs : sequence of course_lib.hybrid.HybridConfig
-        E.g. from :func:`course_lib.hybrid.enumerate_configs`.
+    configs : sequence of course_lib.parallel.hybrid.HybridConfig
+        E.g. from :func:`course_lib.parallel.hybrid.enumerate_configs`.
     memory : float, optional
         Device memory in bytes (drawn as a line).
     """
@@ -267,7 +266,7 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     ----------
     device_counts : sequence of int
     best : sequence of HybridConfig or None
-        :func:`course_lib.hybrid.best_configs` for ``device_counts`` (None: nothing fits).
+        :func:`course_lib.parallel.hybrid.best_configs` for ``device_counts`` (None: nothing fits).
     """
     n = _counts(device_counts, "device_counts").astype(float)
     best = check_sequence(best, "best", (hybrid.HybridConfig, type(None)), "a HybridConfig or None")
@@ -307,7 +306,7 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     """Live-figure view: the configurations at ``devices`` and the best one as N grows.
 
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
-    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.hybrid.enumerate_configs`.
+    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.parallel.hybrid.enumerate_configs`.
     """
     counts = check_sequence(device_counts, "device_counts")
     configs = hybrid.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)

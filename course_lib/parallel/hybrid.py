@@ -1,4 +1,4 @@
-r"""Hybrid parallelism (组合式并行): data x pipeline on a grid of devices, estimated.
+r"""Hybrid parallelism (组合式并行): data x pipeline on a grid of devices, estimated and run.
 
 ``N`` devices are arranged as a grid of ``D`` data-parallel replicas (数据并行) times
 ``P`` pipeline stages (流水并行), ``D * P = N``. Replica ``d`` trains on ``B / D`` of the
@@ -17,6 +17,8 @@ and picks the fastest configuration that fits in memory (:func:`best_config`).
 :func:`scheme_comparison` computes the source chapter's comparison of schemes
 (AI-System 6.2.4, table 6-3-1) for the running example.
 
+:func:`train_hybrid` runs the same grid as processes on this machine.
+
 The model is deliberately simple - no overlap of communication with compute, one link
 per device with bandwidth ``bandwidth`` for every transfer, FLOPs run at a sustained
 ``device_flops`` whatever the matrix size - so that every number can be traced by hand.
@@ -30,10 +32,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import comm
-from ._validate import check_int, check_positive, check_type
-from .models import MLP
-from .parallel.pipeline_schedule import SCHEDULES, partition_layers, simulate_pipeline, stage_flops
+from .. import comm
+from .._validate import check_int, check_positive, check_type
+from ..models import MLP
+from .pipeline import PipelineResult, train_pipeline
+from .pipeline_schedule import SCHEDULES, partition_layers, simulate_pipeline, stage_flops
 
 __all__ = [
     "EXAMPLE_SIZES",
@@ -47,6 +50,7 @@ __all__ = [
     "scheme_comparison",
     "stage_activation_widths",
     "stage_params",
+    "train_hybrid",
 ]
 
 
@@ -69,7 +73,7 @@ def device_parameters(device_id: str = "v100_sxm2_32gb") -> dict[str, float]:
     >>> p["bandwidth"], p["memory"]
     (150000000000.0, 32000000000.0)
     """
-    from .datasets import get_device
+    from ..datasets import get_device
 
     dev = get_device(device_id)
     if dev.link_bandwidth_gb_s is None or dev.memory_gb is None:
@@ -137,7 +141,7 @@ def stage_params(model, boundaries) -> np.ndarray:
     >>> stage_params(MLP((64, 32, 10)), (0, 1, 2)).tolist()
     [2080, 330]
     """
-    from .parallel.pipeline_schedule import check_boundaries as _check_boundaries
+    from .pipeline_schedule import check_boundaries as _check_boundaries
 
     b = _check_boundaries(_check_model(model), boundaries)
     out = []
@@ -159,7 +163,7 @@ def stage_activation_widths(model, boundaries) -> np.ndarray:
     >>> stage_activation_widths(MLP((64, 32, 10)), (0, 1, 2)).tolist()
     [96, 42]
     """
-    from .parallel.pipeline_schedule import check_boundaries as _check_boundaries
+    from .pipeline_schedule import check_boundaries as _check_boundaries
 
     b = _check_boundaries(_check_model(model), boundaries)
     return np.array([sum(model.sizes[lo : hi + 1]) for lo, hi in zip(b[:-1], b[1:])], dtype=np.int64)
@@ -484,3 +488,28 @@ def scheme_comparison(model, batch_size: int, devices: int) -> SchemeComparison:
         limit=(math.inf, float(batch_size), float(model.n_layers)),
         model_bytes=float(param_bytes),
     )
+
+
+def train_hybrid(model, x: np.ndarray, y: np.ndarray, *, data: int = 2, **kwargs) -> PipelineResult:
+    """Hybrid parallelism as processes: ``data`` replicas of an ``S``-stage pipeline.
+
+    ``D * S`` processes; process ``d * S + s`` is stage ``s`` of replica ``d``. Each
+    replica trains on a contiguous shard of every batch with the pipeline's scheme;
+    afterwards the ``D`` copies of stage ``s`` add their gradients (an all-reduce through
+    shared memory, in replica order) and each applies the same update to its own copy
+    of the stage's parameters. This is
+    :func:`course_lib.parallel.pipeline.train_pipeline` with ``data=D`` (every other
+    keyword as there); ``stages=1`` is plain data parallelism.
+
+    Examples
+    --------
+    >>> from course_lib.datasets import load_digits
+    >>> from course_lib.parallel.pipeline import train_microbatched
+    >>> d = load_digits("train")
+    >>> model = MLP((64, 32, 32, 10))
+    >>> res = train_hybrid(model, d.x, d.y, data=2, stages=2, micro_batches=2, steps=3)
+    >>> ref = train_microbatched(model, d.x, d.y, data=2, micro_batches=2, steps=3)
+    >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), res.replicas_in_sync
+    (True, True)
+    """
+    return train_pipeline(model, x, y, data=data, **kwargs)
