@@ -603,8 +603,12 @@ def find_row(rows: Sequence, key: str, field: str, name: str):
     >>> find_row(load_hardware(), "v100_sxm2_32gb", "device_id", "device_id").device
     'NVIDIA Tesla V100 SXM2 32GB'
     """
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
+        raise TypeError(f"rows must be a sequence of data rows, got {type(rows).__name__}")
     if not isinstance(key, str):
         raise TypeError(f"{name} must be a str (the {field} column), got {key!r}")
+    if not isinstance(field, str):
+        raise TypeError(f"field must be a str (a column name), got {field!r}")
     for row in rows:
         if getattr(row, field) == key:
             return row

@@ -97,6 +97,10 @@ def leaked_resources(before: ResourceSnapshot, grace: float = 3.0) -> list[str]:
     seconds for processes to finish exiting. Returns a list of descriptions (empty:
     nothing leaked).
     """
+    if not isinstance(before, ResourceSnapshot):
+        raise TypeError(f"before must be a ResourceSnapshot (resource_snapshot()), got {type(before).__name__}")
+    if not (isinstance(grace, (int, float)) and 0 <= grace < 3600):
+        raise ValueError(f"grace must be a number of seconds in [0, 3600), got {grace!r}")
     deadline = time.monotonic() + grace
     while True:
         gc.collect()

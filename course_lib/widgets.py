@@ -347,6 +347,9 @@ def glossary_table(entries: Sequence, query: str = "") -> str:
     """
     import html
 
+    from .datasets import GlossaryEntry
+
+    entries = check_sequence(entries, "entries", GlossaryEntry, "a GlossaryEntry (load_glossary())")
     check_type(query, "query", str, "a str")
     q = query.strip().lower()
     rows = [e for e in entries if q in f"{e.term} {e.term_zh} {e.definition}".lower()]

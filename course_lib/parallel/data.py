@@ -62,7 +62,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_positive, check_type
 from ..models import MLP
 from ..progress import ProgressBar
 from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
@@ -243,6 +243,7 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
 
 def start_params(model: MLP, params, seed: int) -> np.ndarray:
     """The initial parameters: ``model.init_params(seed)``, or a finite copy of ``params``."""
+    check_type(model, "model", MLP, "a course_lib.models.MLP")
     if params is None:
         return model.init_params(seed)
     params = np.array(params, dtype=model.dtype)
@@ -538,13 +539,14 @@ def _worker(wctx: WorkerContext, job: Job, specs, barrier, comm_args) -> dict:
 
 
 def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
-    """The training loop every data-parallel worker runs, whatever the communication.
+    """The training loop every data-parallel worker runs (notebook 05, "Run it").
 
-    ``comm`` provides ``gradient_buffer()`` (where to put this worker's gradient sum),
-    ``start()`` (wait until every worker is ready), ``wait()`` (wait until every
-    worker has its gradient) and ``allreduce()`` (return the sum over workers). Used by the shared-memory and pipe backends here and by
-    the torch gloo engine (:mod:`course_lib.torch_engine`).
+    Per step: compute the gradient sum of this worker's shard, wait for the others,
+    all-reduce, apply the same update as every replica. ``comm`` is one of
+    :mod:`course_lib.parallel.allreduce` (shared memory, pipes or torch gloo).
     """
+    check_type(wctx, "wctx", WorkerContext, "a WorkerContext")
+    check_type(job, "job", Job, "a Job (check_job)")
     model = job.model
     with _blas(job.blas_threads):
         params = p0.copy()

@@ -31,6 +31,8 @@ __all__ = [
 ]
 
 _ALIGN = 16  # chunk boundaries on 64-byte cache lines (16 float32)
+_MAX_PARTS = 2**20  # micro-batches or replicas: more would only build huge lists
+_MAX_STEPS = 10**7  # a plan holds every step's indices in memory
 
 
 def shard_bounds(n_items: int, parts: int) -> list[tuple[int, int]]:
@@ -120,7 +122,13 @@ def epoch_batches(n: int, batch_size: int, epochs: int, steps: int | None, seed:
     >>> [b.tolist() for b in epoch_batches(5, 2, 1, None, seed=0)]
     [[4, 0], [1, 2], [3]]
     """
-    rng = np.random.default_rng(seed + 1)
+    n = check_int(n, "n", 1)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    if steps is None:
+        epochs = check_int(epochs, "epochs", 1, _MAX_STEPS)
+    else:
+        steps = check_int(steps, "steps", 0, _MAX_STEPS)
+    rng = np.random.default_rng(check_int(seed, "seed", 0) + 1)
     plan: list[np.ndarray] = []
     epoch = 0
     while (steps is None and epoch < epochs) or (steps is not None and len(plan) < steps):
@@ -132,13 +140,15 @@ def epoch_batches(n: int, batch_size: int, epochs: int, steps: int | None, seed:
 
 def micro_rows(batch: int, micro_batches: int) -> list[tuple[int, int]]:
     """Row ranges of the micro-batches of a batch (sizes differ by at most one)."""
-    m = min(micro_batches, batch)
+    batch = check_int(batch, "batch", 0)
+    m = min(check_int(micro_batches, "micro_batches", 1, _MAX_PARTS), batch) or 1
     edges = [batch * i // m for i in range(m + 1)]
     return list(zip(edges[:-1], edges[1:]))
 
 
 def replica_rows(batch: int, replicas: int, micro_batches: int) -> list[list[tuple[int, int]]]:
     """Per replica: the rows of its micro-batches (its shard is a contiguous row range)."""
+    check_int(replicas, "replicas", 1, _MAX_PARTS)
     return [
         [(lo + a, lo + b) for a, b in micro_rows(hi - lo, micro_batches)]
         for lo, hi in micro_rows(batch, replicas)

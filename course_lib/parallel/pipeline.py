@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_positive, check_type
 from .partition import epoch_batches, replica_rows, sum_rows
 from .pipeline_schedule import (
     StageOp,
@@ -343,7 +343,10 @@ def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, 
     """
     from ..models import sgd_step
     from ..timing import blas_threads
+    from .workers import WorkerContext
 
+    check_type(ctx, "ctx", WorkerContext, "a WorkerContext")
+    check_type(job, "job", _StageJob, "the job train_pipeline builds")
     n_stages = len(job.boundaries) - 1
     ops, losses, done = [], [], 0
     with contextlib.ExitStack() as stack:

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import as_real, broadcast, check_int, check_range, scalar_or_array
+from .._validate import as_real, broadcast, check_int, check_range, check_type, scalar_or_array
+from ..models import MLP
 
 __all__ = [
     "SCHEDULES",
@@ -421,6 +422,7 @@ def layer_flops(model) -> tuple[np.ndarray, np.ndarray]:
     >>> f.tolist(), b.tolist()
     ([4096, 640], [4096, 1280])
     """
+    check_type(model, "model", MLP, "a course_lib.models.MLP")
     macs = np.array([a * b for a, b in zip(model.sizes[:-1], model.sizes[1:])], dtype=np.int64)
     forward = 2 * macs
     backward = 4 * macs
@@ -429,6 +431,8 @@ def layer_flops(model) -> tuple[np.ndarray, np.ndarray]:
 
 
 def check_boundaries(model, boundaries) -> tuple[int, ...]:
+    """``boundaries`` as a tuple ``(0, b1, ..., n_layers)`` of strictly increasing layer indices."""
+    check_type(model, "model", MLP, "a course_lib.models.MLP")
     if isinstance(boundaries, (str, bytes)) or not isinstance(boundaries, Sequence):
         raise TypeError(f"boundaries must be a sequence of layer indices, got {boundaries!r}")
     b = tuple(check_int(v, f"boundaries[{i}]", 0, model.n_layers) for i, v in enumerate(boundaries))
@@ -467,6 +471,7 @@ def partition_layers(model, stages: int) -> tuple[int, ...]:
     >>> partition_layers(MLP((784, 1024, 10)), 2)
     (0, 1, 2)
     """
+    check_type(model, "model", MLP, "a course_lib.models.MLP")
     n = model.n_layers
     stages = check_int(stages, "stages", 1, n)
     f, b = layer_flops(model)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_positive, check_type
 from ..models import MLP
 from ..timing import available_cores, blas_threads
 from .partition import shard_bounds
@@ -101,6 +101,10 @@ def epoch_gradient(
     >>> bool(np.allclose(g, full, rtol=1e-5, atol=1e-6))
     True
     """
+    check_type(model, "model", MLP, "a course_lib.models.MLP")
+    model._check_flat(params, "params")
+    x = model._check_x(x)
+    y = model._check_y(y, x.shape[0])
     batch_size = check_int(batch_size, "batch_size", 1)
     epochs = check_int(epochs, "epochs", 1)
     grad_sum = np.zeros(model.n_params, dtype=np.float64)
@@ -280,6 +284,8 @@ def parallel_epoch_gradient(
     start_method: str | None = None,
 ) -> tuple[float, np.ndarray]:
     """:func:`epoch_gradient` computed by ``processes`` worker processes (one shard each)."""
+    check_type(model, "model", MLP, "a course_lib.models.MLP")
+    model._check_flat(params, "params")  # before any process starts
     with WorkerPool(model, x, y, processes, batch_size=batch_size, epochs=epochs,
                     start_method=start_method) as pool:
         return pool.gradient(params)

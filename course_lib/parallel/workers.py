@@ -70,7 +70,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check_int, check_positive
+from .._validate import check_int, check_positive, check_type
 from ..progress import ProgressBar
 from .shm import SharedArray, SharedSpec, remove_stale_segments, unlink_segment
 
@@ -449,6 +449,8 @@ def demo_worker(ctx: WorkerContext, steps: int, fault: Fault | None = None, valu
     Fires ``fault`` at its step, reports progress after every step, and returns
     ``result`` instead if one is given.
     """
+    check_type(ctx, "ctx", WorkerContext, "a WorkerContext")
+    steps = check_int(steps, "steps", 0)
     for step in range(steps):
         if fault is not None:
             fault.maybe_fire(ctx.rank, step)
