@@ -158,7 +158,7 @@ def test_listed_odd_values_get_feedback(fn, where):
     for key, odd in ODD.items():
         try:
             _run(fn, where, odd)
-        except Exception as exc:  # noqa: BLE001 - report which value broke it
+        except Exception as exc:  # report which value broke it
             raise AssertionError(f"{fn.__name__}({where}={key}) raised {type(exc).__name__}: {exc}") from exc
 
 

@@ -246,7 +246,10 @@ def start_params(model: MLP, params, seed: int) -> np.ndarray:
     check_type(model, "model", MLP, "a course_lib.models.MLP")
     if params is None:
         return model.init_params(seed)
-    params = np.array(params, dtype=model.dtype)
+    try:
+        params = np.array(params, dtype=model.dtype)
+    except (OverflowError, TypeError, ValueError) as exc:
+        raise ValueError(f"params must be a flat array of {model.n_params} finite numbers: {exc}") from None
     model._check_flat(params, "params")
     if not np.all(np.isfinite(params)):
         raise ValueError("params must be finite")
