@@ -78,6 +78,53 @@ def check_range(
         )
 
 
+def check_array(
+    value: Any,
+    name: str,
+    low: float = -np.inf,
+    high: float = np.inf,
+    *,
+    low_open: bool = False,
+    high_open: bool | None = None,
+    allow_inf: bool = False,
+    whole: bool = False,
+) -> np.ndarray:
+    """``value`` as a float64 array whose elements all lie in the interval given, or raise.
+
+    :func:`as_real` then :func:`check_range`, with the interval stated in every message;
+    ``whole=True`` also requires whole numbers (device counts). The one way the course
+    checks an array argument.
+
+    Examples
+    --------
+    >>> check_array([0.5, 1.0], "p", 0, 1).tolist()
+    [0.5, 1.0]
+    >>> check_array(0.0, "time", 0, low_open=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: time must be in (0, inf), got 0
+    """
+    right_open = bool(np.isinf(high)) if high_open is None else high_open
+    interval = f"in {'(' if low_open else '['}{_fmt(low)}, {_fmt(high)}{')' if right_open else ']'}"
+    arr = as_real(value, name, allow_inf=allow_inf, allowed=interval)
+    check_range(arr, name, low, high, low_open=low_open, high_open=right_open)
+    if whole and np.any(arr != np.floor(arr)):
+        bad = arr[arr != np.floor(arr)].flat[0] if arr.ndim else float(arr)
+        raise ValueError(f"{name} must be whole numbers {interval}, got {float(bad):g}")
+    return arr
+
+
+def check_count(value: Any, name: str, low: float = 1.0) -> int:
+    """A count (devices, epochs ...) in [``low``, 2**40]; a float from a slider is rounded down.
+
+    Examples
+    --------
+    >>> check_count(8.7, "devices")
+    8
+    """
+    return int(check_real(value, name, low, 2.0**40))
+
+
 def broadcast(**arrays: np.ndarray) -> list[np.ndarray]:
     """Broadcast named arrays together, naming them if their shapes do not match."""
     try:

@@ -25,7 +25,15 @@ import math
 
 import numpy as np
 
-from ._validate import as_real, broadcast, check_int, check_positive, check_range, scalar_or_array
+from ._validate import (
+    as_real,
+    broadcast,
+    check_array,
+    check_int,
+    check_positive,
+    check_range,
+    scalar_or_array,
+)
 
 __all__ = [
     "ALGORITHMS",
@@ -51,13 +59,6 @@ def _nbytes(value) -> np.ndarray:
     return arr
 
 
-def _devices(value, name: str = "devices") -> np.ndarray:
-    arr = as_real(value, name)
-    check_range(arr, name, 1.0, np.inf)
-    if np.any(arr != np.floor(arr)):
-        bad = arr[arr != np.floor(arr)].flat[0] if arr.ndim else float(arr)
-        raise ValueError(f"{name} must be whole numbers >= 1, got {float(bad):g}")
-    return arr
 
 
 def _bandwidth(value) -> np.ndarray:
@@ -75,7 +76,7 @@ def _latency(value) -> np.ndarray:
 def _args(nbytes, devices, bandwidth, latency):
     return broadcast(
         nbytes=_nbytes(nbytes),
-        devices=_devices(devices),
+        devices=check_array(devices, "devices", 1, whole=True),
         bandwidth=_bandwidth(bandwidth),
         latency=_latency(latency),
     )
@@ -208,10 +209,10 @@ def parameter_server_time(nbytes, devices, bandwidth, latency=0.0, servers=1):
     """
     m, n, b, a, s = broadcast(
         nbytes=_nbytes(nbytes),
-        devices=_devices(devices),
+        devices=check_array(devices, "devices", 1, whole=True),
         bandwidth=_bandwidth(bandwidth),
         latency=_latency(latency),
-        servers=_devices(servers, "servers"),
+        servers=check_array(servers, "servers", 1, whole=True),
     )
     result = 2.0 * (np.maximum(n / s, 1.0) * m / b + a)
     return scalar_or_array(result, nbytes, devices, bandwidth, latency, servers)
@@ -304,7 +305,7 @@ def data_parallel_step_time(
     check_range(tc, "compute_time", 0.0, np.inf)
     o = as_real(overlap, "overlap")
     check_range(o, "overlap", 0.0, 1.0)
-    n = _devices(devices)
+    n = check_array(devices, "devices", 1, whole=True)
     tm = np.asarray(
         allreduce_time(nbytes, devices, bandwidth, latency, algorithm=algorithm, servers=servers),
         dtype=np.float64,
@@ -350,7 +351,7 @@ def data_parallel_speedup(
         algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling,
     )
     tc, t, n = broadcast(
-        compute_time=tc, step_time=np.asarray(t, dtype=np.float64), devices=_devices(devices)
+        compute_time=tc, step_time=np.asarray(t, dtype=np.float64), devices=check_array(devices, "devices", 1, whole=True)
     )
     result = n * tc / t if weak else tc / t
     return scalar_or_array(result, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
@@ -390,7 +391,7 @@ def data_parallel_efficiency(
         compute_time, devices, nbytes, bandwidth, latency,
         algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling,
     )
-    s, n = broadcast(speedup=np.asarray(s, dtype=np.float64), devices=_devices(devices))
+    s, n = broadcast(speedup=np.asarray(s, dtype=np.float64), devices=check_array(devices, "devices", 1, whole=True))
     return scalar_or_array(s / n, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
 
 

@@ -34,6 +34,8 @@ import numpy as np
 from ._validate import (
     as_real,
     broadcast,
+    check_array,
+    check_count,
     check_int,
     check_positive,
     check_range,
@@ -78,28 +80,12 @@ IMAGENET_TRAIN_IMAGES = 1_281_167
 
 
 # ------------------------------------------------------------------ the decomposition
-def _nonneg(value, name: str) -> np.ndarray:
-    arr = as_real(value, name)
-    check_range(arr, name, 0.0, np.inf)
-    return arr
 
 
-def _positive(value, name: str) -> np.ndarray:
-    arr = as_real(value, name)
-    check_range(arr, name, 0.0, np.inf, low_open=True)
-    return arr
 
 
-def _devices(value, name: str = "devices") -> np.ndarray:
-    arr = as_real(value, name)
-    check_range(arr, name, 1.0, np.inf)
-    return arr
 
 
-def _efficiency(value, name: str = "efficiency") -> np.ndarray:
-    arr = as_real(value, name)
-    check_range(arr, name, 0.0, 1.0, low_open=True)
-    return arr
 
 
 def training_time(samples, flops_per_sample, device_flops, devices=1, efficiency=1.0):
@@ -135,11 +121,11 @@ def training_time(samples, flops_per_sample, device_flops, devices=1, efficiency
     >>> training_time(1e6, 1e9, 1e12, devices=[1, 2, 4])
     array([1000.,  500.,  250.])
     """
-    d = _nonneg(samples, "samples")
-    c = _nonneg(flops_per_sample, "flops_per_sample")
-    r = _positive(device_flops, "device_flops")
-    n = _devices(devices)
-    eta = _efficiency(efficiency)
+    d = check_array(samples, "samples", 0)
+    c = check_array(flops_per_sample, "flops_per_sample", 0)
+    r = check_array(device_flops, "device_flops", 0, low_open=True)
+    n = check_array(devices, "devices", 1)
+    eta = check_array(efficiency, "efficiency", 0, 1, low_open=True)
     d, c, r, n, eta = broadcast(
         samples=d, flops_per_sample=c, device_flops=r, devices=n, efficiency=eta
     )
@@ -166,11 +152,11 @@ def required_efficiency(samples, flops_per_sample, device_flops, devices, time):
     >>> required_efficiency(1e6, 1e9, 1e12, devices=8, time=250.0)
     0.5
     """
-    d = _nonneg(samples, "samples")
-    c = _nonneg(flops_per_sample, "flops_per_sample")
-    r = _positive(device_flops, "device_flops")
-    n = _devices(devices)
-    t = _positive(time, "time")
+    d = check_array(samples, "samples", 0)
+    c = check_array(flops_per_sample, "flops_per_sample", 0)
+    r = check_array(device_flops, "device_flops", 0, low_open=True)
+    n = check_array(devices, "devices", 1)
+    t = check_array(time, "time", 0, low_open=True)
     d, c, r, n, t = broadcast(samples=d, flops_per_sample=c, device_flops=r, devices=n, time=t)
     return scalar_or_array(d * c / (r * n * t), samples, flops_per_sample, device_flops, devices, time)
 
@@ -271,8 +257,8 @@ def device_hours(seconds, devices=1):
     >>> device_hours(3600.0, devices=8)
     8.0
     """
-    s = _nonneg(seconds, "seconds")
-    n = _devices(devices)
+    s = check_array(seconds, "seconds", 0)
+    n = check_array(devices, "devices", 1)
     s, n = broadcast(seconds=s, devices=n)
     return scalar_or_array(s * n / 3600.0, seconds, devices)
 
@@ -353,8 +339,8 @@ def transformer_training_flops(params, tokens):
     >>> transformer_training_flops(340e6, 1e9)
     2.04e+18
     """
-    p = _nonneg(params, "params")
-    d = _nonneg(tokens, "tokens")
+    p = check_array(params, "params", 0)
+    d = check_array(tokens, "tokens", 0)
     p, d = broadcast(params=p, tokens=d)
     return scalar_or_array(6.0 * p * d, params, tokens)
 
@@ -370,9 +356,9 @@ def sequence_tokens(steps, batch_size, sequence_length):
     >>> sequence_tokens(1000, 256, 128)
     32768000.0
     """
-    s = _nonneg(steps, "steps")
-    b = _nonneg(batch_size, "batch_size")
-    n = _nonneg(sequence_length, "sequence_length")
+    s = check_array(steps, "steps", 0)
+    b = check_array(batch_size, "batch_size", 0)
+    n = check_array(sequence_length, "sequence_length", 0)
     s, b, n = broadcast(steps=s, batch_size=b, sequence_length=n)
     return scalar_or_array(s * b * n, steps, batch_size, sequence_length)
 
@@ -463,8 +449,8 @@ def training_flops_per_sample(forward_macs, backward_factor=2.0):
     >>> training_flops_per_sample(4.089e9)     # ResNet-50: 4.089 GMACs forward
     24534000000.0
     """
-    m = _nonneg(forward_macs, "forward_macs")
-    b = _nonneg(backward_factor, "backward_factor")
+    m = check_array(forward_macs, "forward_macs", 0)
+    b = check_array(backward_factor, "backward_factor", 0)
     m, b = broadcast(forward_macs=m, backward_factor=b)
     return scalar_or_array(FLOPS_PER_MAC * m * (1.0 + b), forward_macs, backward_factor)
 
@@ -575,7 +561,7 @@ def mlp_training_flops(model: MLP, samples) -> float | np.ndarray:
     10112000.0
     """
     per_sample = _flops_per_sample(model)
-    d = _nonneg(samples, "samples")
+    d = check_array(samples, "samples", 0)
     return scalar_or_array(d * per_sample, samples)
 
 
@@ -587,9 +573,6 @@ def _flops_per_sample(model) -> int:
 
 
 # ------------------------------------------------------------------ calculator estimates
-def _whole(value, name: str, low: float = 1.0) -> int:
-    """A count (devices, epochs ...) >= ``low``; a float from a slider is rounded down."""
-    return int(check_real(value, name, low, 2.0**40))
 
 
 def find_row(rows: Sequence, key: str, field: str, name: str):
@@ -628,9 +611,6 @@ def _check_hardware(hardware) -> list:
     return check_sequence(hardware, "hardware", HardwareDevice, "a HardwareDevice (load_hardware())")
 
 
-def _fraction(value, name: str) -> float:
-    """A fraction in (0, 1] (utilisation, efficiency)."""
-    return check_real(value, name, 0.0, 1.0, low_open=True)
 
 
 def sustained_flops(peak_flops: float, utilisation: float) -> float:
@@ -641,7 +621,8 @@ def sustained_flops(peak_flops: float, utilisation: float) -> float:
     >>> sustained_flops(125e12, 0.4)
     50000000000000.0
     """
-    return check_positive(peak_flops, "peak_flops") * _fraction(utilisation, "utilisation")
+    utilisation = check_real(utilisation, "utilisation", 0.0, 1.0, low_open=True)
+    return check_positive(peak_flops, "peak_flops") * utilisation
 
 
 def cnn_calculator_estimate(
@@ -674,7 +655,7 @@ def cnn_calculator_estimate(
     row = find_row(models, model, "model", "model")
     device = find_row(hardware, device_id, "device_id", "device_id")
     images_million = check_positive(images_million, "images_million")
-    epochs, devices = _whole(epochs, "epochs"), _whole(devices, "devices")
+    epochs, devices = check_count(epochs, "epochs"), check_count(devices, "devices")
     return estimate_training(
         float(images_million) * 1e6 * int(epochs),
         training_flops_per_sample(row.gmacs_per_forward * 1e9),
@@ -713,7 +694,7 @@ def transformer_calculator_estimate(
     device = find_row(hardware, device_id, "device_id", "device_id")
     params_million = check_positive(params_million, "params_million")
     tokens_million = check_positive(tokens_million, "tokens_million")
-    devices = _whole(devices, "devices")
+    devices = check_count(devices, "devices")
     return estimate_training(
         float(tokens_million) * 1e6,
         6.0 * float(params_million) * 1e6,

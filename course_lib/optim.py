@@ -48,12 +48,8 @@ __all__ = [
 
 
 # ------------------------------------------------------------------ learning rates
-def _positive_number(value: Any, name: str, *, allow_zero: bool = False) -> float:
-    return check_positive(value, name, allow_zero=allow_zero)
 
 
-def _fraction(value: Any, name: str, *, high_open: bool = False) -> float:
-    return check_real(value, name, 0.0, 1.0, high_open=high_open)
 
 
 def linear_scaling_rule(base_lr: float, base_batch: int, batch: int) -> float:
@@ -72,7 +68,7 @@ def linear_scaling_rule(base_lr: float, base_batch: int, batch: int) -> float:
     >>> linear_scaling_rule(0.1, 256, 8192)
     3.2
     """
-    base_lr = _positive_number(base_lr, "base_lr")
+    base_lr = check_positive(base_lr, "base_lr")
     base_batch = check_int(base_batch, "base_batch", 1)
     batch = check_int(batch, "batch", 1)
     return base_lr * batch / base_batch
@@ -89,7 +85,7 @@ def sqrt_scaling_rule(base_lr: float, base_batch: int, batch: int) -> float:
     >>> sqrt_scaling_rule(0.001, 512, 32768)
     0.008
     """
-    base_lr = _positive_number(base_lr, "base_lr")
+    base_lr = check_positive(base_lr, "base_lr")
     base_batch = check_int(base_batch, "base_batch", 1)
     batch = check_int(batch, "batch", 1)
     return base_lr * math.sqrt(batch / base_batch)
@@ -140,7 +136,7 @@ class WarmupSchedule:
     initial_lr: float = 0.0
 
     def __post_init__(self):
-        object.__setattr__(self, "peak_lr", _positive_number(self.peak_lr, "peak_lr"))
+        object.__setattr__(self, "peak_lr", check_positive(self.peak_lr, "peak_lr"))
         object.__setattr__(self, "warmup_steps", check_int(self.warmup_steps, "warmup_steps", 0))
         if self.total_steps is not None:
             object.__setattr__(
@@ -148,8 +144,8 @@ class WarmupSchedule:
                 "total_steps",
                 check_int(self.total_steps, "total_steps", self.warmup_steps + 1),
             )
-        object.__setattr__(self, "power", _positive_number(self.power, "power"))
-        init = _positive_number(self.initial_lr, "initial_lr", allow_zero=True)
+        object.__setattr__(self, "power", check_positive(self.power, "power"))
+        init = check_positive(self.initial_lr, "initial_lr", allow_zero=True)
         if init > self.peak_lr:
             raise ValueError(f"initial_lr must be in [0, peak_lr={self.peak_lr:g}], got {init:g}")
         object.__setattr__(self, "initial_lr", init)
@@ -171,7 +167,7 @@ class WarmupSchedule:
 def _check_lr(lr: Any) -> float | Callable[[int], float]:
     if callable(lr):
         return lr
-    return _positive_number(lr, "lr")
+    return check_positive(lr, "lr")
 
 
 def _norm(x: np.ndarray) -> float:
@@ -185,7 +181,7 @@ class _Optimizer:
 
     def __init__(self, lr, weight_decay: float):
         self.lr = _check_lr(lr)
-        self.weight_decay = _positive_number(weight_decay, "weight_decay", allow_zero=True)
+        self.weight_decay = check_positive(weight_decay, "weight_decay", allow_zero=True)
         self.t = 0
         """Updates made so far."""
         self._size: int | None = None
@@ -194,7 +190,7 @@ class _Optimizer:
         """Learning rate of the next update."""
         if callable(self.lr):
             value = self.lr(self.t)
-            return _positive_number(value, f"lr({self.t})", allow_zero=True)
+            return check_positive(value, f"lr({self.t})", allow_zero=True)
         return self.lr
 
     def _check(self, params: np.ndarray, grad: np.ndarray) -> None:
@@ -258,7 +254,7 @@ class SGD(_Optimizer):
 
     def __init__(self, lr, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
         super().__init__(lr, weight_decay)
-        self.momentum = _fraction(momentum, "momentum", high_open=True)
+        self.momentum = check_real(momentum, "momentum", 0.0, 1.0, high_open=True)
         if not isinstance(nesterov, (bool, np.bool_)):
             raise TypeError(f"nesterov must be True or False, got {nesterov!r}")
         if nesterov and self.momentum == 0:
@@ -366,8 +362,8 @@ class LARS(_LayerWise):
         exclude_bias: bool = True,
     ):
         super().__init__(model, lr, weight_decay, exclude_bias)
-        self.momentum = _fraction(momentum, "momentum", high_open=True)
-        self.trust_coefficient = _positive_number(trust_coefficient, "trust_coefficient")
+        self.momentum = check_real(momentum, "momentum", 0.0, 1.0, high_open=True)
+        self.trust_coefficient = check_positive(trust_coefficient, "trust_coefficient")
         self._velocity: np.ndarray | None = None
 
     def _update(self, params, grad, lr):
@@ -449,10 +445,10 @@ class LAMB(_LayerWise):
         if isinstance(betas, (str, bytes)) or not isinstance(betas, Sequence) or len(betas) != 2:
             raise TypeError(f"betas must be a pair (beta1, beta2), got {betas!r}")
         self.betas = (
-            _fraction(betas[0], "betas[0]", high_open=True),
-            _fraction(betas[1], "betas[1]", high_open=True),
+            check_real(betas[0], "betas[0]", 0.0, 1.0, high_open=True),
+            check_real(betas[1], "betas[1]", 0.0, 1.0, high_open=True),
         )
-        self.eps = _positive_number(eps, "eps", allow_zero=True)
+        self.eps = check_positive(eps, "eps", allow_zero=True)
         self._m: np.ndarray | None = None
         self._v: np.ndarray | None = None
 
@@ -579,11 +575,11 @@ def large_batch_experiment(
     small_batch = check_int(small_batch, "small_batch", 1)
     factor = check_int(factor, "factor", 2)
     epochs = check_int(epochs, "epochs", 1)
-    base_lr = _positive_number(base_lr, "base_lr")
+    base_lr = check_positive(base_lr, "base_lr")
     warmup_epochs = check_int(warmup_epochs, "warmup_epochs", 0)
-    lamb_lr = _positive_number(lamb_lr, "lamb_lr")
-    momentum = _fraction(momentum, "momentum", high_open=True)
-    lars_trust = _positive_number(lars_trust, "lars_trust")
+    lamb_lr = check_positive(lamb_lr, "lamb_lr")
+    momentum = check_real(momentum, "momentum", 0.0, 1.0, high_open=True)
+    lars_trust = check_positive(lars_trust, "lars_trust")
     hidden = check_int(hidden, "hidden", 1)
     seed = check_int(seed, "seed", 0)
     known = ("small", "same_lr", "scaled", "scaled_warmup", "lamb", "lars")

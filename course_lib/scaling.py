@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_real, broadcast, check_range, scalar_or_array
+from ._validate import as_real, broadcast, check_array, check_range, scalar_or_array
 
 __all__ = [
     "AmdahlFit",
@@ -33,24 +33,10 @@ __all__ = [
 ]
 
 
-def _fraction(p, name: str = "p") -> np.ndarray:
-    arr = as_real(p, name, allowed="in [0, 1]")
-    check_range(arr, name, 0.0, 1.0)
-    return arr
 
 
-def _count(n, name: str = "n", *, allow_inf: bool = True, strictly_above_one: bool = False):
-    low = "(1" if strictly_above_one else "[1"
-    high = "inf]" if allow_inf else "inf)"
-    arr = as_real(n, name, allow_inf=allow_inf, allowed=f"in {low}, {high}")
-    check_range(arr, name, 1.0, np.inf, low_open=strictly_above_one, high_open=not allow_inf)
-    return arr
 
 
-def _positive(x, name: str) -> np.ndarray:
-    arr = as_real(x, name, allowed="in (0, inf)")
-    check_range(arr, name, 0.0, np.inf, low_open=True)
-    return arr
 
 
 def amdahl(p, n):
@@ -81,7 +67,7 @@ def amdahl(p, n):
     >>> amdahl([0.5, 0.99], 4).round(3)
     array([1.6  , 3.883])
     """
-    p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n))
+    p_arr, n_arr = broadcast(p=check_array(p, "p", 0, 1), n=check_array(n, "n", 1, high_open=False, allow_inf=True))
     with np.errstate(divide="ignore"):
         serial = 1.0 - p_arr
         parallel = np.where(np.isinf(n_arr), 0.0, p_arr / np.where(np.isinf(n_arr), 1.0, n_arr))
@@ -104,7 +90,7 @@ def amdahl_limit(p):
     >>> amdahl_limit(1.0)
     inf
     """
-    p_arr = _fraction(p)
+    p_arr = check_array(p, "p", 0, 1)
     with np.errstate(divide="ignore"):
         result = 1.0 / (1.0 - p_arr)
     return scalar_or_array(result, p)
@@ -132,7 +118,7 @@ def gustafson(p, n):
     >>> gustafson(0.5, [1, 2, 4])
     array([1. , 1.5, 2.5])
     """
-    p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n, allow_inf=False))
+    p_arr, n_arr = broadcast(p=check_array(p, "p", 0, 1), n=check_array(n, "n", 1))
     return scalar_or_array((1.0 - p_arr) + p_arr * n_arr, p, n)
 
 
@@ -154,7 +140,7 @@ def gustafson_to_amdahl(p, n):
     >>> round(pa, 4), round(amdahl(pa, 64), 6) == round(gustafson(0.9, 64), 6)
     (0.9983, True)
     """
-    p_arr, n_arr = broadcast(p=_fraction(p), n=_count(n, allow_inf=False))
+    p_arr, n_arr = broadcast(p=check_array(p, "p", 0, 1), n=check_array(n, "n", 1))
     scaled = p_arr * n_arr
     return scalar_or_array(scaled / ((1.0 - p_arr) + scaled), p, n)
 
@@ -176,8 +162,8 @@ def speedup(t_serial, t_parallel):
     >>> speedup(10.0, [10.0, 5.0, 2.5])
     array([1., 2., 4.])
     """
-    t1 = _positive(t_serial, "t_serial")
-    tn = _positive(t_parallel, "t_parallel")
+    t1 = check_array(t_serial, "t_serial", 0, low_open=True)
+    tn = check_array(t_parallel, "t_parallel", 0, low_open=True)
     t1, tn = broadcast(t_serial=t1, t_parallel=tn)
     return scalar_or_array(t1 / tn, t_serial, t_parallel)
 
@@ -197,8 +183,8 @@ def efficiency(speedup, n):
     >>> efficiency(6.0, 8)
     0.75
     """
-    s_arr = _positive(speedup, "speedup")
-    s_arr, n_arr = broadcast(speedup=s_arr, n=_count(n, allow_inf=False))
+    s_arr = check_array(speedup, "speedup", 0, low_open=True)
+    s_arr, n_arr = broadcast(speedup=s_arr, n=check_array(n, "n", 1))
     return scalar_or_array(s_arr / n_arr, speedup, n)
 
 
@@ -223,9 +209,9 @@ def karp_flatt(speedup, n):
     >>> round(karp_flatt(amdahl(0.95, 16), 16), 12)
     0.05
     """
-    s_arr = _positive(speedup, "speedup")
+    s_arr = check_array(speedup, "speedup", 0, low_open=True)
     s_arr, n_arr = broadcast(
-        speedup=s_arr, n=_count(n, allow_inf=False, strictly_above_one=True)
+        speedup=s_arr, n=check_array(n, "n", 1, low_open=True)
     )
     result = (1.0 / s_arr - 1.0 / n_arr) / (1.0 - 1.0 / n_arr)
     return scalar_or_array(result, speedup, n)
@@ -272,8 +258,8 @@ def fit_amdahl(n, speedup) -> AmdahlFit:
     >>> round(fit.p, 12), round(fit.stderr, 12)
     (0.9, 0.0)
     """
-    n_arr = _count(n, allow_inf=False)
-    s_arr = _positive(speedup, "speedup")
+    n_arr = check_array(n, "n", 1)
+    s_arr = check_array(speedup, "speedup", 0, low_open=True)
     if n_arr.ndim != 1 or s_arr.ndim != 1:
         raise ValueError(
             f"n and speedup must be 1-D sequences, got shapes {n_arr.shape} and {s_arr.shape}"
@@ -326,7 +312,7 @@ def devices_needed(p, target_speedup):
     >>> devices_needed(0.0, 1)
     1
     """
-    p_arr = _fraction(p)
+    p_arr = check_array(p, "p", 0, 1)
     t_arr = as_real(target_speedup, "target_speedup", allow_inf=True, allowed="in [1, inf]")
     check_range(t_arr, "target_speedup", 1.0, np.inf, high_open=False)
     p_arr, t_arr = broadcast(p=p_arr, target_speedup=t_arr)

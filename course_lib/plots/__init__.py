@@ -111,11 +111,6 @@ def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
     return buf.getvalue()
 
 
-def _count(value, name: str, low: float = 1.0) -> int:
-    """A count (devices, epochs ...) >= ``low``; a float from a slider is rounded down."""
-    from .._validate import check_real
-
-    return int(check_real(value, name, low, 2.0**40))
 
 
 def _check_figure(fig) -> None:

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import comm, cost
-from .._validate import as_real, check_positive, check_real, check_sequence, check_type
-from . import COLORS, _count, log2_axis, new_figure
+from .._validate import as_real, check_count, check_positive, check_real, check_sequence, check_type
+from . import COLORS, log2_axis, new_figure
 
 __all__ = [
     "calculator_figure",
@@ -122,7 +122,7 @@ def calculator_figure(
     samples = check_positive(samples, "samples")
     flops_per_sample = check_positive(flops_per_sample, "flops_per_sample")
     peak_flops = check_positive(peak_flops, "peak_flops")
-    devices, n_max = _count(devices, "devices"), _count(n_max, "n_max")
+    devices, n_max = check_count(devices, "devices"), check_count(n_max, "n_max")
     efficiency = check_real(efficiency, "efficiency", 0.0, 1.0, low_open=True)
     check_type(title, "title", str, "a str")
     check_type(device_label, "device_label", str, "a str")
@@ -306,7 +306,7 @@ def comm_efficiency_figure(
     b = check_positive(bandwidth_gb_s, "bandwidth_gb_s") * 1e9
     a = check_positive(latency_us, "latency_us", allow_zero=True) * 1e-6
     overlap = check_real(overlap, "overlap", 0.0, 1.0)
-    devices, n_max = _count(devices, "devices"), _count(n_max, "n_max")
+    devices, n_max = check_count(devices, "devices"), check_count(n_max, "n_max")
     ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 100)))
     step = comm.data_parallel_step_time(tc, ns, m, b, a, overlap=overlap)
     compute = tc / ns

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import scaling
-from .._validate import as_real, check_range, check_real
-from . import COLORS, _count, log2_axis, new_figure
+from .._validate import as_real, check_count, check_range, check_real
+from . import COLORS, log2_axis, new_figure
 
 __all__ = ["amdahl_figure", "laws_figure", "measured_speedup_figure"]
 
@@ -36,8 +36,8 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     """
     p_val = check_real(p, "p", 0.0, 1.0)
     s = check_real(s, "s", 1.0)
-    n_val = _count(n, "n")
-    n_max = _count(n_max, "n_max")
+    n_val = check_count(n, "n")
+    n_max = check_count(n_max, "n_max")
     per_device = s / n_val
     ns = _device_axis(max(n_max, n_val))
     ideal_devices = scaling.amdahl(p_val, ns)
@@ -84,7 +84,7 @@ def laws_figure(p: float, n: int, *, n_max: int = 1024):
     (fraction of the serial run vs of the parallel run), which the notebook explains.
     """
     p_val = check_real(p, "p", 0.0, 1.0)
-    n_val, n_max = _count(n, "n"), _count(n_max, "n_max")
+    n_val, n_max = check_count(n, "n"), check_count(n_max, "n_max")
     ns = _device_axis(max(n_max, n_val))
     fig, ax = new_figure(size=(6.4, 4.0))
     ax.loglog(ns, ns, color="0.6", lw=1, ls=":", label="ideal, S = N")
