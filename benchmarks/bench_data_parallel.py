@@ -60,12 +60,9 @@ def _run(spec: dict, model, x, y, batch: int, steps: int, start_method):
     kw = dict(batch_size=batch, steps=steps, lr=0.01, seed=0, progress=False)
     if spec["kind"] == "serial":
         return train_serial(model, x, y, blas_threads=spec["blas_threads"], **kw)
-    if spec["kind"] == "dp":
-        return train_data_parallel(model, x, y, workers=spec["workers"], backend=spec["backend"],
-                                   start_method=start_method, **kw)
-    from course_lib.parallel.torch_engine import train_torch
-
-    return train_torch(model, x, y, workers=spec["workers"], start_method=start_method, **kw)
+    backend = spec["backend"] if spec["kind"] == "dp" else "gloo"
+    return train_data_parallel(model, x, y, workers=spec["workers"], backend=backend,
+                               start_method=start_method, **kw)
 
 
 def main(argv: list[str]) -> int:
@@ -81,7 +78,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
-    from course_lib.parallel.torch_engine import torch_available
+    from course_lib.parallel.allreduce import torch_available
 
     with_gloo = not args.no_gloo and torch_available()
     model = MLP(SIZES)

@@ -72,11 +72,11 @@ def parallel_map(method: str, steps: int = FOREVER):
 
 
 def torch_gloo(method: str, steps: int = FOREVER):
-    from course_lib.parallel.torch_engine import train_torch
+    from course_lib.parallel.data import train_data_parallel
 
     x, y = _data()
-    return train_torch(_model(), x, y, workers=2, batch_size=12, steps=steps,
-                       start_method=method, progress=False, timeout=60)
+    return train_data_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps, backend="gloo",
+                               start_method=method, progress=False, timeout=60)
 
 
 RUNS = {f.__name__: f for f in (data_parallel_shm, data_parallel_pipe, pipeline, hybrid,

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 
 from course_lib.models import MLP
-from course_lib.parallel import torch_engine
+from course_lib.parallel import data, torch_engine
+from course_lib.parallel.allreduce import TORCH_MISSING, torch_available
 from course_lib.parallel.data import train_data_parallel, train_serial, train_simulated
-from course_lib.parallel.torch_engine import TORCH_MISSING, torch_available, train_torch
 
 MODEL = MLP((10, 20, 4))
 RNG = np.random.default_rng(3)
@@ -49,7 +49,8 @@ def torch_required():
 @pytest.mark.parametrize(("workers", "batch"), [(2, 16), (3, 16)])  # 3 does not divide 16
 def test_gloo_matches_toy_and_serial(torch_required, workers, batch):
     kw = dict(batch_size=batch, steps=5, lr=0.3, seed=4)
-    res = train_torch(MODEL, X, Y, workers=workers, start_method="fork", progress=False, **kw)
+    res = train_data_parallel(MODEL, X, Y, workers=workers, backend="gloo", start_method="fork",
+                              progress=False, **kw)
     toy = train_data_parallel(MODEL, X, Y, workers=workers, start_method="fork", progress=False, **kw)
     ser = train_serial(MODEL, X, Y, **kw)
     assert res.backend == "gloo" and res.workers == workers and res.replicas_in_sync
@@ -62,20 +63,20 @@ def test_gloo_matches_toy_and_serial(torch_required, workers, batch):
 
 
 def test_missing_torch_gives_install_hint(monkeypatch):
-    monkeypatch.setattr(torch_engine, "torch_available", lambda: False)
+    monkeypatch.setattr(data, "torch_available", lambda: False)
     with pytest.raises(ImportError, match="engines"):
-        train_torch(MODEL, X, Y, workers=2, batch_size=8, steps=1)
+        train_data_parallel(MODEL, X, Y, workers=2, batch_size=8, steps=1, backend="gloo")
 
 
 def test_bad_arguments_checked_before_starting_anything():
     with pytest.raises(ValueError, match="workers"):
-        train_torch(MODEL, X, Y, workers=0, batch_size=8, steps=1)
+        train_data_parallel(MODEL, X, Y, workers=0, batch_size=8, steps=1, backend="gloo")
     with pytest.raises(ValueError, match="batch_size"):
-        train_torch(MODEL, X, Y, workers=9, batch_size=8, steps=1)
+        train_data_parallel(MODEL, X, Y, workers=9, batch_size=8, steps=1, backend="gloo")
     with pytest.raises(ValueError, match="timeout"):
-        train_torch(MODEL, X, Y, workers=2, batch_size=8, steps=1, timeout=-1)
+        train_data_parallel(MODEL, X, Y, workers=2, batch_size=8, steps=1, timeout=-1, backend="gloo")
     with pytest.raises(ValueError, match="start_method"):
-        train_torch(MODEL, X, Y, workers=2, batch_size=8, steps=1, start_method="x")
+        train_data_parallel(MODEL, X, Y, workers=2, batch_size=8, steps=1, start_method="x", backend="gloo")
 
 
 def test_importing_the_course_does_not_import_torch():

@@ -23,13 +23,25 @@ One interface, three implementations, used by the same worker step loop
 
 from __future__ import annotations
 
+import contextlib
+import socket
+from collections.abc import Iterator
+from datetime import timedelta
+
 import numpy as np
 
 from .._validate import check_int, check_type
 from .partition import chunk_bounds, sum_rows
 from .workers import WorkerContext
 
-__all__ = ["GlooAllReduce", "PipeAllReduce", "ShmAllReduce"]
+__all__ = ["TORCH_MISSING", "GlooAllReduce", "PipeAllReduce", "ShmAllReduce", "free_port", "torch_available"]
+
+#: What to say where torch is needed but not installed.
+TORCH_MISSING = (
+    "PyTorch is not installed: install the optional engine with "
+    "`pip install -e '.[engines]'` (on the course machines: `pip install torch==2.13.0`, "
+    "a local CPU build)"
+)
 
 
 class ShmAllReduce:
@@ -102,15 +114,33 @@ class PipeAllReduce:
 
 class GlooAllReduce:
     """``torch.distributed.all_reduce`` (sum) of the worker's flat numpy gradient buffer
-    (notebook 05, "The same step on a real engine"); torch is imported here only."""
+    (notebook 05, "A real engine"); torch is imported here only.
 
-    def __init__(self, n: int, dtype, separate_waiting: bool):
+    Use :meth:`joined` to join the gloo process group around the training loop.
+    """
+
+    def __init__(self, n: int, dtype, separate_waiting: bool = False):
         import torch
         import torch.distributed as dist
 
         self.dist, self.separate_waiting = dist, separate_waiting
-        self.grad = np.zeros(n, dtype=dtype)
+        self.grad = np.zeros(check_int(n, "n", 0, 2**40), dtype=dtype)
         self.tensor = torch.from_numpy(self.grad)  # same memory, no copy
+
+    @staticmethod
+    @contextlib.contextmanager
+    def joined(rank: int, world_size: int, init_method: str, timeout: float) -> Iterator[None]:
+        """Join the gloo process group (one BLAS/torch thread), leave it on exit."""
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=timeout))
+        try:
+            yield
+        finally:
+            dist.destroy_process_group()
 
     def gradient_buffer(self) -> np.ndarray:
         return self.grad
@@ -125,3 +155,17 @@ class GlooAllReduce:
     def allreduce(self) -> np.ndarray:
         self.dist.all_reduce(self.tensor, op=self.dist.ReduceOp.SUM)
         return self.grad
+
+
+def torch_available() -> bool:
+    """Whether torch can be imported (checked without importing it)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (for the gloo rendezvous)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -68,7 +68,14 @@ from ..progress import ProgressBar
 from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
 from ..timing import blas_threads as _blas
 from ..timing import current_blas_threads
-from .allreduce import PipeAllReduce, ShmAllReduce
+from .allreduce import (
+    TORCH_MISSING,
+    GlooAllReduce,
+    PipeAllReduce,
+    ShmAllReduce,
+    free_port,
+    torch_available,
+)
 from .partition import batch_schedule, shard_bounds, sum_rows
 from .shm import SharedArray
 from .workers import (
@@ -97,7 +104,7 @@ __all__ = [
 ]
 
 #: Communication backends of :func:`train_data_parallel`.
-BACKENDS = ("shm", "pipe")
+BACKENDS = ("shm", "pipe", "gloo")
 
 #: Modules the forkserver imports once, so each worker starts in milliseconds.
 PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.data", "threadpoolctl")
@@ -111,7 +118,7 @@ class DataParallelResult:
     Timings are seconds; arrays of shape ``(steps, workers)`` hold one value per step
     and worker. ``compute`` is forward + backward + update; ``waiting`` is time spent
     waiting for slower workers before the exchange (load imbalance, stragglers);
-    ``communication`` is the gradient exchange itself (for the gloo engine it also
+    ``communication`` is the gradient exchange itself (for the gloo backend it also
     contains the waiting, which gloo does not separate).
     """
 
@@ -137,8 +144,7 @@ class DataParallelResult:
     replicas_in_sync: bool = True
     """Whether every worker ended with bitwise-identical parameters."""
     extra: dict = field(default_factory=dict)
-    """Details: ``worker_blas_threads`` (the BLAS threads each worker ran with, by rank);
-    the gloo engine adds ``separate_waiting``."""
+    """Details: ``worker_blas_threads`` (the BLAS threads each worker ran with, by rank)."""
 
     @property
     def steps(self) -> int:
@@ -424,10 +430,13 @@ def train_data_parallel(
         are split into shards differing by one sample (:func:`shard_bounds`).
     blas_threads : int or None
         BLAS threads per worker (1 avoids oversubscription; None: no limit).
-    backend : {"shm", "pipe"}
+    backend : {"shm", "pipe", "gloo"}
         ``"shm"``: shared-memory reduce-scatter + all-gather, every worker reduces one
         chunk. ``"pipe"``: workers pickle their gradients through pipes to rank 0,
-        which sums them and sends the sum back (the naive design).
+        which sums them and sends the sum back (the naive design). ``"gloo"``: a real
+        engine, ``torch.distributed.all_reduce`` with the gloo backend over TCP on
+        127.0.0.1 (needs torch; each worker imports it, a second or two of
+        ``startup_time``); its ``communication`` includes the waiting.
     start_method : {"fork", "forkserver", "spawn"} or None
         How workers start (None: ``forkserver`` on Linux, ``spawn`` elsewhere).
     timeout : float
@@ -453,6 +462,9 @@ def train_data_parallel(
     x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if backend == "gloo":
+        if not torch_available():
+            raise ImportError(TORCH_MISSING)
     start_method = check_start_method(start_method)
     timeout = check_positive(timeout, "timeout")
     p0 = start_params(model, params, job.seed)
@@ -473,9 +485,11 @@ def train_data_parallel(
             reduced = SharedArray(p0.size, p0.dtype)
             arrays += [grads, reduced]
             comm_args = [("shm", grads.spec, reduced.spec)] * job.workers
-        else:
+        elif backend == "pipe":
             pipes = [ctx.Pipe(duplex=True) for _ in range(job.workers - 1)]
             comm_args = [("pipe", [a for a, _ in pipes])] + [("pipe", [b]) for _, b in pipes]
+        else:
+            comm_args = [("gloo", f"tcp://127.0.0.1:{free_port()}")] * job.workers
         group = ProcessGroup(
             _worker, job.workers, args=(job, specs, barrier),
             rank_args=[(c,) for c in comm_args], start_method=start_method,
@@ -534,10 +548,15 @@ def _worker(wctx: WorkerContext, job: Job, specs, barrier, comm_args) -> dict:
                 comm = ShmAllReduce(wctx, grads, reduced, barrier)
                 report = worker_loop(wctx, job, x, y, p0, comm)
                 del comm
-        else:
+        elif comm_args[0] == "pipe":
             comm = PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier)
             report = worker_loop(wctx, job, x, y, p0, comm)
             del comm
+        else:  # "gloo": torch.distributed, rendezvous over TCP on 127.0.0.1
+            with GlooAllReduce.joined(wctx.rank, wctx.world_size, comm_args[1], wctx.wait_timeout):
+                comm = GlooAllReduce(p0.size, p0.dtype)
+                report = worker_loop(wctx, job, x, y, p0, comm)
+                del comm
     return report
 
 
