@@ -30,20 +30,35 @@ def _data(n=90, seed=0):
 X, Y = _data()
 
 
-def test_train_serial_equals_the_running_example_training_loop():
-    """Independent reference: models.train (written for chapter 01) uses the same
-    seeded permutations; with n divisible by the batch it must give the same bits."""
-    ref = models.train(MODEL, X, Y, epochs=2, batch_size=15, lr=0.2, seed=3)
-    res = train_serial(MODEL, X, Y, epochs=2, batch_size=15, lr=0.2, seed=3)
-    assert res.steps == 12
+@pytest.mark.parametrize(("batch", "steps"), [(15, 12), (20, 10)])  # 90 / 20: a last batch of 10
+def test_train_serial_equals_the_running_example_training_loop(batch, steps):
+    """Independent reference: models.train (written for chapter 01) draws the same
+    batches, the smaller last batch of an epoch included: the same bits."""
+    ref = models.train(MODEL, X, Y, epochs=2, batch_size=batch, lr=0.2, seed=3)
+    res = train_serial(MODEL, X, Y, epochs=2, batch_size=batch, lr=0.2, seed=3)
+    assert res.steps == steps
     np.testing.assert_array_equal(res.params, ref.params)
     np.testing.assert_allclose(res.loss, ref.step_loss, rtol=1e-12)
+
+
+def test_a_last_batch_smaller_than_the_workers_leaves_some_shards_empty():
+    """93 samples, batch 45: the third batch has 3 samples for 4 workers. Parallel and
+    simulated runs agree bit for bit, and both follow the serial run."""
+    x, y = _data(n=93, seed=2)
+    kw = dict(batch_size=45, epochs=2, lr=0.3, seed=1)
+    sim = train_simulated(MODEL, x, y, workers=4, **kw)
+    par = train_data_parallel(MODEL, x, y, workers=4, start_method="fork", progress=False, **kw)
+    ser = train_serial(MODEL, x, y, **kw)
+    assert par.steps == sim.steps == ser.steps == 6
+    np.testing.assert_array_equal(par.params, sim.params)
+    assert np.abs(par.params - ser.params).max() <= 1e-6
+    np.testing.assert_allclose(par.loss, ser.loss, rtol=1e-5)
 
 
 def test_simulated_sum_of_shards_matches_full_batch_gradient():
     """One step by hand: the sum of shard gradient sums / B is the mean gradient."""
     p0 = MODEL.init_params(7)
-    idx = next(batch_schedule(len(Y), 20, 1, seed=7))
+    idx = next(batch_schedule(len(Y), 20, seed=7, steps=1))
     _, g_mean = MODEL.loss_and_grad(p0, X[idx], Y[idx])
     g_sum = sum(MODEL.loss_and_grad(p0, X[idx[lo:hi]], Y[idx[lo:hi]], reduction="sum")[1]
                 for lo, hi in shard_bounds(20, 3))

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from course_lib.parallel.partition import (
     batch_schedule,
     chunk_bounds,
-    epoch_batches,
     micro_rows,
     replica_rows,
     shard_bounds,
+    steps_per_epoch,
     sum_rows,
 )
 
@@ -48,14 +48,30 @@ def test_shard_and_chunk_hand_values():
     assert chunk_bounds(10, 4, align=1) == [(0, 3), (3, 6), (6, 8), (8, 10)]
 
 
-def test_batch_schedule_is_a_permutation_per_epoch_and_drops_the_tail():
-    batches = list(batch_schedule(10, 3, 6, seed=4))
-    assert all(b.shape == (3,) for b in batches)
+def test_batch_schedule_is_a_permutation_per_epoch_and_keeps_the_tail():
+    batches = list(batch_schedule(10, 4, seed=3, epochs=2))
+    assert [b.size for b in batches] == [4, 4, 2, 4, 4, 2]  # every sample once per epoch
     first, second = np.concatenate(batches[:3]), np.concatenate(batches[3:])
-    assert len(set(first.tolist())) == 9 and len(set(second.tolist())) == 9
+    assert sorted(first.tolist()) == list(range(10)) == sorted(second.tolist())
     assert not np.array_equal(first, second)
-    again = list(batch_schedule(10, 3, 6, seed=4))
-    assert all(np.array_equal(a, b) for a, b in zip(batches, again))
+    again = list(batch_schedule(10, 4, seed=3, steps=6))
+    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
+    assert [b.size for b in batch_schedule(10, 4, seed=3, steps=4)] == [4, 4, 2, 4]
+    assert steps_per_epoch(10, 4) == 3 and steps_per_epoch(8, 4) == 2
+
+
+@given(st.integers(1, 200), st.integers(1, 64), st.integers(1, 3), st.integers(0, 99))
+def test_batch_schedule_draws_exactly_as_the_serial_training_loop(n, batch, epochs, seed):
+    """Independent reference: the loop of models.train (chapter 01), written out."""
+    batch = min(batch, n)
+    rng = np.random.default_rng(seed + 1)
+    expected = []
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        expected += [order[s : s + batch] for s in range(0, n, batch)]
+    got = list(batch_schedule(n, batch, seed, epochs=epochs))
+    assert len(got) == len(expected) == epochs * steps_per_epoch(n, batch)
+    assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
 
 
 # ---------------------------------------------------------------- serial runs
@@ -74,13 +90,6 @@ def test_shard_bounds_cover_everything_once_and_balance(n, parts):
 def test_shard_bounds_bad_parts(bad, exc):
     with pytest.raises(exc, match="parts"):
         shard_bounds(10, bad)
-
-
-def test_epoch_batches_keep_the_tail_and_match_the_serial_loop():
-    batches = epoch_batches(10, 4, epochs=2, steps=None, seed=3)
-    assert [b.size for b in batches] == [4, 4, 2, 4, 4, 2]
-    assert sorted(np.concatenate(batches[:3]).tolist()) == list(range(10))
-    assert len(epoch_batches(10, 4, epochs=1, steps=5, seed=3)) == 5
 
 
 def test_micro_and_replica_rows():

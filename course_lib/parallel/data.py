@@ -76,7 +76,7 @@ from .allreduce import (
     free_port,
     torch_available,
 )
-from .partition import batch_schedule, shard_bounds, sum_rows
+from .partition import batch_schedule, shard_bounds, steps_per_epoch, sum_rows
 from .shm import SharedArray
 from .workers import (
     Fault,
@@ -207,10 +207,13 @@ class Job:
     blas_threads: int | None
     fault: Fault | None
 
-    @property
-    def scale(self) -> np.float32:
-        """Factor turning the summed gradient into the update: lr / B, in float32."""
-        return self.model.dtype.type(self.lr / self.batch_size)
+    def schedule(self):
+        """The sample indices of every step (:func:`course_lib.parallel.partition.batch_schedule`)."""
+        return batch_schedule(self.n_samples, self.batch_size, self.seed, steps=self.steps)
+
+    def scale(self, samples: int) -> np.float32:
+        """Factor turning a step's summed gradient into its update: lr / samples, in float32."""
+        return self.model.dtype.type(self.lr / samples)
 
 
 def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault):
@@ -233,7 +236,7 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
         raise ValueError("give either steps or epochs, not both")
     if steps is None:
         epochs = check_int(1 if epochs is None else epochs, "epochs", 1)
-        steps = epochs * (n // batch_size)
+        steps = epochs * steps_per_epoch(n, batch_size)
     steps = check_int(steps, "steps", 1)
     lr = check_positive(lr, "lr")
     seed = check_int(seed, "seed", 0)
@@ -288,8 +291,9 @@ def train_serial(
     batch_size : int
         Global batch, 1 <= batch_size <= n.
     steps, epochs : int, optional
-        Number of SGD steps, or of epochs (``n // batch_size`` steps each; the
-        incomplete tail is dropped, see :func:`batch_schedule`). Default: one epoch.
+        Number of SGD steps, or of epochs (``ceil(n / batch_size)`` steps each; the last
+        batch of an epoch holds what is left, see
+        :func:`course_lib.parallel.partition.batch_schedule`). Default: one epoch.
     lr : float
         Learning rate, finite and > 0.
     seed : int
@@ -322,7 +326,7 @@ def train_serial(
     bar = ProgressBar(job.steps, "serial", progress)
     lr32 = model.dtype.type(job.lr)
     with _blas(job.blas_threads):
-        for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
+        for step, idx in enumerate(job.schedule()):
             t0 = time.perf_counter()
             loss, _ = model.loss_and_grad(params, x[idx], y[idx], reduction="mean", out=grad)
             grad *= lr32
@@ -367,7 +371,6 @@ def train_simulated(
     keep_freed_memory()
     x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, None)
     params = start_params(model, params, job.seed)
-    shards = shard_bounds(job.batch_size, job.workers)
     grads = np.zeros((job.workers, params.size), dtype=params.dtype)
     total, update = np.zeros_like(params), np.zeros_like(params)
     losses = np.zeros(job.steps)
@@ -375,10 +378,10 @@ def train_simulated(
     comm = np.zeros((job.steps, job.workers))
     times = np.zeros(job.steps)
     with _blas(job.blas_threads):
-        for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
+        for step, idx in enumerate(job.schedule()):
             t_step = time.perf_counter()
             shard_losses = []
-            for r, (lo, hi) in enumerate(shards):
+            for r, (lo, hi) in enumerate(shard_bounds(idx.size, job.workers)):
                 t0 = time.perf_counter()
                 sub = idx[lo:hi]
                 loss, _ = model.loss_and_grad(params, x[sub], y[sub], reduction="sum", out=grads[r])
@@ -387,9 +390,9 @@ def train_simulated(
             t0 = time.perf_counter()
             sum_rows(grads, total)
             comm[step, :] = time.perf_counter() - t0
-            np.multiply(total, job.scale, out=update)
+            np.multiply(total, job.scale(idx.size), out=update)
             params -= update
-            losses[step] = math.fsum(shard_losses) / job.batch_size
+            losses[step] = math.fsum(shard_losses) / idx.size
             times[step] = time.perf_counter() - t_step
     return DataParallelResult(
         params=params, loss=losses, compute=compute, communication=comm,
@@ -514,7 +517,7 @@ def collect(results: list[dict], job: Job, backend: str, start_method: str | Non
     """Assemble the workers' reports into a :class:`DataParallelResult`."""
     timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
     shard_losses = np.stack([r["losses"] for r in results], axis=1)
-    losses = np.array([math.fsum(row) for row in shard_losses]) / job.batch_size
+    losses = np.array([math.fsum(row) for row in shard_losses]) / results[0]["samples"]
     ready = max(r["ready"] for r in results)
     return DataParallelResult(
         params=results[0]["params"],
@@ -574,17 +577,17 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
         params = p0.copy()
         update = np.zeros_like(params)
         grad = comm.gradient_buffer()
-        lo, hi = shard_bounds(job.batch_size, job.workers)[wctx.rank]
         timings = np.zeros((job.steps, 4))
-        losses = np.zeros(job.steps)
+        losses, samples = np.zeros(job.steps), np.zeros(job.steps, dtype=int)
         blas = current_blas_threads()  # reported, so tests can check the limit took effect
         comm.start()  # start the clock together
         ready = time.time()
-        for step, idx in enumerate(batch_schedule(job.n_samples, job.batch_size, job.steps, job.seed)):
+        for step, idx in enumerate(job.schedule()):
             if job.fault is not None:
                 job.fault.maybe_fire(wctx.rank, step)
             t0 = time.perf_counter()
-            sub = idx[lo:hi]
+            lo, hi = shard_bounds(idx.size, job.workers)[wctx.rank]  # the last batch may be smaller
+            sub, samples[step] = idx[lo:hi], idx.size
             losses[step], _ = model.loss_and_grad(params, x[sub], y[sub], reduction="sum", out=grad)
             t1 = time.perf_counter()
             wctx.progress(2 * step + 1)  # a hung worker is then the one with the lowest count
@@ -592,7 +595,7 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
             t2 = time.perf_counter()
             total = comm.allreduce()
             t3 = time.perf_counter()
-            np.multiply(total, job.scale, out=update)  # every replica: the same update
+            np.multiply(total, job.scale(idx.size), out=update)  # every replica: the same update
             params -= update
             t4 = time.perf_counter()
             timings[step] = (t1 - t0 + t4 - t3, t2 - t1, t3 - t2, t4 - t0)
@@ -602,6 +605,7 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
     return {
         "timings": timings,
         "losses": losses,
+        "samples": samples,
         "digest": digest,
         "ready": ready,
         "blas_threads": blas,

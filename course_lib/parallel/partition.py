@@ -3,8 +3,8 @@
 =====================  ======================================================
 :func:`shard_bounds`   a batch over data-parallel workers (contiguous shards)
 :func:`chunk_bounds`   a gradient buffer over workers for the reduce-scatter
-:func:`batch_schedule` the global batches of every step (data parallelism)
-:func:`epoch_batches`  the batches of every step as the serial loop draws them
+:func:`batch_schedule` the global batches of every step (every trainer; an epoch's
+                       last batch holds what is left)
 :func:`micro_rows`     a batch into micro-batches (pipelines)
 :func:`replica_rows`   a batch over replicas, each into micro-batches (hybrid)
 :func:`sum_rows`       rows of a buffer added in a fixed order (reproducible sums)
@@ -23,16 +23,15 @@ from .._validate import check_int
 __all__ = [
     "batch_schedule",
     "chunk_bounds",
-    "epoch_batches",
     "micro_rows",
     "replica_rows",
     "shard_bounds",
+    "steps_per_epoch",
     "sum_rows",
 ]
 
 _ALIGN = 16  # chunk boundaries on 64-byte cache lines (16 float32)
 _MAX_PARTS = 2**20  # micro-batches or replicas: more would only build huge lists
-_MAX_STEPS = 10**7  # a plan holds every step's indices in memory
 
 
 def shard_bounds(n_items: int, parts: int) -> list[tuple[int, int]]:
@@ -85,57 +84,48 @@ def chunk_bounds(n: int, workers: int, align: int = _ALIGN) -> list[tuple[int, i
     return list(zip(edges[:-1], edges[1:]))
 
 
-def batch_schedule(n_samples: int, batch_size: int, steps: int, seed: int) -> Iterator[np.ndarray]:
-    """The sample indices of every global batch, identical in every process.
+def batch_schedule(n_samples: int, batch_size: int, seed: int, *, steps: int | None = None,
+                   epochs: int | None = None) -> Iterator[np.ndarray]:
+    """The sample indices of every step of mini-batch SGD: one rule for every trainer.
 
     Each epoch is a fresh permutation of ``range(n_samples)`` from a generator seeded
-    with ``seed + 1``; consecutive slices of ``batch_size`` form the batches and the
-    incomplete tail of an epoch is dropped (every step sees exactly ``batch_size``
-    samples, so every worker's shard has the same size each step).
+    with ``seed + 1``; consecutive slices of ``batch_size`` form the batches, and the
+    last batch of an epoch holds what is left (every sample is seen once per epoch,
+    exactly as :func:`course_lib.models.train` draws them). Stops after ``steps`` steps
+    or, if ``steps`` is None, after ``epochs`` epochs (default 1). The same arguments
+    give the same batches in every process.
 
     Examples
     --------
-    >>> [b.tolist() for b in batch_schedule(5, 2, 3, seed=0)]
-    [[4, 0], [1, 2], [3, 0]]
+    >>> [b.tolist() for b in batch_schedule(5, 2, seed=0)]
+    [[4, 0], [1, 2], [3]]
+    >>> [b.size for b in batch_schedule(5, 2, seed=0, steps=4)]
+    [2, 2, 1, 2]
     """
     n_samples = check_int(n_samples, "n_samples", 1)
     batch_size = check_int(batch_size, "batch_size", 1, n_samples)
-    steps = check_int(steps, "steps", 0)
-    per_epoch = n_samples // batch_size
     rng = np.random.default_rng(check_int(seed, "seed", 0) + 1)
+    if steps is None:
+        steps = check_int(1 if epochs is None else epochs, "epochs", 1) * steps_per_epoch(n_samples, batch_size)
+    steps = check_int(steps, "steps", 0)
+    starts = range(0, n_samples, batch_size)
     order = None
     for step in range(steps):
-        k = step % per_epoch
+        k = step % len(starts)
         if k == 0:
             order = rng.permutation(n_samples)
-        yield order[k * batch_size : (k + 1) * batch_size]
+        yield order[starts[k] : starts[k] + batch_size]
 
 
-def epoch_batches(n: int, batch_size: int, epochs: int, steps: int | None, seed: int) -> list[np.ndarray]:
-    """Sample indices of every step, drawn exactly as :func:`course_lib.models.train` does.
-
-    Unlike :func:`batch_schedule`, the incomplete tail of an epoch is a smaller last
-    batch (the serial loop of chapter 01 sees every sample once per epoch).
+def steps_per_epoch(n_samples: int, batch_size: int) -> int:
+    """Steps of one epoch of :func:`batch_schedule`: ``ceil(n_samples / batch_size)``.
 
     Examples
     --------
-    >>> [b.tolist() for b in epoch_batches(5, 2, 1, None, seed=0)]
-    [[4, 0], [1, 2], [3]]
+    >>> steps_per_epoch(1438, 64)
+    23
     """
-    n = check_int(n, "n", 1)
-    batch_size = check_int(batch_size, "batch_size", 1)
-    if steps is None:
-        epochs = check_int(epochs, "epochs", 1, _MAX_STEPS)
-    else:
-        steps = check_int(steps, "steps", 0, _MAX_STEPS)
-    rng = np.random.default_rng(check_int(seed, "seed", 0) + 1)
-    plan: list[np.ndarray] = []
-    epoch = 0
-    while (steps is None and epoch < epochs) or (steps is not None and len(plan) < steps):
-        order = rng.permutation(n)
-        plan.extend(order[start : start + batch_size] for start in range(0, n, batch_size))
-        epoch += 1
-    return plan if steps is None else plan[:steps]
+    return -(-check_int(n_samples, "n_samples", 1) // check_int(batch_size, "batch_size", 1))
 
 
 def micro_rows(batch: int, micro_batches: int) -> list[tuple[int, int]]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
-from .partition import epoch_batches, replica_rows, sum_rows
+from .partition import batch_schedule, replica_rows, steps_per_epoch, sum_rows
 from .pipeline_schedule import (
     StageOp,
     Timeline,
@@ -123,13 +123,13 @@ def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro
     seed = check_int(seed, "seed", 0)
     replicas = check_int(replicas, "data", 1, batch_size)
     micro_batches = check_int(micro_batches, "micro_batches", 1, batch_size // replicas)
-    if isinstance(lr, bool) or not isinstance(lr, (int, float, np.floating)) or not (
-        np.isfinite(lr) and lr > 0
-    ):
-        raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
+    check_positive(lr, "lr")
     if x.shape[0] == 0:
         raise ValueError("x must hold at least one sample")
-    plan = epoch_batches(x.shape[0], batch_size, epochs, steps, seed)
+    if steps is None:
+        steps = epochs * steps_per_epoch(x.shape[0], min(batch_size, x.shape[0]))
+    steps = check_int(steps, "steps", 1, _MAX_STEPS)
+    plan = list(batch_schedule(x.shape[0], min(batch_size, x.shape[0]), seed, steps=steps))
     short = min(idx.size for idx in plan)
     if short < replicas:
         raise ValueError(
@@ -245,6 +245,7 @@ class _StageJob:
     blas_threads: int | None
 
 
+_MAX_STEPS = 10**7  # the plan holds every step's indices in memory
 _MSG = struct.Struct("<qq")  # (step, micro-batch) of a hand-over
 
 
