@@ -1,4 +1,4 @@
-"""Data parallelism on one machine, side by side (issue 6).
+"""Data and tensor parallelism on one machine, side by side (issues 6 and 13).
 
 Same model (MLP 784-1024-10, 3.26 MB of float32 gradients), same synthetic data and
 same global batch for every variant:
@@ -7,7 +7,10 @@ same global batch for every variant:
 * serial, all BLAS threads (intra-operator parallelism: the matrix products split);
 * shared-memory data parallel with 1..cores workers (1 BLAS thread each);
 * the naive pipe backend and the torch gloo engine (when torch is installed) with
-  ``cores`` workers.
+  ``cores`` workers;
+* tensor parallelism (Megatron split of the 784-1024-10 pair) with ``cores`` workers:
+  each worker holds half of both weight matrices and sees the whole batch; one
+  all-reduce of the (batch x 10) logits per step instead of the 3.26 MB gradient.
 
 Each round runs every variant once, interleaved, and speedups are the median over
 rounds of the ratio to the serial run of the SAME round (robust to a machine whose
@@ -31,6 +34,7 @@ import numpy as np
 
 from course_lib.models import MLP
 from course_lib.parallel.data import train_data_parallel, train_serial
+from course_lib.parallel.tensor import train_tensor_parallel
 
 SIZES = (784, 1024, 10)
 TARGET_SPEEDUP = 1.5
@@ -51,6 +55,7 @@ def _variants(cores: int, with_gloo: bool) -> list[tuple[str, int, dict]]:
     out += [(f"shared memory, {n} workers", n, dict(kind="dp", workers=n, backend="shm"))
             for n in range(1, cores + 1)]
     out.append((f"pipes, {cores} workers", cores, dict(kind="dp", workers=cores, backend="pipe")))
+    out.append((f"tensor parallel, {cores} workers", cores, dict(kind="tp", workers=cores)))
     if with_gloo:
         out.append((f"torch gloo, {cores} workers", cores, dict(kind="gloo", workers=cores)))
     return out
@@ -60,6 +65,8 @@ def _run(spec: dict, model, x, y, batch: int, steps: int, start_method):
     kw = dict(batch_size=batch, steps=steps, lr=0.01, seed=0, progress=False)
     if spec["kind"] == "serial":
         return train_serial(model, x, y, blas_threads=spec["blas_threads"], **kw)
+    if spec["kind"] == "tp":
+        return train_tensor_parallel(model, x, y, workers=spec["workers"], start_method=start_method, **kw)
     backend = spec["backend"] if spec["kind"] == "dp" else "gloo"
     return train_data_parallel(model, x, y, workers=spec["workers"], backend=backend,
                                start_method=start_method, **kw)
@@ -118,6 +125,8 @@ def main(argv: list[str]) -> int:
                 speedup=s, efficiency=s / units,
                 comm_share=statistics.median(r.communication_share() for r in runs),
                 startup_s=statistics.median(r.startup_time for r in runs),
+                mb_per_step=statistics.median(
+                    0.0 if r.bytes_per_step is None else float(np.median(r.bytes_per_step)) / 1e6 for r in runs),
             )
             if gloo_name:
                 row["vs_gloo"] = statistics.median(
@@ -146,13 +155,13 @@ def main(argv: list[str]) -> int:
 
 def _print_table(batch: int, steps: int, rows: list[dict], with_gloo: bool) -> None:
     print(f"\nglobal batch {batch}, {steps} steps per run")
-    head = f"  {'variant':<28} {'steps/s':>8} {'speedup':>8} {'effic.':>7} {'comm+wait':>10} {'start-up':>9}"
+    head = f"  {'variant':<28} {'steps/s':>8} {'speedup':>8} {'effic.':>7} {'comm+wait':>10} {'start-up':>9} {'MB/step':>8}"
     if with_gloo:
         head += f" {'vs gloo':>8}"
     print(head)
     for r in rows:
         line = (f"  {r['variant']:<28} {r['steps_per_s']:8.2f} {r['speedup']:8.2f} {r['efficiency']:7.2f} "
-                f"{r['comm_share']:10.1%} {r['startup_s']:8.2f}s")
+                f"{r['comm_share']:10.1%} {r['startup_s']:8.2f}s {r['mb_per_step']:8.3f}")
         if with_gloo:
             line += f" {r['vs_gloo']:8.2f}"
         print(line)

@@ -60,6 +60,14 @@ def hybrid(method: str, steps: int = LONG):
                         steps=steps, start_method=method, progress=False, timeout=30)
 
 
+def tensor_parallel(method: str, steps: int = FOREVER):
+    from course_lib.parallel.tensor import train_tensor_parallel
+
+    x, y = _data()
+    return train_tensor_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps,
+                                 start_method=method, progress=False, timeout=30)
+
+
 def parallel_map(method: str, steps: int = FOREVER):
     from course_lib.parallel.speedup import WorkerPool
 
@@ -80,8 +88,8 @@ def torch_gloo(method: str, steps: int = FOREVER):
 
 
 RUNS = {f.__name__: f for f in (data_parallel_shm, data_parallel_pipe, pipeline, hybrid,
-                                parallel_map, torch_gloo)}
-WORKERS = {"data_parallel_shm": 2, "data_parallel_pipe": 2, "pipeline": 2, "hybrid": 4,
+                                tensor_parallel, parallel_map, torch_gloo)}
+WORKERS = {"data_parallel_shm": 2, "data_parallel_pipe": 2, "pipeline": 2, "hybrid": 4, "tensor_parallel": 2,
            "parallel_map": 2, "torch_gloo": 2}
 
 

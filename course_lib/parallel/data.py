@@ -133,7 +133,8 @@ class DataParallelResult:
     """(steps,) wall-clock time of each step (slowest worker)."""
     workers: int
     backend: str
-    """"serial", "simulated", "shm", "pipe" or "gloo"."""
+    """"serial", "simulated", "shm", "pipe", "gloo" (data parallel) or "tensor"
+    (:func:`course_lib.parallel.tensor.train_tensor_parallel`)."""
     batch_size: int
     start_method: str | None = None
     blas_threads: int | None = 1
@@ -143,6 +144,8 @@ class DataParallelResult:
     """Seconds of the whole call (start-up and shut-down included)."""
     replicas_in_sync: bool = True
     """Whether every worker ended with bitwise-identical parameters."""
+    bytes_per_step: np.ndarray | None = None
+    """(steps,) payload bytes one worker all-reduced in each step (None for serial runs)."""
     extra: dict = field(default_factory=dict)
     """Details: ``worker_blas_threads`` (the BLAS threads each worker ran with, by rank)."""
 
@@ -216,8 +219,12 @@ class Job:
         return self.model.dtype.type(self.lr / samples)
 
 
-def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault):
-    """Check a trainer's arguments (naming the bad one); return ``x``, ``y`` and the :class:`Job`."""
+def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault, *, batch_split=True):
+    """Check a trainer's arguments (naming the bad one); return ``x``, ``y`` and the :class:`Job`.
+
+    ``batch_split=False`` (tensor parallelism: every worker sees the whole batch) allows
+    more workers than samples in a batch.
+    """
     if not isinstance(model, MLP):
         raise TypeError(f"model must be a course_lib.models.MLP, got {type(model).__name__}")
     x = model._check_x(x)
@@ -227,7 +234,7 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
     batch_size = check_int(batch_size, "batch_size", 1)
     if batch_size > n:
         raise ValueError(f"batch_size must be <= the number of samples ({n}), got {batch_size}")
-    if batch_size < workers:
+    if batch_split and batch_size < workers:
         raise ValueError(
             f"batch_size must be >= workers so that every worker gets a sample, "
             f"got batch_size={batch_size}, workers={workers}"
@@ -534,6 +541,7 @@ def collect(results: list[dict], job: Job, backend: str, start_method: str | Non
         startup_time=max(0.0, ready - t_wall),
         wall_time=time.perf_counter() - t_call,
         replicas_in_sync=len({r["digest"] for r in results}) == 1,
+        bytes_per_step=results[0]["bytes"],
         extra={"worker_blas_threads": [r["blas_threads"] for r in results]},
     )
 
@@ -577,6 +585,7 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
         params = p0.copy()
         update = np.zeros_like(params)
         grad = comm.gradient_buffer()
+        payload = np.full(job.steps, grad.nbytes)  # one all-reduce of the gradient per step
         timings = np.zeros((job.steps, 4))
         losses, samples = np.zeros(job.steps), np.zeros(job.steps, dtype=int)
         blas = current_blas_threads()  # reported, so tests can check the limit took effect
@@ -606,6 +615,7 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
         "timings": timings,
         "losses": losses,
         "samples": samples,
+        "bytes": payload,
         "digest": digest,
         "ready": ready,
         "blas_threads": blas,
