@@ -12,6 +12,9 @@ One interface, three implementations, used by the same worker step loop
 ``allreduce()``
     Return the sum over all workers.
 
+:class:`ShmAllReduce` also offers the two halves apart, ``reduce_scatter()`` and
+``allgather()``: ZeRO (:mod:`course_lib.parallel.zero`) updates its chunk in between.
+
 :class:`ShmAllReduce`
     Shared memory: worker ``r`` adds chunk ``r`` of every worker's gradient
     (reduce-scatter, 规约-分散), then every worker reads all chunks (all-gather, 全收集).
@@ -69,10 +72,19 @@ class ShmAllReduce:
     def wait(self) -> None:
         self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
 
-    def allreduce(self) -> np.ndarray:
+    def reduce_scatter(self) -> np.ndarray:
+        """Add chunk ``r`` of every worker's gradient: this worker's chunk of the sum."""
         sum_rows(self.grads, self.reduced, self.lo, self.hi)
+        return self.reduced[self.lo : self.hi]
+
+    def allgather(self) -> np.ndarray:
+        """Wait until every worker has written its chunk; return the whole array."""
         self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
         return self.reduced
+
+    def allreduce(self) -> np.ndarray:
+        self.reduce_scatter()
+        return self.allgather()
 
 
 class PipeAllReduce:

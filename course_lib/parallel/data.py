@@ -54,16 +54,19 @@ True
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import math
 import multiprocessing
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
 from ..models import MLP
+from ..optim import SGD
 from ..progress import ProgressBar
 from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
 from ..timing import blas_threads as _blas
@@ -94,6 +97,7 @@ __all__ = [
     "Job",
     "ScalingMeasurement",
     "check_job",
+    "model_state_nbytes",
     "collect",
     "measure_scaling",
     "start_params",
@@ -209,6 +213,23 @@ class Job:
     workers: int
     blas_threads: int | None
     fault: Fault | None
+    optimizer: Any = None
+    """None (plain SGD with ``lr``) or an optimizer with state, e.g. ``optim.SGD(lr, momentum=0.9)``."""
+    zero_stage: int = 0
+
+    def new_optimizer(self):
+        """A fresh copy of the optimizer (each worker and each run owns its state), or None."""
+        return None if self.optimizer is None else copy.deepcopy(self.optimizer)
+
+    def update(self, params: np.ndarray, total: np.ndarray, samples: int, optimizer, buffer: np.ndarray) -> None:
+        """Apply a step's summed gradient ``total`` to ``params`` in place: plain SGD,
+        ``params -= (lr / samples) * total``, or ``optimizer.step(params, total / samples)``."""
+        if optimizer is None:
+            np.multiply(total, self.scale(samples), out=buffer)
+            params -= buffer
+        else:
+            np.multiply(total, self.model.dtype.type(1.0 / samples), out=buffer)
+            optimizer.step(params, buffer)
 
     def schedule(self):
         """The sample indices of every step (:func:`course_lib.parallel.partition.batch_schedule`)."""
@@ -219,7 +240,8 @@ class Job:
         return self.model.dtype.type(self.lr / samples)
 
 
-def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault, *, batch_split=True):
+def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault, *, batch_split=True,
+              optimizer=None, zero_stage=0):
     """Check a trainer's arguments (naming the bad one); return ``x``, ``y`` and the :class:`Job`.
 
     ``batch_split=False`` (tensor parallelism: every worker sees the whole batch) allows
@@ -253,7 +275,15 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
         if not isinstance(fault, Fault):
             raise TypeError(f"fault must be a course_lib.parallel.workers.Fault or None, got {type(fault).__name__}")
         check_int(fault.rank, "fault.rank", 0, workers - 1)
-    job = Job(model, n, batch_size, steps, lr, seed, workers, blas, fault)
+    if optimizer is not None and not callable(getattr(optimizer, "step", None)):
+        raise TypeError(f"optimizer must have a step(params, grad) method, got {type(optimizer).__name__}")
+    zero_stage = check_int(zero_stage, "zero_stage", 0, 1)
+    if zero_stage == 1 and optimizer is not None and not isinstance(optimizer, SGD):
+        raise ValueError(
+            f"zero_stage=1 shards the optimizer state by chunks of the flat buffer, which needs an "
+            f"element-wise optimizer (optim.SGD); {type(optimizer).__name__} needs whole layers"
+        )
+    job = Job(model, n, batch_size, steps, lr, seed, workers, blas, fault, optimizer, zero_stage)
     return x, y, job
 
 
@@ -284,6 +314,7 @@ def train_serial(
     lr: float = 0.1,
     seed: int = 0,
     params: np.ndarray | None = None,
+    optimizer=None,
     blas_threads: int | None = 1,
     progress: bool | None = None,
 ) -> DataParallelResult:
@@ -307,6 +338,10 @@ def train_serial(
         Seeds the initial parameters (``model.init_params(seed)``) and the batches.
     params : numpy.ndarray, optional
         Start from these parameters (copied) instead.
+    optimizer : optimizer with ``step(params, grad)``, optional
+        An optimizer with state instead of plain SGD, e.g. ``course_lib.optim.SGD(0.1,
+        momentum=0.9)`` (``lr`` is then ignored). Every run uses a fresh copy of it: the
+        object passed is a template and keeps no state.
     blas_threads : int or None
         BLAS threads while training (None: the library's default, all cores). More
         threads parallelise inside each matrix product: intra-operator parallelism.
@@ -326,8 +361,10 @@ def train_serial(
     """
     t_call = time.perf_counter()
     keep_freed_memory()
-    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, 1, blas_threads, None)
+    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, 1, blas_threads, None,
+                          optimizer=optimizer)
     params = start_params(model, params, job.seed)
+    opt = job.new_optimizer()
     grad = np.zeros_like(params)
     losses, times = np.zeros(job.steps), np.zeros(job.steps)
     bar = ProgressBar(job.steps, "serial", progress)
@@ -336,8 +373,11 @@ def train_serial(
         for step, idx in enumerate(job.schedule()):
             t0 = time.perf_counter()
             loss, _ = model.loss_and_grad(params, x[idx], y[idx], reduction="mean", out=grad)
-            grad *= lr32
-            params -= grad
+            if opt is None:
+                grad *= lr32
+                params -= grad
+            else:
+                opt.step(params, grad)
             times[step] = time.perf_counter() - t0
             losses[step] = loss
             bar.update(step + 1)
@@ -397,8 +437,7 @@ def train_simulated(
             t0 = time.perf_counter()
             sum_rows(grads, total)
             comm[step, :] = time.perf_counter() - t0
-            np.multiply(total, job.scale(idx.size), out=update)
-            params -= update
+            job.update(params, total, idx.size, None, update)
             losses[step] = math.fsum(shard_losses) / idx.size
             times[step] = time.perf_counter() - t_step
     return DataParallelResult(
@@ -422,6 +461,8 @@ def train_data_parallel(
     lr: float = 0.1,
     seed: int = 0,
     params: np.ndarray | None = None,
+    optimizer=None,
+    zero_stage: int = 0,
     blas_threads: int | None = 1,
     backend: str = "shm",
     start_method: str | None = None,
@@ -433,8 +474,14 @@ def train_data_parallel(
 
     Parameters
     ----------
-    model, x, y, batch_size, steps, epochs, lr, seed, params
+    model, x, y, batch_size, steps, epochs, lr, seed, params, optimizer
         As in :func:`train_serial`; ``batch_size`` is the GLOBAL batch (>= workers).
+        Every worker applies the same update with its own copy of ``optimizer``.
+    zero_stage : {0, 1}
+        1: ZeRO stage 1 (零冗余优化器, :mod:`course_lib.parallel.zero`, backend "shm"
+        only): worker ``r`` keeps the optimizer state of chunk ``r`` of the parameters
+        only, updates that chunk after the reduce-scatter, and the all-gather shares
+        the updated parameters. Same parameters as ``zero_stage=0`` within rounding.
     workers : int
         Number of worker processes, >= 1. Batches that ``workers`` does not divide
         are split into shards differing by one sample (:func:`shard_bounds`).
@@ -469,9 +516,12 @@ def train_data_parallel(
         stopped and every shared-memory segment removed.
     """
     t_call = time.perf_counter()
-    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault)
+    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, fault,
+                          optimizer=optimizer, zero_stage=zero_stage)
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if job.zero_stage and backend != "shm":
+        raise ValueError(f"zero_stage=1 needs backend='shm' (its reduce-scatter and all-gather), got {backend!r}")
     if backend == "gloo":
         if not torch_available():
             raise ImportError(TORCH_MISSING)
@@ -542,8 +592,33 @@ def collect(results: list[dict], job: Job, backend: str, start_method: str | Non
         wall_time=time.perf_counter() - t_call,
         replicas_in_sync=len({r["digest"] for r in results}) == 1,
         bytes_per_step=results[0]["bytes"],
-        extra={"worker_blas_threads": [r["blas_threads"] for r in results]},
+        extra={"worker_blas_threads": [r["blas_threads"] for r in results],
+               "worker_memory": [r["memory"] for r in results]},
     )
+
+
+def model_state_nbytes(params: np.ndarray, grad: np.ndarray, optimizer) -> dict[str, int]:
+    """Bytes one worker holds of parameters, gradients and optimizer state (the arrays'
+    ``nbytes``; the optimizer's numpy attributes, e.g. SGD's momentum buffer).
+
+    Examples
+    --------
+    >>> from course_lib.optim import SGD
+    >>> opt = SGD(0.1, momentum=0.9); p = np.ones(10, np.float32); opt.step(p, p.copy())
+    >>> model_state_nbytes(p, p, opt)
+    {'parameters': 40, 'gradients': 40, 'optimizer_states': 40}
+    """
+    check_type(params, "params", np.ndarray, "a numpy array")
+    check_type(grad, "grad", np.ndarray, "a numpy array")
+    state = 0 if optimizer is None else sum(
+        v.nbytes for v in vars(optimizer).values() if isinstance(v, np.ndarray))
+    return {"parameters": int(params.nbytes), "gradients": int(grad.nbytes), "optimizer_states": int(state)}
+
+
+def _zero_loop():
+    from .zero import zero_worker_loop  # imported in the worker only when ZeRO runs
+
+    return zero_worker_loop
 
 
 # ----------------------------------------------------------------- worker side
@@ -557,7 +632,8 @@ def _worker(wctx: WorkerContext, job: Job, specs, barrier, comm_args) -> dict:
             _, g_spec, r_spec = comm_args
             with g_spec.attach() as grads, r_spec.attach() as reduced:
                 comm = ShmAllReduce(wctx, grads, reduced, barrier)
-                report = worker_loop(wctx, job, x, y, p0, comm)
+                loop = worker_loop if job.zero_stage == 0 else _zero_loop()
+                report = loop(wctx, job, x, y, p0, comm)
                 del comm
         elif comm_args[0] == "pipe":
             comm = PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier)
@@ -583,7 +659,7 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
     model = job.model
     with _blas(job.blas_threads):
         params = p0.copy()
-        update = np.zeros_like(params)
+        update, opt = np.zeros_like(params), job.new_optimizer()
         grad = comm.gradient_buffer()
         payload = np.full(job.steps, grad.nbytes)  # one all-reduce of the gradient per step
         timings = np.zeros((job.steps, 4))
@@ -604,11 +680,11 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
             t2 = time.perf_counter()
             total = comm.allreduce()
             t3 = time.perf_counter()
-            np.multiply(total, job.scale(idx.size), out=update)  # every replica: the same update
-            params -= update
+            job.update(params, total, idx.size, opt, update)  # every replica: the same update
             t4 = time.perf_counter()
             timings[step] = (t1 - t0 + t4 - t3, t2 - t1, t3 - t2, t4 - t0)
             wctx.progress(2 * step + 2)
+        memory = model_state_nbytes(params, grad, opt)  # what this worker holds
         del total, grad
     digest = hashlib.sha256(params.tobytes()).hexdigest()
     return {
@@ -619,6 +695,7 @@ def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
         "digest": digest,
         "ready": ready,
         "blas_threads": blas,
+        "memory": memory,
         "params": params if wctx.rank == 0 else None,
     }
 
