@@ -10,12 +10,22 @@ at the same time, in the order of a schedule of :mod:`course_lib.parallel.pipeli
 (GPipe or 1F1B). Both schedules are synchronous: the parameters equal those of the
 serial run (up to floating-point summation order).
 
+Activation recomputation (激活重计算, notebook section "06 · Memory: activation
+recomputation"): with ``recompute=True`` a stage keeps only the *input* of every
+micro-batch in flight and re-runs its forward at the start of the backward (GPipe's
+trade of compute for memory). Same floating-point operations, so the parameters are
+bitwise those of ``recompute=False``; the result reports the measured cost
+(``recompute_time``) and saving (``stored_activation_bytes``), and
+:func:`recompute_overhead` compares two runs.
+
 :func:`train_microbatched`
     The arithmetic of a pipeline in one process (the reference).
 :func:`train_pipeline`
     ``S`` processes, one per stage; returns the measured :class:`Timeline`.
 :func:`course_lib.parallel.hybrid.train_hybrid`
     ``D`` replicas of the pipeline (data x pipeline parallelism): ``train_pipeline(data=D)``.
+:func:`recompute_overhead`
+    What activation recomputation cost and saved, from a run with and one without.
 """
 
 from __future__ import annotations
@@ -40,7 +50,15 @@ from .pipeline_schedule import (
     schedule_order,
 )
 
-__all__ = ["PRELOAD", "PipelineResult", "stage_worker", "train_microbatched", "train_pipeline"]
+__all__ = [
+    "PRELOAD",
+    "PipelineResult",
+    "RecomputeOverhead",
+    "recompute_overhead",
+    "stage_worker",
+    "train_microbatched",
+    "train_pipeline",
+]
 
 
 @dataclass
@@ -62,6 +80,20 @@ class PipelineResult:
     """Whether every replica ended with bitwise the same parameters."""
     serial_step_times: tuple[float, ...] | None = None
     """Wall-clock seconds of every step of the serial reference (None for process runs)."""
+    recompute: bool = False
+    """Whether the run recomputed activations in the backward (``recompute=True``)."""
+    stored_activation_bytes: np.ndarray | None = None
+    """Peak bytes of activations each stage held for pending backward passes, shape
+    ``(replicas * stages,)`` (row ``d * S + s``, like the timeline's rows): measured by
+    the stage as the summed ``nbytes`` of the arrays it stashed, maximum over the run.
+    Without recomputation: the stage's input and every layer output of each micro-batch
+    in flight; with it: only the inputs. The one micro-batch whose activations a
+    backward re-materialises for a moment is not counted. The serial reference has one
+    row (the whole model, one micro-batch at a time)."""
+    recompute_time: np.ndarray | None = None
+    """Seconds each stage spent recomputing forwards inside its backwards, shape
+    ``(steps, replicas * stages)`` (serial reference: ``(steps, 1)``); part of the
+    backward times of the timeline. All zero when ``recompute`` is False."""
 
     def bubble_per_step(self) -> np.ndarray:
         """Measured idle share of every step."""
@@ -108,6 +140,101 @@ class PipelineResult:
                      if op.stage == s and op.kind == kind and op.step != first]
                 out[s] = float(np.median(d))
         return fwd, bwd
+
+
+@dataclass(frozen=True)
+class RecomputeOverhead:
+    """What activation recomputation cost and saved: :func:`recompute_overhead`.
+
+    Notebook section "06 · Memory: activation recomputation". ``str()`` gives the
+    sentence "recomputation cost X % more compute time, saved Y % of activation memory".
+    """
+
+    extra_compute: float
+    """Seconds spent recomputing (run with recomputation) over the forward + backward
+    seconds of the run without: the compute the recomputation added (about
+    forward / (forward + backward), ~1/3, when a backward costs two forwards)."""
+    compute_increase: float
+    """Forward + backward seconds with over without, minus 1: the same cost measured as
+    the difference of two runs (noisier: it also holds the runs' timing noise)."""
+    memory_saved: float
+    """1 - stored activation bytes of the fullest stage with / those of the fullest stage
+    without (the stage that decides whether a device's memory suffices; it may be a
+    different stage in the two runs)."""
+
+    def __str__(self) -> str:
+        return (f"recomputation cost {100 * self.extra_compute:.1f} % more compute time, "
+                f"saved {100 * self.memory_saved:.1f} % of activation memory")
+
+
+def _compute_seconds(result: PipelineResult) -> tuple[float, float]:
+    """Forward + backward seconds of every stage and the recomputation seconds, warm-up step left out."""
+    steps = result.timeline.steps
+    skip = steps[0] if len(steps) > 1 else None
+    busy = sum(op.duration for op in result.timeline.ops if op.kind in ("F", "B") and op.step != skip)
+    redo = result.recompute_time[[k for k in range(result.recompute_time.shape[0]) if k != skip]]
+    return float(busy), float(redo.sum())
+
+
+def recompute_overhead(baseline: PipelineResult, recomputed: PipelineResult) -> RecomputeOverhead:
+    """Measured cost and saving of activation recomputation, from two runs of one pipeline.
+
+    Notebook section "06 · Memory: activation recomputation". The first step of each
+    run (warm-up) is left out of the times.
+
+    Parameters
+    ----------
+    baseline : PipelineResult
+        A :func:`train_pipeline` (or :func:`train_hybrid`) run with ``recompute=False``.
+    recomputed : PipelineResult
+        The same pipeline (boundaries, schedule, micro-batches, replicas) with
+        ``recompute=True``.
+
+    Returns
+    -------
+    RecomputeOverhead
+        ``extra_compute``: recomputation seconds / forward + backward seconds of the
+        baseline; ``compute_increase``: forward + backward seconds with / without - 1;
+        ``memory_saved``: 1 - stored activation bytes with / without, each on its run's
+        fullest stage.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> from course_lib.datasets import load_digits
+    >>> d = load_digits("train")
+    >>> kw = dict(boundaries=(0, 2, 4), micro_batches=4, batch_size=64, steps=3)
+    >>> model = MLP((64, 32, 32, 32, 10))
+    >>> plain = train_pipeline(model, d.x, d.y, **kw)
+    >>> redo = train_pipeline(model, d.x, d.y, recompute=True, **kw)
+    >>> bool(np.array_equal(plain.params, redo.params))
+    True
+    >>> plain.stored_activation_bytes.tolist()    # 64 rows x (64 + 32 + 32), (32 + 32 + 10) x 4 B
+    [32768, 18944]
+    >>> redo.stored_activation_bytes.tolist()     # 64 rows x 64, 32 x 4 B: the inputs only
+    [16384, 8192]
+    >>> o = recompute_overhead(plain, redo)
+    >>> round(o.memory_saved, 4), o.extra_compute > 0     # 1 - 64 / (64 + 32 + 32)
+    (0.5, True)
+    """
+    for name, res, flag in (("baseline", baseline, False), ("recomputed", recomputed, True)):
+        check_type(res, name, PipelineResult, "a PipelineResult")
+        if res.timeline is None or res.recompute_time is None or res.stored_activation_bytes is None:
+            raise ValueError(f"{name} must be a process run (train_pipeline), not the serial reference")
+        if res.recompute != flag:
+            raise ValueError(f"{name} must be a run with recompute={flag}, got recompute={res.recompute}")
+    same = ("boundaries", "schedule", "micro_batches", "replicas")
+    if any(getattr(baseline, f) != getattr(recomputed, f) for f in same):
+        raise ValueError(
+            "recomputed must be a run of the same pipeline as baseline: "
+            + ", ".join(f"{f} {getattr(baseline, f)!r} vs {getattr(recomputed, f)!r}" for f in same)
+        )
+    busy_without, _ = _compute_seconds(baseline)
+    busy_with, redo = _compute_seconds(recomputed)
+    if busy_without <= 0:
+        raise ValueError("baseline must have measured compute time > 0")
+    saved = 1.0 - recomputed.stored_activation_bytes.max() / baseline.stored_activation_bytes.max()
+    return RecomputeOverhead(redo / busy_without, busy_with / busy_without - 1.0, float(saved))
 
 
 def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, replicas):
@@ -162,6 +289,7 @@ def train_microbatched(
     lr: float = 0.1,
     seed: int = 0,
     params: np.ndarray | None = None,
+    recompute: bool = False,
 ) -> PipelineResult:
     """Serial reference of the pipeline: the same arithmetic in one process.
 
@@ -172,7 +300,10 @@ def train_microbatched(
     parameters are bitwise equal to the parallel run's; with ``micro_batches=1`` and
     ``data=1`` it is :func:`course_lib.models.train` (same batches, same initial
     parameters). The result's ``step_times()`` are the measured seconds of every step:
-    the serial baseline for the parallel runs' ``step_times()``.
+    the serial baseline for the parallel runs' ``step_times()``. ``recompute=True``
+    keeps only each micro-batch's input and re-runs the forward before the backward,
+    as :func:`train_pipeline` does (same parameters, bitwise; the time goes to
+    ``recompute_time``).
 
     Examples
     --------
@@ -192,12 +323,13 @@ def train_microbatched(
     x, y, plan, micro_batches, data = _check_training_args(
         model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
     )
+    recompute = _check_flag(recompute, "recompute")
     p = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
     model._check_flat(p, "params")
     grads = np.zeros((data, p.size), dtype=p.dtype)
     total_grad = np.zeros_like(p)
-    losses, seconds = [], []
-    for idx in plan:
+    losses, seconds, redo, peak = [], [], np.zeros((len(plan), 1)), 0
+    for k, idx in enumerate(plan):
         t0 = time.perf_counter()
         grads.fill(0)
         xb, yb = x[idx], y[idx]
@@ -205,9 +337,13 @@ def train_microbatched(
         total = 0.0
         for d, rows in enumerate(replica_rows(idx.size, data, micro_batches)):
             for r0, r1 in rows:
-                acts = [xb[r0:r1]]
-                for i in range(model.n_layers):
-                    acts.append(model.layer_forward(p, i, acts[-1]))
+                acts = _layer_outputs(model, p, 0, model.n_layers, xb[r0:r1])
+                stored = acts[:1] if recompute else acts
+                peak = max(peak, _nbytes(stored))
+                if recompute:  # the forward again, from the stored input, before the backward
+                    t1 = time.perf_counter()
+                    acts = _layer_outputs(model, p, 0, model.n_layers, stored[0])
+                    redo[k, 0] += time.perf_counter() - t1
                 loss, g = softmax_cross_entropy(acts[-1], yb[r0:r1], "sum")
                 g *= scale
                 total += loss
@@ -221,7 +357,24 @@ def train_microbatched(
         losses.append(total / idx.size)
         seconds.append(time.perf_counter() - t0)
     return PipelineResult(p, losses, None, (0, model.n_layers), "serial", micro_batches, data,
-                          serial_step_times=tuple(seconds))
+                          serial_step_times=tuple(seconds), recompute=recompute,
+                          stored_activation_bytes=np.array([peak], dtype=np.int64), recompute_time=redo)
+
+
+def _check_flag(value, name: str) -> bool:
+    return bool(check_type(value, name, (bool, np.bool_), "True or False"))
+
+
+def _layer_outputs(model, params: np.ndarray, lo: int, hi: int, a: np.ndarray) -> list[np.ndarray]:
+    """``[a, out(lo), ..., out(hi - 1)]``: the input and the output of every layer in ``[lo, hi)``."""
+    acts = [a]
+    for i in range(lo, hi):
+        acts.append(model.layer_forward(params, i, acts[-1]))
+    return acts
+
+
+def _nbytes(arrays) -> int:
+    return int(sum(a.nbytes for a in arrays))
 
 
 @dataclass(frozen=True)
@@ -243,6 +396,7 @@ class _StageJob:
     reduce: object  # SharedSpec (2, replicas, n_params) for the all-reduce, or None
     fault: object
     blas_threads: int | None
+    recompute: bool = False
 
 
 _MAX_STEPS = 10**7  # the plan holds every step's indices in memory
@@ -263,7 +417,9 @@ class _Stage:
     Activations and their gradients travel through shared arrays, one per boundary
     between stages; a small message on a pipe says "micro-batch ``m`` of step ``k`` is
     ready". ``stash`` keeps each micro-batch's activations from its forward until its
-    backward (what 1F1B keeps small).
+    backward (what 1F1B keeps small); with ``job.recompute`` only the stage's input, and
+    the backward recomputes the rest (notebook section "06 · Memory: activation
+    recomputation"). ``peak_bytes`` and ``recompute_seconds`` (per step) measure both.
     """
 
     def __init__(self, ctx, job: _StageJob, stack: contextlib.ExitStack, pipes):
@@ -289,6 +445,8 @@ class _Stage:
         self.reduce = attach([job.reduce], 0, job.reduce is not None)
         self.own = np.zeros(job.model.n_params, job.model.dtype) if self.reduce is None else None
         self.stash: dict[int, list] = {}
+        self.peak_bytes = 0
+        self.recompute_seconds = np.zeros(len(job.plan))
 
     def forward(self, step: int, m: int, rows: tuple[int, int], idx: np.ndarray) -> tuple[float, float]:
         """Forward of micro-batch ``m`` through this stage's layers; hand the output on."""
@@ -296,10 +454,10 @@ class _Stage:
         if not self.first:
             _wait_for(self.recv_act, self.ctx, "activations", step, m)
         t0 = time.perf_counter()
-        acts = [self.x[idx[r0:r1]] if self.first else self.act_in[r0:r1]]
-        for i in range(self.lo, self.hi):
-            acts.append(model.layer_forward(self.params, i, acts[-1]))
-        self.stash[m] = acts
+        acts = _layer_outputs(model, self.params, self.lo, self.hi,
+                              self.x[idx[r0:r1]] if self.first else self.act_in[r0:r1])
+        self.stash[m] = acts[:1] if self.job.recompute else acts
+        self.peak_bytes = max(self.peak_bytes, sum(_nbytes(a) for a in self.stash.values()))
         if not self.last:
             self.act_out[r0:r1] = acts[-1]
         t1 = time.perf_counter()
@@ -314,15 +472,18 @@ class _Stage:
         Returns the start and end times and (last stage) the micro-batch's summed loss.
         """
         (r0, r1), model, loss = rows, self.job.model, 0.0
+        if not self.last:
+            _wait_for(self.recv_grad, self.ctx, "gradients", step, m)
+        t0 = time.perf_counter()
+        acts = self.stash.pop(m)
+        if self.job.recompute:  # the forward again, from the stored input: same operations
+            acts = _layer_outputs(model, self.params, self.lo, self.hi, acts[0])
+            self.recompute_seconds[step] += time.perf_counter() - t0
         if self.last:
-            t0 = time.perf_counter()
-            loss, g = self.loss_fn(self.stash[m][-1], self.job.y[idx[r0:r1]], "sum")
+            loss, g = self.loss_fn(acts[-1], self.job.y[idx[r0:r1]], "sum")
             g *= scale
         else:
-            _wait_for(self.recv_grad, self.ctx, "gradients", step, m)
-            t0 = time.perf_counter()
             g = self.grad_in[r0:r1]
-        acts = self.stash.pop(m)
         for i in reversed(range(self.lo, self.hi)):
             g = model.layer_backward(self.params, i, acts[i - self.lo], acts[i - self.lo + 1], g, grad,
                                      need_input_grad=i > 0)
@@ -340,7 +501,8 @@ def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, 
     Every step: the schedule's forwards and backwards of this stage, each a timed
     operation; then (hybrid runs) the all-reduce of this stage's gradient with the same
     stage of the other replicas; then the update of this stage's own parameters.
-    Returns the recorded operations and the last stage's losses.
+    Returns the recorded operations, the last stage's losses and the stage's memory
+    and recomputation figures (section "06 · Memory: activation recomputation").
     """
     from ..models import sgd_step
     from ..timing import blas_threads
@@ -386,8 +548,9 @@ def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, 
             ops.append(("U", -1, t0, time.perf_counter(), step))
             if st.last:
                 losses.append(step_loss)
+        memory = (st.peak_bytes, st.recompute_seconds)
         del st, grad, update
-    return ops, losses
+    return ops, losses, memory
 
 
 PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.pipeline", "threadpoolctl")
@@ -414,6 +577,7 @@ def train_pipeline(
     fault=None,
     progress: bool | None = False,
     data: int = 1,
+    recompute: bool = False,
 ) -> PipelineResult:
     """Train the running example with its layers split over ``S`` stage processes.
 
@@ -461,6 +625,13 @@ def train_pipeline(
         trains on a contiguous shard of every batch, then the ``D`` copies of each stage
         all-reduce their gradient (shared memory, in replica order). ``micro_batches`` is
         per replica; ``fault.rank`` counts processes, in [0, D * S - 1].
+    recompute : bool
+        Activation recomputation (激活重计算, notebook section "06 · Memory: activation
+        recomputation"): each stage stores only the input of every micro-batch in
+        flight and re-runs its layers' forward at the start of the backward. Same
+        operations in the same order, so the parameters are bitwise those of
+        ``recompute=False``; the result's ``stored_activation_bytes`` and
+        ``recompute_time`` show what it saved and cost (:func:`recompute_overhead`).
 
     Returns
     -------
@@ -497,6 +668,7 @@ def train_pipeline(
     bounds = _resolve_boundaries(model, stages, boundaries)
     n_stages = len(bounds) - 1
     check_schedule(schedule)
+    recompute = _check_flag(recompute, "recompute")
     timeout = check_positive(timeout, "timeout")
     if fault is not None:
         if not isinstance(fault, Fault):
@@ -540,7 +712,7 @@ def train_pipeline(
             micro_batches=micro_batches, plan=plan, lr=float(lr), params=shared_params.spec,
             x=shared_x.spec, y=y, acts=tuple(a.spec for a in acts),
             grads=tuple(g.spec for g in grads), reduce=None if reduce is None else reduce.spec,
-            fault=fault, blas_threads=blas_threads,
+            fault=fault, blas_threads=blas_threads, recompute=recompute,
         )
         rank_args = []
         for d in range(data):
@@ -567,7 +739,7 @@ def train_pipeline(
 
     records = [
         StageOp(r % n_stages, kind, m, t0, t1, step, r // n_stages)
-        for r, (ops, _) in enumerate(results)
+        for r, (ops, _, _) in enumerate(results)
         for kind, m, t0, t1, step in ops
     ]
     start = min(op.start for op in records)
@@ -578,4 +750,7 @@ def train_pipeline(
     sizes = np.array([idx.size for idx in plan], dtype=float)
     losses = (per_replica.sum(axis=0) / sizes).tolist()
     in_sync = all(np.array_equal(final[0], final[d]) for d in range(1, data))
-    return PipelineResult(final[0].copy(), losses, timeline, bounds, schedule, micro_batches, data, in_sync)
+    stored = np.array([memory[0] for _, _, memory in results], dtype=np.int64)
+    redo = np.stack([memory[1] for _, _, memory in results], axis=1)
+    return PipelineResult(final[0].copy(), losses, timeline, bounds, schedule, micro_batches, data, in_sync,
+                          recompute=recompute, stored_activation_bytes=stored, recompute_time=redo)
