@@ -204,3 +204,16 @@ def test_recompute_must_be_a_flag(digits):
         mp_run.train_pipeline(MODEL, x, y, recompute="yes", steps=1)
     with pytest.raises(TypeError, match="recompute"):
         mp_run.train_microbatched(MODEL, x, y, recompute=1, steps=1)
+
+
+def test_bytes_handed_over_per_step_are_the_boundary_activations_twice():
+    """Stages (0, 2, 4) of MLP((64, 32, 32, 16, 10)): one boundary, 32 wide; every
+    sample's activation goes forward and its gradient back: 2 x B x 32 x 4 bytes."""
+    from course_lib.parallel.partition import batch_schedule
+
+    d = load_digits("train")
+    model = MLP((64, 32, 32, 16, 10))
+    res = mp_run.train_pipeline(model, d.x[:200], d.y[:200], boundaries=(0, 2, 4), micro_batches=3,
+                         batch_size=64, steps=5, start_method="fork")
+    sizes = [b.size for b in batch_schedule(200, 64, 0, steps=5)]  # 64, 64, 64, 8, 64
+    assert res.bytes_per_step.tolist() == [2 * b * 32 * 4 for b in sizes]

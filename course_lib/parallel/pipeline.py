@@ -94,6 +94,10 @@ class PipelineResult:
     """Seconds each stage spent recomputing forwards inside its backwards, shape
     ``(steps, replicas * stages)`` (serial reference: ``(steps, 1)``); part of the
     backward times of the timeline. All zero when ``recompute`` is False."""
+    bytes_per_step: np.ndarray | None = None
+    """(steps,) bytes handed over between stages in each step, all stages and replicas:
+    every boundary's activations forward and their gradients backward (measured as the
+    ``nbytes`` each stage writes; None for the serial reference)."""
 
     def bubble_per_step(self) -> np.ndarray:
         """Measured idle share of every step."""
@@ -447,6 +451,7 @@ class _Stage:
         self.stash: dict[int, list] = {}
         self.peak_bytes = 0
         self.recompute_seconds = np.zeros(len(job.plan))
+        self.sent = np.zeros(len(job.plan), dtype=np.int64)  # bytes handed over, per step
 
     def forward(self, step: int, m: int, rows: tuple[int, int], idx: np.ndarray) -> tuple[float, float]:
         """Forward of micro-batch ``m`` through this stage's layers; hand the output on."""
@@ -460,6 +465,7 @@ class _Stage:
         self.peak_bytes = max(self.peak_bytes, sum(_nbytes(a) for a in self.stash.values()))
         if not self.last:
             self.act_out[r0:r1] = acts[-1]
+            self.sent[step] += acts[-1].nbytes
         t1 = time.perf_counter()
         if not self.last:
             self.send_act.send_bytes(_MSG.pack(step, m))
@@ -489,6 +495,7 @@ class _Stage:
                                      need_input_grad=i > 0)
         if not self.first:
             self.grad_out[r0:r1] = g
+            self.sent[step] += g.nbytes
         t1 = time.perf_counter()
         if not self.first:
             self.send_grad.send_bytes(_MSG.pack(step, m))
@@ -548,7 +555,7 @@ def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, 
             ops.append(("U", -1, t0, time.perf_counter(), step))
             if st.last:
                 losses.append(step_loss)
-        memory = (st.peak_bytes, st.recompute_seconds)
+        memory = (st.peak_bytes, st.recompute_seconds, st.sent)
         del st, grad, update
     return ops, losses, memory
 
@@ -752,5 +759,7 @@ def train_pipeline(
     in_sync = all(np.array_equal(final[0], final[d]) for d in range(1, data))
     stored = np.array([memory[0] for _, _, memory in results], dtype=np.int64)
     redo = np.stack([memory[1] for _, _, memory in results], axis=1)
+    sent = np.sum([memory[2] for _, _, memory in results], axis=0)
     return PipelineResult(final[0].copy(), losses, timeline, bounds, schedule, micro_batches, data, in_sync,
-                          recompute=recompute, stored_activation_bytes=stored, recompute_time=redo)
+                          recompute=recompute, stored_activation_bytes=stored, recompute_time=redo,
+                          bytes_per_step=sent)
