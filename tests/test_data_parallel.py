@@ -229,7 +229,7 @@ def test_fit_gustafson_recovers_p_and_validates():
 
 
 def test_measure_scaling_speedups_follow_from_the_times():
-    from course_lib.parallel.data import measure_scaling
+    from course_lib.parallel.speedup import measure_scaling
     from course_lib.scaling import karp_flatt
 
     sm = measure_scaling(MODEL, X, Y, workers=[1, 2, 3], batch_size=30, per_worker_batch=10,
@@ -293,7 +293,7 @@ def test_plots_have_the_expected_artists():
 
 # ---------------------------------------------------------------- exercises
 def test_exercise_checkers_accept_the_right_answers_only():
-    from course_lib.exercises import ch05_data as ex
+    from course_lib.exercises import ch05 as ex
     from course_lib.scaling import karp_flatt
 
     assert ex.ex1_shard_size(12).correct and not ex.ex1_shard_size(13).correct
@@ -308,7 +308,11 @@ def test_exercise_checkers_accept_the_right_answers_only():
     n = next(n for n in range(1, 1000) if 2 * (n * m / b + a) >= tc / n)
     assert ex.ex4_ps_crossover(n).correct and not ex.ex4_ps_crossover(n + 1).correct
     assert ex.ex5_mean_of_means(False).correct and not ex.ex5_mean_of_means(True).correct
-    for check in (ex.ex1_shard_size, ex.ex3_ring_bytes, ex.ex4_ps_crossover, ex.ex5_mean_of_means):
+    # exercise 6: 2 x 15/16 x 1.36 GB / 150 GB/s + 2 x 15 x 5 µs = 17.0 ms + 0.15 ms
+    assert ex.ex6_ring_allreduce_ms(2 * 15 / 16 * 1.36e9 / 150e9 * 1e3 + 0.15)
+    assert "reduce-scatter" in ex.ex6_ring_allreduce_ms(1.36e9 / 150e9 * 1e3).message
+    for check in (ex.ex1_shard_size, ex.ex3_ring_bytes, ex.ex4_ps_crossover, ex.ex5_mean_of_means,
+                  ex.ex6_ring_allreduce_ms):
         assert "not answered" in check(None).message
 
 

@@ -148,7 +148,7 @@ def _run(fn, where, odd):
 
 def test_every_chapter_module_has_checkers():
     modules = {ident.split(".")[1] for ident, _ in CHECKERS}
-    assert {"ch01", "ch02", "ch03", "ch04", "ch05_data", "ch05_model", "ch06"} <= modules
+    assert {"ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07"} <= modules
     assert "exercises.check" in {ident for ident, _ in CHECKERS}
     assert len(CHECKERS) >= 40
 
@@ -190,8 +190,8 @@ def test_huge_integer_answer_is_wrong_not_an_overflow():
 
 
 def test_quoted_answers_get_a_hint_about_quotes():
-    from course_lib.exercises.ch05_data import ex5_mean_of_means
-    from course_lib.exercises.ch05_model import ex_best_split
+    from course_lib.exercises.ch05 import ex5_mean_of_means
+    from course_lib.exercises.ch06 import ex_best_split
 
     assert "without quotes" in ex5_mean_of_means("True").message
     assert "leave out the quotes" in ex_best_split("2x8").message
@@ -199,7 +199,7 @@ def test_quoted_answers_get_a_hint_about_quotes():
 
 def test_learner_measurement_that_cannot_be_used_gets_feedback():
     from course_lib.exercises.ch01 import ex5_measured_efficiency
-    from course_lib.exercises.ch05_data import ex2_karp_flatt
+    from course_lib.exercises.ch05 import ex2_karp_flatt
 
     bad = ex5_measured_efficiency(0.8, "my measurement")
     assert not bad.correct and "could not check" in bad.message

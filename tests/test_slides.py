@@ -147,15 +147,15 @@ def test_export_is_offline_and_drops_tagged_cells(tmp_path, vendor):
 
 def test_deck_title_is_the_first_heading(tmp_path, vendor):
     nb = demo_notebook()
-    nb.cells[0].source = "# 06 · Summary & <discussion>\n\ntext"
-    out = slides.export_deck(nb, "06_summary", tmp_path, vendor)
-    assert "<title>06 · Summary &amp; &lt;discussion&gt; slides</title>" in out.read_text()
+    nb.cells[0].source = "# 07 · Summary & <discussion>\n\ntext"
+    out = slides.export_deck(nb, "07_summary", tmp_path, vendor)
+    assert "<title>07 · Summary &amp; &lt;discussion&gt; slides</title>" in out.read_text()
     assert "title" not in nb.metadata  # the caller's notebook is left alone
     nb.metadata["title"] = "Set in the metadata"
     assert slides.deck_title(nb, "x") == "Set in the metadata"
-    assert "<title>Set in the metadata slides</title>" in slides.export_deck(nb, "06_summary", tmp_path, vendor).read_text()
+    assert "<title>Set in the metadata slides</title>" in slides.export_deck(nb, "07_summary", tmp_path, vendor).read_text()
     no_heading = nbformat.v4.new_notebook(cells=[cell("slide", source="just text")])
-    assert "<title>07_x slides</title>" in slides.export_deck(no_heading, "07_x", tmp_path, vendor).read_text()
+    assert "<title>08_x slides</title>" in slides.export_deck(no_heading, "08_x", tmp_path, vendor).read_text()
 
 
 def test_template_is_package_data():

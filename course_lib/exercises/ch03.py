@@ -5,7 +5,6 @@ Each function checks one answer; the question is in its docstring and in the not
 
 from __future__ import annotations
 
-from ..comm import ring_allreduce_time
 from ..cost import (
     BERT_LARGE,
     IMAGENET_TRAIN_IMAGES,
@@ -19,23 +18,17 @@ from . import Result, check
 
 __all__ = [
     "EX2_SETUP",
-    "EX4_SETUP",
     "ex1_training_flops",
     "ex2_resnet_hours",
     "ex3_efficiency_53min",
-    "ex4_ring_allreduce_ms",
-    "ex5_scaled_lr",
-    "ex6_iteration_efficiency",
-    "ex7_which_law",
+    "ex4_scaled_lr",
+    "ex5_iteration_efficiency",
+    "ex6_which_law",
 ]
 
 #: Exercise 2: ResNet-50, ImageNet-1k, 90 epochs, 8 V100 (SXM2), utilisation 0.3, efficiency 0.9.
 EX2_SETUP = {"model": "ResNet-50", "epochs": 90, "device_id": "v100_sxm2_32gb", "devices": 8,
              "utilisation": 0.3, "efficiency": 0.9}
-
-#: Exercise 4: BERT-Large's float32 gradients, ring all-reduce over the 16 GPUs of one DGX-2H,
-#: 150 GB/s per direction (half of the V100's 300 GB/s NVLink total), 5 µs per message.
-EX4_SETUP = {"bytes_per_param": 4, "devices": 16, "bandwidth": 150e9, "latency": 5e-6}
 
 
 def ex1_training_flops(answer) -> Result:
@@ -111,32 +104,7 @@ def ex3_efficiency_53min(answer) -> Result:
     )
 
 
-def _ex4_expected() -> float:
-    s = EX4_SETUP
-    nbytes = s["bytes_per_param"] * BERT_LARGE.params
-    return 1e3 * ring_allreduce_time(nbytes, s["devices"], s["bandwidth"], s["latency"])
-
-
-def ex4_ring_allreduce_ms(answer) -> Result:
-    """Milliseconds of a ring all-reduce of BERT-Large's float32 gradients (see ``EX4_SETUP``)."""
-    s = EX4_SETUP
-    expected = _ex4_expected()
-    nbytes = s["bytes_per_param"] * BERT_LARGE.params
-    return check(
-        answer,
-        expected,
-        name="ring all-reduce time",
-        unit="ms",
-        hint="T = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency, bytes = 4 x parameters.",
-        mistakes={
-            1e3 * nbytes / s["bandwidth"]: "That sends the buffer once. A ring all-reduce is a "
-            "reduce-scatter and an all-gather: 2 (N-1)/N x bytes / bandwidth.",
-            _ex4_expected() / 2: "That is half: a reduce-scatter only. Add the all-gather.",
-        },
-    )
-
-
-def ex5_scaled_lr(answer) -> Result:
+def ex4_scaled_lr(answer) -> Result:
     """Linear-scaling learning rate for batch 8,192 when batch 256 trains well at 0.1."""
     return check(
         answer,
@@ -154,7 +122,7 @@ def _iteration_times():
     return t, per_iter
 
 
-def ex6_iteration_efficiency(answer) -> Result:
+def ex5_iteration_efficiency(answer) -> Result:
     """Weak-scaling efficiency of one LAMB iteration: t_iter(16 chips) / t_iter(1,024 chips)."""
     _, per_iter = _iteration_times()
     expected = per_iter[0] / per_iter[-1]
@@ -167,7 +135,7 @@ def ex6_iteration_efficiency(answer) -> Result:
     )
 
 
-def ex7_which_law(answer) -> Result:
+def ex6_which_law(answer) -> Result:
     """Which law describes the LAMB table's steps: "Amdahl" or "Gustafson"?"""
     t, _ = _iteration_times()
     per_chip = t["global_batch_size"] / t["devices"]

@@ -1,4 +1,7 @@
-"""The first measured experiment: one workload, split across 1, 2, ... processes.
+"""Measured speedups: chapter 01's first experiment, and chapter 05's strong and weak
+scaling of the data-parallel trainer (:func:`measure_scaling`).
+
+The first experiment splits one workload across 1, 2, ... processes.
 
 The workload is the running example's gradient computation over the digits training
 set: ``epochs`` passes of mini-batch forward and backward passes of an MLP with the
@@ -37,17 +40,21 @@ import numpy as np
 
 from .._validate import check_int, check_positive, check_type
 from ..models import MLP
+from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
 from ..timing import available_cores, blas_threads
+from .data import train_data_parallel, train_serial
 from .partition import shard_bounds
 from .workers import ProcessGroup, check_start_method
 
 __all__ = [
     "GradientWorkload",
+    "ScalingMeasurement",
     "SpeedupMeasurement",
     "WorkerPool",
     "default_process_counts",
     "epoch_gradient",
     "measure_parallel_speedup",
+    "measure_scaling",
     "parallel_epoch_gradient",
 ]
 
@@ -458,4 +465,139 @@ def measure_parallel_speedup(
         workload=workload,
         max_abs_difference=worst,
         pairs=pairs,
+    )
+
+
+# ------------------------------------------------- data-parallel scaling (chapter 05)
+@dataclass
+class ScalingMeasurement:
+    r"""Strong and weak scaling of the data-parallel trainer, measured side by side.
+
+    Strong scaling (强扩展): the global batch stays ``batch_size`` and N workers share
+    it; speedup :math:`S(N) = t_\text{serial}(B) / t_N(B)`. Weak scaling (弱扩展): every
+    worker keeps ``per_worker_batch`` samples, so the global batch grows to
+    :math:`N b`; scaled speedup :math:`S(N) = N\,t_\text{serial}(b) / t_N(N b)` (N times
+    the work in time :math:`t_N`). The serial references use one BLAS thread.
+    """
+
+    workers: np.ndarray
+    batch_size: int
+    per_worker_batch: int
+    serial_strong: float
+    """Seconds per step of train_serial at ``batch_size``."""
+    serial_weak: float
+    """Seconds per step of train_serial at ``per_worker_batch``."""
+    strong_time: np.ndarray
+    weak_time: np.ndarray
+    runs: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def strong_speedup(self) -> np.ndarray:
+        return self.serial_strong / self.strong_time
+
+    @property
+    def weak_speedup(self) -> np.ndarray:
+        return self.workers * self.serial_weak / self.weak_time
+
+    @property
+    def strong_efficiency(self) -> np.ndarray:
+        return self.strong_speedup / self.workers
+
+    @property
+    def weak_efficiency(self) -> np.ndarray:
+        return self.weak_speedup / self.workers
+
+    @property
+    def amdahl(self) -> AmdahlFit:
+        """:func:`course_lib.scaling.fit_amdahl` of the strong-scaling speedups."""
+        return fit_amdahl(self.workers, self.strong_speedup)
+
+    @property
+    def gustafson_p(self) -> float:
+        """:func:`fit_gustafson` of the weak-scaling (scaled) speedups."""
+        return fit_gustafson(self.workers, self.weak_speedup)
+
+    @property
+    def karp_flatt(self) -> np.ndarray:
+        """Karp-Flatt serial fraction of the strong-scaling runs with N > 1."""
+        many = self.workers > 1
+        return np.asarray(karp_flatt(self.strong_speedup[many], self.workers[many]), dtype=float)
+
+    def table(self) -> str:
+        """The measurements as a small text table."""
+        lines = [f"{'N':>3} {'strong ms':>10} {'S(N)':>6} {'eff.':>5} {'Karp-Flatt e':>13} "
+                 f"{'weak ms':>8} {'scaled S':>9} {'eff.':>5}"]
+        kf = dict(zip(self.workers[self.workers > 1].tolist(), self.karp_flatt.tolist()))
+        for i, n in enumerate(self.workers.tolist()):
+            e = f"{kf[n]:13.3f}" if n in kf else f"{'-':>13}"
+            lines.append(
+                f"{int(n):3d} {self.strong_time[i] * 1e3:10.1f} {self.strong_speedup[i]:6.2f} "
+                f"{self.strong_efficiency[i]:5.2f} {e} {self.weak_time[i] * 1e3:8.1f} "
+                f"{self.weak_speedup[i]:9.2f} {self.weak_efficiency[i]:5.2f}"
+            )
+        lines.append(f"serial (1 BLAS thread): {self.serial_strong * 1e3:.1f} ms at batch {self.batch_size}, "
+                     f"{self.serial_weak * 1e3:.1f} ms at batch {self.per_worker_batch}")
+        return "\n".join(lines)
+
+
+def measure_scaling(
+    model: MLP,
+    x: np.ndarray,
+    y: np.ndarray,
+    *,
+    workers,
+    batch_size: int,
+    per_worker_batch: int,
+    steps: int = 6,
+    backend: str = "shm",
+    start_method: str | None = None,
+    lr: float = 0.01,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> ScalingMeasurement:
+    """Run the strong- and weak-scaling experiment (see :class:`ScalingMeasurement`).
+
+    Parameters
+    ----------
+    workers : sequence of int
+        Worker counts, each >= 1 (e.g. ``range(1, cores + 1)``).
+    batch_size : int
+        Global batch of the strong-scaling runs.
+    per_worker_batch : int
+        Samples per worker of the weak-scaling runs (``x`` needs at least
+        ``max(workers) * per_worker_batch`` rows).
+    steps : int
+        Steps per run (the first is a warm-up and not timed).
+
+    Examples
+    --------
+    >>> m = MLP((8, 16, 3)); rng = np.random.default_rng(0)
+    >>> x = rng.random((64, 8), dtype=np.float32); y = rng.integers(0, 3, 64)
+    >>> sm = measure_scaling(m, x, y, workers=[1, 2], batch_size=16, per_worker_batch=8,
+    ...                      steps=3, start_method="fork")
+    >>> sm.workers.tolist(), sm.strong_speedup.shape, 0 <= sm.gustafson_p <= 1
+    ([1, 2], (2,), True)
+    """
+    ns = [check_int(n, "workers", 1) for n in workers]
+    if not ns:
+        raise ValueError("workers must list at least one worker count")
+    per_worker_batch = check_int(per_worker_batch, "per_worker_batch", 1)
+    kw = dict(steps=steps, lr=lr, seed=seed)
+    runs: dict = {}
+    runs["serial strong"] = train_serial(model, x, y, batch_size=batch_size, progress=progress, **kw)
+    runs["serial weak"] = train_serial(model, x, y, batch_size=per_worker_batch, progress=progress, **kw)
+    strong, weak = [], []
+    for n in ns:
+        common = dict(workers=n, backend=backend, start_method=start_method, progress=progress, **kw)
+        runs[f"strong {n}"] = train_data_parallel(model, x, y, batch_size=batch_size, **common)
+        if n * per_worker_batch == batch_size:
+            runs[f"weak {n}"] = runs[f"strong {n}"]
+        else:
+            runs[f"weak {n}"] = train_data_parallel(model, x, y, batch_size=n * per_worker_batch, **common)
+        strong.append(runs[f"strong {n}"].time_per_step())
+        weak.append(runs[f"weak {n}"].time_per_step())
+    return ScalingMeasurement(
+        workers=np.array(ns, dtype=int), batch_size=batch_size, per_worker_batch=per_worker_batch,
+        serial_strong=runs["serial strong"].time_per_step(), serial_weak=runs["serial weak"].time_per_step(),
+        strong_time=np.array(strong), weak_time=np.array(weak), runs=runs,
     )

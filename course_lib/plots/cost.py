@@ -1,4 +1,5 @@
-"""Figures of chapter 03 (training cost): levers, calculators, communication, large batch.
+"""Figures of chapter 03 (training cost): levers, calculators, large batch; and the
+communication-efficiency figure of chapter 05 (the alpha-beta model of data parallelism).
 
 Pure functions: data in, :class:`matplotlib.figure.Figure` out. The calculator
 functions take plain numbers (slider values) and names (a model name, a ``device_id``:

@@ -381,8 +381,8 @@ def deck_title(nb: Any, default: str = "") -> str:
 
     Examples
     --------
-    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 06 Summary"}]}, "06_summary")
-    '06 Summary'
+    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 07 Summary"}]}, "07_summary")
+    '07 Summary'
     """
     _check_notebook(nb)
     return (nb.get("metadata", {}) or {}).get("title") or notebook_title(nb, default)

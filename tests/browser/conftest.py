@@ -190,7 +190,7 @@ def lab_page(browser, lab_server):
 def decks(tmp_path_factory):
     """Every notebook executed in a fresh kernel and exported to an offline deck, once.
 
-    This is what ``make slides`` does (about a minute for the six notebooks on two
+    This is what ``make slides`` does (about a minute for the seven notebooks on two
     cores), so decks built from a fresh execution - not only from the stored outputs -
     are what the slide tests check; the build time goes to the report. The front-end
     packages are installed once into build/slides/vendor (the cache that ``make slides``

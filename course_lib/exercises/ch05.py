@@ -1,7 +1,7 @@
-"""Exercises of chapter 05, part 1 (data parallelism).
+"""Exercises of chapter 05 (data parallelism).
 
 Expected values come from :mod:`course_lib.parallel.data`, :mod:`course_lib.comm`,
-:mod:`course_lib.scaling` and the running example - never typed in.
+:mod:`course_lib.scaling`, :mod:`course_lib.cost` and the running example - never typed in.
 """
 
 from __future__ import annotations
@@ -10,18 +10,21 @@ import numpy as np
 
 from .. import comm
 from ..comm import communication_crossover
+from ..cost import BERT_LARGE
 from ..models import MLP
 from ..parallel.partition import shard_bounds
 from ..scaling import karp_flatt
 from . import Result, check, checker
 
 __all__ = [
+    "EX6_SETUP",
     "RUNNING_EXAMPLE",
     "ex1_shard_size",
     "ex2_karp_flatt",
     "ex3_ring_bytes",
     "ex4_ps_crossover",
     "ex5_mean_of_means",
+    "ex6_ring_allreduce_ms",
 ]
 
 #: The model of the measurements and the benchmark: MLP 784-1024-10, float32.
@@ -31,6 +34,10 @@ RUNNING_EXAMPLE = MLP((784, 1024, 10))
 EX4_COMPUTE_MS = 50.0
 EX4_BANDWIDTH_GBIT = 10.0
 EX4_LATENCY_US = 10.0
+
+#: Exercise 6: BERT-Large's float32 gradients, ring all-reduce over the 16 GPUs of one DGX-2H,
+#: 150 GB/s per direction (half of the V100's 300 GB/s NVLink total), 5 µs per message.
+EX6_SETUP = {"bytes_per_param": 4, "devices": 16, "bandwidth": 150e9, "latency": 5e-6}
 
 
 def ex1_shard_size(answer) -> Result:
@@ -123,4 +130,29 @@ def ex5_mean_of_means(answer) -> Result:
         name="mean of shard means == full-batch mean",
         hint="the 4-sample shard's mean would count each of its samples 1/12, the others 1/9; "
         "a sum over samples splits exactly, a mean over unequal shards does not.",
+    )
+
+
+def _ex6_expected() -> float:
+    s = EX6_SETUP
+    nbytes = s["bytes_per_param"] * BERT_LARGE.params
+    return 1e3 * comm.ring_allreduce_time(nbytes, s["devices"], s["bandwidth"], s["latency"])
+
+
+def ex6_ring_allreduce_ms(answer) -> Result:
+    """Milliseconds of a ring all-reduce of BERT-Large's float32 gradients (see ``EX6_SETUP``)."""
+    s = EX6_SETUP
+    expected = _ex6_expected()
+    nbytes = s["bytes_per_param"] * BERT_LARGE.params
+    return check(
+        answer,
+        expected,
+        name="ring all-reduce time",
+        unit="ms",
+        hint="T = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency, bytes = 4 x parameters.",
+        mistakes={
+            1e3 * nbytes / s["bandwidth"]: "That sends the buffer once. A ring all-reduce is a "
+            "reduce-scatter and an all-gather: 2 (N-1)/N x bytes / bandwidth.",
+            _ex6_expected() / 2: "That is half: a reduce-scatter only. Add the all-gather.",
+        },
     )
