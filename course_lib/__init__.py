@@ -24,6 +24,7 @@ _SUBMODULES = frozenset(
         "datasets",
         "exercises",
         "im2col",
+        "memory",
         "models",
         "optim",
         "parallel",

@@ -26,6 +26,7 @@ __all__ = [
     "DnnModel",
     "GlossaryEntry",
     "HardwareDevice",
+    "MegatronConfig",
     "TrainingRecord",
     "data_dir",
     "get_device",
@@ -36,6 +37,7 @@ __all__ = [
     "load_dnn_models",
     "load_glossary",
     "load_hardware",
+    "load_megatron_configs",
     "load_data_package",
     "load_training_records",
     "read_csv",
@@ -427,6 +429,61 @@ def load_dnn_models() -> tuple[DnnModel, ...]:
     return rows
 
 
+# ----------------------------------------------------------- megatron_configs.csv
+@dataclass(frozen=True)
+class MegatronConfig:
+    """One row of ``data/megatron_configs.csv``: a GPT configuration of Narayanan et al.
+    (SC 2021), Table 1, with the settings of the run script that produced it."""
+
+    model: str
+    params_billion: float
+    attention_heads: int
+    hidden_size: int
+    layers: int
+    tensor_parallel: int
+    pipeline_parallel: int
+    gpus: int
+    batch_size: int
+    micro_batch_size: int
+    layers_per_virtual_stage: int | None
+    """Layers per model chunk of the interleaved 1F1B schedule (None: not interleaved)."""
+    activation_recomputation: str
+    achieved_tflops_per_gpu: float
+    peak_pct: float
+    aggregate_pflops: float
+    sequence_length: int
+    vocab_size: int
+    device_id: str
+    source: str
+    note: str | None
+
+
+def load_megatron_configs() -> tuple[MegatronConfig, ...]:
+    """Published Megatron-LM configurations, 1.7 billion to 1 trillion parameters.
+
+    Checks that the parallel sizes divide the GPUs, layers and batch as a run needs
+    (model names are unique by the schema, ``validate_data``).
+
+    Examples
+    --------
+    >>> rows = {c.model: c for c in load_megatron_configs()}
+    >>> one_t = rows["1T"]
+    >>> one_t.tensor_parallel, one_t.pipeline_parallel, one_t.gpus, one_t.achieved_tflops_per_gpu
+    (8, 64, 3072, 163.0)
+    """
+    rows = read_csv("megatron_configs.csv", MegatronConfig)
+    for line_no, c in enumerate(rows, start=2):
+        where = f"{data_dir() / 'megatron_configs.csv'}, line {line_no}"
+        tp, per_stage = c.tensor_parallel * c.pipeline_parallel, c.layers // max(c.pipeline_parallel, 1)
+        if min(c.hidden_size, c.layers, tp, c.gpus, c.micro_batch_size, c.layers_per_virtual_stage or 1) < 1:
+            raise DataFileError(f"{where}: sizes and counts must be >= 1")
+        if c.gpus % tp or c.layers % c.pipeline_parallel or c.batch_size % (c.gpus // tp * c.micro_batch_size):
+            raise DataFileError(f"{where}: t x p must divide gpus, p the layers, d x micro_batch_size the batch")
+        if per_stage % (c.layers_per_virtual_stage or 1) or c.activation_recomputation not in ("none", "full"):
+            raise DataFileError(f"{where}: bad layers_per_virtual_stage or activation_recomputation")
+    return rows
+
+
 # ---------------------------------------------------------------- cpu_trends.csv
 @dataclass(frozen=True)
 class _TrendPoint:
@@ -526,7 +583,7 @@ def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:
     Parameters
     ----------
     chapter : int, optional
-        Only the terms introduced in this course chapter (1-5).
+        Only the terms introduced in this course chapter (1-7).
 
     Examples
     --------
@@ -536,7 +593,7 @@ def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:
     True
     """
     if chapter is not None:
-        chapter = check_int(chapter, "chapter", 1, 5)
+        chapter = check_int(chapter, "chapter", 1, 7)
     rows = read_csv("glossary.csv", GlossaryEntry)
     path = data_dir() / "glossary.csv"
     seen: set[str] = set()
@@ -544,8 +601,8 @@ def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:
         if e.term in seen:
             raise DataFileError(f"{path}, line {line_no}: duplicate term {e.term!r}")
         seen.add(e.term)
-        if not 1 <= e.chapter <= 5:
-            raise DataFileError(f"{path}, line {line_no}: chapter must be in [1, 5], got {e.chapter}")
+        if not 1 <= e.chapter <= 7:
+            raise DataFileError(f"{path}, line {line_no}: chapter must be in [1, 7], got {e.chapter}")
     return tuple(e for e in rows if chapter is None or e.chapter == chapter)
 
 

@@ -136,8 +136,8 @@ def test_scheme_comparison_memory_approaches_n_for_big_models():
 
 
 # ------------------------------------------------------------------ exercises
-def test_chapter05_model_exercises_accept_the_answer_and_catch_known_mistakes():
-    from course_lib.exercises import ch05_model as ex
+def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
+    from course_lib.exercises import ch06 as ex
 
     assert ex.ex_bubble(3 / 15).correct  # S = 4, M = 12: 3 idle slots of 15
     assert not ex.ex_bubble(3 / 12).correct and "M + S - 1" in ex.ex_bubble(3 / 12).message

@@ -1,17 +1,23 @@
-r"""Hybrid parallelism (组合式并行): data x pipeline on a grid of devices, estimated and run.
+r"""Hybrid parallelism (组合式并行): data x pipeline x tensor on a grid of devices, estimated and run.
 
 ``N`` devices are arranged as a grid of ``D`` data-parallel replicas (数据并行) times
-``P`` pipeline stages (流水并行), ``D * P = N``. Replica ``d`` trains on ``B / D`` of the
-global batch with a ``P``-stage pipeline of ``M`` micro-batches; afterwards the ``D``
-copies of every stage all-reduce that stage's gradients (the ``P`` groups in parallel).
+``P`` pipeline stages (流水并行) times ``T`` tensor-parallel devices per stage (张量并行),
+``D * P * T = N``. Replica ``d`` trains on ``B / D`` of the global batch with a
+``P``-stage pipeline of ``M`` micro-batches; each stage's layers are split over its ``T``
+devices Megatron-style (:mod:`course_lib.parallel.tensor`: pairs of layers, the first by
+output columns, the second by input rows, an unpaired last layer replicated), which adds
+activation all-reduces among the ``T`` devices to every micro-batch's forward and
+backward; afterwards the ``D`` copies of every stage shard all-reduce its gradients.
 For one step of the running example (:class:`course_lib.models.MLP`) this module
 estimates
 
 * the time: the pipeline's makespan from :func:`course_lib.parallel.pipeline_schedule.simulate_pipeline`
-  (compute of the slowest stage, the bubble, activation hand-overs) plus the
-  gradient all-reduce from :func:`course_lib.comm.ring_allreduce_time`;
-* the memory per device: parameters, gradients, optimizer state, and the stashed
-  activations of the micro-batches in flight;
+  (compute of the slowest stage, the bubble, tensor-parallel all-reduces, activation
+  hand-overs) plus the gradient all-reduce, every collective priced by
+  :func:`course_lib.comm.ring_allreduce_time`;
+* the memory per device: parameters, gradients and optimizer state
+  (:func:`course_lib.memory.model_state_bytes`) and the stashed activations of the
+  micro-batches in flight (:func:`course_lib.memory.mlp_activation_bytes`);
 
 and picks the fastest configuration that fits in memory (:func:`best_config`).
 :func:`scheme_comparison` computes the source chapter's comparison of schemes
@@ -34,9 +40,16 @@ import numpy as np
 
 from .. import comm
 from .._validate import check_int, check_positive, check_type
+from ..memory import mlp_activation_bytes, model_state_bytes
 from ..models import MLP
 from .pipeline import PipelineResult, train_pipeline
-from .pipeline_schedule import SCHEDULES, partition_layers, simulate_pipeline, stage_flops
+from .pipeline_schedule import (
+    SCHEDULES,
+    layer_flops,
+    partition_layers,
+    simulate_pipeline,
+    stage_flops,
+)
 
 __all__ = [
     "EXAMPLE_SIZES",
@@ -50,6 +63,7 @@ __all__ = [
     "scheme_comparison",
     "stage_activation_widths",
     "stage_params",
+    "tensor_stage_bytes",
     "train_hybrid",
 ]
 
@@ -90,11 +104,12 @@ def device_parameters(device_id: str = "v100_sxm2_32gb") -> dict[str, float]:
 
 @dataclass(frozen=True)
 class HybridConfig:
-    """Estimated step of one ``D x P`` configuration (times in s, memory in bytes).
+    """Estimated step of one ``D x P x T`` configuration (times in s, memory in bytes).
 
-    ``step_time = compute + bubble + p2p + allreduce``: ``compute`` is the busy time of
-    the slowest stage, ``bubble`` the rest of the pipeline's makespan without
-    communication, ``p2p`` what the activation hand-overs add to the makespan,
+    ``step_time = compute + bubble + p2p + allreduce + tensor_allreduce``: ``compute`` is
+    the busy time of the slowest stage, ``bubble`` the rest of the pipeline's makespan
+    without communication, ``tensor_allreduce`` what the tensor-parallel activation
+    all-reduces add to the makespan, ``p2p`` what the activation hand-overs add on top,
     ``allreduce`` the slowest stage group's gradient all-reduce.
     """
 
@@ -118,36 +133,55 @@ class HybridConfig:
     """Peak bytes on the fullest device (max over stages of params + activations)."""
     fits: bool
     """memory <= the device memory given."""
+    tensor: int = 1
+    """T: tensor-parallel devices per stage."""
+    tensor_allreduce: float = 0.0
+    """What the activation all-reduces among the T devices add to the makespan, s."""
 
     @property
     def step_time(self) -> float:
-        return self.compute + self.bubble + self.p2p + self.allreduce
+        return self.compute + self.bubble + self.p2p + self.allreduce + self.tensor_allreduce
 
     @property
     def label(self) -> str:
-        return f"{self.data}x{self.pipeline}"
+        """``"DxP"``, or ``"DxPxT"`` when ``T > 1``."""
+        return f"{self.data}x{self.pipeline}" + (f"x{self.tensor}" if self.tensor > 1 else "")
 
 
 def _check_model(model) -> MLP:
     return check_type(model, "model", MLP, "an MLP")
 
 
-def stage_params(model, boundaries) -> np.ndarray:
-    """Number of parameters each stage of a split holds.
+def stage_params(model, boundaries, tensor: int = 1) -> np.ndarray:
+    """Number of parameters each stage of a split holds (per device of its ``tensor`` group).
+
+    With ``tensor`` = T > 1 the stage's layers ``lo, lo + 1, ...`` form pairs split as in
+    :mod:`course_lib.parallel.tensor`: the first layer of a pair keeps ``c`` output
+    columns and their biases, the second ``c`` input rows and its whole bias, with
+    ``c = ceil(hidden / T)`` on the device with the largest block; an unpaired last
+    layer is replicated. The count is that device's.
 
     Examples
     --------
     >>> from course_lib.models import MLP
     >>> stage_params(MLP((64, 32, 10)), (0, 1, 2)).tolist()
     [2080, 330]
+    >>> stage_params(MLP((64, 32, 10)), (0, 2), tensor=2).tolist()   # 64*16 + 16 + 16*10 + 10
+    [1210]
     """
     from .pipeline_schedule import check_boundaries as _check_boundaries
 
     b = _check_boundaries(_check_model(model), boundaries)
+    tensor = check_int(tensor, "tensor", 1, 2**20)
     out = []
     for lo, hi in zip(b[:-1], b[1:]):
         sl = model.layer_range(lo, hi)
-        out.append(sl.stop - sl.start)
+        n = sl.stop - sl.start
+        for i in range(lo, hi - 1, 2) if tensor > 1 else ():  # pairs (i, i + 1) of the stage
+            d_in, hidden, d_out = model.sizes[i : i + 3]
+            c = -(-hidden // tensor)
+            n -= (d_in + 1 + d_out) * (hidden - c)  # drop hidden - c columns of W_i, b_i and rows of W_{i+1}
+        out.append(n)
     return np.array(out, dtype=np.int64)
 
 
@@ -188,8 +222,9 @@ def estimate_config(
     micro_batches: int | None = None,
     schedule: str = "1f1b",
     optimizer_states: int = 0,
+    tensor: int = 1,
 ) -> HybridConfig:
-    """Estimate one training step of ``model`` on a ``data x pipeline`` device grid.
+    """Estimate one training step of ``model`` on a ``data x pipeline x tensor`` device grid.
 
     Parameters
     ----------
@@ -216,6 +251,14 @@ def estimate_config(
     optimizer_states : int
         Extra values per parameter kept by the optimizer: 0 for SGD, 1 for momentum,
         2 for Adam/LAMB.
+    tensor : int
+        ``T`` >= 1 devices per stage that split its layers Megatron-style (see
+        :func:`stage_params`): compute, parameters and hidden activations drop to about
+        ``1/T``; every micro-batch adds, per pair of layers, an all-reduce of its
+        output in the forward and of its input gradient in the backward (none for the
+        model's input), ``mb x width`` values each (:func:`tensor_stage_bytes`). The
+        hand-over to the next stage is unchanged (each of the ``T`` devices sends to
+        its partner, in parallel).
 
     Examples
     --------
@@ -234,6 +277,7 @@ def estimate_config(
     latency = check_positive(latency, "latency", allow_zero=True)
     memory = float(memory) if memory == math.inf else check_positive(memory, "memory")
     optimizer_states = check_int(optimizer_states, "optimizer_states", 0)
+    tensor = check_int(tensor, "tensor", 1, 2**20)
     _check_schedule(schedule)
     replica = -(-batch_size // data)
     if micro_batches is None:
@@ -242,7 +286,7 @@ def estimate_config(
     mb = -(-replica // micro_batches)
 
     bounds = partition_layers(model, pipeline)
-    f_flops, b_flops = stage_flops(model, bounds)
+    f_flops, b_flops = stage_flops(model, bounds) if tensor == 1 else _tensor_stage_flops(model, bounds, tensor)
     forward = f_flops * mb / device_flops
     backward = b_flops * mb / device_flops
     item = model.dtype.itemsize
@@ -250,23 +294,31 @@ def estimate_config(
     sends = [latency + mb * model.sizes[bounds[s + 1]] * item / bandwidth for s in range(pipeline - 1)]
 
     ideal = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
+    with_tp = ideal
+    if tensor > 1:  # the activation all-reduces lie on every micro-batch's path
+        tp_f, tp_b = _tensor_times(model, bounds, mb, tensor, bandwidth, latency)
+        forward, backward = forward + tp_f, backward + tp_b
+        with_tp = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
     real = simulate_pipeline(
         forward, backward, micro_batches=micro_batches, schedule=schedule, send_time=sends
     )
     compute = float(ideal.busy().max())
     bubble = ideal.makespan - compute
-    p2p = real.makespan - ideal.makespan
+    tensor_allreduce = with_tp.makespan - ideal.makespan
+    p2p = real.makespan - with_tp.makespan
 
-    n_params = stage_params(model, bounds)
+    n_params = stage_params(model, bounds, tensor)
     grads = n_params * item
     allreduce = float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
 
-    params_mem = n_params * item * (2 + optimizer_states)
-    act_mem = real.in_flight() * mb * stage_activation_widths(model, bounds) * item
+    params_mem = np.array([model_state_bytes(n, param_bytes=item, grad_bytes=item,
+                                             optimizer_bytes=item * optimizer_states).total for n in n_params])
+    act_mem = real.in_flight() * np.array([mlp_activation_bytes(_stage_model(model, lo, hi), mb, tensor=tensor)
+                                           for lo, hi in zip(bounds[:-1], bounds[1:])])
     per_stage = params_mem + act_mem
     peak = float(per_stage.max())
     return HybridConfig(
-        devices=data * pipeline,
+        devices=data * pipeline * tensor,
         data=data,
         pipeline=pipeline,
         micro_batches=micro_batches,
@@ -280,13 +332,80 @@ def estimate_config(
         memory_activations=float(act_mem.max()),
         memory=peak,
         fits=peak <= memory,
+        tensor=tensor,
+        tensor_allreduce=tensor_allreduce,
     )
 
 
-def enumerate_configs(model, batch_size: int, devices: int, **kw) -> list[HybridConfig]:
-    """Every ``D x P = devices`` grid with ``P <= n_layers`` and ``D <= batch_size``.
+def _stage_model(model: MLP, lo: int, hi: int) -> MLP:
+    """Layers ``lo .. hi - 1`` of ``model`` as a model of their own."""
+    return MLP(model.sizes[lo : hi + 1], dtype=model.dtype)
 
-    Keyword arguments are those of :func:`estimate_config`. Ordered by ``P``.
+
+def _tensor_stage_flops(model: MLP, bounds, tensor: int) -> tuple[np.ndarray, np.ndarray]:
+    """Forward and backward FLOPs per sample of each stage on its busiest tensor device:
+    a layer of a pair does ``c / hidden`` of its GEMMs (``c = ceil(hidden / tensor)``)."""
+    f, b = layer_flops(model)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        for i in range(lo, hi - 1, 2):
+            hidden = model.sizes[i + 1]
+            c = -(-hidden // tensor)
+            f[i : i + 2] = f[i : i + 2] * c // hidden  # exact: every count holds the factor hidden
+            b[i : i + 2] = b[i : i + 2] * c // hidden
+    return (np.array([f[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]),
+            np.array([b[lo:hi].sum() for lo, hi in zip(bounds[:-1], bounds[1:])]))
+
+
+def tensor_stage_bytes(model, boundaries, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Payload bytes of each stage's tensor-parallel all-reduces for ``batch_size`` samples,
+    forward and backward.
+
+    The stage's layers pair up as in :func:`stage_params`. Forward: each pair's output.
+    Backward: each pair's input gradient, except the model's input (stage 0's first
+    pair); a later stage's first pair does reduce its input gradient, which goes to the
+    previous stage. For the whole model as one stage the sum is
+    :func:`course_lib.parallel.tensor.tensor_parallel_bytes`.
+
+    Examples
+    --------
+    >>> from course_lib.models import MLP
+    >>> f, b = tensor_stage_bytes(MLP((8, 16, 16, 16, 16, 4)), (0, 2, 5), 10)  # float32
+    >>> f.tolist(), b.tolist()    # stage 0: out 16; stage 1: pair (2, 3) out 16, in 16
+    ([640, 640], [0, 640])
+    """
+    from .pipeline_schedule import check_boundaries as _check_boundaries
+    from .tensor import tensor_parallel_bytes
+
+    b_ = _check_boundaries(_check_model(model), boundaries)
+    batch_size = check_int(batch_size, "batch_size", 1, 2**40)
+    item = model.dtype.itemsize
+    fwd, bwd = [], []
+    for lo, hi in zip(b_[:-1], b_[1:]):
+        f = batch_size * item * sum(model.sizes[i + 2] for i in range(lo, hi - 1, 2))
+        first = batch_size * item * model.sizes[lo] if lo > 0 and hi - lo > 1 else 0
+        fwd.append(f)
+        bwd.append(tensor_parallel_bytes(_stage_model(model, lo, hi), batch_size) - f + first)
+    return np.array(fwd, dtype=np.int64), np.array(bwd, dtype=np.int64)
+
+
+def _tensor_times(model: MLP, bounds, mb: int, tensor: int, bandwidth: float, latency: float):
+    """Seconds the tensor-parallel all-reduces add to one micro-batch's forward and backward
+    on each stage: ring all-reduces among ``tensor`` devices, one latency term each."""
+    fwd_bytes, bwd_bytes = tensor_stage_bytes(model, bounds, mb)
+    pairs = np.array([(hi - lo) // 2 for lo, hi in zip(bounds[:-1], bounds[1:])])
+    n_bwd = pairs - (np.arange(pairs.size) == 0)  # the model's input needs no gradient
+    per_message = comm.ring_allreduce_time(0.0, tensor, bandwidth, latency)
+    t_f = comm.ring_allreduce_time(fwd_bytes, tensor, bandwidth) + pairs * per_message
+    t_b = comm.ring_allreduce_time(bwd_bytes, tensor, bandwidth) + np.maximum(n_bwd, 0) * per_message
+    return t_f, t_b
+
+
+def enumerate_configs(model, batch_size: int, devices: int, *, max_tensor: int = 1, **kw) -> list[HybridConfig]:
+    """Every ``D x P x T = devices`` grid with ``P <= n_layers``, ``D <= batch_size`` and
+    ``T <= max_tensor``.
+
+    Keyword arguments are those of :func:`estimate_config`. Ordered by ``T``, then ``P``;
+    the default ``max_tensor=1`` gives the ``D x P`` grids only.
 
     Examples
     --------
@@ -294,14 +413,20 @@ def enumerate_configs(model, batch_size: int, devices: int, **kw) -> list[Hybrid
     >>> cs = enumerate_configs(MLP((64, 64, 64, 10)), 256, 6, device_flops=1e9, bandwidth=1e9)
     >>> [c.label for c in cs]
     ['6x1', '3x2', '2x3']
+    >>> kw = dict(device_flops=1e9, bandwidth=1e9, max_tensor=2)
+    >>> [c.label for c in enumerate_configs(MLP((64, 64, 64, 10)), 256, 4, **kw)]
+    ['4x1', '2x2', '2x1x2', '1x2x2']
     """
     _check_model(model)
     devices = check_int(devices, "devices", 1)
     batch_size = check_int(batch_size, "batch_size", 1)
+    max_tensor = check_int(max_tensor, "max_tensor", 1, 2**20)
     out = []
-    for p in range(1, min(devices, model.n_layers) + 1):
-        if devices % p == 0 and devices // p <= batch_size:
-            out.append(estimate_config(model, batch_size, devices // p, p, **kw))
+    for t in range(1, min(devices, max_tensor) + 1):
+        rest = devices // t
+        for p in range(1, min(rest, model.n_layers) + 1) if devices % t == 0 else ():
+            if rest % p == 0 and rest // p <= batch_size:
+                out.append(estimate_config(model, batch_size, rest // p, p, tensor=t, **kw))
     return out
 
 
@@ -309,7 +434,7 @@ def best_config(model, batch_size: int, devices: int, **kw) -> HybridConfig | No
     """The fastest configuration of :func:`enumerate_configs` that fits in memory.
 
     Returns ``None`` when no grid of ``devices`` holds the model. Ties go to the
-    smaller pipeline degree.
+    smaller pipeline degree, then the smaller tensor degree.
 
     Examples
     --------
@@ -323,7 +448,7 @@ def best_config(model, batch_size: int, devices: int, **kw) -> HybridConfig | No
     fitting = [c for c in enumerate_configs(model, batch_size, devices, **kw) if c.fits]
     if not fitting:
         return None
-    return min(fitting, key=lambda c: (c.step_time, c.pipeline))
+    return min(fitting, key=lambda c: (c.step_time, c.pipeline, c.tensor))
 
 
 def best_configs(model, batch_size: int, device_counts, **kw) -> list[HybridConfig | None]:

@@ -205,15 +205,38 @@ def _counts(values, name: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------- hybrid
 _PARTS = (("compute", "compute (slowest stage)"), ("bubble", "pipeline bubble"),
-          ("p2p", "activation hand-over"), ("allreduce", "gradient all-reduce"))
+          ("p2p", "activation hand-over"), ("allreduce", "gradient all-reduce"),
+          ("tensor_allreduce", "tensor-parallel all-reduce"))
+
+
+def _rank(config) -> tuple:
+    """Order of :func:`course_lib.parallel.hybrid.best_config`: time, then fewer stages, then smaller T."""
+    return (config.step_time, config.pipeline, config.tensor)
+
+
+def _tensor_groups(axes, configs) -> None:
+    """Separate and name the groups of equal tensor degree T (when there is more than T = 1)."""
+    ts = [c.tensor for c in configs]
+    if max(ts) == 1:
+        return
+    starts = [i for i, t in enumerate(ts) if i == 0 or t != ts[i - 1]] + [len(ts)]
+    for ax in axes:
+        for lo, hi in zip(starts[:-1], starts[1:]):
+            if lo > 0:
+                ax.axvline(lo - 0.5, color="0.4", lw=0.8, ls=":")
+            ax.text((lo + hi - 1) / 2, 1.0, f"T = {ts[lo]}", transform=ax.get_xaxis_transform(),
+                    ha="center", va="bottom", fontsize=8, color="0.25")
 
 
 def _bars(ax_t, ax_m, configs, memory: float | None, best) -> None:
     labels = [c.label for c in configs]
     x = np.arange(len(configs))
     bottom = np.zeros(len(configs))
+    tensor = max(c.tensor for c in configs) > 1
     for i, (attr, name) in enumerate(_PARTS):
         vals = np.array([getattr(c, attr) for c in configs]) * 1e3
+        if attr == "tensor_allreduce" and not tensor:
+            continue
         ax_t.bar(x, vals, bottom=bottom, color=COLORS[i], label=name)
         bottom += vals
     for xi, c in zip(x, configs):
@@ -222,16 +245,24 @@ def _bars(ax_t, ax_m, configs, memory: float | None, best) -> None:
     if best is not None:
         bi = next(i for i, c in enumerate(configs) if c.label == best.label)
         ax_t.plot([bi], [bottom[bi] * 1.08 + 1e-9], "*", color="k", ms=12, label="best that fits")
-    ax_t.set_xticks(x, labels)
-    ax_t.set(xlabel="D x P  (data-parallel replicas x pipeline stages)", ylabel="step time [ms]")
-    ax_t.legend(fontsize=7)
+    grid = "D x P x T" if tensor else "D x P"
+    rotation = 90 if tensor and len(configs) > 8 else 0
+    ax_t.set_xticks(x, labels, rotation=rotation)
+    ax_t.set(xlabel=f"{grid}  (data-parallel replicas x pipeline stages" + (" x tensor devices)" if tensor else ")"),
+             ylabel="step time [ms]", ylim=(0, 1.15 * bottom.max() + 1e-9))
+    # one legend below the panels, off the data
+    ax_t.figure.legend(*ax_t.get_legend_handles_labels(), loc="outside lower center", ncol=6, fontsize=7,
+                       frameon=False)
     gb = np.array([c.memory for c in configs]) / 1e9
     ax_m.bar(x, gb, color=[COLORS[2] if c.fits else "#b00" for c in configs])
+    title = "memory per device"
     if memory is not None and np.isfinite(memory):
-        ax_m.axhline(memory / 1e9, color="k", ls="--", lw=1, label="device memory")
-        ax_m.legend(fontsize=7)
-    ax_m.set_xticks(x, labels)
-    ax_m.set(xlabel="D x P", ylabel="memory per device [GB]")
+        ax_m.axhline(memory / 1e9, color="k", ls="--", lw=1)
+        title += f"\n(dashed: device memory, {memory / 1e9:.3g} GB)"
+    ax_m.set_xticks(x, labels, rotation=rotation)
+    ax_m.set(xlabel=grid, ylabel="memory per device [GB]")
+    ax_m.set_title(title, fontsize=10, pad=14 if tensor else 6)
+    _tensor_groups((ax_t, ax_m), configs)
 
 
 def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
@@ -251,11 +282,11 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
     if memory is not None:
         memory = check_positive(memory, "memory")
     fitting = [c for c in configs if c.fits]
-    best = min(fitting, key=lambda c: (c.step_time, c.pipeline)) if fitting else None
+    best = min(fitting, key=_rank) if fitting else None
     fig, (ax_t, ax_m) = new_figure(1, 2, size=(10.0, 3.8))
     _bars(ax_t, ax_m, configs, memory, best)
-    ax_t.set_title(f"N = {configs[0].devices} devices: estimated step", fontsize=10)
-    ax_m.set_title("memory per device", fontsize=10)
+    ax_t.set_title(f"N = {configs[0].devices} devices: estimated step", fontsize=10,
+                   pad=14 if max(c.tensor for c in configs) > 1 else 6)
     return fig
 
 
@@ -306,26 +337,40 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     """Live-figure view: the configurations at ``devices`` and the best one as N grows.
 
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
-    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.parallel.hybrid.enumerate_configs`.
+    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.parallel.hybrid.enumerate_configs`
+    (``max_tensor=T`` adds the tensor-parallel axis: configurations ``D x P x T``, grouped by
+    ``T``, and the best one may split its stages over ``T`` devices).
     """
     counts = check_sequence(device_counts, "device_counts")
     configs = hybrid.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
     fitting = [c for c in configs if c.fits]
-    best_here = min(fitting, key=lambda c: (c.step_time, c.pipeline)) if fitting else None
+    best_here = min(fitting, key=_rank) if fitting else None
     bests = hybrid.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
     fig, (ax_t, ax_m, ax_b) = new_figure(1, 3, size=(13.0, 3.8), width_ratios=(1.4, 1, 1.2))
     _bars(ax_t, ax_m, configs, memory, best_here)
-    ax_t.set_title(f"N = {devices}: estimated step per D x P", fontsize=10)
-    ax_m.set_title("memory per device", fontsize=10)
+    tensor = max(c.tensor for c in configs) > 1
+    grid, pad = ("D x P x T", 14) if tensor else ("D x P", 6)
+    ax_t.set_title(f"N = {devices}: estimated step per {grid}", fontsize=10, pad=pad)
     n = np.asarray(counts, dtype=float)
     t = np.array([b.step_time * 1e3 if b is not None else np.nan for b in bests])
-    ax_b.loglog(n, t, "o-", color=COLORS[0])
+    ax_b.loglog(n, t, "-", color="0.6", lw=1)
+    degrees = sorted({b.tensor for b in bests if b is not None})
+    for k, deg in enumerate(degrees):  # marker shape: the tensor degree T of the best split
+        sel = [i for i, b in enumerate(bests) if b is not None and b.tensor == deg]
+        ax_b.plot(n[sel], t[sel], "osD^vP"[k % 6], color=COLORS[0], label=f"T = {deg}")
     for ni, b in zip(n, bests):
         if b is not None:
             ax_b.annotate(b.label, (ni, b.step_time * 1e3), textcoords="offset points",
                           xytext=(0, 6), ha="center", fontsize=7)
     if best_here is not None:
         ax_b.plot([devices], [best_here.step_time * 1e3], "*", color="k", ms=12)
-    ax_b.set(xlabel="devices N", ylabel="best step time [ms]", title="best D x P as N grows")
+    ax_b.set(xlabel="devices N", ylabel="best step time [ms]", title=f"best {grid} as N grows")
+    if len(degrees) > 1:
+        ax_b.legend(fontsize=7, title="best split's T", title_fontsize=7)
     log2_axis(ax_b.xaxis, n.max())
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    ax_b.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax_b.yaxis.set_minor_locator(NullLocator())
+    ax_b.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     return fig

@@ -1,0 +1,497 @@
+r"""Memory (显存/内存) of training: model states, activations, ZeRO and recomputation.
+
+A training step keeps two kinds of data on every device:
+
+* the **model states** (模型状态): parameters, their gradients and the optimizer states
+  (优化器状态, e.g. Adam's momentum and variance). For mixed-precision Adam the ZeRO paper
+  counts :math:`2 + 2 + K` bytes per parameter with :math:`K = 12` (an fp32 copy of the
+  parameters, momentum, variance): :func:`model_state_bytes`. ZeRO (零冗余优化器) shards
+  them over the :math:`N_d` data-parallel devices stage by stage.
+* the **activations** (激活) that the backward pass needs: for the running example
+  :func:`mlp_activation_bytes`, for a transformer layer :func:`transformer_activation_bytes`.
+  Activation recomputation (激活重计算) stores fewer of them and runs the forward pass a
+  second time inside the backward (:func:`recompute_flops_ratio`).
+
+:func:`device_fit` says whether a configuration fits a device of ``data/hardware.csv``;
+:func:`megatron_estimate` recomputes a published configuration of
+``data/megatron_configs.csv`` (Narayanan et al. 2021, Table 1).
+
+Units: bytes everywhere (GB = 1e9 bytes, as the papers and ``data/hardware.csv`` use).
+
+References: S. Rajbhandari, J. Rasley, O. Ruwase, Y. He, "ZeRO: Memory Optimizations
+Toward Training Trillion Parameter Models", SC 2020 (Figure 1, Section 5);
+V. Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
+MLSys 2023, arXiv:2205.05198 (Section 4); D. Narayanan et al., "Efficient Large-Scale
+Language Model Training on GPU Clusters Using Megatron-LM", SC 2021, arXiv:2104.04473
+(Section 5.1, equations 2 and 3); T. Chen et al., "Training Deep Nets with Sublinear
+Memory Cost", arXiv:1604.06174 (recomputation by segments).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._validate import check_int, check_positive, check_real, check_sequence, check_type
+from .models import MLP
+
+__all__ = [
+    "ZERO_STAGES",
+    "DeviceFit",
+    "MegatronEstimate",
+    "ModelStates",
+    "device_fit",
+    "megatron_estimate",
+    "megatron_iteration_flops",
+    "megatron_params",
+    "mlp_activation_bytes",
+    "model_state_bytes",
+    "recompute_flops_ratio",
+    "transformer_activation_bytes",
+]
+
+#: ZeRO stages: 0 = plain data parallelism, 1 = optimizer states sharded, 2 = also the
+#: gradients, 3 = also the parameters (Rajbhandari et al. 2020, Section 5).
+ZERO_STAGES = (0, 1, 2, 3)
+
+
+def _text(nbytes: float) -> str:
+    """``nbytes`` in GB, MB, kB or B with three significant digits."""
+    for div, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(nbytes) >= div:
+            return f"{nbytes / div:.3g} {unit}"
+    return f"{nbytes:.3g} B"
+
+
+# ------------------------------------------------------------------ model states
+@dataclass(frozen=True)
+class ModelStates:
+    """Bytes of the model states on ONE device (the fields of ``model_state_nbytes``)."""
+
+    parameters: float
+    gradients: float
+    optimizer_states: float
+
+    @property
+    def total(self) -> float:
+        """Parameters + gradients + optimizer states, bytes."""
+        return self.parameters + self.gradients + self.optimizer_states
+
+    def __repr__(self) -> str:
+        return (f"ModelStates(parameters={_text(self.parameters)}, gradients={_text(self.gradients)}, "
+                f"optimizer_states={_text(self.optimizer_states)}, total={_text(self.total)})")
+
+
+def model_state_bytes(
+    n_params: float,
+    devices: int = 1,
+    zero_stage: int = 0,
+    *,
+    param_bytes: float = 2.0,
+    grad_bytes: float = 2.0,
+    optimizer_bytes: float = 12.0,
+) -> ModelStates:
+    r"""Bytes per device of parameters, gradients and optimizer states under ZeRO.
+
+    With :math:`\Psi` parameters, :math:`N_d` data-parallel devices and
+    :math:`(p, g, K)` bytes per parameter (Rajbhandari et al. 2020, Figure 1 and
+    Section 5), each device holds
+
+    ========  ===================  ==================  ============================
+    stage     parameters           gradients           optimizer states
+    ========  ===================  ==================  ============================
+    0 (DP)    :math:`p\Psi`        :math:`g\Psi`       :math:`K\Psi`
+    1         :math:`p\Psi`        :math:`g\Psi`       :math:`K\Psi / N_d`
+    2         :math:`p\Psi`        :math:`g\Psi/N_d`   :math:`K\Psi / N_d`
+    3         :math:`p\Psi/N_d`    :math:`g\Psi/N_d`   :math:`K\Psi / N_d`
+    ========  ===================  ==================  ============================
+
+    The defaults are the paper's mixed-precision Adam: fp16 parameters and gradients
+    (2 + 2 bytes) and :math:`K = 12` bytes of optimizer states (fp32 parameters,
+    momentum, variance). The running example in float32 with SGD + momentum is
+    ``param_bytes=4, grad_bytes=4, optimizer_bytes=4``. Shards are exact fractions
+    (the largest of an uneven split is at most one parameter more).
+
+    Parameters
+    ----------
+    n_params : float
+        :math:`\Psi`, number of parameters, >= 0.
+    devices : int
+        :math:`N_d` >= 1, data-parallel devices that share the states.
+    zero_stage : {0, 1, 2, 3}
+        See :data:`ZERO_STAGES`.
+    param_bytes, grad_bytes, optimizer_bytes : float
+        Bytes per parameter of each kind, >= 0 (:math:`p, g, K`).
+
+    Returns
+    -------
+    ModelStates
+        Bytes per device; ``.total`` is their sum.
+
+    Examples
+    --------
+    The paper's Figure 1: 7.5 billion parameters on 64 devices (120, 31.4, 16.6, 1.9 GB):
+
+    >>> [round(model_state_bytes(7.5e9, 64, k).total / 1e9, 1) for k in ZERO_STAGES]
+    [120.0, 31.4, 16.6, 1.9]
+    >>> model_state_bytes(7.5e9, 64, 1)
+    ModelStates(parameters=15 GB, gradients=15 GB, optimizer_states=1.41 GB, total=31.4 GB)
+    """
+    n_params = check_real(n_params, "n_params", 0.0)
+    devices = check_int(devices, "devices", 1)
+    zero_stage = check_int(zero_stage, "zero_stage", 0, 3)
+    p = check_positive(param_bytes, "param_bytes", allow_zero=True)
+    g = check_positive(grad_bytes, "grad_bytes", allow_zero=True)
+    k = check_positive(optimizer_bytes, "optimizer_bytes", allow_zero=True)
+    return ModelStates(
+        parameters=p * n_params / (devices if zero_stage >= 3 else 1),
+        gradients=g * n_params / (devices if zero_stage >= 2 else 1),
+        optimizer_states=k * n_params / (devices if zero_stage >= 1 else 1),
+    )
+
+
+# ------------------------------------------------------------------ activations
+def _check_model(model) -> MLP:
+    return check_type(model, "model", MLP, "a course_lib.models.MLP")
+
+
+def _output_widths(model: MLP, tensor: int) -> list[int]:
+    """Per-device output width of every layer when pairs of layers are split over ``tensor``
+    devices Megatron-style: the first layer of a pair keeps its largest column block
+    (``ceil(width / tensor)``), the second (after its all-reduce) and an unpaired last
+    layer the whole width."""
+    widths = list(model.sizes[1:])
+    for i in range(0, model.n_layers - 1, 2):
+        widths[i] = -(-widths[i] // tensor)
+    return widths
+
+
+def mlp_activation_bytes(model, batch_size: int, *, segments: int | None = None, tensor: int = 1) -> int:
+    r"""Peak bytes of activations the backward pass of the running example needs.
+
+    :meth:`course_lib.models.MLP.forward` returns ``acts``: the input and every layer's
+    output; :meth:`~course_lib.models.MLP.backward` needs all of them. For a batch of
+    :math:`B` samples that is :math:`B \sum_i w_i` values, :math:`w_0 \dots w_L` the
+    layer widths ``model.sizes``, times the bytes of ``model.dtype``.
+
+    With activation recomputation (激活重计算) in ``segments`` segments (the split of
+    :func:`course_lib.parallel.pipeline_schedule.partition_layers`, i.e. the stages of
+    a pipeline) the forward pass stores only each segment's input; the backward pass
+    re-runs one segment's forward at a time. The peak is the stored inputs plus the
+    largest segment's recomputed outputs - all but its last, which is the next
+    segment's stored input (for the last segment: the logits too). As in Chen et al.
+    2016 every segment input counts for the whole backward (in fact the inputs of
+    finished segments can be freed). ``segments=1`` saves nothing, and neither does
+    one segment per layer: then every activation is a segment input.
+
+    With ``tensor`` > 1 every pair of layers is split over ``tensor`` devices as in
+    :mod:`course_lib.parallel.tensor`: each device keeps its block of the pair's hidden
+    activations (``ceil(w / tensor)`` wide) and the full input and output.
+
+    Parameters
+    ----------
+    model : MLP
+    batch_size : int
+        :math:`B` >= 1 samples (a micro-batch, in a pipeline).
+    segments : int, optional
+        Number of recomputation segments in [1, n_layers]; None: no recomputation.
+    tensor : int
+        Tensor-parallel degree >= 1.
+
+    Returns
+    -------
+    int
+        Bytes on one device.
+
+    Examples
+    --------
+    >>> model = MLP((64, 32, 32, 10))              # float32
+    >>> mlp_activation_bytes(model, 100)           # 100 x (64 + 32 + 32 + 10) x 4
+    55200
+    >>> mlp_activation_bytes(model, 100, tensor=2)    # the pair's hidden layer: 16 of 32
+    48800
+    >>> deep = MLP((16, 64, 64, 64, 64, 10))          # segments (0, 2, 3, 5): inputs 16, 64, 64
+    >>> mlp_activation_bytes(deep, 100), mlp_activation_bytes(deep, 100, segments=3)  # + max(64, 0, 64 + 10)
+    (112800, 87200)
+    """
+    model = _check_model(model)
+    batch_size = check_int(batch_size, "batch_size", 1, 2**40)
+    tensor = check_int(tensor, "tensor", 1, 2**20)
+    outputs = _output_widths(model, tensor)
+    item = model.dtype.itemsize
+    if segments is None:
+        return batch_size * (model.sizes[0] + sum(outputs)) * item
+    from .parallel.pipeline_schedule import partition_layers
+
+    bounds = partition_layers(model, check_int(segments, "segments", 1, model.n_layers))
+    widths = [model.sizes[0]] + outputs  # acts[j] of MLP.forward on one device
+    stored = sum(widths[lo] for lo in bounds[:-1])
+    # recomputing segment [lo, hi) rebuilds acts[lo + 1 .. hi - 1] (acts[hi] is stored; the logits are not)
+    largest = max(sum(widths[lo + 1 : hi if hi < model.n_layers else hi + 1])
+                  for lo, hi in zip(bounds[:-1], bounds[1:]))
+    return batch_size * (stored + largest) * item
+
+
+#: Values :func:`transformer_activation_bytes` accepts for ``recompute``.
+_RECOMPUTE = ("none", "full")
+
+
+def transformer_activation_bytes(seq_length: int, micro_batch: int, hidden: int, heads: int, *,
+                                 tensor: int = 1, recompute: str = "none") -> float:
+    r"""Activation bytes of ONE transformer layer for one micro-batch, 16-bit activations.
+
+    Korthikanti et al. 2023 (arXiv:2205.05198), Section 4, with sequence length
+    :math:`s`, micro-batch :math:`b`, hidden size :math:`h`, :math:`a` attention heads
+    and tensor-parallel size :math:`t`:
+
+    * no parallelism: :math:`sbh\,(34 + 5as/h)` (the 34: attention 11, MLP 19, two
+      layer norms 4, in units of :math:`sbh` bytes; :math:`5as/h`: the attention
+      scores, quadratic in :math:`s`);
+    * tensor parallelism: :math:`sbh\,(10 + 24/t + 5as/(ht))` (the 10 stay replicated:
+      layer-norm and dropout inputs, the inputs of the first linear layers); for
+      :math:`t = 1` this is the line above;
+    * full recomputation (``recompute="full"``): :math:`2sbh`, only the layer's input
+      is kept (the rest is recomputed in the backward pass).
+
+    Examples
+    --------
+    >>> round(transformer_activation_bytes(2048, 1, 12288, 96) / 1e9, 3)   # GPT-3 layer: sbh (34 + 80)
+    2.869
+    >>> round(transformer_activation_bytes(2048, 1, 12288, 96, tensor=8) / 1e9, 4)  # sbh (10 + 3 + 10)
+    0.5788
+    >>> transformer_activation_bytes(2048, 1, 12288, 96, recompute="full") == 2 * 2048 * 12288
+    True
+    """
+    s = check_int(seq_length, "seq_length", 1, 2**40)
+    b = check_int(micro_batch, "micro_batch", 1, 2**40)
+    h = check_int(hidden, "hidden", 1, 2**40)
+    a = check_int(heads, "heads", 1, 2**40)
+    t = check_int(tensor, "tensor", 1, 2**20)
+    if recompute not in _RECOMPUTE:
+        raise ValueError(f"recompute must be one of {_RECOMPUTE}, got {recompute!r}")
+    sbh = float(s) * b * h
+    if recompute == "full":
+        return 2.0 * sbh
+    return sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
+
+
+def recompute_flops_ratio(model) -> float:
+    r"""Training FLOPs with full activation recomputation over those without.
+
+    Recomputation runs every layer's forward once more inside the backward pass:
+    :math:`(F + B + F) / (F + B)` with :math:`F, B` from
+    :meth:`course_lib.models.MLP.flops_per_sample`. A transformer (backward = 2 x
+    forward) goes from 3 to 4 forward passes: 4/3, 33 % more compute; the running
+    example skips the first layer's input gradient, so its ratio is a little higher.
+
+    Examples
+    --------
+    >>> f = MLP((64, 32, 10)).flops_per_sample()
+    >>> recompute_flops_ratio(MLP((64, 32, 10))) == (f["total"] + f["forward"]) / f["total"]
+    True
+    >>> round(recompute_flops_ratio(MLP((4096,) * 9)), 4)   # 8 equal layers: (8 + 15 + 8) / (8 + 15)
+    1.3478
+    """
+    flops = _check_model(model).flops_per_sample()
+    return (flops["total"] + flops["forward"]) / flops["total"]
+
+
+# ------------------------------------------------------------------ devices
+@dataclass(frozen=True)
+class DeviceFit:
+    """Model states (+ activations) on one device of ``data/hardware.csv``: does it fit?"""
+
+    device: str
+    """The device's name."""
+    capacity: float
+    """Device memory, bytes."""
+    states: ModelStates
+    activations: float
+    """Activation bytes assumed on the device."""
+
+    @property
+    def total(self) -> float:
+        return self.states.total + self.activations
+
+    @property
+    def fits(self) -> bool:
+        return self.total <= self.capacity
+
+    @property
+    def verdict(self) -> str:
+        """``"fits"`` or ``"does not fit"``."""
+        return "fits" if self.fits else "does not fit"
+
+
+def _device_memory(device_id: str, hardware: Sequence) -> tuple[str, float]:
+    from .cost import find_row
+    from .datasets import HardwareDevice
+
+    rows = check_sequence(hardware, "hardware", HardwareDevice, "a HardwareDevice (load_hardware())")
+    device = find_row(rows, device_id, "device_id", "device_id")
+    if device.memory_gb is None:
+        raise ValueError(f"device_id must name a device with a memory size; {device_id!r} has none")
+    return device.device, device.memory_gb * 1e9
+
+
+def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *, hardware: Sequence,
+               activation_bytes: float = 0.0, **byte_sizes: float) -> DeviceFit:
+    """Whether the model states of ``n_params`` parameters (+ activations) fit on a device.
+
+    The states are :func:`model_state_bytes` (``byte_sizes``: its ``param_bytes``,
+    ``grad_bytes``, ``optimizer_bytes``) for ``devices`` data-parallel devices and ZeRO
+    stage ``zero_stage``; the capacity is the device's ``memory_gb`` in
+    ``data/hardware.csv`` (``hardware = load_hardware()``). Workspace and framework
+    overheads are not counted.
+
+    Examples
+    --------
+    >>> from course_lib.datasets import load_hardware
+    >>> fit = device_fit(7.5e9, 64, 0, "a100_sxm_80gb", hardware=load_hardware())
+    >>> fit.verdict, round(fit.total / 1e9), fit.capacity / 1e9
+    ('does not fit', 120, 80.0)
+    >>> device_fit(7.5e9, 64, 1, "a100_sxm_80gb", hardware=load_hardware()).verdict
+    'fits'
+    """
+    name, capacity = _device_memory(device_id, hardware)
+    unknown = set(byte_sizes) - {"param_bytes", "grad_bytes", "optimizer_bytes"}
+    if unknown:
+        raise TypeError(f"byte_sizes must be param_bytes, grad_bytes or optimizer_bytes, got {sorted(unknown)}")
+    states = model_state_bytes(n_params, devices, zero_stage, **byte_sizes)
+    return DeviceFit(name, capacity, states, check_positive(activation_bytes, "activation_bytes", allow_zero=True))
+
+
+# ------------------------------------------------------------------ Megatron-LM
+def megatron_params(layers: int, hidden: int, *, vocab_size: int = 51200, seq_length: int = 2048) -> float:
+    r"""Parameters of a GPT model, Narayanan et al. 2021, equation (2).
+
+    .. math:: P = 12 l h^2 \left(1 + \frac{13}{12h} + \frac{V + s}{12 l h}\right)
+
+    :math:`12h^2 + 13h` per layer (attention and a 4h-wide MLP with biases, two layer
+    norms), the token embedding :math:`Vh` and the position embedding :math:`sh`.
+
+    Examples
+    --------
+    >>> round(megatron_params(128, 25600) / 1e9, 1)   # Table 1: 1008.0 billion
+    1008.0
+    """
+    l_ = check_int(layers, "layers", 1, 2**20)
+    h = check_int(hidden, "hidden", 1, 2**30)
+    v = check_int(vocab_size, "vocab_size", 1, 2**40)
+    s = check_int(seq_length, "seq_length", 1, 2**40)
+    return 12.0 * l_ * h * h * (1.0 + 13.0 / (12.0 * h) + (v + s) / (12.0 * l_ * h))
+
+
+def megatron_iteration_flops(batch_size: int, layers: int, hidden: int, *, vocab_size: int = 51200,
+                             seq_length: int = 2048) -> float:
+    r"""FLOPs of one training iteration, Narayanan et al. 2021, equation (3).
+
+    .. math:: F = 96 B s l h^2 \left(1 + \frac{s}{6h} + \frac{V}{16 l h}\right)
+
+    GEMMs only, counted as the paper does WITH activation recomputation: forward,
+    backward (2 x forward) and the recomputed forward of every layer, 4 x (24 B s h^2 +
+    4 B s^2 h) per layer, plus the logit layer's forward and backward, 6 B s h V (it is
+    not recomputed).
+
+    Examples
+    --------
+    >>> f = megatron_iteration_flops(3072, 128, 25600)
+    >>> round(f / (3072 * 163e12), 1)                   # seconds per iteration at 163 TFLOP/s
+    102.6
+    """
+    b = check_int(batch_size, "batch_size", 1, 2**40)
+    l_ = check_int(layers, "layers", 1, 2**20)
+    h = check_int(hidden, "hidden", 1, 2**30)
+    v = check_int(vocab_size, "vocab_size", 1, 2**40)
+    s = check_int(seq_length, "seq_length", 1, 2**40)
+    return 96.0 * b * s * l_ * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l_ * h))
+
+
+@dataclass(frozen=True)
+class MegatronEstimate:
+    """One row of ``data/megatron_configs.csv`` recomputed (bytes, seconds; per GPU)."""
+
+    config: Any
+    """The :class:`course_lib.datasets.MegatronConfig` row."""
+    params: float
+    """Equation (2)."""
+    data_parallel: int
+    """d = GPUs / (t p)."""
+    micro_batches: int
+    """Micro-batches per replica and iteration: B / (d b)."""
+    states: ModelStates
+    """Mixed-precision Adam (16 bytes per parameter), ``params / (t p)`` per GPU, no ZeRO."""
+    activations: float
+    """First pipeline stage, no recomputation (Korthikanti et al., Section 4)."""
+    activations_recompute: float
+    """First pipeline stage, full recomputation: the stored layer inputs plus one layer recomputed."""
+    capacity: float
+    """GPU memory, bytes."""
+    flops_per_iteration: float
+    """Equation (3)."""
+    iteration_time: float
+    """Equation (3) / (GPUs x achieved FLOP/s per GPU)."""
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.config.batch_size * self.config.sequence_length / self.iteration_time
+
+    @property
+    def fits(self) -> bool:
+        """States + activations without recomputation fit in the GPU's memory."""
+        return self.states.total + self.activations <= self.capacity
+
+    @property
+    def fits_with_recompute(self) -> bool:
+        return self.states.total + self.activations_recompute <= self.capacity
+
+
+def megatron_estimate(config, *, hardware: Sequence) -> MegatronEstimate:
+    r"""Recompute a configuration of Narayanan et al. 2021, Table 1 (``data/megatron_configs.csv``).
+
+    Parameters from equation (2); model states (mixed-precision Adam, :func:`model_state_bytes`)
+    split over the :math:`t p` GPUs of one model replica; activations of the first
+    pipeline stage, which holds :math:`\min(p, m)` micro-batches in flight (1F1B) of its
+    :math:`l / p` layers, each :func:`transformer_activation_bytes`; with the interleaved
+    schedule (``layers_per_virtual_stage``, :math:`v` chunks per GPU) times
+    :math:`1 + (p - 1)/(p v)` (Korthikanti et al., Section 4.2.3). Embedding and output
+    layers are left out (small). Time: equation (3) over GPUs x achieved TFLOP/s.
+
+    Examples
+    --------
+    >>> from course_lib.datasets import load_hardware, load_megatron_configs
+    >>> one_t = [c for c in load_megatron_configs() if c.model == "1T"][0]
+    >>> est = megatron_estimate(one_t, hardware=load_hardware())
+    >>> round(est.params / 1e9, 1), est.fits, est.fits_with_recompute
+    (1008.0, False, True)
+    """
+    from .datasets import MegatronConfig
+
+    c = check_type(config, "config", MegatronConfig, "a MegatronConfig (load_megatron_configs())")
+    _, capacity = _device_memory(c.device_id, hardware)
+    t, p, b = c.tensor_parallel, c.pipeline_parallel, c.micro_batch_size
+    params = megatron_params(c.layers, c.hidden_size, vocab_size=c.vocab_size, seq_length=c.sequence_length)
+    d = c.gpus // (t * p)
+    m = c.batch_size // (d * b)
+    per_stage = c.layers // p
+    chunks = per_stage // c.layers_per_virtual_stage if c.layers_per_virtual_stage else 1
+    factor = 1.0 + (p - 1) / (p * chunks) if c.layers_per_virtual_stage else 1.0
+    held = min(p, m) * per_stage * factor  # layer activations the first stage holds
+    layer = transformer_activation_bytes(c.sequence_length, b, c.hidden_size, c.attention_heads, tensor=t)
+    inputs = transformer_activation_bytes(c.sequence_length, b, c.hidden_size, c.attention_heads,
+                                          tensor=t, recompute="full")
+    flops = megatron_iteration_flops(c.batch_size, c.layers, c.hidden_size, vocab_size=c.vocab_size,
+                                     seq_length=c.sequence_length)
+    return MegatronEstimate(
+        config=c,
+        params=params,
+        data_parallel=d,
+        micro_batches=m,
+        states=model_state_bytes(params / (t * p)),
+        activations=held * layer,
+        activations_recompute=held * inputs + layer,
+        capacity=capacity,
+        flops_per_iteration=flops,
+        iteration_time=flops / (c.gpus * c.achieved_tflops_per_gpu * 1e12),
+    )
