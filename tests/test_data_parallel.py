@@ -331,3 +331,17 @@ def test_benchmark_runs_and_reports_targets(capsys):
     out = capsys.readouterr().out
     assert "shared memory, 2 workers" in out and "pipes, 2 workers" in out
     assert "target S(2) >= 1.5" in out
+
+
+def test_zero_exercise_accepts_the_answer_and_names_the_stages():
+    from course_lib.exercises import ch05 as ex
+    from course_lib.memory import model_state_bytes
+
+    g = ex.EX7_ZERO
+    right = (2 + (2 + 12) / 32) * 13e9 / 1e9  # by hand: 31.6875 GB
+    assert ex.ex7_zero_gb(right).correct and abs(right - 31.6875) < 1e-12
+    assert model_state_bytes(g["n_params"], g["devices"], 2).total / 1e9 == right
+    assert "stage 0" in ex.ex7_zero_gb(208).message
+    assert "stage 1" in ex.ex7_zero_gb(56.875).message
+    assert "stage 3" in ex.ex7_zero_gb(6.5).message
+    assert not ex.ex7_zero_gb("thirty").correct

@@ -18,6 +18,7 @@ from . import Result, check, checker
 
 __all__ = [
     "EX6_SETUP",
+    "EX7_ZERO",
     "RUNNING_EXAMPLE",
     "ex1_shard_size",
     "ex2_karp_flatt",
@@ -25,6 +26,7 @@ __all__ = [
     "ex4_ps_crossover",
     "ex5_mean_of_means",
     "ex6_ring_allreduce_ms",
+    "ex7_zero_gb",
 ]
 
 #: The model of the measurements and the benchmark: MLP 784-1024-10, float32.
@@ -156,3 +158,31 @@ def ex6_ring_allreduce_ms(answer) -> Result:
             _ex6_expected() / 2: "That is half: a reduce-scatter only. Add the all-gather.",
         },
     )
+
+
+#: Exercise 7: a 13-billion-parameter model, mixed-precision Adam (2 + 2 + 12 bytes per
+#: parameter, the ZeRO paper's accounting), 32 data-parallel GPUs, ZeRO stage 2.
+EX7_ZERO = {"n_params": 13e9, "devices": 32, "zero_stage": 2}
+
+
+def ex7_zero_gb(answer) -> Result:
+    """GB (1e9 bytes) of model states per GPU for ``EX7_ZERO``."""
+    from ..memory import model_state_bytes
+
+    g = EX7_ZERO
+    per_stage = {k: model_state_bytes(g["n_params"], g["devices"], k).total / 1e9 for k in range(4)}
+    return check(
+        answer,
+        per_stage[g["zero_stage"]],
+        name="model states per GPU",
+        unit="GB",
+        hint="stage 2 keeps the 2-byte parameters whole and shards the 2-byte gradients and the "
+             "12 bytes of optimizer states over the 32 GPUs: (2 + (2 + 12) / 32) x 13e9 bytes.",
+        mistakes={
+            per_stage[0]: "That is plain data parallelism (stage 0): 16 bytes per parameter on every GPU.",
+            per_stage[1]: "That is stage 1: only the optimizer states are sharded; stage 2 shards the "
+                          "gradients too.",
+            per_stage[3]: "That is stage 3: it also shards the parameters.",
+        },
+    )
+
