@@ -49,7 +49,7 @@ TORCH_MISSING = (
 
 class ShmAllReduce:
     """Reduce-scatter + all-gather through shared memory; no master process (notebook 05,
-    "The all-reduce").
+    "Communication: pipes to one reducer vs shared memory").
 
     Every worker computes its gradient directly into its row of ``grads``; after a
     barrier worker ``r`` adds chunk ``r`` of all rows (in rank order) into
@@ -89,7 +89,7 @@ class ShmAllReduce:
 
 class PipeAllReduce:
     """The naive design: pickled gradients through pipes to rank 0, the sum sent back
-    (notebook 05, "The all-reduce")."""
+    (notebook 05, "Communication: pipes to one reducer vs shared memory")."""
 
     def __init__(self, wctx: WorkerContext, n: int, dtype, conns: list, barrier):
         check_type(wctx, "wctx", WorkerContext, "a WorkerContext")

@@ -503,7 +503,7 @@ class _Stage:
 
 
 def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
-    """One pipeline stage of one replica, in its own process (notebook 06, "Pipelines in processes").
+    """One pipeline stage of one replica, in its own process (notebook 06, "Model parallelism: split the layers").
 
     Every step: the schedule's forwards and backwards of this stage, each a timed
     operation; then (hybrid runs) the all-reduce of this stage's gradient with the same
