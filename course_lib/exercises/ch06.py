@@ -1,14 +1,17 @@
-"""Exercises of chapter 06 (model, pipeline and hybrid parallelism).
+"""Exercises of chapter 06 (model, pipeline, tensor and hybrid parallelism; memory).
 
-Expected values come from :mod:`course_lib.parallel.pipeline` and :mod:`course_lib.parallel.hybrid`.
+Expected values come from :mod:`course_lib.parallel.pipeline`, :mod:`course_lib.parallel.hybrid`,
+:mod:`course_lib.parallel.tensor` and :mod:`course_lib.memory`.
 The givens of each exercise are module constants, so the notebook can print them.
 """
 
 from __future__ import annotations
 
+from ..memory import transformer_activation_bytes
 from ..models import MLP
 from ..parallel.hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
 from ..parallel.pipeline_schedule import bubble_fraction, partition_layers, simulate_uniform
+from ..parallel.tensor import tensor_parallel_bytes
 from . import Result, check
 
 __all__ = [
@@ -16,12 +19,16 @@ __all__ = [
     "BUBBLE",
     "MEMORY",
     "MICRO_BATCHES",
+    "STAGE_ACTIVATIONS",
     "STASH",
+    "TENSOR_BYTES",
     "ex_best_split",
     "ex_bubble",
     "ex_memory_per_device",
     "ex_micro_batches",
+    "ex_stage_activations",
     "ex_stash",
+    "ex_tensor_bytes",
     "smallest_micro_batches",
 ]
 
@@ -40,6 +47,20 @@ BEST_SPLIT = {
     "devices": 16,
     "device_id": "v100_sxm2_32gb",
     "latency": 1e-5,
+}
+#: Givens of :func:`ex_tensor_bytes`: layer widths (float32), global batch, tensor-parallel workers.
+TENSOR_BYTES = {"sizes": (256, 2048, 2048, 2048, 2048, 1000), "batch_size": 64, "workers": 4}
+#: Givens of :func:`ex_stage_activations`: a GPT-3-shaped model (Korthikanti et al. 2023,
+#: 16-bit activations) on a t x p grid with the 1F1B schedule, no recomputation.
+STAGE_ACTIVATIONS = {
+    "seq_length": 2048,
+    "micro_batch": 1,
+    "hidden": 12288,
+    "heads": 96,
+    "layers": 96,
+    "tensor": 8,
+    "pipeline": 8,
+    "micro_batches": 32,
 }
 
 
@@ -158,5 +179,70 @@ def ex_best_split(answer) -> Result:
             (1, n): f"Pure pipelining: the {model.n_layers} layers do not split evenly into {n} "
             "stages (compare the compute bars) and the bubble grows with P; a small all-reduce "
             "between 2 replicas costs less.",
+        },
+    )
+
+
+def ex_tensor_bytes(answer) -> Result:
+    """MB (1e6 bytes) carried by the activation all-reduces of one tensor-parallel step."""
+    g = TENSOR_BYTES
+    model = MLP(g["sizes"])
+    batch, item, sizes = g["batch_size"], model.dtype.itemsize, model.sizes
+    expected = tensor_parallel_bytes(model, batch) / 1e6
+    pairs = range(0, model.n_layers - 1, 2)
+    forward = batch * item * sum(sizes[i + 2] for i in pairs) / 1e6
+    return check(
+        answer,
+        expected,
+        name="all-reduce payload per step",
+        unit="MB",
+        rtol=5e-3,
+        hint="per pair of layers (0, 1), (2, 3): one all-reduce of the pair's output in the forward "
+        "pass and one of its input gradient in the backward pass; batch x width x 4 bytes each.",
+        mistakes={
+            forward: "That is the forward pass only. The backward pass all-reduces the input gradient "
+            "of every pair but the first (the f operator).",
+            expected + batch * item * sizes[0] / 1e6: "The first pair's input is the data: it needs no "
+            "gradient, so the backward pass skips that all-reduce.",
+            expected + batch * item * sizes[-1] / 1e6: "The unpaired last layer is replicated: every "
+            "worker computes the logits whole, so there is nothing to add up.",
+            expected / g["workers"]: "The payload does not shrink with the workers: every worker "
+            "contributes a partial sum as wide as the whole activation.",
+            model.n_params * item / 1e6: "That is the gradient payload of data parallelism. Tensor "
+            "parallelism all-reduces activations, not weight gradients.",
+        },
+    )
+
+
+def ex_stage_activations(answer) -> Result:
+    """GB of activations on the first pipeline stage at its peak (1F1B, no recomputation)."""
+    g = STAGE_ACTIVATIONS
+    s, b, h, a = g["seq_length"], g["micro_batch"], g["hidden"], g["heads"]
+    t, p, layers, m = g["tensor"], g["pipeline"], g["layers"], g["micro_batches"]
+
+    def stage(held: int, tensor: int = t, recompute: str = "none") -> float:
+        per_layer = transformer_activation_bytes(s, b, h, a, tensor=tensor, recompute=recompute)
+        return held * (layers // p) * per_layer / 1e9
+
+    expected = stage(min(p, m))
+    return check(
+        answer,
+        expected,
+        name="activations of the first stage",
+        unit="GB",
+        rtol=1e-2,
+        hint="one layer holds sbh (10 + 24/t + 5as/(ht)) bytes per micro-batch; under 1F1B the first "
+        "stage holds p micro-batches of its l/p layers.",
+        mistakes={
+            stage(min(p, m), tensor=1): "That leaves out the tensor split: with t devices per layer "
+            "the 24 sbh and the attention scores are divided by t (the 10 sbh are not).",
+            stage(m): "That is GPipe, which holds all M micro-batches. Under 1F1B the first stage "
+            "holds at most p of them.",
+            stage(1): "That is one micro-batch. The first stage of a 1F1B pipeline holds p "
+            "micro-batches at its peak.",
+            stage(min(p, m), recompute="full"): "That is with full recomputation (2 sbh per layer); "
+            "the question asks without it.",
+            stage(min(p, m), tensor=1) / t: "That divides every term by t. The 10 sbh of layer-norm "
+            "and dropout inputs and of the first linear layers' inputs stay whole on every device.",
         },
     )

@@ -1,4 +1,4 @@
-"""Figures of chapter 05, part 2: pipeline timelines (Gantt charts), bubbles, hybrid grids."""
+"""Figures of chapter 06: pipeline timelines (Gantt charts), bubbles, hybrid grids."""
 
 from __future__ import annotations
 

@@ -1,0 +1,106 @@
+"""Exercises 6 and 7 of chapter 06 (tensor parallelism, activation memory).
+
+The expected values come from the library; these tests check them against the
+formulas by hand, that every known mistake gets its own explanation, and that the
+notebook's statements give the learner the checkers' givens.
+"""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from course_lib.exercises import ch06 as ex
+from course_lib.models import MLP
+
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "06_model_parallelism.ipynb"
+
+
+# ------------------------------------------------------------------ exercise 6
+def test_tensor_bytes_accepts_the_hand_count():
+    g = ex.TENSOR_BYTES
+    s, batch = g["sizes"], g["batch_size"]
+    # pairs (0, 1) and (2, 3); layer 4 is replicated. Forward: outputs of both pairs;
+    # backward: the input gradient of the second pair only (the first pair's input is the data).
+    by_hand = batch * 4 * (s[2] + s[4] + s[2]) / 1e6
+    assert ex.ex_tensor_bytes(by_hand).correct
+    assert ex.ex_tensor_bytes(round(by_hand, 2)).correct  # three significant digits will do
+
+
+@pytest.mark.parametrize(
+    ("wrong", "phrase"),
+    [
+        (lambda s, b: b * 4 * (s[2] + s[4]), "forward pass only"),
+        (lambda s, b: b * 4 * (s[2] + s[4] + s[2] + s[0]), "needs no gradient"),
+        (lambda s, b: b * 4 * (s[2] + s[4] + s[2] + s[5]), "replicated"),
+        (lambda s, b: b * 4 * (s[2] + s[4] + s[2]) / ex.TENSOR_BYTES["workers"], "does not shrink"),
+        (lambda s, b: MLP(s).n_params * 4, "data parallelism"),
+    ],
+)
+def test_tensor_bytes_names_the_usual_mistakes(wrong, phrase):
+    g = ex.TENSOR_BYTES
+    result = ex.ex_tensor_bytes(wrong(g["sizes"], g["batch_size"]) / 1e6)
+    assert not result.correct and phrase in result.message
+
+
+# ------------------------------------------------------------------ exercise 7
+def _sbh_units(tensor):
+    g = ex.STAGE_ACTIVATIONS
+    a, s, h = g["heads"], g["seq_length"], g["hidden"]
+    return 10 + 24 / tensor + 5 * a * s / (h * tensor)  # Korthikanti et al., section 4
+
+
+def test_stage_activations_accepts_the_hand_count():
+    g = ex.STAGE_ACTIVATIONS
+    sbh = g["seq_length"] * g["micro_batch"] * g["hidden"]
+    held = min(g["pipeline"], g["micro_batches"])  # 1F1B: p micro-batches on the first stage
+    by_hand = held * g["layers"] // g["pipeline"] * sbh * _sbh_units(g["tensor"]) / 1e9
+    assert _sbh_units(g["tensor"]) == 23  # 10 + 24/8 + 10
+    assert ex.ex_stage_activations(by_hand).correct
+    assert ex.ex_stage_activations(round(by_hand, 1)).correct
+
+
+@pytest.mark.parametrize(
+    ("factor", "phrase"),
+    [
+        (lambda g: g["pipeline"] * _sbh_units(1), "tensor split"),
+        (lambda g: g["micro_batches"] * _sbh_units(g["tensor"]), "GPipe"),
+        (lambda g: _sbh_units(g["tensor"]), "one micro-batch"),
+        (lambda g: g["pipeline"] * 2, "full recomputation"),
+        (lambda g: g["pipeline"] * _sbh_units(1) / g["tensor"], "divides every term"),
+    ],
+)
+def test_stage_activations_names_the_usual_mistakes(factor, phrase):
+    g = ex.STAGE_ACTIVATIONS
+    sbh = g["seq_length"] * g["micro_batch"] * g["hidden"]
+    wrong = factor(g) * g["layers"] // g["pipeline"] * sbh / 1e9
+    result = ex.ex_stage_activations(wrong)
+    assert not result.correct and phrase in result.message
+
+
+# ------------------------------------------------------------------ the notebook
+def _statements():
+    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+    out = {}
+    for cell in cells:
+        text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        match = re.match(r"### Exercise (\d+):", text)
+        if match:
+            out[int(match.group(1))] = text
+    return out
+
+
+def test_notebook_states_the_givens_of_exercises_6_and_7():
+    questions = _statements()
+    t, a = ex.TENSOR_BYTES, ex.STAGE_ACTIVATIONS
+    expected = {
+        6: [f"MLP({t['sizes']})", f"batch of {t['batch_size']}", f"{t['workers']} workers"],
+        7: [f"$s = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),
+            f"$a = {a['heads']}$", f"$l = {a['layers']}$", f"$b = {a['micro_batch']}$",
+            f"$t = {a['tensor']}$", f"$p = {a['pipeline']}$", f"$M = {a['micro_batches']}$"],
+    }
+    for number, phrases in expected.items():
+        assert number in questions, f"exercise {number} is missing"
+        for phrase in phrases:
+            assert phrase in questions[number], f"exercise {number} should state {phrase!r}"
