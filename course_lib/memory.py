@@ -4,7 +4,7 @@ A training step keeps two kinds of data on every device:
 
 * the **model states** (模型状态): parameters, their gradients and the optimizer states
   (优化器状态, e.g. Adam's momentum and variance). For mixed-precision Adam the ZeRO paper
-  counts :math:`2 + 2 + K` bytes per parameter with :math:`K = 12` (an fp32 copy of the
+  counts :math:`2 + 2 + K` bytes per parameter with :math:`k = 12` (an fp32 copy of the
   parameters, momentum, variance): :func:`model_state_bytes`. ZeRO (零冗余优化器) shards
   them over the :math:`N_d` data-parallel devices stage by stage.
 * the **activations** (激活) that the backward pass needs: for the running example
@@ -90,27 +90,27 @@ def model_state_bytes(
     *,
     param_bytes: float = 2.0,
     grad_bytes: float = 2.0,
-    optimizer_bytes: float = 12.0,
+    k: float = 12.0,
 ) -> ModelStates:
     r"""Bytes per device of parameters, gradients and optimizer states under ZeRO.
 
     With :math:`\Psi` parameters, :math:`N_d` data-parallel devices and
-    :math:`(p, g, K)` bytes per parameter (Rajbhandari et al. 2020, Figure 1 and
+    :math:`(p, g, k)` bytes per parameter (Rajbhandari et al. 2020, Figure 1 and
     Section 5), each device holds
 
     ========  ===================  ==================  ============================
     stage     parameters           gradients           optimizer states
     ========  ===================  ==================  ============================
-    0 (DP)    :math:`p\Psi`        :math:`g\Psi`       :math:`K\Psi`
-    1         :math:`p\Psi`        :math:`g\Psi`       :math:`K\Psi / N_d`
-    2         :math:`p\Psi`        :math:`g\Psi/N_d`   :math:`K\Psi / N_d`
-    3         :math:`p\Psi/N_d`    :math:`g\Psi/N_d`   :math:`K\Psi / N_d`
+    0 (DP)    :math:`p\Psi`        :math:`g\Psi`       :math:`k\Psi`
+    1         :math:`p\Psi`        :math:`g\Psi`       :math:`k\Psi / N_d`
+    2         :math:`p\Psi`        :math:`g\Psi/N_d`   :math:`k\Psi / N_d`
+    3         :math:`p\Psi/N_d`    :math:`g\Psi/N_d`   :math:`k\Psi / N_d`
     ========  ===================  ==================  ============================
 
     The defaults are the paper's mixed-precision Adam: fp16 parameters and gradients
-    (2 + 2 bytes) and :math:`K = 12` bytes of optimizer states (fp32 parameters,
+    (2 + 2 bytes) and :math:`k = 12` bytes of optimizer states (fp32 parameters,
     momentum, variance). The running example in float32 with SGD + momentum is
-    ``param_bytes=4, grad_bytes=4, optimizer_bytes=4``. Shards are exact fractions
+    ``param_bytes=4, grad_bytes=4, k=4``. Shards are exact fractions
     (the largest of an uneven split is at most one parameter more).
 
     Parameters
@@ -121,8 +121,8 @@ def model_state_bytes(
         :math:`N_d` >= 1, data-parallel devices that share the states.
     zero_stage : {0, 1, 2, 3}
         See :data:`ZERO_STAGES`.
-    param_bytes, grad_bytes, optimizer_bytes : float
-        Bytes per parameter of each kind, >= 0 (:math:`p, g, K`).
+    param_bytes, grad_bytes, k : float
+        Bytes per parameter of each kind, >= 0 (:math:`p, g, k`).
 
     Returns
     -------
@@ -143,7 +143,7 @@ def model_state_bytes(
     zero_stage = check_int(zero_stage, "zero_stage", 0, 3)
     p = check_positive(param_bytes, "param_bytes", allow_zero=True)
     g = check_positive(grad_bytes, "grad_bytes", allow_zero=True)
-    k = check_positive(optimizer_bytes, "optimizer_bytes", allow_zero=True)
+    k = check_positive(k, "k", allow_zero=True)
     return ModelStates(
         parameters=p * n_params / (devices if zero_stage >= 3 else 1),
         gradients=g * n_params / (devices if zero_stage >= 2 else 1),
@@ -340,7 +340,7 @@ def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *
     """Whether the model states of ``n_params`` parameters (+ activations) fit on a device.
 
     The states are :func:`model_state_bytes` (``byte_sizes``: its ``param_bytes``,
-    ``grad_bytes``, ``optimizer_bytes``) for ``devices`` data-parallel devices and ZeRO
+    ``grad_bytes``, ``k``) for ``devices`` data-parallel devices and ZeRO
     stage ``zero_stage``; the capacity is the device's ``memory_gb`` in
     ``data/hardware.csv`` (``hardware = load_hardware()``). Workspace and framework
     overheads are not counted.
@@ -355,9 +355,9 @@ def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *
     'fits'
     """
     name, capacity = _device_memory(device_id, hardware)
-    unknown = set(byte_sizes) - {"param_bytes", "grad_bytes", "optimizer_bytes"}
+    unknown = set(byte_sizes) - {"param_bytes", "grad_bytes", "k"}
     if unknown:
-        raise TypeError(f"byte_sizes must be param_bytes, grad_bytes or optimizer_bytes, got {sorted(unknown)}")
+        raise TypeError(f"byte_sizes must be param_bytes, grad_bytes or k, got {sorted(unknown)}")
     states = model_state_bytes(n_params, devices, zero_stage, **byte_sizes)
     return DeviceFit(name, capacity, states, check_positive(activation_bytes, "activation_bytes", allow_zero=True))
 

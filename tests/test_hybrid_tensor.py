@@ -50,7 +50,7 @@ def test_one_stage_split_over_two_devices_by_hand():
     c = hybrid.estimate_config(model, 64, 1, 1, micro_batches=1, tensor=2, **FAST)
     n = (8 * 8 + 8) + (8 * 16 + 16) + (16 * 4 + 4)
     assert n == 284 == hybrid.stage_params(model, (0, 3), 2)[0]
-    assert c.memory_params == model_state_bytes(n, param_bytes=4, grad_bytes=4, optimizer_bytes=0).total == 2272
+    assert c.memory_params == model_state_bytes(n, param_bytes=4, grad_bytes=4, k=0).total == 2272
     acts = mlp_activation_bytes(model, 64, tensor=2)
     assert acts == 64 * (8 + 8 + 16 + 4) * 4
     assert c.memory == 2272 + acts

@@ -26,7 +26,7 @@ def test_zero_paper_figure_1():
 
 
 def test_stages_shard_one_kind_more_each():
-    s = [mem.model_state_bytes(1000, 4, k, param_bytes=4, grad_bytes=4, optimizer_bytes=4) for k in range(4)]
+    s = [mem.model_state_bytes(1000, 4, k, param_bytes=4, grad_bytes=4, k=4) for k in range(4)]
     assert [(x.parameters, x.gradients, x.optimizer_states) for x in s] == [
         (4000, 4000, 4000), (4000, 4000, 1000), (4000, 1000, 1000), (1000, 1000, 1000)]
     assert "total=9 kB" in repr(s[1])
@@ -47,7 +47,7 @@ def test_every_stage_saves_and_one_device_saves_nothing(n, devices):
     (dict(n_params=10**400), "n_params"),
     (dict(n_params=1e9, zero_stage=4), "zero_stage"),
     (dict(n_params=1e9, devices=0), "devices"),
-    (dict(n_params=1e9, optimizer_bytes=-2), "optimizer_bytes"),
+    (dict(n_params=1e9, k=-2), r"^k must"),
 ])
 def test_model_state_bytes_rejects_bad_input(kwargs, match):
     with pytest.raises(ValueError, match=match):
@@ -163,7 +163,7 @@ def test_device_fit_uses_the_hardware_table():
     with_acts = mem.device_fit(7.5e9, 64, 1, "a100_sxm_80gb", hardware=HW, activation_bytes=50e9)
     assert with_acts.total == pytest.approx(81.40625e9) and not with_acts.fits
     sgd = mem.device_fit(1e9, 1, 0, "v100_sxm2_32gb", hardware=HW, param_bytes=4, grad_bytes=4,
-                         optimizer_bytes=4)
+                         k=4)
     assert sgd.total == 12e9 and sgd.fits
 
 
@@ -173,7 +173,7 @@ def test_device_fit_rejects_bad_input():
     with pytest.raises(ValueError, match="memory"):
         mem.device_fit(1e9, 1, 0, "xeon_8280_core", hardware=HW)  # no memory size in the table
     with pytest.raises(TypeError, match="byte_sizes"):
-        mem.device_fit(1e9, 1, 0, "a100_sxm_80gb", hardware=HW, k=12)
+        mem.device_fit(1e9, 1, 0, "a100_sxm_80gb", hardware=HW, optimizer_bytes=12)  # the keyword is k
     with pytest.raises(ValueError, match="activation_bytes"):
         mem.device_fit(1e9, 1, 0, "a100_sxm_80gb", hardware=HW, activation_bytes=-1.0)
 

@@ -39,7 +39,7 @@ def test_zero_figure_bars_and_verdict_are_computed(stage, verdict):
 
 def test_zero_figure_with_activations_and_sgd_bytes():
     fig = zero_memory_figure(1.0, 4, 2, "v100_sxm2_32gb", hardware=HW, activations_gb=20.0,
-                             param_bytes=4, grad_bytes=4, optimizer_bytes=4)
+                             param_bytes=4, grad_bytes=4, k=4)
     # stage 2: 4 GB parameters + 1 GB gradients + 1 GB optimizer state + 20 GB activations
     assert _tops(fig.axes[0])[2] == pytest.approx(26.0)
     assert "26 GB" in fig.axes[0].get_title() and fig.axes[0].get_title().endswith("fits")

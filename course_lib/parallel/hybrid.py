@@ -312,7 +312,7 @@ def estimate_config(
     allreduce = float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
 
     params_mem = np.array([model_state_bytes(n, param_bytes=item, grad_bytes=item,
-                                             optimizer_bytes=item * optimizer_states).total for n in n_params])
+                                             k=item * optimizer_states).total for n in n_params])
     act_mem = real.in_flight() * np.array([mlp_activation_bytes(_stage_model(model, lo, hi), mb, tensor=tensor)
                                            for lo, hi in zip(bounds[:-1], bounds[1:])])
     per_stage = params_mem + act_mem
