@@ -456,6 +456,10 @@ class MegatronConfig:
     device_id: str
     source: str
     note: str | None
+    train_tokens_billion: float | None = None
+    """Tokens of the paper's end-to-end training-time estimate (the 1T row only)."""
+    reported_train_days: float | None = None
+    """The training time the paper reports for that estimate, days."""
 
 
 def load_megatron_configs() -> tuple[MegatronConfig, ...]:
