@@ -141,3 +141,27 @@ def test_summary_quiz_questions_state_the_checkers_inputs():
     for number, phrases in expected.items():
         for phrase in phrases:
             assert phrase in questions[number], f"exercise {number} should state {phrase!r}"
+
+
+_VERDICT_IN_PROSE = re.compile(r"(faster|slower) than serial\b|\b\d+(\.\d+)?\s*(x|×) (faster|slower)\b", re.I)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_measured_comparisons_are_printed_not_typed(path):
+    """A measured comparison ("1.4x faster", "slower than serial") belongs in a cell's
+    output, computed (timing.compare), never in prose: an outside read found prose
+    contradicting the outputs two cells above it."""
+    for i, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] == "markdown":
+            hit = _VERDICT_IN_PROSE.search(_source(cell))
+            assert hit is None, f"{path.name} cell {i}: typed verdict {hit.group(0)!r}"
+
+
+def test_the_comparison_table_is_cited_by_its_section():
+    """The source's table of schemes is numbered 表6-3-1 but stands in section 6.2.4: every
+    mention of the number names the section too."""
+    texts = [(p.name, _source(c)) for p in NOTEBOOKS for c in _load(p)["cells"]]
+    texts += [(str(p.relative_to(ROOT)), p.read_text()) for p in sorted((ROOT / "course_lib").rglob("*.py"))]
+    for name, text in texts:
+        for m in re.finditer("6-3-1", text):
+            assert "6.2.4" in text[max(0, m.start() - 200) : m.end() + 50], f"{name}: 6-3-1 without 6.2.4"

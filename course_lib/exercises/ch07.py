@@ -55,7 +55,7 @@ Q5 = {"compute_s": 0.5, "devices": 64, "bandwidth": 100e9, "latency": 10e-6,
 Q6_CONV1 = {"batch": 32, "image": 224, "kernel": 7, "stride": 2, "c_in": 3, "c_out": 64, "padding": 3}
 #: Question 7: a 1F1B pipeline.
 Q7 = {"stages": 6, "micro_batches": 24}
-#: Question 8: the chapter's table 6-3-1 for a deeper running example on 4 devices.
+#: Question 8: the table of the source's section 6.2.4 (表6-3-1) for a deeper running example on 4 devices.
 Q8 = {"sizes": (64, 1024, 1024, 1024, 10), "batch_size": 4096, "devices": 4}
 
 
@@ -177,7 +177,7 @@ def ex7_1f1b_bubble(answer) -> Result:
 
 
 def ex8_more_traffic(answer) -> Result:
-    """Which scheme's busiest device sends more bytes per step in table 6-3-1 for :data:`Q8`:
+    """Which scheme's busiest device sends more bytes per step in the table of section 6.2.4 (表6-3-1) for :data:`Q8`:
     ``"data parallel"`` or ``"model parallel"``?"""
     table = scheme_comparison(MLP(Q8["sizes"]), Q8["batch_size"], Q8["devices"])
     _, data, model = table.traffic_per_device

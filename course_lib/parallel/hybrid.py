@@ -554,7 +554,7 @@ def _human(v: float, unit: str) -> str:
 
 
 def scheme_comparison(model, batch_size: int, devices: int) -> SchemeComparison:
-    """The chapter's table 6-3-1 (non-parallel / data / model parallel) for ``model``.
+    """The table of the source's section 6.2.4, 表6-3-1 (non-parallel / data / model parallel) for ``model``.
 
     Parameters
     ----------
