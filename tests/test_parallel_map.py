@@ -166,7 +166,10 @@ def test_measure_parallel_speedup_fields():
     assert m.max_abs_difference < 1e-5
     assert m.cores == available_cores() and m.start_method == FAST
     table = m.table().splitlines()
-    assert len(table) == 4 and table[1].startswith("ser")
+    assert len(table) == 5 and table[1].startswith("ser") and "Tser/T(N)" in table[0]
+    np.testing.assert_allclose(m.speedup_of_medians, m.serial_seconds / m.seconds)
+    for row, by_def, paired in zip(table[2:4], m.speedup_of_medians, m.speedup, strict=True):
+        assert row.split()[2:4] == [f"{by_def:.2f}", f"{paired:.2f}"]  # both statistics, named
     assert mp.active_children() == []
 
 
