@@ -194,10 +194,11 @@ class CNN:
         gw, gb = self.layer(grad, i)
         if i < self.n_conv:
             dz = grad_out * (a_out > 0)
-            gx, gw_i, gb_i = conv2d_backward(dz, a_in, w, stride=self.strides[i], padding=self.padding)
+            gx, gw_i, gb_i = conv2d_backward(dz, a_in, w, stride=self.strides[i], padding=self.padding,
+                                             input_grad=need_input_grad)
             gw += gw_i
             gb += gb_i
-            return gx if need_input_grad else None
+            return gx
         flat_in = a_in.reshape(a_in.shape[0], -1)
         gw += flat_in.T @ grad_out
         gb += grad_out.sum(axis=0)
@@ -215,15 +216,17 @@ class CNN:
 
         A convolution is one GEMM per sample (the im2col view): H_out * W_out * C_out *
         C_in * k * k multiply-accumulates (:func:`course_lib.cost.conv2d_macs`), 1 MAC =
-        2 FLOPs; the linear layer costs features * classes MACs. Backward: the weight
-        gradient and the input gradient of EVERY layer (``conv2d_backward`` also returns
-        the first layer's input gradient, which training does not need), so backward
-        is exactly twice the forward cost. Bias, ReLU and softmax are left out.
+        2 FLOPs; the linear layer costs features * classes MACs. Backward, counted as
+        :meth:`course_lib.models.MLP.flops_per_sample` and
+        :func:`course_lib.dataflow.training_graph` count it: the weight gradient of every
+        layer and the input gradient of every layer but the first (training needs no
+        gradient of the images, and ``conv2d_backward(input_grad=False)`` skips it), so
+        backward is a little under twice the forward. Bias, ReLU and softmax are left out.
 
         Examples
         --------
-        >>> CNN().flops_per_sample()      # 2 * (4608 + 18432 + 2560) MACs forward
-        {'forward': 51200, 'backward': 102400, 'total': 153600}
+        >>> CNN().flops_per_sample()      # forward 2 * (4608 + 18432 + 2560) MACs
+        {'forward': 51200, 'backward': 93184, 'total': 144384}
         """
         macs = []
         k2 = self.kernel_size**2
@@ -231,7 +234,8 @@ class CNN:
             macs.append(ho * wo * c_out * c_in * k2)
         macs.append(math.prod(self.feature_shapes[-1]) * self.n_classes)
         forward = 2 * sum(macs)
-        return {"forward": forward, "backward": 2 * forward, "total": 3 * forward}
+        backward = forward + 2 * sum(macs[1:])  # weight gradients + input gradients but the first
+        return {"forward": forward, "backward": backward, "total": forward + backward}
 
     # --------------------------------------------------------------- checking
     _check_flat = MLP._check_flat

@@ -589,7 +589,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
     return out
 
 
-def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups=1):
+def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups=1, *, input_grad=True):
     """Gradients of :func:`conv2d` with respect to its input, weight and bias.
 
     Parameters
@@ -598,11 +598,14 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
         Gradient of the loss with respect to the output, (N, C_out, H_out, W_out).
     x, weight, stride, padding, dilation, groups
         The arguments of the forward call.
+    input_grad : bool
+        Whether to compute ``grad_x`` (a network's first layer needs none: False skips
+        its GEMM and col2im, a third of the backward work, and returns None).
 
     Returns
     -------
-    grad_x : numpy.ndarray
-        (N, C_in, H, W) = col2im(W^T @ grad_out), per group.
+    grad_x : numpy.ndarray or None
+        (N, C_in, H, W) = col2im(W^T @ grad_out), per group; None if not ``input_grad``.
     grad_weight : numpy.ndarray
         (C_out, C_in / groups, kh, kw) = sum over samples of grad_out @ im2col(x)^T.
     grad_bias : numpy.ndarray
@@ -635,6 +638,8 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
         raise ValueError(f"grad_out must have the output shape {expected}, got {grad_out.shape}")
     if grad_out.dtype not in (np.float32, np.float64):
         raise TypeError(f"grad_out must have dtype float32 or float64, got {grad_out.dtype}")
+    if not isinstance(input_grad, (bool, np.bool_)):
+        raise TypeError(f"input_grad must be True or False, got {input_grad!r}")
     grad_out = np.ascontiguousarray(grad_out, dtype=x.dtype)
     L, cg_out, k_g = g.ho * g.wo, c_out // groups, g.rows // groups
     grad_x = np.empty(x.shape, dtype=x.dtype)
@@ -642,7 +647,7 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
     grad_b = grad_out.sum(axis=(0, 2, 3))
     if grad_out.size == 0 or x.size == 0:
         grad_x.fill(0)
-        return grad_x, grad_w.reshape(weight.shape), grad_b
+        return grad_x if input_grad else None, grad_w.reshape(weight.shape), grad_b
     w_t = weight.reshape(groups, cg_out, k_g).transpose(0, 2, 1)  # (G, K_g, C_out_g)
     block = _sample_block(g, x.dtype.itemsize)
     blocks = _blocks(g.n, block)
@@ -671,16 +676,16 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
                 np.matmul(go, cols_g.transpose(0, 1, 3, 2), out=products[:b])
                 for sample in products[:b]:
                     acc += sample
-                # input gradient: col2im(W^T @ grad_out), reusing the column buffer
-                np.matmul(w_t, go, out=cols_g)
-                _col2im_into(cols[:b], g, grad_x[start:stop])
+                if input_grad:  # col2im(W^T @ grad_out), reusing the column buffer
+                    np.matmul(w_t, go, out=cols_g)
+                    _col2im_into(cols[:b], g, grad_x[start:stop])
 
         return work
 
     _run_units(chunks, _threads_for(g, 2 * grad_out.size * k_g, n_chunks), make_worker)
     for part in partial_w:
         grad_w += part
-    return grad_x, grad_w.reshape(weight.shape), grad_b
+    return grad_x if input_grad else None, grad_w.reshape(weight.shape), grad_b
 
 
 def conv2d_direct(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> np.ndarray:

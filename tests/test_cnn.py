@@ -104,7 +104,9 @@ def test_flops_per_sample_counted_with_the_cost_module():
         + conv2d_macs(6, 5, 5, (5, 5), stride=2, padding=2)
         + linear_macs(5 * 3 * 3, 10)
     )
-    assert model.flops_per_sample() == {"forward": 2 * macs, "backward": 4 * macs, "total": 6 * macs}
+    first = conv2d_macs(3, 4, 5, (10, 9), padding=2)  # the images need no input gradient
+    assert model.flops_per_sample() == {"forward": 2 * macs, "backward": 4 * macs - 2 * first,
+                                        "total": 6 * macs - 2 * first}
 
 
 @pytest.mark.parametrize(
@@ -142,3 +144,20 @@ def test_mlp_is_unchanged_by_the_cnn_section():
     mlp = MLP((64, 32, 10))
     assert mlp.flops_per_sample() == {"forward": 4736, "backward": 5376, "total": 10112}
     assert CNN.forward is MLP.forward and CNN.backward is MLP.backward
+
+
+def test_cnn_mlp_and_dataflow_graph_count_the_backward_pass_the_same_way():
+    """Backward = weight gradients of every layer + input gradients of every layer but the
+    first, in the CNN's and the MLP's FLOP counts and in the data-flow graph's operators."""
+    from course_lib.dataflow import training_graph
+    from course_lib.models import MLP
+
+    for model, kinds in ((CNN(), ("conv", "conv", "linear")), (MLP((64, 32, 16, 10)), ("linear",) * 3)):
+        f = model.flops_per_sample()
+        macs_first = f["forward"] - (f["backward"] - f["forward"])  # forward minus input grads
+        graph = training_graph([(f"l{i}", k) for i, k in enumerate(kinds)])
+        inputs = [op for op in graph.ops if op.kind == "grad_input"]
+        assert len(inputs) == len(kinds) - 1 and "d_in:l0" not in {op.name for op in inputs}
+        assert f["forward"] < f["backward"] < 2 * f["forward"]
+        assert f["total"] == f["forward"] + f["backward"] and macs_first > 0
+    assert CNN().flops_per_sample()["backward"] == 2 * (4608 + 18432 + 2560) + 2 * (18432 + 2560)

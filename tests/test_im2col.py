@@ -463,3 +463,17 @@ def test_chapter_04_exercises_accept_hand_derived_answers_and_explain_mistakes()
     assert "dense" in ex.ex4_depthwise_macs(12544 * 576 * 64).message
     assert ex.ex5_critical_path(8).correct and not ex.ex5_critical_path(12).correct
     assert "not answered" in ex.ex3_macs(None).message
+
+
+def test_backward_without_the_input_gradient_gives_the_same_weight_gradients():
+    """A first layer needs no input gradient: input_grad=False skips it (None) and leaves
+    the weight and bias gradients bit for bit as they were."""
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((3, 4, 7, 6)), rng.standard_normal((6, 2, 3, 3))
+    g = rng.standard_normal(conv2d(x, w, None, 2, 1, 1, 2).shape)
+    full = conv2d_backward(g, x, w, 2, 1, 1, 2)
+    gx, gw, gb = conv2d_backward(g, x, w, 2, 1, 1, 2, input_grad=False)
+    assert gx is None and full[0] is not None
+    assert np.array_equal(gw, full[1]) and np.array_equal(gb, full[2])
+    with pytest.raises(TypeError, match="input_grad"):
+        conv2d_backward(g, x, w, 2, 1, 1, 2, input_grad="no")
