@@ -69,7 +69,7 @@ def levers_figure():
     box(8.4, 1.6, 1.4, 1.3, r"$\eta$", COLORS[2], "parallel\nefficiency")
     ax.text(2.45, 1.2, "fixed by the problem\n(the model and the data)",
             ha="center", va="top", fontsize=9)
-    ax.text(5.75, 1.2, "Moore's law:\nslow to grow", ha="center", va="top", fontsize=9)
+    ax.text(5.75, 1.2, "grows with each\nchip generation", ha="center", va="top", fontsize=9)
     ax.text(8.1, 1.2, "where distributed\ntraining works",
             ha="center", va="top", fontsize=9, color=COLORS[2], fontweight="bold")
     for x, sym in ((2.4, r"$\times$"), (4.8, "/"), (6.6, r"$\times$"), (8.2, r"$\times$")):
