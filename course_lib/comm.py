@@ -83,7 +83,7 @@ def _args(nbytes, devices, bandwidth, latency):
 
 
 def ring_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
-    r"""Time of a ring all-reduce (环形全归约) of ``nbytes`` on ``devices`` devices.
+    r"""Time of a ring all-reduce (环形All-Reduce) of ``nbytes`` on ``devices`` devices.
 
     The buffer is cut into :math:`N` chunks; a reduce-scatter (:math:`N-1` steps) then
     an all-gather (:math:`N-1` steps) each move one chunk of :math:`m/N` bytes per

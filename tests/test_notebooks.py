@@ -165,3 +165,47 @@ def test_the_comparison_table_is_cited_by_its_section():
     for name, text in texts:
         for m in re.finditer("6-3-1", text):
             assert "6.2.4" in text[max(0, m.start() - 200) : m.end() + 50], f"{name}: 6-3-1 without 6.2.4"
+
+
+#: Chinese that is not a term: the source's section titles (quoted, not glossed) and the
+#: headings and interface words of the course itself.
+SOURCE_TITLES = {"分布式深度学习计算简介", "串行计算到并行计算的演进", "串行计算到并行计算", "并行计算加速定律",
+                 "分布式训练算法分类", "小结与讨论"}
+COURSE_WORDS = {"复习测验", "术语表", "勘误", "讨论", "参考文献", "中文"}
+_CJK = re.compile(r"[\u3400-\u9fff]+")
+
+
+def _glossed_prose(text: str) -> str:
+    """The prose whose Chinese must be glossary terms: without quotations (block quotes,
+    quoted strings), code, italic titles and figure/table numbers (图6-1-3, 表6-3-1)."""
+    text = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith(">"))
+    text = re.sub(r'"[^"]{0,160}"|“[^”]*”|「[^」]*」|`[^`]*`', " ", text)
+    text = re.sub(r"(?<!\*)\*(?!\*)[^*\n]+\*(?!\*)", " ", text)
+    return re.sub(r"[图表]\s?\d[\d\-.]*", " ", text)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_chinese_term_is_the_glossarys(path):
+    """One Chinese term per concept, and the glossary is its single source: every Chinese
+    word in a notebook's prose is a glossary term (or a source title or course heading)."""
+    from course_lib.datasets import load_glossary
+
+    terms = sorted({g.term_zh for g in load_glossary()} | SOURCE_TITLES | COURSE_WORDS, key=len, reverse=True)
+    for i, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        text = _glossed_prose(_source(cell))
+        for term in terms:
+            text = text.replace(term, " ")
+        left = _CJK.findall(text)
+        assert not left, f"{path.name} cell {i}: Chinese that is not the glossary's term: {left}"
+
+
+def test_the_glossary_check_catches_a_synonym():
+    """The check above can fail: a synonym of a glossary term is caught, a quotation is not."""
+    from course_lib.datasets import load_glossary
+
+    terms = {g.term_zh for g in load_glossary()}
+    assert "组合并行" in terms and "组合式并行" not in terms
+    assert _CJK.findall(_glossed_prose("hybrid parallelism (组合式并行)").replace("组合并行", ""))
+    assert not _CJK.findall(_glossed_prose('the source says "组合式并行"\n> 引文'))

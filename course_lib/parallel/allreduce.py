@@ -17,7 +17,7 @@ One interface, three implementations, used by the same worker step loop
 
 :class:`ShmAllReduce`
     Shared memory: worker ``r`` adds chunk ``r`` of every worker's gradient
-    (reduce-scatter, 规约-分散), then every worker reads all chunks (all-gather, 全收集).
+    (Reduce-Scatter), then every worker reads all chunks (All-Gather).
 :class:`PipeAllReduce`
     Pipes: every worker pickles its gradient to rank 0, which adds and sends back.
 :class:`GlooAllReduce`

@@ -8,7 +8,7 @@ Every step of mini-batch SGD computes the gradient of the loss over a global bat
 
 Worker :math:`r` of :math:`N` holds a full replica of the parameters, computes
 :math:`g_r` on its shard (``loss_and_grad(..., reduction="sum")``), the workers add
-their :math:`g_r` with an **all-reduce** (全归约), and every worker applies the same
+their :math:`g_r` with an **all-reduce** (All-Reduce), and every worker applies the same
 update, so the replicas stay identical without ever sending parameters.
 
 Entry points (same arguments; ``workers`` only for the parallel ones):
@@ -20,8 +20,8 @@ Entry points (same arguments; ``workers`` only for the parallel ones):
     the bitwise reference of the parallel runs.
 :func:`train_data_parallel`
     ``N`` processes. ``backend="shm"``: all-reduce through shared memory as a
-    reduce-scatter (规约-分散; worker :math:`r` adds chunk :math:`r` of every
-    gradient) followed by an all-gather (全收集; every worker reads all reduced
+    reduce-scatter (Reduce-Scatter; worker :math:`r` adds chunk :math:`r` of every
+    gradient) followed by an all-gather (All-Gather; every worker reads all reduced
     chunks) - no master process. ``backend="pipe"``: the naive design, every worker
     pickles its whole gradient through a pipe to rank 0, which adds them and sends the
     sum back.

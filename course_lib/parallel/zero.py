@@ -4,9 +4,9 @@ optimizer state.
 Plain data parallelism keeps a full copy of everything on every worker: parameters,
 gradients and the optimizer state (for SGD with momentum one buffer as large as the
 parameters; for Adam two). ZeRO (Rajbhandari et al., SC 2020) removes the redundancy.
-Stage 1 shards the optimizer state: after the reduce-scatter (规约-分散) worker ``r``
+Stage 1 shards the optimizer state: after the reduce-scatter (Reduce-Scatter) worker ``r``
 holds chunk ``r`` of the summed gradient - exactly the chunk whose state it keeps - so
-it updates chunk ``r`` of the parameters alone and the all-gather (全收集) shares the
+it updates chunk ``r`` of the parameters alone and the all-gather (All-Gather) shares the
 new parameters. The traffic is that of one all-reduce, as before; the state per worker
 drops to ``1/N`` (:func:`course_lib.memory.model_state_bytes` counts it by formula).
 
