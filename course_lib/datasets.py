@@ -287,7 +287,8 @@ class HardwareDevice:
     """Dense matrix-unit peak at ``tensor_precision`` (no structured sparsity)."""
     tensor_precision: str | None
     memory_bandwidth_gb_s: float
-    memory_gb: float | None
+    memory_gib: float | None
+    """Memory capacity in GiB (2**30 bytes): a "32GB" V100 holds 32 GiB = 34.4e9 bytes."""
     link_bandwidth_gb_s: float | None
     """Device-to-device link (NVLink/NVSwitch), total over both directions."""
     sustained_fraction: float
@@ -312,6 +313,17 @@ class HardwareDevice:
     def sustained_tflops(self) -> float:
         """Typical sustained training throughput: ``sustained_fraction * peak_tflops``."""
         return self.sustained_fraction * self.peak_tflops
+
+    @property
+    def memory_bytes(self) -> float | None:
+        """:attr:`memory_gib` in bytes (None where the table gives no memory).
+
+        Examples
+        --------
+        >>> get_device("v100_sxm2_32gb").memory_bytes / 1e9
+        34.359738368
+        """
+        return None if self.memory_gib is None else self.memory_gib * 2**30
 
     @property
     def sustained_flops(self) -> float:

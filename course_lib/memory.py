@@ -330,9 +330,9 @@ def _device_memory(device_id: str, hardware: Sequence) -> tuple[str, float]:
 
     rows = check_sequence(hardware, "hardware", HardwareDevice, "a HardwareDevice (load_hardware())")
     device = find_row(rows, device_id, "device_id", "device_id")
-    if device.memory_gb is None:
+    if device.memory_bytes is None:
         raise ValueError(f"device_id must name a device with a memory size; {device_id!r} has none")
-    return device.device, device.memory_gb * 1e9
+    return device.device, device.memory_bytes
 
 
 def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *, hardware: Sequence,
@@ -341,15 +341,16 @@ def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *
 
     The states are :func:`model_state_bytes` (``byte_sizes``: its ``param_bytes``,
     ``grad_bytes``, ``k``) for ``devices`` data-parallel devices and ZeRO
-    stage ``zero_stage``; the capacity is the device's ``memory_gb`` in
-    ``data/hardware.csv`` (``hardware = load_hardware()``). Workspace and framework
+    stage ``zero_stage``; the capacity is the device's ``memory_bytes`` (``memory_gib`` in
+    ``data/hardware.csv``, ``hardware = load_hardware()``: an "80GB" A100 holds 80 GiB =
+    85.9e9 bytes). Workspace and framework
     overheads are not counted.
 
     Examples
     --------
     >>> from course_lib.datasets import load_hardware
     >>> fit = device_fit(7.5e9, 64, 0, "a100_sxm_80gb", hardware=load_hardware())
-    >>> fit.verdict, round(fit.total / 1e9), fit.capacity / 1e9
+    >>> fit.verdict, round(fit.total / 1e9), fit.capacity / 2**30
     ('does not fit', 120, 80.0)
     >>> device_fit(7.5e9, 64, 1, "a100_sxm_80gb", hardware=load_hardware()).verdict
     'fits'

@@ -126,7 +126,7 @@ def test_validator_reports_file_line_and_field(data_copy, name, line, field, val
 def test_validator_header_and_row_count(data_copy):
     path = data_copy / "hardware.csv"
     lines = path.read_text(encoding="utf-8").split("\n")
-    path.write_text("\n".join([lines[0].replace("memory_gb", "memory_GB")] + lines[1:]), encoding="utf-8")
+    path.write_text("\n".join([lines[0].replace("memory_gib", "memory_GiB")] + lines[1:]), encoding="utf-8")
     assert any("hardware.csv, line 1: header must be" in p for p in ds.validate_data(["hardware"]))
     path.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # 2 rows, schema asks >= 6
     assert ds.validate_data(["hardware"]) == [f"{path}: 2 data rows, expected between 6 and 50"]

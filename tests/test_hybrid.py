@@ -163,7 +163,7 @@ def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
 
 def test_device_parameters_from_the_hardware_table():
     p = hybrid.device_parameters("a100_sxm_80gb")
-    assert p["bandwidth"] == 300e9 and p["memory"] == 80e9
+    assert p["bandwidth"] == 300e9 and p["memory"] == 80 * 2**30
     assert p["device_flops"] == pytest.approx(0.52 * 312e12)
     with pytest.raises(ValueError, match="device_id"):
         hybrid.device_parameters("tpuv3_chip")  # no link bandwidth in the table

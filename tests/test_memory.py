@@ -157,11 +157,11 @@ def test_recompute_ratio_by_hand():
 # ------------------------------------------------------------------ devices
 def test_device_fit_uses_the_hardware_table():
     fit = mem.device_fit(7.5e9, 64, 0, "a100_sxm_80gb", hardware=HW)
-    assert fit.capacity == get_device("a100_sxm_80gb").memory_gb * 1e9 == 80e9
+    assert fit.capacity == get_device("a100_sxm_80gb").memory_bytes == 80 * 2**30  # "80GB" is GiB
     assert (fit.total, fit.fits, fit.verdict) == (120e9, False, "does not fit")
     assert mem.device_fit(7.5e9, 64, 1, "a100_sxm_80gb", hardware=HW).fits
-    with_acts = mem.device_fit(7.5e9, 64, 1, "a100_sxm_80gb", hardware=HW, activation_bytes=50e9)
-    assert with_acts.total == pytest.approx(81.40625e9) and not with_acts.fits
+    with_acts = mem.device_fit(7.5e9, 64, 1, "a100_sxm_80gb", hardware=HW, activation_bytes=55e9)
+    assert with_acts.total == pytest.approx(86.40625e9) and not with_acts.fits  # 80 GiB = 85.9e9 bytes
     sgd = mem.device_fit(1e9, 1, 0, "v100_sxm2_32gb", hardware=HW, param_bytes=4, grad_bytes=4,
                          k=4)
     assert sgd.total == 12e9 and sgd.fits
@@ -202,7 +202,7 @@ def test_parameter_count_matches_the_table(name):
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_recomputation_is_what_makes_every_row_fit_in_80_gb(name):
     est = mem.megatron_estimate(CONFIGS[name], hardware=HW)
-    assert est.capacity == 80e9
+    assert est.capacity == 80 * 2**30  # the A100 80GB: 80 GiB
     assert not est.fits  # without recomputation the activations overflow the A100 ...
     assert est.fits_with_recompute  # ... with it every configuration fits
     assert est.activations_recompute < est.activations / 5

@@ -32,7 +32,7 @@ def test_zero_figure_bars_and_verdict_are_computed(stage, verdict):
     assert np.allclose(_tops(ax), expected)  # 120, 31.4, 16.6, 1.9 GB
     fit = mem.device_fit(7.5e9, 64, stage, "a100_sxm_80gb", hardware=HW)
     assert fit.verdict == verdict and ax.get_title().endswith(": " + verdict)
-    assert [line.get_ydata()[0] for line in ax.get_lines()] == [80.0]  # the device's memory
+    assert [line.get_ydata()[0] for line in ax.get_lines()] == [80 * 2**30 / 1e9]  # the device's memory: 80 GiB in GB
     chosen = [p for p in ax.patches if p.get_alpha() == 1.0]
     assert {int(round(p.get_x() + p.get_width() / 2)) for p in chosen} == {stage}
 

@@ -85,12 +85,12 @@ def device_parameters(device_id: str = "v100_sxm2_32gb") -> dict[str, float]:
     --------
     >>> p = device_parameters("v100_sxm2_32gb")
     >>> p["bandwidth"], p["memory"]
-    (150000000000.0, 32000000000.0)
+    (150000000000.0, 34359738368.0)
     """
     from ..datasets import get_device
 
     dev = get_device(device_id)
-    if dev.link_bandwidth_gb_s is None or dev.memory_gb is None:
+    if dev.link_bandwidth_gb_s is None or dev.memory_gib is None:
         raise ValueError(
             f"device_id must name a device with a link bandwidth and a memory size in "
             f"data/hardware.csv; {device_id!r} has none"
@@ -98,7 +98,7 @@ def device_parameters(device_id: str = "v100_sxm2_32gb") -> dict[str, float]:
     return {
         "device_flops": dev.sustained_flops,
         "bandwidth": dev.link_bandwidth_gb_s / 2 * 1e9,
-        "memory": dev.memory_gb * 1e9,
+        "memory": dev.memory_bytes,
     }
 
 

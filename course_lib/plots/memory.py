@@ -83,7 +83,7 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
                 ha="center", va="top" if cut else "bottom", fontsize=9,
                 fontweight="bold" if k == zero_stage else "normal",
                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1.0))
-    ax.axhline(cap, color="black", ls="--", lw=1.2, label=f"{fit.device}: {cap:g} GB")
+    ax.axhline(cap, color="black", ls="--", lw=1.2, label=f"{fit.device}: {fit.capacity / 2**30:g} GiB = {cap:.3g} GB")
     ax.set_xticks(x, _STAGE_NAMES, fontsize=8)
     ax.get_xticklabels()[zero_stage].set_fontweight("bold")
     ax.set_xlim(-0.6, len(states) - 0.4)
@@ -94,6 +94,6 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize=8,
               title="solid: chosen stage", title_fontsize=8)
     ax.set_title(f"{params_billion:g}B parameters, N = {devices}: ZeRO stage {zero_stage} needs "
-                 f"{_gb(fit.total / 1e9)} per device of {cap:g} GB: {fit.verdict}", fontsize=10,
+                 f"{_gb(fit.total / 1e9)} per device of {cap:.3g} GB: {fit.verdict}", fontsize=10,
                  color="black" if fit.fits else COLORS[1])
     return fig
