@@ -380,6 +380,10 @@ class PretrainingRecipe:
         Tokens per sequence in each phase.
     source : str
         Where the numbers come from.
+    layers, hidden : int, optional
+        Transformer layers and hidden size (for the attention FLOPs that 6PD leaves out).
+    embedding_params : float, optional
+        Parameters of the embedding tables (look-ups, which 6PD charges as products).
     """
 
     name: str
@@ -388,6 +392,40 @@ class PretrainingRecipe:
     batch_size: tuple[int, ...]
     sequence_length: tuple[int, ...]
     source: str
+    layers: int | None = None
+    hidden: int | None = None
+    embedding_params: float | None = None
+
+    def six_pd_terms(self) -> dict[str, float]:
+        r"""What 6PD counts and omits, in FLOPs over the whole run (needs the architecture).
+
+        * ``six_pd``: :math:`6PD`, every parameter in one multiply-accumulate per token forward
+          and two backward;
+        * ``embeddings``: the part of it charged to the embedding tables,
+          :math:`6 P_\text{emb} D` - a look-up copies a row and multiplies nothing, so 6PD
+          overcounts by this much;
+        * ``attention``: the score products :math:`QK^T` and :math:`AV`, which use no
+          parameters and so are not in 6PD: per token and layer :math:`4sh` forward (two
+          products of :math:`s \times h` multiply-accumulates), :math:`12sh` with the backward
+          pass, summed over the phases' sequence lengths :math:`s`;
+        * ``products``: 6PD corrected for both (the masked-LM head that reuses the token table
+          for the ~15 % masked positions is not counted),
+          ``six_pd - embeddings + attention``.
+
+        Examples
+        --------
+        >>> t = BERT_LARGE.six_pd_terms()
+        >>> round(t["embeddings"] / t["six_pd"], 3), round(t["attention"] / t["six_pd"], 3)
+        (0.093, 0.036)
+        """
+        if self.layers is None or self.hidden is None or self.embedding_params is None:
+            raise ValueError(f"{self.name}: layers, hidden and embedding_params are needed for the 6PD terms")
+        tokens = sequence_tokens(self.steps, self.batch_size, self.sequence_length)
+        attention = float(np.sum(12.0 * self.layers * np.asarray(self.sequence_length) * self.hidden * tokens))
+        six_pd = self.flops
+        embeddings = 6.0 * self.embedding_params * self.tokens
+        return {"six_pd": six_pd, "embeddings": embeddings, "attention": attention,
+                "products": six_pd - embeddings + attention}
 
     @property
     def sequences(self) -> int:
@@ -421,9 +459,16 @@ BERT_LARGE = PretrainingRecipe(
     source=(
         "Devlin, Chang, Lee, Toutanova, BERT: Pre-training of Deep Bidirectional Transformers "
         "for Language Understanding, NAACL 2019, arXiv:1810.04805: section 3 (BERT-Large, "
-        "340M parameters) and appendix A.2 (batch 256 sequences, 1,000,000 steps; sequence "
-        "length 128 for 90% of the steps, 512 for the remaining 10%)"
+        "340M parameters, L = 24 layers, H = 1024) and appendix A.2 (batch 256 sequences, "
+        "1,000,000 steps; sequence length 128 for 90% of the steps, 512 for the remaining 10%); "
+        "embedding tables from the released configuration (google-research/bert, "
+        "bert_config.json of BERT-Large, Uncased: vocab_size 30522 (the cased vocabulary has "
+        "28996), max_position_embeddings 512, "
+        "type_vocab_size 2)"
     ),
+    layers=24,
+    hidden=1024,
+    embedding_params=(30522 + 512 + 2) * 1024,
 )
 
 

@@ -345,3 +345,25 @@ def test_ch03_exercises_accept_hand_answers_and_explain_mistakes():
     for fn in (ex.ex1_training_flops, ex.ex2_resnet_hours, ex.ex3_efficiency_53min,
                ex.ex4_scaled_lr, ex.ex5_iteration_efficiency, ex.ex6_which_law):
         assert "not answered" in fn(None).message
+
+
+def test_six_pd_terms_of_bert_large_by_hand():
+    """6PD = 6 x 340e6 x D; the embedding tables (30,522 + 512 + 2) x 1,024 are charged
+    6 FLOPs per token; attention adds 12 l s h per token at each phase's length s."""
+    from course_lib.cost import BERT_LARGE
+
+    tokens_128, tokens_512 = 900_000 * 256 * 128, 100_000 * 256 * 512
+    t = BERT_LARGE.six_pd_terms()
+    assert t["six_pd"] == pytest.approx(6 * 340e6 * (tokens_128 + tokens_512))
+    assert t["embeddings"] == pytest.approx(6 * 31_780_864 * (tokens_128 + tokens_512))
+    assert t["attention"] == pytest.approx(12 * 24 * 1024 * (128 * tokens_128 + 512 * tokens_512))
+    assert t["products"] == pytest.approx(t["six_pd"] - t["embeddings"] + t["attention"])
+    assert 0.03 < t["attention"] / t["six_pd"] < 0.04 and 0.09 < t["embeddings"] / t["six_pd"] < 0.1
+
+
+def test_six_pd_terms_need_the_architecture():
+    from course_lib.cost import PretrainingRecipe
+
+    bare = PretrainingRecipe("x", 1e6, (10,), (2,), (8,), "test")
+    with pytest.raises(ValueError, match="layers, hidden and embedding_params"):
+        bare.six_pd_terms()
