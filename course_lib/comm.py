@@ -37,6 +37,8 @@ from ._validate import (
 
 __all__ = [
     "ALGORITHMS",
+    "NETWORK_LATENCY",
+    "NVLINK_LATENCY",
     "allreduce_time",
     "communication_crossover",
     "data_parallel_efficiency",
@@ -51,6 +53,13 @@ __all__ = [
 
 #: Names accepted by :func:`allreduce_time` and the data-parallel step model.
 ALGORITHMS = ("ring", "tree", "ps")
+
+#: The course's one set of latency assumptions (alpha, seconds per message; chapter 05,
+#: section 5): a message between machines over Ethernet or InfiniBand ...
+NETWORK_LATENCY = 10e-6
+#: ... and between the GPUs of one server over NVLink. Both are assumptions of the right order,
+#: not measurements; every notebook that prices a message uses one of them and prints it.
+NVLINK_LATENCY = 5e-6
 
 
 def _nbytes(value) -> np.ndarray:

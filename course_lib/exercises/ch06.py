@@ -7,6 +7,7 @@ The givens of each exercise are module constants, so the notebook can print them
 
 from __future__ import annotations
 
+from .. import comm
 from ..memory import transformer_activation_bytes
 from ..models import MLP
 from ..parallel.hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
@@ -46,7 +47,7 @@ BEST_SPLIT = {
     "batch_size": 2048,
     "devices": 16,
     "device_id": "v100_sxm2_32gb",
-    "latency": 1e-5,
+    "latency": comm.NETWORK_LATENCY,
 }
 #: Givens of :func:`ex_tensor_bytes`: layer widths (float32), global batch, tensor-parallel workers.
 TENSOR_BYTES = {"sizes": (256, 2048, 2048, 2048, 2048, 1000), "batch_size": 64, "workers": 4}
