@@ -169,3 +169,21 @@ def test_calculator_estimates_match_the_figures_and_name_the_run():
     assert "transformer, 100M parameters" in str(est)
     fig = transformer_calculator_figure(100, 1000, "h100_sxm", 1, 1.0, 1.0, hardware=hardware)
     assert est.summary().split("\n", 1)[1] in _texts(fig)
+
+
+def test_comm_efficiency_figure_refuses_more_devices_than_samples():
+    """Strong scaling with a global batch of 256 cannot use 1,472 devices: the curves stop at
+    N = B and the chosen N is flagged, not given an efficiency."""
+    from course_lib.plots.cost import comm_efficiency_figure
+
+    fig = comm_efficiency_figure(50.0, 1360.0, 150.0, 5.0, 0.0, 1472, n_max=2048, batch_size=256)
+    ax_e = fig.axes[1]
+    ring = next(ln for ln in ax_e.get_lines() if ln.get_label() == "ring all-reduce")
+    assert ring.get_xdata().max() <= 256
+    texts = [t.get_text() for t in ax_e.texts]
+    assert any("impossible" in t for t in texts) and not any(t.startswith("η(1472)") for t in texts)
+    assert any("impossible" in t.get_text() for t in ax_e.texts)
+    ok = comm_efficiency_figure(50.0, 1360.0, 150.0, 5.0, 0.0, 64, batch_size=256)
+    assert any(t.get_text().startswith("η(64) = ") for t in ok.axes[1].texts)
+    with pytest.raises(ValueError, match="batch_size"):
+        comm_efficiency_figure(50.0, 1360.0, 150.0, 5.0, 0.0, 64, batch_size=0)

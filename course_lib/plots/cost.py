@@ -278,6 +278,7 @@ def comm_efficiency_figure(
     devices: int,
     *,
     n_max: int = 1024,
+    batch_size: int | None = None,
 ):
     r"""Data-parallel step time and efficiency :math:`\eta(N)` under the alpha-beta model.
 
@@ -301,6 +302,10 @@ def comm_efficiency_figure(
         Fraction of communication hidden behind compute, [0, 1].
     devices : int
         The :math:`N` to mark.
+    batch_size : int, optional
+        The global batch :math:`B` of ``compute_ms``. Strong scaling cannot use more devices
+        than samples: the strong-scaling curves stop at :math:`N = B`, and a chosen
+        :math:`N > B` is flagged as impossible instead of given an efficiency.
     """
     tc = check_positive(compute_ms, "compute_ms") * 1e-3
     m = check_positive(gradient_mb, "gradient_mb") * 1e6
@@ -308,12 +313,14 @@ def comm_efficiency_figure(
     a = check_positive(latency_us, "latency_us", allow_zero=True) * 1e-6
     overlap = check_real(overlap, "overlap", 0.0, 1.0)
     devices, n_max = check_count(devices, "devices"), check_count(n_max, "n_max")
+    batch = None if batch_size is None else check_count(batch_size, "batch_size")
     ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 100)))
-    step = comm.data_parallel_step_time(tc, ns, m, b, a, overlap=overlap)
-    compute = tc / ns
+    possible = ns if batch is None else ns[ns <= batch]  # strong scaling: at most one sample each
+    step = comm.data_parallel_step_time(tc, possible, m, b, a, overlap=overlap)
+    compute = tc / possible
     fig, (ax_t, ax_e) = new_figure(1, 2, size=(10.0, 3.8))
-    ax_t.fill_between(ns, 0, compute * 1e3, color=COLORS[0], alpha=0.5, label="compute t_c / N")
-    ax_t.fill_between(ns, compute * 1e3, step * 1e3, color=COLORS[1], alpha=0.5,
+    ax_t.fill_between(possible, 0, compute * 1e3, color=COLORS[0], alpha=0.5, label="compute t_c / N")
+    ax_t.fill_between(possible, compute * 1e3, step * 1e3, color=COLORS[1], alpha=0.5,
                       label="exposed ring all-reduce")
     log2_axis(ax_t.xaxis, ns[-1])
     ax_t.set_yscale("log")
@@ -321,16 +328,24 @@ def comm_efficiency_figure(
              title="one step, fixed global batch (ring)")
     ax_t.legend(fontsize=8)
     for name, color, style in (("ring", COLORS[0], "-"), ("tree", COLORS[2], "--"), ("ps", COLORS[1], ":")):
-        eta = comm.data_parallel_efficiency(tc, ns, m, b, a, algorithm=name, overlap=overlap)
+        eta = comm.data_parallel_efficiency(tc, possible, m, b, a, algorithm=name, overlap=overlap)
         label = {"ring": "ring all-reduce", "tree": "binary tree", "ps": "1 parameter server"}[name]
-        ax_e.plot(ns, eta, style, color=color, label=label)
+        ax_e.plot(possible, eta, style, color=color, label=label)
+    if batch is not None and batch < ns[-1]:
+        for ax in (ax_t, ax_e):
+            ax.axvspan(batch, ns[-1], color="0.9", zorder=0)
+        ax_e.text(batch * 1.08, 0.03, f"N > B = {batch}:\nfewer samples\nthan devices", fontsize=8, color="0.35")
     weak = comm.data_parallel_efficiency(tc, ns, m, b, a, overlap=overlap, scaling="weak")
     ax_e.plot(ns, weak, "-", color="0.45", lw=1.2,
               label="ring, weak scaling (batch grows with N)")
-    eta_now = comm.data_parallel_efficiency(tc, devices, m, b, a, overlap=overlap)
-    ax_e.plot([devices], [eta_now], "o", color=COLORS[0])
-    ax_e.annotate(f"η({int(devices)}) = {eta_now:.2f}", (devices, eta_now),
-                  textcoords="offset points", xytext=(6, 6), fontsize=9)
+    if batch is None or devices <= batch:
+        eta_now = comm.data_parallel_efficiency(tc, devices, m, b, a, overlap=overlap)
+        ax_e.plot([devices], [eta_now], "o", color=COLORS[0])
+        ax_e.annotate(f"η({int(devices)}) = {eta_now:.2f}", (devices, eta_now),
+                      textcoords="offset points", xytext=(6, 6), fontsize=9)
+    else:  # refuse: strong scaling cannot give every device a sample
+        ax_e.text(batch * 1.08, 0.45, f"N = {int(devices)}:\nimpossible\nwith a fixed\nbatch of {batch}",
+                  fontsize=8, color=COLORS[1])
     log2_axis(ax_e.xaxis, ns[-1])
     ax_e.set_ylim(0, 1.05)
     ax_e.set(xlabel="devices N", ylabel="parallel efficiency η(N)",
