@@ -44,6 +44,7 @@ __all__ = [
     "data_parallel_efficiency",
     "data_parallel_speedup",
     "data_parallel_step_time",
+    "hierarchical_allreduce_time",
     "parameter_server_time",
     "ring_allgather_time",
     "ring_allreduce_time",
@@ -161,6 +162,58 @@ def ring_allgather_time(nbytes, devices, bandwidth, latency=0.0):
     0.75
     """
     return ring_reduce_scatter_time(nbytes, devices, bandwidth, latency)
+
+
+def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, network_bandwidth,
+                                node_latency=NVLINK_LATENCY, network_latency=NETWORK_LATENCY):
+    r"""Time of a two-level all-reduce: inside every server, then between the servers.
+
+    With :math:`n` servers of :math:`g` devices (fast links of bandwidth
+    :math:`\beta_{in}` per device and direction inside a server; the server's network of
+    :math:`\beta_{net}` per direction to the others):
+
+    1. a ring reduce-scatter inside each server: device :math:`j` holds the server's sum
+       of chunk :math:`j` (:math:`m/g` bytes);
+    2. :math:`g` ring all-reduces between the servers at once, one per chunk, sharing the
+       server's network (:math:`\beta_{net}/g` each);
+    3. a ring all-gather inside each server.
+
+    .. math:: T = 2\Big(\frac{g-1}{g}\frac{m}{\beta_{in}} + (g-1)\,\alpha_{in}\Big)
+              + 2\frac{n-1}{n}\frac{m}{\beta_{net}} + 2\,(n-1)\,\alpha_{net}
+
+    A flat ring over all :math:`ng` devices at the fast links' speed
+    (:func:`ring_allreduce_time`) is the optimistic bound of this: the slower network
+    carries the whole buffer once in each direction.
+
+    Parameters
+    ----------
+    nbytes : float
+        :math:`m`, bytes every device holds, >= 0.
+    nodes, node_devices : int
+        :math:`n` servers of :math:`g` devices, >= 1.
+    node_bandwidth, network_bandwidth : float
+        :math:`\beta_{in}` (bytes/s per device and direction) and :math:`\beta_{net}`
+        (bytes/s per server and direction), > 0.
+    node_latency, network_latency : float
+        :math:`\alpha_{in}`, :math:`\alpha_{net}`, seconds per message (the course's
+        :data:`NVLINK_LATENCY` and :data:`NETWORK_LATENCY` by default).
+
+    Examples
+    --------
+    >>> round(hierarchical_allreduce_time(1e9, 2, 4, 1e9, 1e9, 0, 0), 3)  # 2 x 0.75 + 2 x 0.5
+    2.5
+    >>> hierarchical_allreduce_time(1e9, 1, 4, 1e9, 1e9, 0, 0) == ring_allreduce_time(1e9, 4, 1e9)
+    True
+    """
+    nbytes = check_positive(nbytes, "nbytes", allow_zero=True)
+    nodes, node_devices = check_int(nodes, "nodes", 1, 2**40), check_int(node_devices, "node_devices", 1, 2**40)
+    node_bandwidth = check_positive(node_bandwidth, "node_bandwidth")
+    network_bandwidth = check_positive(network_bandwidth, "network_bandwidth")
+    node_latency = check_positive(node_latency, "node_latency", allow_zero=True)
+    network_latency = check_positive(network_latency, "network_latency", allow_zero=True)
+    inside = ring_reduce_scatter_time(nbytes, node_devices, node_bandwidth, node_latency)
+    between = ring_allreduce_time(nbytes, nodes, network_bandwidth, network_latency)
+    return 2.0 * inside + between
 
 
 def tree_allreduce_time(nbytes, devices, bandwidth, latency=0.0):

@@ -291,6 +291,10 @@ class HardwareDevice:
     """Memory capacity in GiB (2**30 bytes): a "32GB" V100 holds 32 GiB = 34.4e9 bytes."""
     link_bandwidth_gb_s: float | None
     """Device-to-device link (NVLink/NVSwitch), total over both directions."""
+    node_gpus: int | None
+    """Devices per server (the DGX-2H of the BERT record: 16)."""
+    node_network_gb_s: float | None
+    """One server's network bandwidth to the others (all its NICs), both directions together."""
     sustained_fraction: float
     """Typical fraction of the peak named by ``sustained_of`` reached in training."""
     sustained_of: str

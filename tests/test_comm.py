@@ -215,3 +215,21 @@ def test_weak_scaling_never_less_efficient_than_strong(tc, n, m, b, a):
     weak = data_parallel_efficiency(tc, n, m, b, a, scaling="weak")
     strong = data_parallel_efficiency(tc, n, m, b, a)
     assert weak >= strong * (1 - 1e-12)
+
+
+def test_hierarchical_allreduce_by_hand_and_against_the_flat_ring():
+    from course_lib.comm import hierarchical_allreduce_time
+
+    # 2 servers of 4: inside 2 x (3/4 x 1 s + 3 x 1 ms), between 2 x 1/2 x 1 s / 2 + 2 x 10 ms
+    t = hierarchical_allreduce_time(1e9, 2, 4, 1e9, 2e9, 1e-3, 1e-2)
+    assert t == pytest.approx(2 * (0.75 + 3e-3) + (0.5 + 0.02))
+    # one server: just the ring inside it
+    assert hierarchical_allreduce_time(1e9, 1, 8, 1e9, 1e6, 0, 0) == pytest.approx(ring_allreduce_time(1e9, 8, 1e9))
+    # BERT-Large on the record's 92 DGX-2H: slower than the flat NVLink ring, its optimistic bound
+    m, beta_in, beta_net = 4 * 340e6, 150e9, 100e9
+    flat = ring_allreduce_time(m, 92 * 16, beta_in, 5e-6)
+    assert hierarchical_allreduce_time(m, 92, 16, beta_in, beta_net) > flat
+    with pytest.raises(ValueError, match="node_devices"):
+        hierarchical_allreduce_time(m, 92, 0, beta_in, beta_net)
+    with pytest.raises(ValueError, match="network_bandwidth"):
+        hierarchical_allreduce_time(m, 92, 16, beta_in, -1.0)
