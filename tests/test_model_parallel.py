@@ -16,30 +16,15 @@ import os
 import numpy as np
 import pytest
 
-from course_lib.datasets import load_digits
 from course_lib.models import MLP, train
 from course_lib.parallel import pipeline as mp_run
 from course_lib.parallel import pipeline_schedule as mp
 from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.partition import micro_rows
-from course_lib.testing import leaked_resources, resource_snapshot
 from course_lib.timing import blas_threads
 
 MODEL = MLP((64, 24, 20, 16, 10))  # 4 layers: room for S = 2, 3 and uneven splits
 RUN = dict(batch_size=50, epochs=1, steps=6, lr=0.2, seed=3)
-
-
-@pytest.fixture(scope="module")
-def digits():
-    d = load_digits("train")
-    return d.x[:300], d.y[:300]
-
-
-@pytest.fixture
-def no_leaks():
-    before = resource_snapshot()
-    yield
-    assert leaked_resources(before) == []
 
 
 def _reference(x, y, micro_batches):

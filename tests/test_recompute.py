@@ -28,25 +28,11 @@ from course_lib.parallel import pipeline as mp_run
 from course_lib.parallel import pipeline_schedule as mp
 from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.pipeline import PipelineResult, RecomputeOverhead, recompute_overhead
-from course_lib.testing import leaked_resources, resource_snapshot
 from course_lib.timing import blas_threads
 
 MODEL = MLP((64, 24, 20, 16, 10))
 RUN = dict(batch_size=50, epochs=1, steps=6, lr=0.2, seed=3)
 F32 = 4  # bytes per value
-
-
-@pytest.fixture(scope="module")
-def digits():
-    d = load_digits("train")
-    return d.x[:300], d.y[:300]
-
-
-@pytest.fixture
-def no_leaks():
-    before = resource_snapshot()
-    yield
-    assert leaked_resources(before) == []
 
 
 @functools.cache

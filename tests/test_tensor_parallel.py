@@ -4,8 +4,6 @@ layout, and faults with clean-up exactly as in the data-parallel trainer."""
 
 from __future__ import annotations
 
-import multiprocessing
-import os
 import signal
 import sys
 import time
@@ -28,7 +26,6 @@ from course_lib.parallel.tensor import (
     train_tensor_parallel,
 )
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
-from course_lib.testing import leaked_resources, resource_snapshot
 
 DIGITS = load_digits("train")
 X, Y = DIGITS.x[:300], DIGITS.y[:300]
@@ -36,18 +33,6 @@ X, Y = DIGITS.x[:300], DIGITS.y[:300]
 MODEL = MLP((64, 30, 13, 22, 10))
 KW = dict(batch_size=64, steps=6, lr=0.2, seed=3, progress=False)
 METHODS = ["fork", "forkserver", "spawn"]
-
-
-@pytest.fixture
-def clean():
-    """Snapshot of processes and shared memory; the test must leave nothing behind."""
-    before = resource_snapshot()
-    shm_before = set(os.listdir("/dev/shm"))
-    yield before
-    assert leaked_resources(before) == []
-    assert multiprocessing.active_children() == []
-    mine = f"ddl_{os.getpid()}_"
-    assert not [e for e in set(os.listdir("/dev/shm")) - shm_before if e.startswith(mine)]
 
 
 # ------------------------------------------------------------------ training

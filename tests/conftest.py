@@ -1,0 +1,38 @@
+"""Fixtures shared by the process tests: every run must leave no process, no mapping and
+nothing in /dev/shm behind."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+
+import pytest
+
+from course_lib.datasets import load_digits
+from course_lib.testing import leaked_resources, resource_snapshot
+
+
+@pytest.fixture(scope="module")
+def digits():
+    """The first 300 training digits: inputs and labels."""
+    d = load_digits("train")
+    return d.x[:300], d.y[:300]
+
+
+@pytest.fixture
+def no_leaks():
+    """No process or shared-memory mapping of this test outlives it."""
+    before = resource_snapshot()
+    yield before
+    assert leaked_resources(before) == []
+
+
+@pytest.fixture
+def clean(no_leaks):
+    """As ``no_leaks``, and no child process left and no segment of ours in /dev/shm."""
+    shm_before = set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+    yield no_leaks
+    assert multiprocessing.active_children() == []
+    mine = f"ddl_{os.getpid()}_"
+    if os.path.isdir("/dev/shm"):
+        assert not [e for e in set(os.listdir("/dev/shm")) - shm_before if e.startswith(mine)]
