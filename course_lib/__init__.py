@@ -21,6 +21,7 @@ _SUBMODULES = frozenset(
         "comm",
         "cost",
         "dataflow",
+        "datapackage",
         "datasets",
         "exercises",
         "im2col",

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib import datapackage as dp
 from course_lib import datasets as ds
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -36,7 +37,7 @@ def data_copy(tmp_path, monkeypatch):
 
 
 def test_every_data_file_validates():
-    assert ds.validate_data() == []
+    assert dp.validate_data() == []
 
 
 def test_every_file_in_data_is_described():
@@ -118,7 +119,7 @@ def _edit_cell(path: Path, line_no: int, field: str, value: str) -> None:
 )
 def test_validator_reports_file_line_and_field(data_copy, name, line, field, value, message):
     _edit_cell(data_copy / name, line, field, value)
-    problems = ds.validate_data()
+    problems = dp.validate_data()
     assert len(problems) == 1, problems
     assert f"{name}, line {line}: {field}" in problems[0] and message in problems[0]
 
@@ -127,9 +128,9 @@ def test_validator_header_and_row_count(data_copy):
     path = data_copy / "hardware.csv"
     lines = path.read_text(encoding="utf-8").split("\n")
     path.write_text("\n".join([lines[0].replace("memory_gib", "memory_GiB")] + lines[1:]), encoding="utf-8")
-    assert any("hardware.csv, line 1: header must be" in p for p in ds.validate_data(["hardware"]))
+    assert any("hardware.csv, line 1: header must be" in p for p in dp.validate_data(["hardware"]))
     path.write_text("\n".join(lines[:3]) + "\n", encoding="utf-8")  # 2 rows, schema asks >= 6
-    assert ds.validate_data(["hardware"]) == [f"{path}: 2 data rows, expected between 6 and 50"]
+    assert dp.validate_data(["hardware"]) == [f"{path}: 2 data rows, expected between 6 and 50"]
 
 
 def test_validator_checks_the_npz(data_copy):
@@ -137,33 +138,33 @@ def test_validator_checks_the_npz(data_copy):
     images = np.zeros((1797, 8, 8), np.uint8)
     images[0, 0, 0] = 17
     np.savez(path, images=images, labels=np.zeros(1797, np.int64), extra=np.zeros(3))
-    problems = ds.validate_data(["digits"])
+    problems = dp.validate_data(["digits"])
     assert any("images maximum 17 above 16" in p for p in problems)
     assert any("labels dtype must be uint8, got int64" in p for p in problems)
     assert any("arrays not in the schema: ['extra']" in p for p in problems)
     np.savez(path, images=np.zeros((5, 8, 8), np.uint8), labels=np.zeros(5, np.uint8))
-    assert ds.validate_data(["digits"]) == [f"{path}: expected 1797 samples, got [5]"]
+    assert dp.validate_data(["digits"]) == [f"{path}: expected 1797 samples, got [5]"]
     np.savez(path, images=np.zeros((5, 8, 7), np.uint8), labels=np.zeros(4, np.uint8))
-    problems = ds.validate_data(["digits"])
+    problems = dp.validate_data(["digits"])
     assert any("images shape must be [None, 8, 8], got [5, 8, 7]" in p for p in problems)
     assert any("disagree on the number of samples" in p for p in problems)
 
 
 def test_validator_missing_file_sources_and_bad_json(data_copy):
     (data_copy / "glossary.csv").unlink()
-    assert ds.validate_data(["glossary"]) == [f"{data_copy / 'glossary.csv'}: file not found"]
+    assert dp.validate_data(["glossary"]) == [f"{data_copy / 'glossary.csv'}: file not found"]
     package = json.loads((data_copy / "datapackage.json").read_text(encoding="utf-8"))
     package["resources"][0]["sources"] = []
     (data_copy / "datapackage.json").write_text(json.dumps(package), encoding="utf-8")
-    assert any("must list sources and licenses" in p for p in ds.validate_data(["hardware"]))
+    assert any("must list sources and licenses" in p for p in dp.validate_data(["hardware"]))
     (data_copy / "datapackage.json").write_text('{"resources": [\n}', encoding="utf-8")
     with pytest.raises(ds.DataFileError, match="datapackage.json, line 2: invalid JSON"):
-        ds.validate_data()
+        dp.validate_data()
 
 
 def test_validator_unknown_resource_name():
     with pytest.raises(ValueError, match="names must be among"):
-        ds.validate_data(["hardwares"])
+        dp.validate_data(["hardwares"])
 
 
 _NUMERIC = [
@@ -189,7 +190,7 @@ def test_any_non_numeric_cell_is_caught_at_its_line(tmp_path_factory, target, ju
     _edit_cell(folder / name, row, field, junk)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("DDL_COURSE_DATA", str(folder))
-        problems = ds.validate_data([RESOURCES_BY_PATH[name]])
+        problems = dp.validate_data([RESOURCES_BY_PATH[name]])
     assert len(problems) == 1 and f"{name}, line {row}: {field}" in problems[0]
 
 

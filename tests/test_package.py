@@ -16,3 +16,13 @@ def test_every_module_is_reachable_lazily():
     code = "import sys, course_lib; print(sorted(m for m in ('matplotlib', 'ipywidgets', 'torch') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_no_module_is_longer_than_a_lecturer_can_read():
+    """Every module of course_lib stays under 800 lines (the library is read, not only run)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "course_lib"
+    long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 800}
+    assert long == {}, f"modules over 800 lines: {long}"

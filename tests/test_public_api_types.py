@@ -78,7 +78,7 @@ SKIP = {
     "course_lib.datasets.data_dir": "takes no arguments",
     "course_lib.datasets.lamb_scaling_table": "takes no arguments",
     "course_lib.datasets.load_cpu_trends": "takes no arguments",
-    "course_lib.datasets.load_data_package": "takes no arguments",
+    "course_lib.datapackage.load_data_package": "takes no arguments",
     "course_lib.datasets.load_dnn_models": "takes no arguments",
     "course_lib.datasets.load_hardware": "takes no arguments",
     "course_lib.datasets.load_megatron_configs": "takes no arguments",
