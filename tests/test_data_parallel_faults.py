@@ -16,6 +16,9 @@ from course_lib.models import MLP
 from course_lib.parallel.data import train_data_parallel
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
 
+pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
+
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm")
 
 MODEL = MLP((8, 16, 3))

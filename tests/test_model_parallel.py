@@ -23,6 +23,8 @@ from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.partition import micro_rows
 from course_lib.timing import blas_threads
 
+pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
+
 MODEL = MLP((64, 24, 20, 16, 10))  # 4 layers: room for S = 2, 3 and uneven splits
 RUN = dict(batch_size=50, epochs=1, steps=6, lr=0.2, seed=3)
 

@@ -22,6 +22,9 @@ from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
 from course_lib.testing import resource_snapshot
 
+pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
+
+
 MODEL = MLP((16, 12, 12, 4))
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((120, 16)).astype(np.float32)

@@ -30,6 +30,8 @@ from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.pipeline import PipelineResult, RecomputeOverhead, recompute_overhead
 from course_lib.timing import blas_threads
 
+pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
+
 MODEL = MLP((64, 24, 20, 16, 10))
 RUN = dict(batch_size=50, epochs=1, steps=6, lr=0.2, seed=3)
 F32 = 4  # bytes per value

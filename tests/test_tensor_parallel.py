@@ -27,6 +27,9 @@ from course_lib.parallel.tensor import (
 )
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
 
+pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
+
+
 DIGITS = load_digits("train")
 X, Y = DIGITS.x[:300], DIGITS.y[:300]
 #: The running example with hidden widths that 2, 3 and 4 do not all divide: two pairs.

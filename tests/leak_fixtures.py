@@ -1,5 +1,6 @@
 """Fixtures shared by the process tests: every run must leave no process, no mapping and
-nothing in /dev/shm behind."""
+nothing in /dev/shm behind. Test modules load them with ``pytest_plugins = ["leak_fixtures"]`` (a second ``conftest.py``
+beside ``tests/browser/conftest.py`` would clash under ``--doctest-modules``)."""
 
 from __future__ import annotations
 
