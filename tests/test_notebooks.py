@@ -78,7 +78,9 @@ def test_exercises_have_checks_and_hidden_solutions(path):
     assert exercises, "no exercises"
     assert len(solutions) >= len(exercises), "every exercise needs a solution cell"
     for cell in solutions:
-        assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True
+        hidden = cell["metadata"].get("jupyter", {})
+        assert hidden.get("source_hidden") is True and hidden.get("outputs_hidden") is True, \
+            f"a solution must hide its code and its output: {_source(cell)[:80]}"
         outputs = "".join(
             "".join(o.get("data", {}).get("text/plain", "")) + "".join(o.get("text", ""))
             for o in cell.get("outputs", [])
@@ -209,3 +211,11 @@ def test_the_glossary_check_catches_a_synonym():
     assert "组合并行" in terms and "组合式并行" not in terms
     assert _CJK.findall(_glossed_prose("hybrid parallelism (组合式并行)").replace("组合并行", ""))
     assert not _CJK.findall(_glossed_prose('the source says "组合式并行"\n> 引文'))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_speaker_notes_are_collapsed_for_students(path):
+    """Lecturers' notes (slide type "notes") open collapsed in JupyterLab."""
+    for i, cell in enumerate(_load(path)["cells"]):
+        if cell["metadata"].get("slideshow", {}).get("slide_type") == "notes":
+            assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, f"notes cell {i} is open"
