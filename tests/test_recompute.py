@@ -205,3 +205,4 @@ def test_bytes_handed_over_per_step_are_the_boundary_activations_twice():
                          batch_size=64, steps=5, start_method="fork")
     sizes = [b.size for b in batch_schedule(200, 64, 0, steps=5)]  # 64, 64, 64, 8, 64
     assert res.bytes_per_step.tolist() == [2 * b * 32 * 4 for b in sizes]
+    assert [mp.handover_bytes(model, (0, 2, 4), b) for b in sizes] == [2 * b * 32 * 4 for b in sizes]

@@ -43,6 +43,7 @@ from ..models import MLP
 
 __all__ = [
     "SCHEDULES",
+    "handover_bytes",
     "StageOp",
     "Timeline",
     "bubble_fraction",
@@ -428,6 +429,23 @@ def layer_flops(model) -> tuple[np.ndarray, np.ndarray]:
     backward = 4 * macs
     backward[0] = 2 * macs[0]
     return forward, backward
+
+
+def handover_bytes(model, boundaries, batch_size: int) -> int:
+    """Bytes a pipeline hands between its stages in one step of ``batch_size`` samples.
+
+    At every boundary between stages each sample's activation goes forward and its
+    gradient comes back: ``2 x batch x width x itemsize`` per boundary, summed (what
+    :attr:`course_lib.parallel.pipeline.PipelineResult.bytes_per_step` measures).
+
+    Examples
+    --------
+    >>> handover_bytes(MLP((64, 32, 32, 16, 10)), (0, 2, 4), 100)   # one boundary, 32 wide
+    25600
+    """
+    b = check_boundaries(model, boundaries)
+    batch_size = check_int(batch_size, "batch_size", 1, 2**40)
+    return 2 * batch_size * sum(model.sizes[k] for k in b[1:-1]) * model.dtype.itemsize
 
 
 def check_boundaries(model, boundaries) -> tuple[int, ...]:
