@@ -9,6 +9,7 @@ USAGE = """usage: python -m course_lib COMMAND [options]
 
 commands:
   doctor   check the environment (Python, JupyterLab, widgets, BLAS, cores, /dev/shm ...)
+  notation write the notation page notebooks/notation.md from data/notation.csv
   slides   export every notebook to an offline reveal.js deck under build/slides/
            (python -m course_lib slides --help for the options)
 """
@@ -24,6 +25,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .tools.doctor import main as doctor_main
 
         return doctor_main(rest)
+    if command == "notation":
+        from pathlib import Path
+
+        from .datasets import notation_markdown
+
+        target = Path(rest[0]) if rest else Path(__file__).resolve().parent.parent / "notebooks" / "notation.md"
+        target.write_text(notation_markdown(), encoding="utf-8")
+        print(f"wrote {target}")
+        return 0
     if command == "slides":
         from .tools.slides import main as slides_main
 

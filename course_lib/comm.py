@@ -10,6 +10,10 @@ Units, everywhere: ``nbytes`` in bytes, ``bandwidth`` in bytes/s, ``latency`` an
 every returned time in seconds. (A "25 GB/s" link is ``bandwidth=25e9``; a
 "100 Gbit/s" network is ``bandwidth=100e9 / 8``.)
 
+The latency has no default: every call states :math:`\alpha`, either the course's one set
+of assumptions (:data:`NETWORK_LATENCY`, :data:`NVLINK_LATENCY`) or ``0.0`` when a
+bandwidth term alone is meant, so the latency term is never dropped by omission.
+
 Every function broadcasts its arguments and returns a Python ``float`` when all of
 them are scalars. ``devices`` must hold whole numbers >= 1.
 
@@ -92,14 +96,14 @@ def _args(nbytes, devices, bandwidth, latency):
     )
 
 
-def ring_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
+def ring_allreduce_time(nbytes, devices, bandwidth, latency):
     r"""Time of a ring all-reduce (环形All-Reduce) of ``nbytes`` on ``devices`` devices.
 
     The buffer is cut into :math:`N` chunks; a reduce-scatter (:math:`N-1` steps) then
     an all-gather (:math:`N-1` steps) each move one chunk of :math:`m/N` bytes per
     device per step:
 
-    .. math:: T = 2\,\frac{N-1}{N}\,\frac{m}{\beta} + 2\,(N-1)\,\alpha
+    .. math:: t = 2\,\frac{N-1}{N}\,\frac{m}{\beta} + 2\,(N-1)\,\alpha
 
     The bandwidth term tends to :math:`2 m / \beta` as :math:`N` grows - independent of
     :math:`N` - while the latency term grows linearly. One device: 0.
@@ -123,7 +127,7 @@ def ring_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
 
     Examples
     --------
-    >>> ring_allreduce_time(1e9, 4, 1e9)          # 2 x 3/4 x 1 s
+    >>> ring_allreduce_time(1e9, 4, 1e9, latency=0.0)          # 2 x 3/4 x 1 s
     1.5
     >>> ring_allreduce_time(1e9, 4, 1e9, latency=1e-3)
     1.506
@@ -135,7 +139,7 @@ def ring_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
     return scalar_or_array(result, nbytes, devices, bandwidth, latency)
 
 
-def ring_reduce_scatter_time(nbytes, devices, bandwidth, latency=0.0):
+def ring_reduce_scatter_time(nbytes, devices, bandwidth, latency):
     r"""Time of a ring reduce-scatter: :math:`\frac{N-1}{N}\frac{m}{\beta} + (N-1)\alpha`.
 
     Afterwards device :math:`i` holds the sum of chunk :math:`i` (:math:`m/N` bytes).
@@ -143,7 +147,7 @@ def ring_reduce_scatter_time(nbytes, devices, bandwidth, latency=0.0):
 
     Examples
     --------
-    >>> ring_reduce_scatter_time(1e9, 4, 1e9)
+    >>> ring_reduce_scatter_time(1e9, 4, 1e9, latency=0.0)
     0.75
     """
     m, n, b, a = _args(nbytes, devices, bandwidth, latency)
@@ -151,14 +155,14 @@ def ring_reduce_scatter_time(nbytes, devices, bandwidth, latency=0.0):
     return scalar_or_array(result, nbytes, devices, bandwidth, latency)
 
 
-def ring_allgather_time(nbytes, devices, bandwidth, latency=0.0):
+def ring_allgather_time(nbytes, devices, bandwidth, latency):
     r"""Time of a ring all-gather of a buffer of ``nbytes`` in total (:math:`m/N` per device).
 
     :math:`\frac{N-1}{N}\frac{m}{\beta} + (N-1)\alpha` - the same cost as a reduce-scatter.
 
     Examples
     --------
-    >>> ring_allgather_time(1e9, 4, 1e9)
+    >>> ring_allgather_time(1e9, 4, 1e9, latency=0.0)
     0.75
     """
     return ring_reduce_scatter_time(nbytes, devices, bandwidth, latency)
@@ -168,20 +172,20 @@ def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, net
                                 node_latency=NVLINK_LATENCY, network_latency=NETWORK_LATENCY):
     r"""Time of a two-level all-reduce: inside every server, then between the servers.
 
-    With :math:`n` servers of :math:`g` devices (fast links of bandwidth
+    With :math:`N/G` servers of :math:`G` devices (fast links of bandwidth
     :math:`\beta_{in}` per device and direction inside a server; the server's network of
     :math:`\beta_{net}` per direction to the others):
 
     1. a ring reduce-scatter inside each server: device :math:`j` holds the server's sum
-       of chunk :math:`j` (:math:`m/g` bytes);
-    2. :math:`g` ring all-reduces between the servers at once, one per chunk, sharing the
-       server's network (:math:`\beta_{net}/g` each);
+       of chunk :math:`j` (:math:`m/G` bytes);
+    2. :math:`G` ring all-reduces between the servers at once, one per chunk, sharing the
+       server's network (:math:`\beta_{net}/G` each);
     3. a ring all-gather inside each server.
 
-    .. math:: T = 2\Big(\frac{g-1}{g}\frac{m}{\beta_{in}} + (g-1)\,\alpha_{in}\Big)
-              + 2\frac{n-1}{n}\frac{m}{\beta_{net}} + 2\,(n-1)\,\alpha_{net}
+    .. math:: t = 2\Big(\frac{G-1}{G}\frac{m}{\beta_{in}} + (G-1)\,\alpha_{in}\Big)
+              + 2\frac{N/G-1}{N/G}\frac{m}{\beta_{net}} + 2\,(N/G-1)\,\alpha_{net}
 
-    A flat ring over all :math:`ng` devices at the fast links' speed
+    A flat ring over all :math:`N` devices at the fast links' speed
     (:func:`ring_allreduce_time`) is the optimistic bound of this: the slower network
     carries the whole buffer once in each direction.
 
@@ -190,7 +194,7 @@ def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, net
     nbytes : float
         :math:`m`, bytes every device holds, >= 0.
     nodes, node_devices : int
-        :math:`n` servers of :math:`g` devices, >= 1.
+        :math:`N/G` servers of :math:`G` devices, >= 1.
     node_bandwidth, network_bandwidth : float
         :math:`\beta_{in}` (bytes/s per device and direction) and :math:`\beta_{net}`
         (bytes/s per server and direction), > 0.
@@ -202,7 +206,7 @@ def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, net
     --------
     >>> round(hierarchical_allreduce_time(1e9, 2, 4, 1e9, 1e9, 0, 0), 3)  # 2 x 0.75 + 2 x 0.5
     2.5
-    >>> hierarchical_allreduce_time(1e9, 1, 4, 1e9, 1e9, 0, 0) == ring_allreduce_time(1e9, 4, 1e9)
+    >>> hierarchical_allreduce_time(1e9, 1, 4, 1e9, 1e9, 0, 0) == ring_allreduce_time(1e9, 4, 1e9, latency=0.0)
     True
     """
     nbytes = check_positive(nbytes, "nbytes", allow_zero=True)
@@ -216,13 +220,13 @@ def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, net
     return 2.0 * inside + between
 
 
-def tree_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
+def tree_allreduce_time(nbytes, devices, bandwidth, latency):
     r"""Time of a binary-tree all-reduce: reduce to a root, then broadcast, whole buffer.
 
     Each of the :math:`\lceil \log_2 N \rceil` levels is crossed twice with the full
     message (no pipelining):
 
-    .. math:: T = 2 \lceil \log_2 N \rceil \left(\alpha + \frac{m}{\beta}\right)
+    .. math:: t = 2 \lceil \log_2 N \rceil \left(\alpha + \frac{m}{\beta}\right)
 
     Latency grows only logarithmically, but every step sends all :math:`m` bytes: it
     beats the ring for small messages and loses for large ones.
@@ -239,17 +243,17 @@ def tree_allreduce_time(nbytes, devices, bandwidth, latency=0.0):
     return scalar_or_array(result, nbytes, devices, bandwidth, latency)
 
 
-def parameter_server_time(nbytes, devices, bandwidth, latency=0.0, servers=1):
+def parameter_server_time(nbytes, devices, bandwidth, latency, servers=1):
     r"""Time of one gradient exchange through parameter servers (参数服务器).
 
     Model: :math:`N` workers each push their whole gradient (:math:`m` bytes) to the
-    servers, which hold the parameters in :math:`S` equal shards and add the
+    servers, which hold the parameters in :math:`N_s` equal shards and add the
     gradients; then every worker pulls the updated parameters (:math:`m` bytes). Each
-    server's link carries :math:`N m / S` bytes in each phase, each worker's link
+    server's link carries :math:`N m / N_s` bytes in each phase, each worker's link
     :math:`m`; the slower of the two limits each phase, and each phase costs one
     latency:
 
-    .. math:: T = 2\left(\max\!\left(\frac{N}{S}, 1\right)\frac{m}{\beta} + \alpha\right)
+    .. math:: t = 2\left(\max\!\left(\frac{N}{N_s}, 1\right)\frac{m}{\beta} + \alpha\right)
 
     With one server the time grows linearly with :math:`N` (the server's link is
     the bottleneck) - unlike the ring all-reduce. A single worker still pushes and
@@ -264,9 +268,9 @@ def parameter_server_time(nbytes, devices, bandwidth, latency=0.0, servers=1):
 
     Examples
     --------
-    >>> parameter_server_time(1e9, 4, 1e9)               # 2 x 4 s
+    >>> parameter_server_time(1e9, 4, 1e9, latency=0.0)               # 2 x 4 s
     8.0
-    >>> parameter_server_time(1e9, 4, 1e9, servers=4)    # sharded: 2 x 1 s
+    >>> parameter_server_time(1e9, 4, 1e9, latency=0.0, servers=4)    # sharded: 2 x 1 s
     2.0
     """
     m, n, b, a, s = broadcast(
@@ -280,14 +284,14 @@ def parameter_server_time(nbytes, devices, bandwidth, latency=0.0, servers=1):
     return scalar_or_array(result, nbytes, devices, bandwidth, latency, servers)
 
 
-def allreduce_time(nbytes, devices, bandwidth, latency=0.0, *, algorithm: str = "ring", servers=1):
+def allreduce_time(nbytes, devices, bandwidth, latency, *, algorithm: str = "ring", servers=1):
     """Gradient-exchange time of ``algorithm`` in {"ring", "tree", "ps"}.
 
     ``"ps"`` is :func:`parameter_server_time` with ``servers``; the others ignore it.
 
     Examples
     --------
-    >>> allreduce_time(1e9, 4, 1e9, algorithm="ps")
+    >>> allreduce_time(1e9, 4, 1e9, latency=0.0, algorithm="ps")
     8.0
     """
     if algorithm == "ring":
@@ -310,7 +314,7 @@ def data_parallel_step_time(
     devices,
     nbytes,
     bandwidth,
-    latency=0.0,
+    latency,
     *,
     algorithm: str = "ring",
     overlap=0.0,
@@ -355,11 +359,11 @@ def data_parallel_step_time(
 
     Examples
     --------
-    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9)                 # 0.25 + 1.5
+    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, latency=0.0)                 # 0.25 + 1.5
     1.75
-    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, overlap=1.0)    # 0.25 hidden
+    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, latency=0.0, overlap=1.0)    # 0.25 hidden
     1.5
-    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, scaling="weak") # 1 + 1.5
+    >>> data_parallel_step_time(1.0, 4, 1e9, 1e9, latency=0.0, scaling="weak") # 1 + 1.5
     2.5
     """
     weak = _scaling(scaling) == "weak"
@@ -385,7 +389,7 @@ def data_parallel_speedup(
     devices,
     nbytes,
     bandwidth,
-    latency=0.0,
+    latency,
     *,
     algorithm="ring",
     overlap=0.0,
@@ -400,9 +404,9 @@ def data_parallel_speedup(
 
     Examples
     --------
-    >>> data_parallel_speedup(1.0, 4, 1e9, 1e9)
+    >>> data_parallel_speedup(1.0, 4, 1e9, 1e9, latency=0.0)
     0.5714285714285714
-    >>> data_parallel_speedup(1.0, 4, 1e9, 1e9, scaling="weak")
+    >>> data_parallel_speedup(1.0, 4, 1e9, 1e9, latency=0.0, scaling="weak")
     1.6
     """
     weak = _scaling(scaling) == "weak"
@@ -424,7 +428,7 @@ def data_parallel_efficiency(
     devices,
     nbytes,
     bandwidth,
-    latency=0.0,
+    latency,
     *,
     algorithm="ring",
     overlap=0.0,
@@ -442,11 +446,11 @@ def data_parallel_efficiency(
 
     Examples
     --------
-    >>> data_parallel_efficiency(1.0, 4, 1e9, 1e9)        # 1 / (4 x 1.75)
+    >>> data_parallel_efficiency(1.0, 4, 1e9, 1e9, latency=0.0)        # 1 / (4 x 1.75)
     0.14285714285714285
-    >>> data_parallel_efficiency(1.0, 4, 1e9, 1e9, scaling="weak")   # 1 / 2.5
+    >>> data_parallel_efficiency(1.0, 4, 1e9, 1e9, latency=0.0, scaling="weak")   # 1 / 2.5
     0.4
-    >>> round(data_parallel_efficiency(1.0, 4, 1e6, 1e10), 4)   # small model, fast link
+    >>> round(data_parallel_efficiency(1.0, 4, 1e6, 1e10, latency=0.0), 4)   # small model, fast link
     0.9994
     """
     s = data_parallel_speedup(
@@ -457,7 +461,7 @@ def data_parallel_efficiency(
     return scalar_or_array(s / n, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
 
 
-def communication_crossover(compute_time, nbytes, bandwidth, latency=0.0, *, algorithm: str = "ring",
+def communication_crossover(compute_time, nbytes, bandwidth, latency, *, algorithm: str = "ring",
                             servers=1, n_max: int = 1 << 20) -> int | float:
     """Fewest devices at which the gradient exchange takes at least as long as the compute.
 
@@ -477,9 +481,9 @@ def communication_crossover(compute_time, nbytes, bandwidth, latency=0.0, *, alg
 
     Examples
     --------
-    >>> communication_crossover(1.0, 1e9, 1e9)          # ring: 1/N <= 2(N-1)/N s
+    >>> communication_crossover(1.0, 1e9, 1e9, latency=0.0)          # ring: 1/N <= 2(N-1)/N s
     2
-    >>> communication_crossover(1.0, 1e6, 1e9, algorithm="ps")   # 1/N <= 2 N ms
+    >>> communication_crossover(1.0, 1e6, 1e9, latency=0.0, algorithm="ps")   # 1/N <= 2 N ms
     23
     """
     tc = check_positive(compute_time, "compute_time")

@@ -309,7 +309,7 @@ def human_duration(seconds: float, digits: int = 3) -> str:
 
 # ------------------------------------------------------------------ FLOP / MAC counts
 def transformer_training_flops(params, tokens):
-    r"""Training FLOPs of a dense transformer: :math:`6 \cdot P \cdot D` ("6ND").
+    r"""Training FLOPs of a dense transformer: :math:`6 \cdot P \cdot D` ("6PD").
 
     Each parameter takes part in one multiply-accumulate per token in the forward
     pass (2 FLOPs) and two in the backward pass (4 FLOPs: the gradient with respect
@@ -365,7 +365,7 @@ def sequence_tokens(steps, batch_size, sequence_length):
 
 @dataclass(frozen=True)
 class PretrainingRecipe:
-    """A language model's pre-training run: size and steps, for a 6ND estimate.
+    """A language model's pre-training run: size and steps, for a 6PD estimate.
 
     Attributes
     ----------

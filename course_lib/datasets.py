@@ -37,6 +37,8 @@ __all__ = [
     "load_digits",
     "load_dnn_models",
     "load_glossary",
+    "load_notation",
+    "notation_markdown",
     "load_hardware",
     "load_megatron_configs",
     "load_training_records",
@@ -637,3 +639,65 @@ def glossary_markdown(chapter: int) -> str:
     for e in load_glossary(chapter):
         lines.append(f"| {e.term} | {e.term_zh} | {e.definition} |")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------ notation.csv
+@dataclass(frozen=True)
+class NotationEntry:
+    """One row of ``data/notation.csv``: a symbol of the course and its one meaning."""
+
+    symbol: str
+    """The symbol as LaTeX (``\\eta``, ``N_d``, ``\\mathcal{M}``)."""
+    text: str
+    """The symbol in plain text or Unicode, as figure labels write it (``η``, ``N_d``, ``ℳ``)."""
+    meaning: str
+    unit: str
+    chapter: int
+    replaces: str | None
+    """What earlier versions of the course (or the sources) wrote for it, if anything."""
+
+
+def load_notation() -> tuple[NotationEntry, ...]:
+    """The course's notation table (``data/notation.csv``): one symbol, one meaning.
+
+    Examples
+    --------
+    >>> {e.symbol: e.meaning for e in load_notation()}["N_p"]
+    'pipeline-parallel degree: pipeline stages'
+    """
+    rows = read_csv("notation.csv", NotationEntry)
+    path = data_dir() / "notation.csv"
+    seen: set[str] = set()
+    for line_no, e in enumerate(rows, start=2):
+        for key in {e.symbol, e.text}:
+            if key in seen:
+                raise DataFileError(f"{path}, line {line_no}: symbol {key!r} has a second meaning")
+            seen.add(key)
+    return rows
+
+
+def notation_markdown() -> str:
+    """The notation page (``notebooks/notation.md``), generated from ``data/notation.csv``.
+
+    ``python -m course_lib notation`` writes it; a test keeps the page and the table equal.
+
+    Examples
+    --------
+    >>> notation_markdown().splitlines()[0]
+    '# Notation (符号表)'
+    """
+    lines = [
+        "# Notation (符号表)",
+        "",
+        "One symbol, one meaning, in every chapter, figure and docstring of the course. "
+        "The table is `data/notation.csv`; this page is generated from it "
+        "(`python -m course_lib notation`). Where a source writes another letter "
+        "(the chapter's im2col figure, ZeRO's Ψ, Megatron-LM's p and t), the last column "
+        "says so. Chapter = where the symbol first appears.",
+        "",
+        "| symbol | meaning | unit | chapter | instead of |",
+        "|---|---|---|---|---|",
+    ]
+    for e in sorted(load_notation(), key=lambda e: (e.chapter, e.symbol.lower())):
+        lines.append(f"| ${e.symbol}$ | {e.meaning} | {e.unit} | {e.chapter:02d} | {e.replaces or ''} |")
+    return "\n".join(lines) + "\n"

@@ -94,17 +94,17 @@ def model_state_bytes(
 ) -> ModelStates:
     r"""Bytes per device of parameters, gradients and optimizer states under ZeRO.
 
-    With :math:`\Psi` parameters, :math:`N_d` data-parallel devices and
+    With :math:`P` parameters, :math:`N_d` data-parallel devices and
     :math:`(p, g, k)` bytes per parameter (Rajbhandari et al. 2020, Figure 1 and
     Section 5), each device holds
 
     ========  ===================  ==================  ============================
     stage     parameters           gradients           optimizer states
     ========  ===================  ==================  ============================
-    0 (DP)    :math:`p\Psi`        :math:`g\Psi`       :math:`k\Psi`
-    1         :math:`p\Psi`        :math:`g\Psi`       :math:`k\Psi / N_d`
-    2         :math:`p\Psi`        :math:`g\Psi/N_d`   :math:`k\Psi / N_d`
-    3         :math:`p\Psi/N_d`    :math:`g\Psi/N_d`   :math:`k\Psi / N_d`
+    0 (DP)    :math:`pP`        :math:`gP`       :math:`kP`
+    1         :math:`pP`        :math:`gP`       :math:`kP / N_d`
+    2         :math:`pP`        :math:`gP/N_d`   :math:`kP / N_d`
+    3         :math:`pP/N_d`    :math:`gP/N_d`   :math:`kP / N_d`
     ========  ===================  ==================  ============================
 
     The defaults are the paper's mixed-precision Adam: fp16 parameters and gradients
@@ -116,7 +116,7 @@ def model_state_bytes(
     Parameters
     ----------
     n_params : float
-        :math:`\Psi`, number of parameters, >= 0.
+        :math:`P`, number of parameters, >= 0.
     devices : int
         :math:`N_d` >= 1, data-parallel devices that share the states.
     zero_stage : {0, 1, 2, 3}

@@ -48,10 +48,10 @@ def test_ring_allreduce_against_step_count(n):
 
 
 def test_ring_hand_values():
-    assert ring_allreduce_time(1e9, 2, 1e9) == 1.0  # 2 x 1/2 x 1 s
+    assert ring_allreduce_time(1e9, 2, 1e9, 0.0) == 1.0  # 2 x 1/2 x 1 s
     assert ring_allreduce_time(1e9, 4, 1e9, 1e-3) == pytest.approx(1.5 + 6e-3)
     assert ring_allreduce_time(1e9, 1, 1e9, 1.0) == 0.0
-    assert ring_reduce_scatter_time(1e9, 4, 1e9) == 0.75
+    assert ring_reduce_scatter_time(1e9, 4, 1e9, 0.0) == 0.75
     assert ring_allgather_time(1e9, 4, 1e9, 1e-3) == pytest.approx(0.753)
 
 
@@ -67,7 +67,7 @@ def test_ring_is_reduce_scatter_plus_allgather():
 @settings(max_examples=40, deadline=None)
 def test_ring_bandwidth_term_tends_to_2m_over_beta(m, b):
     limit = 2 * m / b
-    times = ring_allreduce_time(m, np.array([2, 16, 1024, 10**6]), b)
+    times = ring_allreduce_time(m, np.array([2, 16, 1024, 10**6]), b, 0.0)
     assert np.all(np.diff(times) > 0)  # grows with N ...
     assert np.all(times < limit)  # ... but stays below 2 m / beta
     assert times[-1] == pytest.approx(limit, rel=1e-5)
@@ -77,13 +77,13 @@ def test_ring_bandwidth_term_tends_to_2m_over_beta(m, b):
 @settings(max_examples=60, deadline=None)
 def test_ring_never_slower_in_bandwidth_than_ps(m, n, b, a):
     # bandwidth-optimal: with no latency, the ring moves <= what one server link moves
-    assert ring_allreduce_time(m, n, b) <= parameter_server_time(m, n, b) + 1e-12
-    assert ring_allreduce_time(m, n, b, a) >= ring_allreduce_time(m, n, b)
+    assert ring_allreduce_time(m, n, b, 0.0) <= parameter_server_time(m, n, b, 0.0) + 1e-12
+    assert ring_allreduce_time(m, n, b, a) >= ring_allreduce_time(m, n, b, 0.0)
 
 
 def test_tree_hand_values():
     assert tree_allreduce_time(1e6, 8, 1e9, 1e-5) == pytest.approx(6 * (1e-5 + 1e-3))
-    assert tree_allreduce_time(1e6, 5, 1e9) == pytest.approx(6 * 1e-3)  # ceil(log2 5) = 3
+    assert tree_allreduce_time(1e6, 5, 1e9, 0.0) == pytest.approx(6 * 1e-3)  # ceil(log2 5) = 3
     assert tree_allreduce_time(1e6, 1, 1e9, 1.0) == 0.0
     # small messages: tree wins on latency; large: ring wins on bandwidth
     assert tree_allreduce_time(8, 1024, 1e10, 1e-5) < ring_allreduce_time(8, 1024, 1e10, 1e-5)
@@ -91,16 +91,16 @@ def test_tree_hand_values():
 
 
 def test_parameter_server_hand_values():
-    assert parameter_server_time(1e9, 4, 1e9) == 8.0  # push 4 GB, pull 4 GB on one link
-    assert parameter_server_time(1e9, 4, 1e9, servers=4) == 2.0
-    assert parameter_server_time(1e9, 4, 1e9, servers=8) == 2.0  # worker links limit
+    assert parameter_server_time(1e9, 4, 1e9, 0.0) == 8.0  # push 4 GB, pull 4 GB on one link
+    assert parameter_server_time(1e9, 4, 1e9, 0.0, servers=4) == 2.0
+    assert parameter_server_time(1e9, 4, 1e9, 0.0, servers=8) == 2.0  # worker links limit
     assert parameter_server_time(1e9, 1, 1e9, 1e-3) == pytest.approx(2.002)
 
 
 @given(sizes, st.integers(1, 1000), bws, st.integers(2, 16))
 @settings(max_examples=40, deadline=None)
 def test_ps_linear_in_workers_with_one_server(m, n, b, k):
-    assert parameter_server_time(m, k * n, b) == pytest.approx(k * parameter_server_time(m, n, b))
+    assert parameter_server_time(m, k * n, b, 0.0) == pytest.approx(k * parameter_server_time(m, n, b, 0.0))
 
 
 @pytest.mark.parametrize(
@@ -126,27 +126,27 @@ def test_bad_input(fn, kwargs, exc, name):
 def test_allreduce_dispatch():
     for name, fn in (("ring", ring_allreduce_time), ("tree", tree_allreduce_time)):
         assert allreduce_time(1e6, 6, 1e9, 1e-6, algorithm=name) == fn(1e6, 6, 1e9, 1e-6)
-    assert allreduce_time(1e6, 6, 1e9, algorithm="ps", servers=2) == parameter_server_time(
-        1e6, 6, 1e9, servers=2
+    assert allreduce_time(1e6, 6, 1e9, 0.0, algorithm="ps", servers=2) == parameter_server_time(
+        1e6, 6, 1e9, 0.0, servers=2
     )
 
 
 # ------------------------------------------------------------------ data-parallel step
 def test_step_time_hand_values():
-    assert data_parallel_step_time(1.0, 1, 1e9, 1e9) == 1.0  # one device: no exchange
-    assert data_parallel_step_time(1.0, 4, 1e9, 1e9) == 1.75
-    assert data_parallel_step_time(1.0, 4, 1e9, 1e9, overlap=1.0) == 1.5  # hides 0.25 s
-    assert data_parallel_step_time(1.0, 4, 1e8, 1e9, overlap=1.0) == 0.25  # 0.15 s hidden
-    assert data_parallel_step_time(1.0, 4, 1e9, 1e9, algorithm="ps") == 8.25
-    assert data_parallel_efficiency(1.0, 4, 1e9, 1e9) == pytest.approx(1 / (4 * 1.75))
-    assert data_parallel_speedup(1.0, 4, 1e9, 1e9) == pytest.approx(1 / 1.75)
+    assert data_parallel_step_time(1.0, 1, 1e9, 1e9, 0.0) == 1.0  # one device: no exchange
+    assert data_parallel_step_time(1.0, 4, 1e9, 1e9, 0.0) == 1.75
+    assert data_parallel_step_time(1.0, 4, 1e9, 1e9, 0.0, overlap=1.0) == 1.5  # hides 0.25 s
+    assert data_parallel_step_time(1.0, 4, 1e8, 1e9, 0.0, overlap=1.0) == 0.25  # 0.15 s hidden
+    assert data_parallel_step_time(1.0, 4, 1e9, 1e9, 0.0, algorithm="ps") == 8.25
+    assert data_parallel_efficiency(1.0, 4, 1e9, 1e9, 0.0) == pytest.approx(1 / (4 * 1.75))
+    assert data_parallel_speedup(1.0, 4, 1e9, 1e9, 0.0) == pytest.approx(1 / 1.75)
 
 
 def test_step_time_arrays():
     n = np.array([1, 2, 4, 8])
-    t = data_parallel_step_time(8.0, n, 1e9, 1e9)
+    t = data_parallel_step_time(8.0, n, 1e9, 1e9, 0.0)
     np.testing.assert_allclose(t, 8.0 / n + 2 * (n - 1) / n)
-    eta = data_parallel_efficiency(8.0, n, 1e9, 1e9)
+    eta = data_parallel_efficiency(8.0, n, 1e9, 1e9, 0.0)
     np.testing.assert_allclose(eta, 8.0 / (n * t))
     assert eta[0] == 1.0
 
@@ -169,8 +169,8 @@ def test_efficiency_properties(tc, n, m, b, a, o):
 def test_speedup_bounded_by_communication(tc, m, b):
     # with a fixed global batch, S(N) < t_c / (2 (N-1)/N m / beta) for every N
     for n in (2, 8, 64, 4096):
-        t_m = ring_allreduce_time(m, n, b)
-        assert data_parallel_speedup(tc, n, m, b) <= tc / t_m * (1 + 1e-12)
+        t_m = ring_allreduce_time(m, n, b, 0.0)
+        assert data_parallel_speedup(tc, n, m, b, 0.0) <= tc / t_m * (1 + 1e-12)
 
 
 @pytest.mark.parametrize(
@@ -183,30 +183,30 @@ def test_speedup_bounded_by_communication(tc, m, b):
     ],
 )
 def test_step_bad_input(kwargs, name):
-    args = dict(compute_time=1.0, devices=4, nbytes=1e6, bandwidth=1e9) | kwargs
+    args = dict(compute_time=1.0, devices=4, nbytes=1e6, bandwidth=1e9, latency=0.0) | kwargs
     with pytest.raises(ValueError, match=name):
         data_parallel_step_time(**args)
 
 
 def test_speedup_needs_positive_compute():
     with pytest.raises(ValueError, match="compute_time"):
-        data_parallel_efficiency(0.0, 4, 1e6, 1e9)
+        data_parallel_efficiency(0.0, 4, 1e6, 1e9, 0.0)
 
 
 def test_weak_scaling_hand_values_and_properties():
     # each device keeps its 1 s batch: step = 1 + ring time; eta = 1 / step
     n = np.array([1, 2, 4, 8])
-    t = data_parallel_step_time(1.0, n, 1e9, 1e9, scaling="weak")
+    t = data_parallel_step_time(1.0, n, 1e9, 1e9, 0.0, scaling="weak")
     np.testing.assert_allclose(t, 1.0 + 2 * (n - 1) / n)
-    np.testing.assert_allclose(data_parallel_efficiency(1.0, n, 1e9, 1e9, scaling="weak"), 1 / t)
-    np.testing.assert_allclose(data_parallel_speedup(1.0, n, 1e9, 1e9, scaling="weak"), n / t)
+    np.testing.assert_allclose(data_parallel_efficiency(1.0, n, 1e9, 1e9, 0.0, scaling="weak"), 1 / t)
+    np.testing.assert_allclose(data_parallel_speedup(1.0, n, 1e9, 1e9, 0.0, scaling="weak"), n / t)
     # weak scaling keeps eta above 1 / (1 + 2 m / (beta t_c)) for every N; strong scaling does not
     floor = 1 / (1 + 2 * 1e9 / 1e9 / 1.0)
     big = np.array([64, 1024, 10**6])
-    assert np.all(data_parallel_efficiency(1.0, big, 1e9, 1e9, scaling="weak") > floor)
-    assert data_parallel_efficiency(1.0, 10**6, 1e9, 1e9) < 1e-5
+    assert np.all(data_parallel_efficiency(1.0, big, 1e9, 1e9, 0.0, scaling="weak") > floor)
+    assert data_parallel_efficiency(1.0, 10**6, 1e9, 1e9, 0.0) < 1e-5
     with pytest.raises(ValueError, match="scaling"):
-        data_parallel_step_time(1.0, 2, 1e6, 1e9, scaling="medium")
+        data_parallel_step_time(1.0, 2, 1e6, 1e9, 0.0, scaling="medium")
 
 
 @given(st.floats(1e-4, 1e3), st.integers(2, 4096), sizes, bws, lats)
@@ -224,7 +224,7 @@ def test_hierarchical_allreduce_by_hand_and_against_the_flat_ring():
     t = hierarchical_allreduce_time(1e9, 2, 4, 1e9, 2e9, 1e-3, 1e-2)
     assert t == pytest.approx(2 * (0.75 + 3e-3) + (0.5 + 0.02))
     # one server: just the ring inside it
-    assert hierarchical_allreduce_time(1e9, 1, 8, 1e9, 1e6, 0, 0) == pytest.approx(ring_allreduce_time(1e9, 8, 1e9))
+    assert hierarchical_allreduce_time(1e9, 1, 8, 1e9, 1e6, 0, 0) == pytest.approx(ring_allreduce_time(1e9, 8, 1e9, 0.0))
     # BERT-Large on the record's 92 DGX-2H: slower than the flat NVLink ring, its optimistic bound
     m, beta_in, beta_net = 4 * 340e6, 150e9, 100e9
     flat = ring_allreduce_time(m, 92 * 16, beta_in, 5e-6)

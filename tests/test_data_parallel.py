@@ -202,18 +202,18 @@ def test_communication_crossover_against_hand_solutions():
     from course_lib.comm import communication_crossover
 
     # ring, no latency: exchange 2(N-1)/N m/b >= t_c/N  <=>  N >= 1 + t_c b / (2 m)
-    assert communication_crossover(1.0, 1e9, 1e9) == 2
-    assert communication_crossover(10.0, 1e9, 1e9) == 6
+    assert communication_crossover(1.0, 1e9, 1e9, 0.0) == 2
+    assert communication_crossover(10.0, 1e9, 1e9, 0.0) == 6
     # parameter server: 2 N m / b >= t_c / N  <=>  N^2 >= t_c b / (2 m) = 500 -> 23
-    assert communication_crossover(1.0, 1e6, 1e9, algorithm="ps") == 23
+    assert communication_crossover(1.0, 1e6, 1e9, 0.0, algorithm="ps") == 23
     # brute force with the comm module for a random case
     tc, m, b, a = 0.05, 3.3e6, 25e9 / 8, 1e-5
     n = communication_crossover(tc, m, b, a, algorithm="ring")
     assert comm.ring_allreduce_time(m, n, b, a) >= tc / n
     assert comm.ring_allreduce_time(m, n - 1, b, a) < tc / (n - 1)
-    assert communication_crossover(1e6, 1.0, 1e12, n_max=100) == float("inf")
+    assert communication_crossover(1e6, 1.0, 1e12, 0.0, n_max=100) == float("inf")
     with pytest.raises(ValueError, match="compute_time"):
-        communication_crossover(0.0, 1e6, 1e9)
+        communication_crossover(0.0, 1e6, 1e9, 0.0)
 
 
 def test_fit_gustafson_recovers_p_and_validates():

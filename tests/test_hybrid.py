@@ -140,7 +140,7 @@ def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
     from course_lib.exercises import ch06 as ex
 
     assert ex.ex_bubble(3 / 15).correct  # S = 4, M = 12: 3 idle slots of 15
-    assert not ex.ex_bubble(3 / 12).correct and "M + S - 1" in ex.ex_bubble(3 / 12).message
+    assert not ex.ex_bubble(3 / 12).correct and "M + N_p - 1" in ex.ex_bubble(3 / 12).message
     assert ex.ex_micro_batches(63).correct  # 7 / (M + 7) <= 0.1  <=>  M >= 63
     assert not ex.ex_micro_batches(62).correct
     assert ex.smallest_micro_batches(2, 0.5) == 1

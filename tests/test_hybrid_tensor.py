@@ -85,7 +85,7 @@ def test_tensor_parallel_pipeline_against_an_independent_simulation():
     # largest blocks: hidden 64 -> 32 per device; pairs (0, 1) and (2, 3); layer 4 replicated
     f = np.array([2 * (32 * 32 + 32 * 64), 2 * (64 * 32 + 32 * 64) + 2 * 64 * 10])
     b = np.array([2 * 32 * 32 + 4 * 32 * 64, 4 * (64 * 32 + 32 * 64) + 4 * 64 * 10])
-    ring = lambda m, k: comm.ring_allreduce_time(m, 2, 1e9) + k * comm.ring_allreduce_time(0, 2, 1e9, 1e-5)  # noqa: E731
+    ring = lambda m, k: comm.ring_allreduce_time(m, 2, 1e9, 0.0) + k * comm.ring_allreduce_time(0, 2, 1e9, 1e-5)  # noqa: E731
     tp_f = np.array([ring(mb * 64 * 4, 1), ring(mb * 64 * 4, 1)])
     tp_b = np.array([0.0, ring(mb * 64 * 4, 1)])  # stage 0 skips the model input's gradient
     fwd, bwd = f * mb / 1e10, b * mb / 1e10

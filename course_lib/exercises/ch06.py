@@ -66,17 +66,17 @@ STAGE_ACTIVATIONS = {
 
 
 def ex_bubble(answer) -> Result:
-    """Bubble share of a GPipe step with S = 4 stages and M = 12 micro-batches."""
+    """Bubble share of a GPipe step with N_p = 4 stages and M = 12 micro-batches."""
     s, m = BUBBLE["stages"], BUBBLE["micro_batches"]
     return check(
         answer,
         bubble_fraction(s, m),
         name="bubble share",
         rtol=1e-3,
-        hint="a step lasts M + S - 1 slots; every stage is busy in M of them.",
+        hint="a step lasts M + N_p - 1 slots; every stage is busy in M of them.",
         mistakes={
-            (s - 1) / m: "That is (S-1)/M: idle slots per busy slot. The share is idle slots "
-            "over ALL slots of the step, M + S - 1.",
+            (s - 1) / m: "That is (N_p-1)/M: idle slots per busy slot. The share is idle slots "
+            "over ALL slots of the step, M + N_p - 1.",
             1 - bubble_fraction(s, m): "That is the busy share; the question asks for the idle share.",
         },
     )
@@ -108,9 +108,9 @@ def ex_micro_batches(answer) -> Result:
         name="micro-batches M",
         rtol=0,
         atol=0.01,
-        hint="solve (S-1)/(M+S-1) <= target for M and round up to a whole micro-batch.",
+        hint="solve (N_p-1)/(M+N_p-1) <= target for M and round up to a whole micro-batch.",
         mistakes={
-            round((s - 1) / t): "That is M + S - 1, the length of the step in slots; subtract S - 1.",
+            round((s - 1) / t): "That is M + N_p - 1, the length of the step in slots; subtract N_p - 1.",
         },
     )
 
@@ -148,7 +148,7 @@ def ex_stash(answer) -> Result:
         name="GPipe / 1F1B activation memory on stage 0",
         rtol=1e-3,
         hint="GPipe runs all M forwards before the first backward; 1F1B lets stage 0 start a "
-        "backward as soon as its first micro-batch has come back through the S stages.",
+        "backward as soon as its first micro-batch has come back through the N_p stages.",
     )
 
 
@@ -172,7 +172,7 @@ def ex_best_split(answer) -> Result:
         name="best split (D, P)",
         rtol=0,
         atol=0.01,
-        hint="enumerate_configs lists every D x P = 16; take the fastest that fits in memory "
+        hint="enumerate_configs lists every N_d x N_p = 16; take the fastest that fits in memory "
         "(or move the device slider of the explorer to 16).",
         mistakes={
             (n, 1): f"Pure data parallelism all-reduces {grad_gb:.1f} GB of gradients every step: "

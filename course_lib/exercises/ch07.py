@@ -171,8 +171,8 @@ def ex7_1f1b_bubble(answer) -> Result:
         bubble_fraction(s, m),
         rtol=1e-3,
         name="bubble share",
-        hint="1F1B changes the order of the work, not the idle time: (S-1)/(M+S-1).",
-        mistakes={(s - 1) / m: "The step lasts M + S - 1 slots, not M: divide by M + S - 1."},
+        hint="1F1B changes the order of the work, not the idle time: (N_p-1)/(M+N_p-1).",
+        mistakes={(s - 1) / m: "The step lasts M + N_p - 1 slots, not M: divide by M + N_p - 1."},
     )
 
 

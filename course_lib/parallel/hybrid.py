@@ -1,13 +1,13 @@
 r"""Hybrid parallelism (组合式并行): data x pipeline x tensor on a grid of devices, estimated and run.
 
-``N`` devices are arranged as a grid of ``D`` data-parallel replicas (数据并行) times
-``P`` pipeline stages (流水并行) times ``T`` tensor-parallel devices per stage (张量并行),
+``N`` devices are arranged as a grid of ``N_d`` data-parallel replicas (数据并行) times
+``N_p`` pipeline stages (流水并行) times ``N_t`` tensor-parallel devices per stage (张量并行),
 ``D * P * T = N``. Replica ``d`` trains on ``B / D`` of the global batch with a
-``P``-stage pipeline of ``M`` micro-batches; each stage's layers are split over its ``T``
+``N_p``-stage pipeline of ``M`` micro-batches; each stage's layers are split over its ``N_t``
 devices Megatron-style (:mod:`course_lib.parallel.tensor`: pairs of layers, the first by
 output columns, the second by input rows, an unpaired last layer replicated), which adds
-activation all-reduces among the ``T`` devices to every micro-batch's forward and
-backward; afterwards the ``D`` copies of every stage shard all-reduce its gradients.
+activation all-reduces among the ``N_t`` devices to every micro-batch's forward and
+backward; afterwards the ``N_d`` copies of every stage shard all-reduce its gradients.
 For one step of the running example (:class:`course_lib.models.MLP`) this module
 estimates
 
@@ -104,7 +104,7 @@ def device_parameters(device_id: str = "v100_sxm2_32gb") -> dict[str, float]:
 
 @dataclass(frozen=True)
 class HybridConfig:
-    """Estimated step of one ``D x P x T`` configuration (times in s, memory in bytes).
+    """Estimated step of one ``N_d x N_p x N_t`` configuration (times in s, memory in bytes).
 
     ``step_time = compute + bubble + p2p + allreduce + tensor_allreduce``: ``compute`` is
     the busy time of the slowest stage, ``bubble`` the rest of the pipeline's makespan
@@ -233,7 +233,7 @@ def estimate_config(
     batch_size : int
         Global batch ``B`` >= ``data``; each replica gets ``ceil(B / D)`` samples.
     data, pipeline : int
-        ``D`` >= 1 replicas and ``P`` stages, ``1 <= P <= model.n_layers`` (a stage
+        ``N_d`` >= 1 replicas and ``N_p`` stages, ``1 <= N_p <= model.n_layers`` (a stage
         holds at least one layer). Stages are split by :func:`partition_layers`.
     device_flops : float
         Sustained FLOP/s of one device, > 0.
@@ -252,12 +252,12 @@ def estimate_config(
         Extra values per parameter kept by the optimizer: 0 for SGD, 1 for momentum,
         2 for Adam/LAMB.
     tensor : int
-        ``T`` >= 1 devices per stage that split its layers Megatron-style (see
+        ``N_t`` >= 1 devices per stage that split its layers Megatron-style (see
         :func:`stage_params`): compute, parameters and hidden activations drop to about
         ``1/T``; every micro-batch adds, per pair of layers, an all-reduce of its
         output in the forward and of its input gradient in the backward (none for the
         model's input), ``mb x width`` values each (:func:`tensor_stage_bytes`). The
-        hand-over to the next stage is unchanged (each of the ``T`` devices sends to
+        hand-over to the next stage is unchanged (each of the ``N_t`` devices sends to
         its partner, in parallel).
 
     Examples
@@ -395,17 +395,18 @@ def _tensor_times(model: MLP, bounds, mb: int, tensor: int, bandwidth: float, la
     pairs = np.array([(hi - lo) // 2 for lo, hi in zip(bounds[:-1], bounds[1:])])
     n_bwd = pairs - (np.arange(pairs.size) == 0)  # the model's input needs no gradient
     per_message = comm.ring_allreduce_time(0.0, tensor, bandwidth, latency)
-    t_f = comm.ring_allreduce_time(fwd_bytes, tensor, bandwidth) + pairs * per_message
-    t_b = comm.ring_allreduce_time(bwd_bytes, tensor, bandwidth) + np.maximum(n_bwd, 0) * per_message
+    # bandwidth terms (latency=0.0) plus one latency-only all-reduce per message
+    t_f = comm.ring_allreduce_time(fwd_bytes, tensor, bandwidth, latency=0.0) + pairs * per_message
+    t_b = comm.ring_allreduce_time(bwd_bytes, tensor, bandwidth, latency=0.0) + np.maximum(n_bwd, 0) * per_message
     return t_f, t_b
 
 
 def enumerate_configs(model, batch_size: int, devices: int, *, max_tensor: int = 1, **kw) -> list[HybridConfig]:
-    """Every ``D x P x T = devices`` grid with ``P <= n_layers``, ``D <= batch_size`` and
+    """Every ``N_d x N_p x N_t = devices`` grid with ``N_p <= n_layers``, ``N_d <= batch_size`` and
     ``T <= max_tensor``.
 
-    Keyword arguments are those of :func:`estimate_config`. Ordered by ``T``, then ``P``;
-    the default ``max_tensor=1`` gives the ``D x P`` grids only.
+    Keyword arguments are those of :func:`estimate_config`. Ordered by ``N_t``, then ``N_p``;
+    the default ``max_tensor=1`` gives the ``N_d x N_p`` grids only.
 
     Examples
     --------
@@ -616,11 +617,11 @@ def scheme_comparison(model, batch_size: int, devices: int) -> SchemeComparison:
 
 
 def train_hybrid(model, x: np.ndarray, y: np.ndarray, *, data: int = 2, **kwargs) -> PipelineResult:
-    """Hybrid parallelism as processes: ``data`` replicas of an ``S``-stage pipeline.
+    """Hybrid parallelism as processes: ``data`` replicas of an ``N_p``-stage pipeline.
 
-    ``D * S`` processes; process ``d * S + s`` is stage ``s`` of replica ``d``. Each
+    ``D * S`` processes; process ``d * S + s`` is stage ``q`` of replica ``d``. Each
     replica trains on a contiguous shard of every batch with the pipeline's scheme;
-    afterwards the ``D`` copies of stage ``s`` add their gradients (an all-reduce through
+    afterwards the ``N_d`` copies of stage ``q`` add their gradients (an all-reduce through
     shared memory, in replica order) and each applies the same update to its own copy
     of the stage's parameters. This is
     :func:`course_lib.parallel.pipeline.train_pipeline` with ``data=D`` (every other

@@ -1,7 +1,7 @@
 """Model (layer-wise) and pipeline parallelism of the running example, with real processes.
 
 Model parallelism (模型并行) splits the *layers* of :class:`course_lib.models.MLP` into
-``S`` consecutive stages (流水阶段), one process each. Stage ``s`` owns the contiguous
+``N_p`` consecutive stages (流水阶段), one process each. Stage ``q`` owns the contiguous
 slice ``model.layer_range(start, stop)`` of the flat parameter buffer; activations
 travel forward to the next stage, activation gradients backward to the previous one,
 and every stage updates its own parameters. Pipeline parallelism (流水并行) cuts the
@@ -21,9 +21,9 @@ bitwise those of ``recompute=False``; the result reports the measured cost
 :func:`train_microbatched`
     The arithmetic of a pipeline in one process (the reference).
 :func:`train_pipeline`
-    ``S`` processes, one per stage; returns the measured :class:`Timeline`.
+    ``N_p`` processes, one per stage; returns the measured :class:`Timeline`.
 :func:`course_lib.parallel.hybrid.train_hybrid`
-    ``D`` replicas of the pipeline (data x pipeline parallelism): ``train_pipeline(data=D)``.
+    ``N_d`` replicas of the pipeline (data x pipeline parallelism): ``train_pipeline(data=N_d)``.
 :func:`recompute_overhead`
     What activation recomputation cost and saved, from a run with and one without.
 """
@@ -75,7 +75,7 @@ class PipelineResult:
     schedule: str
     micro_batches: int
     replicas: int = 1
-    """Data-parallel replicas ``D`` (1 for a plain pipeline)."""
+    """Data-parallel replicas ``N_d`` (1 for a plain pipeline)."""
     replicas_in_sync: bool = True
     """Whether every replica ended with bitwise the same parameters."""
     serial_step_times: tuple[float, ...] | None = None
@@ -586,9 +586,9 @@ def train_pipeline(
     data: int = 1,
     recompute: bool = False,
 ) -> PipelineResult:
-    """Train the running example with its layers split over ``S`` stage processes.
+    """Train the running example with its layers split over ``N_p`` stage processes.
 
-    Stage ``s`` owns layers ``boundaries[s] .. boundaries[s + 1] - 1`` and their slice
+    Stage ``q`` owns layers ``boundaries[s] .. boundaries[s + 1] - 1`` and their slice
     of the flat parameter buffer (which lives in shared memory and is updated in place
     by its owner). Per step, the batch is cut into ``micro_batches`` contiguous
     micro-batches; activations go forward and their gradients backward through
@@ -602,7 +602,7 @@ def train_pipeline(
     x, y : numpy.ndarray
         Inputs (n, sizes[0]) and integer labels (n,).
     stages : int, optional
-        ``S`` in [1, n_layers]; the layers are split by :func:`partition_layers`
+        ``N_p`` in [1, n_layers]; the layers are split by :func:`partition_layers`
         (default 2).
     boundaries : sequence of int, optional
         An explicit split ``(0, b1, ..., n_layers)`` instead (e.g. an uneven one).
@@ -622,16 +622,16 @@ def train_pipeline(
         BLAS threads per stage (1: the stages do not fight over the cores).
     fault : course_lib.parallel.workers.Fault, optional
         Inject a failure (tests, demonstrations): ``rank`` is the process (in
-        [0, D * S - 1], else ValueError), ``step`` the step.
+        [0, N_d * N_p - 1], else ValueError), ``step`` the step.
     progress : bool or None
         Progress bar: False never, None in notebooks for runs over ~1.5 s.
     data : int
-        Replicas ``D`` of the whole pipeline in [1, batch_size] (``D > 1`` is hybrid
+        Replicas ``N_d`` of the whole pipeline in [1, batch_size] (``N_d > 1`` is hybrid
         parallelism, see :func:`course_lib.parallel.hybrid.train_hybrid`): ``D * S``
         processes, process ``d * S + s`` is stage ``s`` of replica ``d``; each replica
-        trains on a contiguous shard of every batch, then the ``D`` copies of each stage
+        trains on a contiguous shard of every batch, then the ``N_d`` copies of each stage
         all-reduce their gradient (shared memory, in replica order). ``micro_batches`` is
-        per replica; ``fault.rank`` counts processes, in [0, D * S - 1].
+        per replica; ``fault.rank`` counts processes, in [0, N_d * N_p - 1].
     recompute : bool
         Activation recomputation (激活重计算, notebook section "06 · Memory: activation
         recomputation"): each stage stores only the input of every micro-batch in

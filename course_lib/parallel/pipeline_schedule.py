@@ -1,7 +1,7 @@
 """Pipelines without processes: the bubble formula, schedules, timelines, a simulator.
 
 Model parallelism (模型并行) splits the *layers* of :class:`course_lib.models.MLP` into
-``S`` consecutive stages (流水阶段), one process each. Stage ``s`` owns the contiguous
+``N_p`` consecutive stages (流水阶段), one process each. Stage ``q`` owns the contiguous
 slice ``model.layer_range(start, stop)`` of the flat parameter buffer; activations
 travel forward to the next stage, activation gradients backward to the previous one,
 and every stage updates its own parameters. Alone this keeps all but one stage idle;
@@ -23,7 +23,7 @@ parameters equal those of the serial run (up to floating-point summation order).
 
 The idle share ("bubble", 气泡) of a pipeline with equal stages is
 
-.. math:: \\text{bubble} = \\frac{S - 1}{M + S - 1},
+.. math:: \\text{bubble} = \\frac{N_p - 1}{M + N_p - 1},
 
 which :func:`bubble_fraction` computes and :func:`simulate_pipeline` reproduces from
 per-stage costs without running processes. :func:`course_lib.parallel.pipeline.train_pipeline`
@@ -62,17 +62,17 @@ SCHEDULES = ("gpipe", "1f1b")
 
 # --------------------------------------------------------------------------- formula
 def bubble_fraction(stages, micro_batches):
-    r"""Idle share of a synchronous pipeline with equal stages: :math:`(S-1)/(M+S-1)`.
+    r"""Idle share of a synchronous pipeline with equal stages: :math:`(N_p-1)/(M+N_p-1)`.
 
-    Each of the ``S`` stages is busy ``M`` slots of the ``M + S - 1`` slots that a
+    Each of the ``N_p`` stages is busy ``M`` slots of the ``M + N_p - 1`` slots that a
     step lasts (a slot = one micro-batch's forward plus backward on one stage); the
-    first stage waits ``S - 1`` slots for the last forwards to come back as backwards.
+    first stage waits ``N_p - 1`` slots for the last forwards to come back as backwards.
     Holds for GPipe and 1F1B alike.
 
     Parameters
     ----------
     stages : int or array_like
-        Pipeline stages ``S`` >= 1.
+        Pipeline stages ``N_p`` >= 1.
     micro_batches : int or array_like
         Micro-batches per step ``M`` >= 1.
 
@@ -137,13 +137,13 @@ class Timeline:
     ----------
     ops : tuple of StageOp
     n_stages, n_micro : int
-        Stages ``S`` and micro-batches ``M`` (per step).
+        Stages ``N_p`` and micro-batches ``M`` (per step).
     schedule : str
         ``"gpipe"`` or ``"1f1b"``.
     source : str
         ``"simulated"`` or ``"measured"``.
     replicas : int
-        Data-parallel replicas ``D`` of the pipeline (1 unless hybrid). The timeline
+        Data-parallel replicas ``N_d`` of the pipeline (1 unless hybrid). The timeline
         has ``D * S`` rows (devices), row ``d * S + s`` for replica ``d``, stage ``s``.
     """
 
@@ -242,7 +242,7 @@ def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> 
     Parameters
     ----------
     stages, micro_batches : int
-        ``S`` >= 1 and ``M`` >= 1.
+        ``N_p`` >= 1 and ``M`` >= 1.
     schedule : {"gpipe", "1f1b"}
         GPipe: ``F0 .. F(M-1)`` then ``B0 .. B(M-1)``. 1F1B: ``min(S - s - 1, M)``
         warm-up forwards on stage ``s``, then forward/backward pairs, then the
@@ -309,7 +309,7 @@ def simulate_pipeline(
     Parameters
     ----------
     forward : sequence of float
-        Time of one micro-batch's forward on each stage (``S`` entries, >= 0).
+        Time of one micro-batch's forward on each stage (``N_p`` entries, >= 0).
     backward : sequence of float, optional
         Time of one micro-batch's backward on each stage; default ``2 * forward``
         (a layer's backward computes two GEMMs to the forward's one).
@@ -318,7 +318,7 @@ def simulate_pipeline(
     schedule : {"gpipe", "1f1b"}
     send_time : float or sequence of float
         Time to pass an activation (or its gradient) to the neighbour stage, >= 0:
-        one value for every hand-over, or ``S - 1`` values, one per boundary
+        one value for every hand-over, or ``N_p - 1`` values, one per boundary
         (boundary ``s`` lies between stages ``s`` and ``s + 1``).
 
     Returns
@@ -394,7 +394,7 @@ def simulate_uniform(
     backward: float | None = None,
     send_time: float = 0.0,
 ) -> Timeline:
-    """:func:`simulate_pipeline` for ``S`` equal stages (what the formula assumes).
+    """:func:`simulate_pipeline` for ``N_p`` equal stages (what the formula assumes).
 
     Examples
     --------

@@ -177,7 +177,7 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     ax_im.add_patch(Rectangle((0, 0), k, 1, fill=False, edgecolor="black", lw=2))
     ax_im.set_xlim(-0.2, k + 0.2)
     ax_im.set_ylim(m + 0.2, -0.8)
-    ax_im.set_title(f"IFmap matrix  M×K = {m}×{k}", fontsize=9)
+    ax_im.set_title(f"IFmap matrix  $\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", fontsize=9)
 
     # Filter matrix K x N
     for o in range(c_out):
@@ -187,7 +187,7 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     ax_fm.add_patch(Rectangle((0, 0), 1, k, fill=False, edgecolor="black", lw=2))
     ax_fm.set_xlim(-0.5, c_out + 0.5)
     ax_fm.set_ylim(k + 0.2, -0.8)
-    ax_fm.set_title(f"Filter matrix  K×N = {k}×{c_out}", fontsize=9)
+    ax_fm.set_title(f"Filter matrix  $\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", fontsize=9)
 
     # Output matrix M x N
     for o in range(c_out):
@@ -196,7 +196,7 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     ax_o.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
     ax_o.set_xlim(-0.5, c_out + 0.5)
     ax_o.set_ylim(m + 0.2, -0.8)
-    ax_o.set_title(f"Output  M×N = {m}×{c_out}", fontsize=9)
+    ax_o.set_title(f"Output  $\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", fontsize=9)
     fig.suptitle(
         "im2col: the convolution becomes ONE matrix product  O = IFmap matrix × Filter matrix "
         "(framed: row 0 × column 0 = O0)", fontsize=10,
@@ -291,7 +291,7 @@ def im2col_numbers_figure(x, weight, reference=None):
     ax_im.add_patch(Rectangle((0, 0), k, 1, fill=False, edgecolor="black", lw=2))
     ax_im.set_xlim(-0.2, k + 0.2)
     ax_im.set_ylim(max(m, k) + 0.2, -0.8)
-    ax_im.set_title(f"IFmap matrix\nM×K = {m}×{k}", fontsize=9)
+    ax_im.set_title(f"IFmap matrix\n$\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", fontsize=9)
 
     for o in range(c_out):
         for row in range(k):
@@ -300,7 +300,7 @@ def im2col_numbers_figure(x, weight, reference=None):
     ax_fm.add_patch(Rectangle((0, 0), 1, k, fill=False, edgecolor="black", lw=2))
     ax_fm.set_xlim(-0.5, c_out + 0.5)
     ax_fm.set_ylim(max(m, k) + 0.2, -0.8)
-    ax_fm.set_title(f"× Filter matrix\nK×N = {k}×{c_out}", fontsize=9)
+    ax_fm.set_title(f"× Filter matrix\n$\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", fontsize=9)
 
     for o in range(c_out):
         for r in range(m):
@@ -308,7 +308,7 @@ def im2col_numbers_figure(x, weight, reference=None):
     ax_o.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
     ax_o.set_xlim(-0.5, c_out + 0.5)
     ax_o.set_ylim(max(m, k) + 0.2, -0.8)
-    ax_o.set_title(f"= Output\nM×N = {m}×{c_out}", fontsize=9)
+    ax_o.set_title(f"= Output\n$\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", fontsize=9)
 
     for o in range(c_out):  # the sliding-window result, one H_out x W_out map per channel
         for r in range(ho):
@@ -351,7 +351,7 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
     for i, (_, v) in enumerate(dims):
         ax_d.text(v * 1.15, i, f"{v:,}", va="center", fontsize=8)
     ax_d.invert_yaxis()
-    ax_d.set_title(f"GEMM  O[M×N] = I[M×K] · F[K×N],  {s['macs']:.3g} MACs", fontsize=9)
+    ax_d.set_title(f"GEMM  $O_{{\\mathcal{{M}}\\times\\mathcal{{N}}}} = I_{{\\mathcal{{M}}\\times\\mathcal{{K}}}}\\,F_{{\\mathcal{{K}}\\times\\mathcal{{N}}}}$,  {s['macs']:.3g} MACs", fontsize=9)
     ax_d.set_xlabel("size (log scale)")
 
     names = ["input", "im2col matrix", "weights", "output"]

@@ -209,7 +209,7 @@ def transformer_calculator_figure(
     *,
     hardware: Sequence,
 ):
-    """Calculator for a dense transformer by parameter count (6ND) on a device of ``hardware``.
+    """Calculator for a dense transformer by parameter count (6PD) on a device of ``hardware``.
 
     Parameters
     ----------
@@ -226,7 +226,7 @@ def transformer_calculator_figure(
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices,
         utilisation, efficiency,
-        title=f"transformer, {params_million:g}M parameters, {tokens_million:,.0f}M tokens (6ND)",
+        title=f"transformer, {params_million:g}M parameters, {tokens_million:,.0f}M tokens (6PD)",
         device_label=device.device,
     )
 

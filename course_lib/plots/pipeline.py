@@ -67,7 +67,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
 
     One row per stage; blue bars are forwards, orange backwards, grey updates, each
     labelled with its micro-batch. The title compares the idle share with the formula
-    ``(S-1)/(M+S-1)``.
+    ``(N_p-1)/(M+N_p-1)``.
 
     Parameters
     ----------
@@ -97,7 +97,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     ax.set_title(
         title
         or f"{name}, {grid}S = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}, "
-        f"formula (S-1)/(M+S-1) = {formula:.1%}",
+        f"formula $(N_p-1)/(M+N_p-1)$ = {formula:.1%}",
         fontsize=10,
     )
     return fig
@@ -109,13 +109,13 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
 
     Left: the simulated timeline (:func:`course_lib.parallel.pipeline_schedule.simulate_uniform`) of
     ``stages`` stages and ``micro_batches`` micro-batches. Right: the bubble share
-    against ``M`` - the formula for this ``S`` and the simulator's points for both
+    against ``M`` - the formula for this ``N_p`` and the simulator's points for both
     schedules - and the peak activations held by stage 0 (GPipe: ``M``; 1F1B: ``min(S, M)``).
 
     Parameters
     ----------
     stages, micro_batches : int
-        ``S`` >= 1, ``M`` >= 1 (the sliders).
+        ``N_p`` >= 1, ``M`` >= 1 (the sliders).
     schedule : {"gpipe", "1f1b"}
     backward_ratio : float
         Backward time relative to the forward (2 for a GEMM layer).
@@ -140,7 +140,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
         fontsize=10,
     )
     ms = np.arange(1, max(max_micro, micro_batches) + 1)
-    ax_b.plot(ms, pipeline_schedule.bubble_fraction(stages, ms), color="0.3", label="(S-1)/(M+S-1)")
+    ax_b.plot(ms, pipeline_schedule.bubble_fraction(stages, ms), color="0.3", label="$(N_p-1)/(M+N_p-1)$")
     pts = np.unique(np.round(np.geomspace(1, ms[-1], 9)).astype(int))
     for sched, marker, color in (("gpipe", "o", COLORS[0]), ("1f1b", "x", COLORS[1])):
         sim = [pipeline_schedule.simulate_uniform(stages, int(m), schedule=sched,
@@ -155,12 +155,12 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
 
 def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured: Sequence[float],
                   *, simulated: Sequence[float] | None = None, max_micro: int = 32):
-    """Measured bubble shares against the formula ``(S-1)/(M+S-1)``.
+    """Measured bubble shares against the formula ``(N_p-1)/(M+N_p-1)``.
 
     Parameters
     ----------
     stages, micro_batches, measured : sequences of equal length
-        One point per run: ``S``, ``M`` and the measured idle share.
+        One point per run: ``N_p``, ``M`` and the measured idle share.
     simulated : sequence of float, optional
         The simulator's prediction for each run (e.g. from measured stage costs).
     max_micro : int
@@ -188,7 +188,7 @@ def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured:
             sim = simulated
             ax.plot(m_arr[sel], sim[sel], "x", color=color, ms=8, label=f"simulated, S = {s}")
     ax.set(xlabel="micro-batches M", ylabel="bubble (idle share)", ylim=(0, 1),
-           title="pipeline bubble: measured vs (S-1)/(M+S-1)")
+           title="pipeline bubble: measured vs $(N_p-1)/(M+N_p-1)$")
     log2_axis(ax.xaxis, ms[-1])
     ax.legend(fontsize=8)
     return fig
@@ -215,7 +215,7 @@ def _rank(config) -> tuple:
 
 
 def _tensor_groups(axes, configs) -> None:
-    """Separate and name the groups of equal tensor degree T (when there is more than T = 1)."""
+    """Separate and name the groups of equal tensor degree N_t (when there is more than N_t = 1)."""
     ts = [c.tensor for c in configs]
     if max(ts) == 1:
         return
@@ -245,7 +245,7 @@ def _bars(ax_t, ax_m, configs, memory: float | None, best) -> None:
     if best is not None:
         bi = next(i for i, c in enumerate(configs) if c.label == best.label)
         ax_t.plot([bi], [bottom[bi] * 1.08 + 1e-9], "*", color="k", ms=12, label="best that fits")
-    grid = "D x P x T" if tensor else "D x P"
+    grid = r"$N_d \times N_p \times N_t$" if tensor else r"$N_d \times N_p$"
     rotation = 90 if tensor and len(configs) > 8 else 0
     ax_t.set_xticks(x, labels, rotation=rotation)
     ax_t.set(xlabel=f"{grid}  (data-parallel replicas x pipeline stages" + (" x tensor devices)" if tensor else ")"),
@@ -267,7 +267,7 @@ def _bars(ax_t, ax_m, configs, memory: float | None, best) -> None:
 
 def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
     """Step time (stacked: compute, bubble, hand-over, all-reduce) and memory per device
-    of every ``D x P`` configuration of one device count.
+    of every ``N_d x N_p`` configuration of one device count.
 
     Parameters
     ----------
@@ -291,7 +291,7 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
 
 
 def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
-    """Best configuration as the device count grows: step time and the chosen ``D``, ``P``.
+    """Best configuration as the device count grows: step time and the chosen ``N_d``, ``N_p``.
 
     Parameters
     ----------
@@ -306,7 +306,7 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     fig, (ax_t, ax_c) = new_figure(1, 2, size=(10.0, 3.8))
     ok = np.array([b is not None for b in best])
     t = np.array([b.step_time if b is not None else np.nan for b in best])
-    ax_t.loglog(n[ok], t[ok] * 1e3, "o-", color=COLORS[0], label="best D x P")
+    ax_t.loglog(n[ok], t[ok] * 1e3, "o-", color=COLORS[0], label=r"best $N_d \times N_p$")
     if ok.any():
         first = int(np.argmax(ok))
         ideal = t[first] * n[first] / n
@@ -323,11 +323,11 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     log2_axis(ax_t.xaxis, n.max())
     d = np.array([b.data if b is not None else np.nan for b in best])
     p = np.array([b.pipeline if b is not None else np.nan for b in best])
-    ax_c.plot(n, d, "o-", color=COLORS[0], label="D (data-parallel replicas)")
-    ax_c.plot(n, p, "s-", color=COLORS[1], label="P (pipeline stages)")
+    ax_c.plot(n, d, "o-", color=COLORS[0], label="$N_d$ (data-parallel replicas)")
+    ax_c.plot(n, p, "s-", color=COLORS[1], label="$N_p$ (pipeline stages)")
     log2_axis(ax_c.xaxis, n.max())
     log2_axis(ax_c.yaxis, n.max())
-    ax_c.set(xlabel="devices N", ylabel="degree", title="chosen split D x P = N")
+    ax_c.set(xlabel="devices N", ylabel="degree", title=r"chosen split $N_d \times N_p = N$")
     ax_c.legend(fontsize=7)
     return fig
 
@@ -338,8 +338,8 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
 
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
     ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.parallel.hybrid.enumerate_configs`
-    (``max_tensor=T`` adds the tensor-parallel axis: configurations ``D x P x T``, grouped by
-    ``T``, and the best one may split its stages over ``T`` devices).
+    (``max_tensor=T`` adds the tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by
+    ``N_t``, and the best one may split its stages over ``N_t`` devices).
     """
     counts = check_sequence(device_counts, "device_counts")
     configs = hybrid.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
@@ -349,15 +349,15 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     fig, (ax_t, ax_m, ax_b) = new_figure(1, 3, size=(13.0, 3.8), width_ratios=(1.4, 1, 1.2))
     _bars(ax_t, ax_m, configs, memory, best_here)
     tensor = max(c.tensor for c in configs) > 1
-    grid, pad = ("D x P x T", 14) if tensor else ("D x P", 6)
+    grid, pad = (r"$N_d \times N_p \times N_t$", 14) if tensor else (r"$N_d \times N_p$", 6)
     ax_t.set_title(f"N = {devices}: estimated step per {grid}", fontsize=10, pad=pad)
     n = np.asarray(counts, dtype=float)
     t = np.array([b.step_time * 1e3 if b is not None else np.nan for b in bests])
     ax_b.loglog(n, t, "-", color="0.6", lw=1)
     degrees = sorted({b.tensor for b in bests if b is not None})
-    for k, deg in enumerate(degrees):  # marker shape: the tensor degree T of the best split
+    for k, deg in enumerate(degrees):  # marker shape: the tensor degree N_t of the best split
         sel = [i for i, b in enumerate(bests) if b is not None and b.tensor == deg]
-        ax_b.plot(n[sel], t[sel], "osD^vP"[k % 6], color=COLORS[0], label=f"T = {deg}")
+        ax_b.plot(n[sel], t[sel], "osD^vP"[k % 6], color=COLORS[0], label=f"$N_t$ = {deg}")
     for ni, b in zip(n, bests):
         if b is not None:
             ax_b.annotate(b.label, (ni, b.step_time * 1e3), textcoords="offset points",
@@ -366,7 +366,7 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
         ax_b.plot([devices], [best_here.step_time * 1e3], "*", color="k", ms=12)
     ax_b.set(xlabel="devices N", ylabel="best step time [ms]", title=f"best {grid} as N grows")
     if len(degrees) > 1:
-        ax_b.legend(fontsize=7, title="best split's T", title_fontsize=7)
+        ax_b.legend(fontsize=7, title="best split's $N_t$", title_fontsize=7)
     log2_axis(ax_b.xaxis, n.max())
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 

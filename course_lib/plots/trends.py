@@ -358,7 +358,7 @@ def bert_estimates_figure(labels: Sequence[str], seconds: Sequence[float],
         raise ValueError("seconds and record_seconds must be finite and > 0")
     fig, ax = new_figure(size=(8.0, 0.6 * (est.size + rec.size) + 1.6))
     ypos = np.arange(est.size + rec.size)[::-1]
-    ax.barh(ypos[: est.size], est, color=COLORS[0], alpha=0.7, label="estimate (6ND / sustained rate)")
+    ax.barh(ypos[: est.size], est, color=COLORS[0], alpha=0.7, label="estimate (6PD / sustained rate)")
     ax.plot(rec, ypos[est.size:], "D", color=COLORS[1], label="record")
     ax.set_yticks(ypos, [*labels, *record_labels])
     ax.set_xscale("log")

@@ -1,0 +1,141 @@
+"""One notation for the whole course: the table, its page, and the symbols figures and notebooks use."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from course_lib.datasets import load_notation, notation_markdown
+
+ROOT = Path(__file__).resolve().parent.parent
+PLOTS = sorted((ROOT / "course_lib" / "plots").glob("*.py"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+LABEL_CALLS = {"set_xlabel", "set_ylabel", "set_title", "suptitle", "text", "annotate", "set_label"}
+LABEL_KEYWORDS = {"label", "xlabel", "ylabel", "title"}
+# LaTeX that is an operator or layout, not a symbol
+NOT_SYMBOLS = {
+    r"\frac", r"\dfrac", r"\tfrac", r"\times", r"\cdot", r"\cdots", r"\approx", r"\qquad", r"\quad",
+    r"\lim", r"\to", r"\infty", r"\sum", r"\prod", r"\le", r"\ge", r"\leq", r"\geq", r"\leftarrow",
+    r"\log", r"\lceil", r"\rceil", r"\lfloor", r"\rfloor", r"\max", r"\min", r"\left", r"\right",
+    r"\big", r"\Big", r"\sqrt", r"\langle", r"\rangle", r"\nabla", r"\underbrace", r"\ldots",
+    r"\dots", r"\Longrightarrow", r"\Rightarrow", r"\in", r"\neq", r"\ne", r"\mid", r"\pm", r"\sim",
+    r"\ll", r"\gg", r"\hat", r"\bar", r"\tilde", r"\top", r"\circ", r"\odot", r"\partial", r"\exp",
+    r"\displaystyle", r"\lVert", r"\rVert", r"\vert", r"\mathbf", r"\mathrm", r"\text", r"\;",
+}
+_TEXT = re.compile(r"\\(?:text|mathrm|operatorname|textrm|mbox)\{[^{}]*\}")
+_SYMBOL = re.compile(
+    r"(\\mathcal\{[A-Z]\}|\\[A-Za-z]+|(?<![A-Za-z\\])[A-Za-z](?![A-Za-z]))(_\{[^{}]*\}|_[A-Za-z0-9])?"
+)
+_MATH = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.S)
+# plain-text labels: a capital or Greek letter standing alone ("devices N", "N_p (pipeline stages)")
+_PLAIN = re.compile(r"(?<![\w\\{$])([A-Z]|[α-ωΑ-Ω])(_[a-z0-9]+)?(?![\w-])")
+
+
+def _known() -> set[str]:
+    return {e.symbol for e in load_notation()} | {e.text for e in load_notation()}
+
+
+def math_symbols(expr: str) -> list[str]:
+    """Symbols of one LaTeX expression, each with its subscript if it has a one-letter one."""
+    found = []
+    for match in _SYMBOL.finditer(expr):
+        base, sub = match.groups()
+        if base in NOT_SYMBOLS or (base.startswith("\\") and len(base) <= 2):
+            continue
+        if sub and ("\\text" in sub or len(sub.strip("_{} ")) != 1):
+            found.append(base)  # a descriptive subscript (t_{\text{ring}}, t_{iter}) qualifies base
+        else:
+            found.append(base + ("_" + sub.strip("_{}") if sub else ""))
+    return found
+
+
+def allowed(symbol: str, known: set[str]) -> bool:
+    """A symbol of the table, or one of them with a subscript that qualifies it (T_1, H_o, g_j)."""
+    return symbol in known or symbol.split("_")[0] in known
+
+
+def label_strings(path: Path) -> list[str]:
+    """The string constants a plot module passes to axis labels, titles, legends and texts."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    out = []
+
+    def strings(node):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            yield node.value
+        elif isinstance(node, ast.JoinedStr):
+            yield "".join(v.value if isinstance(v, ast.Constant) else " {} " for v in node.values)
+
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+        args = list(node.args[:1]) if name in LABEL_CALLS else []
+        args += [k.value for k in node.keywords if k.arg in LABEL_KEYWORDS]
+        for arg in args:
+            out.extend(strings(arg))
+    return out
+
+
+def label_symbols(text: str) -> list[str]:
+    found = []
+    for match in _MATH.finditer(text):
+        found += math_symbols(match.group(1) or match.group(2))
+    plain = _MATH.sub(" ", text)
+    found += [base + (sub or "") for base, sub in _PLAIN.findall(plain) if base not in {"A", "I"}]
+    return found
+
+
+def test_the_page_is_generated_from_the_table():
+    page = (ROOT / "notebooks" / "notation.md").read_text(encoding="utf-8")
+    assert page == notation_markdown(), "run: python -m course_lib notation"
+
+
+def test_one_symbol_one_meaning():
+    entries = load_notation()
+    assert len({e.symbol for e in entries}) == len(entries)
+    assert len({e.text for e in entries}) == len(entries)
+    # the clashes the teaching audit found each have their own symbol now
+    meaning = {e.symbol: e.meaning for e in entries}
+    assert meaning["N"].startswith("number of devices")
+    assert "parameters" in meaning["P"] and "samples" in meaning["D"] and "speedup" in meaning["S"]
+    assert "micro-batches" in meaning["M"] and "efficiency" in meaning[r"\eta"]
+    assert "bandwidth" in meaning[r"\beta"] and "message" in meaning["m"]
+    assert {"N_d", "N_p", "N_t", r"\gamma", r"\mu", r"\lambda", r"\mathcal{M}"} <= set(meaning)
+
+
+@pytest.mark.parametrize("path", PLOTS, ids=lambda p: p.name)
+def test_figure_labels_use_the_notation(path):
+    known = _known()
+    bad = {}
+    for text in label_strings(path):
+        unknown = [s for s in label_symbols(text) if not allowed(s, known)]
+        if unknown:
+            bad[text] = unknown
+    assert not bad, f"{path.name}: symbols not in data/notation.csv: {bad}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_formulas_use_the_notation(path):
+    known = _known()
+    bad = []
+    for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        for match in _MATH.finditer("".join(cell["source"])):
+            expr = _TEXT.sub(" ", match.group(1) or match.group(2))
+            bad += [(i, s) for s in math_symbols(expr) if not allowed(s, known)]
+    assert not bad, f"{path.name}: (cell, symbol) not in data/notation.csv: {bad}"
+
+
+def test_the_checks_can_fail():
+    """A clash from before the notation table is caught, in a label and in a formula."""
+    known = _known()
+    assert "K" not in known and r"\Psi" not in known
+    assert label_symbols("IFmap matrix M×K") == ["M", "K"]
+    assert math_symbols(r"(2 + 2)\,\Psi + k\,\Psi / N_d") == [r"\Psi", "k", r"\Psi", "N_d"]
+    assert math_symbols(r"t_{\text{ring}} = 2\frac{N-1}{N}\frac{m}{\beta}") == ["t", "N", "N", "m", r"\beta"]
