@@ -473,7 +473,7 @@ BERT_LARGE = PretrainingRecipe(
 
 
 def training_flops_per_sample(forward_macs, backward_factor=2.0):
-    r"""Training FLOPs per sample from the forward pass's MACs: :math:`2 M (1 + b)`.
+    r"""Training FLOPs per sample from the forward pass's MACs: 2 x MACs x (1 + backward factor).
 
     The backward pass computes two products per forward one (the gradient with respect
     to the input and to the weights), so it costs about twice the forward pass
@@ -544,8 +544,9 @@ def conv2d_macs(
     r"""Multiply-accumulates of a 2-D convolution's forward pass (FLOPs = 2 x MACs).
 
     With output size :math:`H_o \times W_o`, the layer is one GEMM (the im2col view)
-    of :math:`M \times K` by :math:`K \times N` with :math:`M = B H_o W_o`,
-    :math:`K = (C_i / g) H_f W_f`, :math:`N = C_o`, i.e. :math:`M K N` MACs. The bias
+    of :math:`\mathcal{M} \times \mathcal{K}` by :math:`\mathcal{K} \times \mathcal{N}` with
+    :math:`\mathcal{M} = B H_o W_o`, :math:`\mathcal{K} = (C_i / G_c) k_h k_w`,
+    :math:`\mathcal{N} = C_o` (:math:`G_c` groups), i.e. :math:`\mathcal{M} \mathcal{K} \mathcal{N}` MACs. The bias
     add is not counted.
 
     Parameters

@@ -180,7 +180,7 @@ class ConvGeometry:
 
     @property
     def rows(self) -> int:
-        """Rows of the column matrix per sample: C * kh * kw (the GEMM's K)."""
+        """Rows of the column matrix per sample: C * kh * kw (the GEMM's inner size 𝒦)."""
         return self.c * self.kh * self.kw
 
     @property
@@ -731,16 +731,17 @@ def conv2d_direct(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=
 
 def gemm_sizes(batch: int, image: int, kernel: int, stride: int, c_in: int, c_out: int,
                padding: int | None = None, itemsize: int = 4) -> dict[str, float]:
-    """GEMM dimensions and memory of a convolution computed with im2col.
+    r"""GEMM dimensions and memory of a convolution computed with im2col.
 
     ``padding`` defaults to ``kernel // 2`` ("same" for odd kernels and stride 1).
 
     Returns
     -------
     dict
-        ``M = batch * Ho * Wo``, ``K = c_in * kernel**2``, ``N = c_out``, ``Ho``, ``Wo``,
-        the bytes of the input, the im2col matrix (M x K), the weights (K x N) and the
-        output (M x N), and ``blowup`` = im2col bytes / input bytes.
+        the GEMM sizes under the source's names (:math:`\mathcal{M}, \mathcal{K}, \mathcal{N}`
+        in the course notation): ``M = batch * Ho * Wo``, ``K = c_in * kernel**2``,
+        ``N = c_out``; ``Ho``, ``Wo``, the bytes of the input, the im2col matrix (M x K), the
+        weights (K x N) and the output (M x N), and ``blowup`` = im2col bytes / input bytes.
 
     Examples
     --------

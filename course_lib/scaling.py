@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import as_real, broadcast, check_array, check_range, scalar_or_array
+from ._validate import as_real, broadcast, check_array, check_int, check_range, scalar_or_array
 
 __all__ = [
     "AmdahlFit",
@@ -29,6 +29,7 @@ __all__ = [
     "gustafson",
     "gustafson_to_amdahl",
     "karp_flatt",
+    "recurrent_parallel_fraction",
     "speedup",
 ]
 
@@ -357,3 +358,44 @@ def fit_gustafson(n, scaled_speedup) -> float:
         raise ValueError("n must contain at least one worker count > 1 to fit p")
     p = float(np.sum(x * (s_arr - 1.0))) / sxx
     return round(min(max(p, 0.0), 1.0), 12)
+
+
+def recurrent_parallel_fraction(input_size: int, hidden_size: int) -> float:
+    r"""Parallel fraction :math:`p` of an LSTM layer spread over its time steps (Amdahl's view).
+
+    Every time step of an LSTM computes four gates from the step's input :math:`x_t`
+    (:math:`4h \times d` weights) and from the previous hidden state :math:`h_{t-1}`
+    (:math:`4h \times h` weights). The input products of all time steps are independent and
+    run as one large GEMM; the recurrent products must wait for the step before, so across
+    time they are serial. Counting multiply-accumulates per step (the element-wise gate
+    arithmetic is small and left out),
+
+    .. math:: p = \frac{4hd}{4hd + 4h^2} = \frac{d}{d + h},
+
+    whatever the sequence length. A self-attention layer has no such chain: every position's
+    projections and scores need only the previous layer's outputs, so along the sequence
+    :math:`p = 1`. This is the source chapter's example of Amdahl's law guiding model design
+    (6.1.2): attention replaced the LSTM in language models.
+
+    Parameters
+    ----------
+    input_size : int
+        :math:`d`, features of :math:`x_t`, >= 1.
+    hidden_size : int
+        Width of the hidden state, >= 1.
+
+    Returns
+    -------
+    float
+        :math:`p` in (0, 1).
+
+    Examples
+    --------
+    >>> recurrent_parallel_fraction(1024, 1024)
+    0.5
+    >>> amdahl_limit(recurrent_parallel_fraction(1024, 1024))   # over time: at most 2x
+    2.0
+    """
+    d = check_int(input_size, "input_size", 1)
+    h = check_int(hidden_size, "hidden_size", 1)
+    return d / (d + h)

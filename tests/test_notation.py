@@ -16,7 +16,8 @@ PLOTS = sorted((ROOT / "course_lib" / "plots").glob("*.py"))
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 LABEL_CALLS = {"set_xlabel", "set_ylabel", "set_title", "suptitle", "text", "annotate", "set_label"}
-LABEL_KEYWORDS = {"label", "xlabel", "ylabel", "title"}
+TICK_LABEL_NAMES = {"dims", "labels", "names", "ticklabels"}
+LABEL_KEYWORDS = {"label", "xlabel", "ylabel", "title", "labels"}
 # LaTeX that is an operator or layout, not a symbol
 NOT_SYMBOLS = {
     r"\frac", r"\dfrac", r"\tfrac", r"\times", r"\cdot", r"\cdots", r"\approx", r"\qquad", r"\quad",
@@ -71,6 +72,11 @@ def label_strings(path: Path) -> list[str]:
             yield "".join(v.value if isinstance(v, ast.Constant) else " {} " for v in node.values)
 
     for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") in TICK_LABEL_NAMES for t in node.targets):
+            for sub in ast.walk(node.value):
+                if isinstance(sub, (ast.Tuple, ast.List)):  # ("label", value) pairs, not s["K"]
+                    for element in sub.elts:
+                        out.extend(strings(element))
         if not isinstance(node, ast.Call):
             continue
         name = getattr(node.func, "attr", getattr(node.func, "id", ""))

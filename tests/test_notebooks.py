@@ -208,9 +208,9 @@ def test_the_glossary_check_catches_a_synonym():
     from course_lib.datasets import load_glossary
 
     terms = {g.term_zh for g in load_glossary()}
-    assert "组合式并行" in terms and "组合并行" not in terms
-    assert _CJK.findall(_glossed_prose("hybrid parallelism (组合并行)").replace("组合式并行", ""))
-    assert not _CJK.findall(_glossed_prose('the source says "组合并行"\n> 引文'))
+    assert "组合并行" in terms and "组合式并行" not in terms
+    assert _CJK.findall(_glossed_prose("hybrid parallelism (组合式并行)").replace("组合并行", ""))
+    assert not _CJK.findall(_glossed_prose('the source says "组合式并行"\n> 引文'))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)

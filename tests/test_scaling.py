@@ -212,3 +212,20 @@ def test_gustafson_and_amdahl_agree_on_the_scaled_problem(p, n):
     pa = gustafson_to_amdahl(p, n)
     assert 0 <= pa <= 1
     assert amdahl(pa, n) == pytest.approx(gustafson(p, n), rel=1e-9)
+
+
+def test_recurrent_parallel_fraction_counts_the_lstm_gate_products():
+    """p = input MACs / all MACs of one LSTM step, counted from the weight shapes."""
+    from course_lib.scaling import amdahl_limit, recurrent_parallel_fraction
+
+    d, h = 256, 768
+    w_input, w_recurrent = np.zeros((4 * h, d)), np.zeros((4 * h, h))  # the gates' weights
+    assert recurrent_parallel_fraction(d, h) == pytest.approx(w_input.size / (w_input.size + w_recurrent.size))
+    assert recurrent_parallel_fraction(d, h) == 0.25
+    assert amdahl_limit(recurrent_parallel_fraction(1024, 1024)) == pytest.approx(2.0)
+    assert recurrent_parallel_fraction(2048, 1024) > recurrent_parallel_fraction(1024, 1024)
+    for bad in (dict(input_size=0, hidden_size=4), dict(input_size=4, hidden_size=-1)):
+        with pytest.raises(ValueError, match=next(k for k, v in bad.items() if v < 1)):
+            recurrent_parallel_fraction(**bad)
+    with pytest.raises(TypeError, match="input_size"):
+        recurrent_parallel_fraction(1.5, 4)

@@ -148,14 +148,14 @@ def _conv1(**change) -> tuple[int, int, int]:
 
 
 def ex6_conv1_gemm(answer) -> Result:
-    """GEMM sizes (M, K, N) of ResNet-50's first convolution, batch 32 (:data:`Q6_CONV1`)."""
+    """GEMM sizes (ℳ, 𝒦, 𝒩) of ResNet-50's first convolution, batch 32 (:data:`Q6_CONV1`)."""
     return check(
         answer,
         _conv1(),
         rtol=0,
-        name="GEMM sizes (M, K, N)",
-        hint="M = batch x H_out x W_out, K = C_in x k x k, N = C_out; H_out = "
-        "(H + 2 x padding - k) // stride + 1.",
+        name="GEMM sizes (ℳ, 𝒦, 𝒩)",
+        hint="ℳ = B x H_o x W_o, 𝒦 = C_i x k_h x k_w, 𝒩 = C_o; H_o = "
+        "(H + 2 x padding - k_h) // stride + 1.",
         mistakes={
             _conv1(padding=0): "You left out the padding.",
             _conv1(stride=1): "You left out the stride.",

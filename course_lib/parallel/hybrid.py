@@ -1,4 +1,4 @@
-r"""Hybrid parallelism (组合式并行): data x pipeline x tensor on a grid of devices, estimated and run.
+r"""Hybrid parallelism (组合并行): data x pipeline x tensor on a grid of devices, estimated and run.
 
 ``N`` devices are arranged as a grid of ``N_d`` data-parallel replicas (数据并行) times
 ``N_p`` pipeline stages (流水并行) times ``N_t`` tensor-parallel devices per stage (张量并行),

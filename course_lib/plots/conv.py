@@ -338,13 +338,14 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
                       c_in: int = 64, c_out: int = 64, padding: int | None = None):
     """GEMM sizes M, K, N of a convolution and the memory of the im2col matrix.
 
-    Left: M = B×Ho×Wo, K = C_in×kh×kw, N = C_out (log scale). Right: memory of the input,
+    Left: the GEMM sizes ℳ = B·H_o·W_o, 𝒦 = C_i·k_h·k_w, 𝒩 = C_o (log scale). Right: memory of the input,
     the im2col matrix, the weights and the output (float32), with the blow-up factor
     im2col / input (about kh·kw / stride²).
     """
     s = gemm_sizes(batch, image, kernel, stride, c_in, c_out, padding)
     fig, (ax_d, ax_m) = new_figure(1, 2, size=(9.6, 3.6))
-    dims = [("M = B×Ho×Wo", s["M"]), ("K = C_in×kh×kw", s["K"]), ("N = C_out", s["N"])]
+    dims = [(r"$\mathcal{M} = B\,H_o W_o$", s["M"]), (r"$\mathcal{K} = C_i\,k_h k_w$", s["K"]),
+            (r"$\mathcal{N} = C_o$", s["N"])]
     ax_d.barh([d[0] for d in dims], [d[1] for d in dims], color=COLORS[:3])
     ax_d.set_xscale("log")
     ax_d.set_xlim(1, max(10, s["M"]) * 30)

@@ -224,7 +224,7 @@ def _tensor_groups(axes, configs) -> None:
         for lo, hi in zip(starts[:-1], starts[1:]):
             if lo > 0:
                 ax.axvline(lo - 0.5, color="0.4", lw=0.8, ls=":")
-            ax.text((lo + hi - 1) / 2, 1.0, f"T = {ts[lo]}", transform=ax.get_xaxis_transform(),
+            ax.text((lo + hi - 1) / 2, 1.0, f"$N_t$ = {ts[lo]}", transform=ax.get_xaxis_transform(),
                     ha="center", va="bottom", fontsize=8, color="0.25")
 
 
