@@ -145,3 +145,27 @@ def test_the_checks_can_fail():
     assert label_symbols("IFmap matrix M×K") == ["M", "K"]
     assert math_symbols(r"(2 + 2)\,\Psi + k\,\Psi / N_d") == [r"\Psi", "k", r"\Psi", "N_d"]
     assert math_symbols(r"t_{\text{ring}} = 2\frac{N-1}{N}\frac{m}{\beta}") == ["t", "N", "N", "m", r"\beta"]
+
+
+# Forms the course wrote before the notation table; each now has its own symbol.
+RETIRED = {
+    r"\(S\s*-\s*1\)|M\s*\+\s*S\s*-\s*1": "pipeline stages are N_p: (N_p-1)/(M+N_p-1)",
+    r"\b6ND\b": "parameters are P: 6PD",
+    r"\\Psi\b": "parameters are P (ZeRO writes Ψ)",
+    r"\\eta_\{?lr": "the learning rate is γ",
+    r"\bD ?[x×] ?P\b|\bDxP": "the grid is N_d x N_p x N_t",
+}
+
+
+def _texts():
+    for path in NOTEBOOKS:
+        for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            yield f"{path.name} cell {i}", "".join(cell["source"])
+    for path in sorted((ROOT / "course_lib").rglob("*.py")):
+        yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("pattern", sorted(RETIRED))
+def test_retired_symbols_stay_retired(pattern):
+    hits = [where for where, text in _texts() if re.search(pattern, text)]
+    assert not hits, f"{RETIRED[pattern]}; still written the old way in {hits}"

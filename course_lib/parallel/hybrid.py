@@ -144,7 +144,7 @@ class HybridConfig:
 
     @property
     def label(self) -> str:
-        """``"DxP"``, or ``"DxPxT"`` when ``T > 1``."""
+        """``"{N_d}x{N_p}"``, or ``"{N_d}x{N_p}x{N_t}"`` when ``N_t > 1`` (e.g. ``"4x2"``, ``"2x2x2"``)."""
         return f"{self.data}x{self.pipeline}" + (f"x{self.tensor}" if self.tensor > 1 else "")
 
 
