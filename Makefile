@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.install-stamp
 # JupyterLab refuses to start as root unless told; harmless for other users.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-.PHONY: help install lab test test-fast notebooks lint bench clean slides browser-deps
+.PHONY: help install lab test test-fast notebooks lint bench clean slides student browser-deps
 
 help:
 	@echo "make lab        open the course in JupyterLab (installs into .venv first)"
@@ -15,6 +15,7 @@ help:
 	@echo "make notebooks  re-execute every notebook in place (refreshes stored outputs)"
 	@echo "make bench      run the side-by-side benchmarks in benchmarks/"
 	@echo "make slides     export every notebook to an offline reveal.js deck in build/slides/"
+	@echo "make student    write the student edition (no solutions, notes or answers) to build/student/"
 	@echo "make browser-deps  install playwright and Debian's chromium for the browser tests"
 	@echo "make lint       ruff check"
 
@@ -56,6 +57,11 @@ clean:
 # reveal.js, MathJax ... with npm into build/slides/vendor; later runs reuse them.
 slides: $(STAMP)
 	$(BIN)/python -m course_lib slides
+
+# The student edition: notebooks without solutions, speaker notes or stored answers, in
+# build/student/ (give this folder to students; lecturers keep notebooks/ and the slides).
+student: $(STAMP)
+	$(BIN)/python -m course_lib student
 
 # Optional: what the real-browser tests need (playwright driving Debian's chromium;
 # never `playwright install`). Without them `make test` skips those tests.

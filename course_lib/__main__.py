@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_lib doctor`` and ``python -m course_lib slides``."""
+"""Command line: ``python -m course_lib doctor | notation | student | slides``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ USAGE = """usage: python -m course_lib COMMAND [options]
 commands:
   doctor   check the environment (Python, JupyterLab, widgets, BLAS, cores, /dev/shm ...)
   notation write the notation page notebooks/notation.md from data/notation.csv
+  student  write the student edition (no solutions, notes or stored answers) to build/student/
   slides   export every notebook to an offline reveal.js deck under build/slides/
            (python -m course_lib slides --help for the options)
 """
@@ -34,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         target.write_text(notation_markdown(), encoding="utf-8")
         print(f"wrote {target}")
         return 0
+    if command == "student":
+        from .tools.student import main as student_main
+
+        return student_main(rest)
     if command == "slides":
         from .tools.slides import main as slides_main
 
