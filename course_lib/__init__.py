@@ -32,6 +32,7 @@ _SUBMODULES = frozenset(
         "plots",
         "progress",
         "rate",
+        "roofline",
         "scaling",
         "testing",
         "timing",

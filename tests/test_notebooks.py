@@ -136,7 +136,7 @@ def test_summary_quiz_questions_state_the_checkers_inputs():
             f"$\\beta = {q5['bandwidth'] / 1e9:g}$ GB/s", f"$\\alpha = {q5['latency'] * 1e6:g}$ µs"],
         6: [f"{q6['kernel']}×{q6['kernel']}", f"{q6['c_out']} filters", f"stride {q6['stride']}",
             f"padding {q6['padding']}", f"{q6['image']}×{q6['image']}", f"batch of {q6['batch']}"],
-        7: [f"$S = {q7['stages']}$", f"$M = {q7['micro_batches']}$"],
+        7: [f"$N_p = {q7['stages']}$", f"$M = {q7['micro_batches']}$"],
         8: [f"MLP({q8['sizes']})", f"{q8['batch_size']:,}", f"{q8['devices']} devices"],
     }
     assert sorted(questions) == sorted(expected)

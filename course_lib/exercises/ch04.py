@@ -1,7 +1,9 @@
 """Exercises of chapter 04 (intra-operator parallelism).
 
-Expected values come from :mod:`course_lib.im2col`, :mod:`course_lib.cost` and
-:mod:`course_lib.plots.conv`; the layer of exercises 1-4 is :data:`LAYER`.
+Expected values come from :mod:`course_lib.im2col`, :mod:`course_lib.cost`,
+:mod:`course_lib.dataflow` and :mod:`course_lib.roofline`; the layer of exercises 1-4 is
+:data:`LAYER`, the device and GEMM of exercise 6 are :data:`DEVICE` and :data:`THIN_GEMM`.
+GEMM sizes are written ℳ x 𝒦 by 𝒦 x 𝒩 as in the notebook (``gemm_sizes`` keys M, K, N).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from ..cost import conv2d_macs
 from ..dataflow import training_graph
 from ..im2col import conv_output_shape, gemm_sizes
+from ..roofline import Roofline, gemm_op
 from . import Result, check
 
 __all__ = [
@@ -19,12 +22,19 @@ __all__ = [
     "ex3_macs",
     "ex4_depthwise_macs",
     "ex5_critical_path",
+    "DEVICE",
+    "THIN_GEMM",
+    "ex6_attainable_rate",
 ]
 
 #: The convolution of exercises 1-4: a ResNet-style down-sampling layer.
 LAYER = dict(batch=16, c_in=64, c_out=128, image=56, kernel=3, stride=2, padding=1)
 #: The layers of the convolutional running example (course_lib.cnn.CNN).
 CNN_LAYERS = (("conv0", "conv"), ("conv1", "conv"), ("fc", "linear"))
+#: Exercise 6: a hypothetical accelerator (peak in TFLOP/s, memory bandwidth in GB/s) ...
+DEVICE = dict(peak_tflops=20.0, memory_bandwidth_gb_s=800.0)
+#: ... and the float32 GEMM it runs, ℳ x 𝒦 by 𝒦 x 𝒩 with a thin inner dimension 𝒦.
+THIN_GEMM = dict(m=2048, k=32, n=2048)
 
 
 def _out_hw(stride=LAYER["stride"], padding=LAYER["padding"]) -> tuple[int, int]:
@@ -33,36 +43,36 @@ def _out_hw(stride=LAYER["stride"], padding=LAYER["padding"]) -> tuple[int, int]
 
 
 def ex1_output_shape(answer) -> Result:
-    """Output shape (N, C_out, H_out, W_out) of the convolution :data:`LAYER`."""
+    """Output shape (B, C_o, H_o, W_o) of the convolution :data:`LAYER`."""
     expected = (LAYER["batch"], LAYER["c_out"], *_out_hw())
     return check(
         answer,
         expected,
         rtol=0,
-        name="output shape (N, C_out, H_out, W_out)",
-        hint="H_out = (H + 2*padding - kernel) // stride + 1, and the same for W.",
+        name="output shape (B, C_o, H_o, W_o)",
+        hint="H_o = (H + 2*padding - kernel) // stride + 1, and the same for W_o.",
         mistakes={
             (LAYER["batch"], LAYER["c_out"], *_out_hw(padding=0)): "You left out the padding.",
             (LAYER["batch"], LAYER["c_out"], *_out_hw(stride=1)): "You left out the stride.",
-            (LAYER["batch"], LAYER["c_in"], *_out_hw()): "The output has C_out channels, not C_in.",
+            (LAYER["batch"], LAYER["c_in"], *_out_hw()): "The output has C_o channels, not C_i.",
         },
     )
 
 
 def ex2_im2col_size(answer) -> Result:
-    """Shape (M, K) of the im2col matrix of :data:`LAYER` (the chapter's orientation)."""
+    """Shape (ℳ, 𝒦) of the im2col matrix of :data:`LAYER` (the chapter's orientation)."""
     s = gemm_sizes(LAYER["batch"], LAYER["image"], LAYER["kernel"], LAYER["stride"],
                    LAYER["c_in"], LAYER["c_out"], LAYER["padding"])
     return check(
         answer,
         (s["M"], s["K"]),
         rtol=0,
-        name="im2col matrix (M, K)",
-        hint="M = batch x H_out x W_out (one row per output pixel), K = C_in x kh x kw.",
+        name="im2col matrix (ℳ, 𝒦)",
+        hint="ℳ = B x H_o x W_o (one row per output pixel), 𝒦 = C_i x k_h x k_w.",
         mistakes={
-            (s["K"], s["M"]): "That is (K, M): torch's unfold layout. The chapter's figure has one "
+            (s["K"], s["M"]): "That is (𝒦, ℳ): torch's unfold layout. The chapter's figure has one "
             "row per output pixel.",
-            (s["M"], LAYER["c_out"] * LAYER["kernel"] ** 2): "K counts INPUT channels x kernel taps.",
+            (s["M"], LAYER["c_out"] * LAYER["kernel"] ** 2): "𝒦 counts INPUT channels x kernel taps.",
         },
     )
 
@@ -77,13 +87,13 @@ def ex3_macs(answer) -> Result:
         answer,
         macs,
         name="MACs of the forward pass",
-        hint="the GEMM of M x K by K x N costs M * K * N multiply-accumulates.",
+        hint="the GEMM of ℳ x 𝒦 by 𝒦 x 𝒩 costs ℳ·𝒦·𝒩 multiply-accumulates.",
         mistakes={2 * macs: "That is the FLOP count: 1 MAC = 2 FLOPs."},
     )
 
 
 def ex4_depthwise_macs(answer) -> Result:
-    """MACs of a depthwise version of :data:`LAYER`: groups = C_in = C_out = 64."""
+    """MACs of a depthwise version of :data:`LAYER`: groups = C_i = C_o = 64."""
     c = LAYER["c_in"]
     macs = conv2d_macs(
         c, c, LAYER["kernel"], LAYER["image"], stride=LAYER["stride"],
@@ -95,7 +105,7 @@ def ex4_depthwise_macs(answer) -> Result:
         answer,
         macs,
         name="MACs of the depthwise convolution",
-        hint="with groups = g, each output channel sees only C_in / g input channels: K = (C_in/g) x kh x kw.",
+        hint="with groups = g, each output channel sees only C_i / g input channels: 𝒦 = (C_i/g) x k_h x k_w.",
         mistakes={dense: f"That is the dense {c} -> {c} convolution; depthwise (groups = {c}) "
                   f"divides K by {c}."},
     )
@@ -113,4 +123,27 @@ def ex5_critical_path(answer) -> Result:
         hint="count the operators on the longest chain of dependencies: forward, loss, backward "
         "down to the first layer's weight gradient, then its update.",
         mistakes={len(graph.ops): "That is every operator one after the other (one device)."},
+    )
+
+
+def ex6_attainable_rate(answer) -> Result:
+    """Attainable rate in TFLOP/s of :data:`THIN_GEMM` (float32) on :data:`DEVICE`."""
+    roof = Roofline(DEVICE["peak_tflops"] * 1e12, DEVICE["memory_bandwidth_gb_s"] * 1e9)
+    op = gemm_op(**THIN_GEMM)
+    rate = roof.attainable(op.intensity) / 1e12
+    return check(
+        answer,
+        rate,
+        name="attainable rate",
+        unit="TFLOP/s",
+        hint="I_a = 2·ℳ·𝒦·𝒩 FLOPs / ((ℳ𝒦 + 𝒦𝒩 + ℳ𝒩) x 4 bytes); the roof is min(peak, I_a x β_mem).",
+        mistakes={
+            DEVICE["peak_tflops"]: "That is the peak. Compute I_a first (4 bytes per float32 "
+            "number, the result written too): is it left or right of the ridge point peak / β_mem?",
+            op.intensity: "That is I_a in FLOP/B, not a rate: multiply it by β_mem (and keep the "
+            "smaller of that and the peak).",
+            roof.attainable(op.intensity / 2) / 1e12: "That counts MACs: 1 MAC = 2 FLOPs.",
+            rate * 1e3: "Right rate, but in GFLOP/s: the answer is in TFLOP/s.",
+            rate * 1e12: "Right rate, but in FLOP/s: the answer is in TFLOP/s.",
+        },
     )
