@@ -11,6 +11,7 @@ hidden layers apply ReLU, the last layer feeds a softmax cross-entropy loss.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -144,9 +145,9 @@ class MLP:
         """Number of weight layers (len(sizes) - 1)."""
         return len(self.sizes) - 1
 
-    @property
+    @functools.cached_property
     def slots(self) -> tuple[Slot, ...]:
-        """Name, shape and offset of every parameter tensor in the flat buffer."""
+        """Name, shape and offset of every parameter tensor in the flat buffer (computed once)."""
         slots, offset = [], 0
         for i, (fan_in, fan_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:])):
             for name, shape in ((f"W{i}", (fan_in, fan_out)), (f"b{i}", (fan_out,))):

@@ -214,3 +214,13 @@ def test_bad_inputs_name_the_parameter():
         sgd_step(p, p, -1.0)
     with pytest.raises(TypeError, match="dtype must be float32 or float64"):
         MLP((4, 2), dtype=np.int32)
+
+
+def test_the_layout_is_computed_once_and_survives_pickling():
+    """``slots`` is cached (it was most of a small step's fixed cost) and still travels to workers."""
+    import pickle
+
+    model = MLP((64, 32, 10))
+    assert model.slots is model.slots
+    clone = pickle.loads(pickle.dumps(model))
+    assert clone == model and clone.slots == model.slots and hash(clone) == hash(model)
