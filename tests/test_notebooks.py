@@ -219,3 +219,19 @@ def test_speaker_notes_are_collapsed_for_students(path):
     for i, cell in enumerate(_load(path)["cells"]):
         if cell["metadata"].get("slideshow", {}).get("slide_type") == "notes":
             assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, f"notes cell {i} is open"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_chapter_ends_with_a_questionnaire_and_hidden_answers(path):
+    """fast.ai-style: 5-8 conceptual questions before the summary, answers collapsed below them."""
+    cells = _load(path)["cells"]
+    starts = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and _source(c).startswith("## Questionnaire")]
+    assert len(starts) == 1, "one questionnaire per chapter"
+    q, a = cells[starts[0]], cells[starts[0] + 1]
+    questions = re.findall(r"^\d+\. ", _source(q), flags=re.M)
+    answers = re.findall(r"^\d+\. ", _source(a), flags=re.M)
+    assert 5 <= len(questions) <= 8 and len(answers) == len(questions)
+    assert "questionnaire-answers" in a["metadata"].get("tags", [])
+    assert a["metadata"].get("jupyter", {}).get("source_hidden") is True
+    later = [c for c in cells[starts[0] + 2:] if c["cell_type"] == "markdown"]
+    assert later and _source(later[0]).startswith("## Summary")
