@@ -235,3 +235,18 @@ def test_every_chapter_ends_with_a_questionnaire_and_hidden_answers(path):
     assert a["metadata"].get("jupyter", {}).get("source_hidden") is True
     later = [c for c in cells[starts[0] + 2:] if c["cell_type"] == "markdown"]
     assert later and _source(later[0]).startswith("## Summary")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_try_it_prompt_asks_and_has_a_collapsed_answer(path):
+    """No open-ended "things to try" without feedback: each prompt is followed by a revealed answer."""
+    cells = _load(path)["cells"]
+    for i, cell in enumerate(cells):
+        text = _source(cell)
+        assert not (cell["cell_type"] == "markdown" and text.lower().startswith("things to try")), (
+            f"cell {i}: a 'things to try' prompt without questions and answers")
+        if cell["cell_type"] == "markdown" and text.startswith("**Try it.**"):
+            nxt = cells[i + 1]
+            assert "?" in text, f"cell {i}: the prompt asks no question"
+            assert "try-answer" in nxt["metadata"].get("tags", []), f"cell {i}: no answer cell follows"
+            assert nxt["metadata"].get("jupyter", {}).get("source_hidden") is True
