@@ -96,9 +96,10 @@ def test_notebook_states_the_givens_of_exercises_6_and_7():
     t, a = ex.TENSOR_BYTES, ex.STAGE_ACTIVATIONS
     expected = {
         6: [f"MLP({t['sizes']})", f"batch of {t['batch_size']}", f"{t['workers']} workers"],
-        7: [f"$s = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),
-            f"$a = {a['heads']}$", f"$l = {a['layers']}$", f"$b = {a['micro_batch']}$",
-            f"$t = {a['tensor']}$", f"$p = {a['pipeline']}$", f"$M = {a['micro_batches']}$"],
+        # in the course's notation (data/notation.csv): L, n_layers, N_t, N_p
+        7: [f"$L = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),
+            f"$a = {a['heads']}$", f"$n_{{\\text{{layers}}}} = {a['layers']}$", f"$b = {a['micro_batch']}$",
+            f"$N_t = {a['tensor']}$", f"$N_p = {a['pipeline']}$", f"$M = {a['micro_batches']}$"],
     }
     for number, phrases in expected.items():
         assert number in questions, f"exercise {number} is missing"

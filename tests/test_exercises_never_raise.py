@@ -66,6 +66,16 @@ ODD = {
     "'abc'": "abc",
     "'True'": "True",
     "'2x8'": "2x8",
+    "'2×8'": "2×8",
+    "'(2, 8)'": "(2, 8)",
+    "'2 by 8 by'": "2 by 8 by",
+    "'x'": "x",
+    "'20%'": "20%",
+    "'%'": "%",
+    "'1e999%'": "1e999%",
+    "'1,024'": "1,024",
+    "'nan'": "nan",
+    "'no'": "no",
     "''": "",
     "'  '": "  ",
     "True": True,
@@ -149,7 +159,7 @@ def _run(fn, where, odd):
 def test_every_chapter_module_has_checkers():
     modules = {ident.split(".")[1] for ident, _ in CHECKERS}
     assert {"ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07"} <= modules
-    assert "exercises.check" in {ident for ident, _ in CHECKERS}
+    assert {"exercises.check", "exercises.check_count"} <= {ident for ident, _ in CHECKERS}
     assert len(CHECKERS) >= 40
 
 
@@ -165,6 +175,7 @@ def test_listed_odd_values_get_feedback(fn, where):
 _ODD_VALUES = st.one_of(
     st.sampled_from(list(ODD.values())),
     st.text(max_size=12),
+    st.text("0123456789.,%x×X*()[] -+eby", max_size=12),  # nearly numbers, pairs, percents
     st.floats(allow_nan=True, allow_infinity=True),
     st.integers(min_value=-(10**450), max_value=10**450),
     st.lists(st.one_of(st.integers(), st.text(max_size=3), st.none()), max_size=4),
@@ -189,12 +200,16 @@ def test_huge_integer_answer_is_wrong_not_an_overflow():
     assert "about 401 digits" in result.message
 
 
-def test_quoted_answers_get_a_hint_about_quotes():
+def test_quoted_answers_are_read_as_meant_or_get_a_hint_about_quotes():
     from course_lib.exercises.ch05 import ex5_mean_of_means
     from course_lib.exercises.ch06 import ex_best_split
 
-    assert "without quotes" in ex5_mean_of_means("True").message
-    assert "leave out the quotes" in ex_best_split("2x8").message
+    assert ex5_mean_of_means("False").correct and ex5_mean_of_means("no").correct
+    wrong = ex5_mean_of_means("True")
+    assert not wrong.correct and "could not" not in wrong.message
+    assert "Answer True or False" in ex5_mean_of_means("perhaps").message
+    assert ex_best_split("2x8").correct
+    assert "leave out the quotes" in ex_best_split("two by eight").message
 
 
 def test_learner_measurement_that_cannot_be_used_gets_feedback():
@@ -205,3 +220,26 @@ def test_learner_measurement_that_cannot_be_used_gets_feedback():
     assert not bad.correct and "could not check" in bad.message
     assert not ex2_karp_flatt(0.1, speedup="fast", workers=2).correct
     assert ex5_measured_efficiency(0.8, _Measurement()).correct
+
+
+@settings(max_examples=40, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(answer=_ODD_VALUES, other=_ODD_VALUES, expected=st.sampled_from(
+    [0.2, 29, 1.5, (2, 8), False, "Gustafson", 10**400, float("nan"), _Nasty()]))
+def test_odd_known_mistakes_and_alternatives_get_feedback(answer, other, expected):
+    """The readers of text, the percent and unit rules and check_count's whole-number rule
+    never raise, whatever the answer, the expected value or the caller's tables hold."""
+    from course_lib.exercises import check, check_count
+
+    try:
+        table = {other: "m", 0.002: "m"}
+    except TypeError:  # an unhashable value cannot be a key
+        table = {0.002: "m"}
+    for unit in ("", "MB", "GiB", "kB"):
+        for result in (
+            check(answer, expected, unit=unit, mistakes=table, accept=table),
+            check(answer, expected, mistakes=other, accept=other),
+            check_count(answer, expected, unit=unit, mistakes=table),
+            check_count(answer, expected, noun="micro-batch", round_up=False, hint="h"),
+        ):
+            assert isinstance(result, Result) and result.message.strip()

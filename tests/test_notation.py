@@ -169,3 +169,9 @@ def _texts():
 def test_retired_symbols_stay_retired(pattern):
     hits = [where for where, text in _texts() if re.search(pattern, text)]
     assert not hits, f"{RETIRED[pattern]}; still written the old way in {hits}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_every_chapter_links_the_notation_page(path):
+    first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
+    assert "](notation.md)" in first

@@ -358,3 +358,108 @@ def test_large_batch_experiment_validates_every_setting():
                          (dict(lamb_lr=-1.0), "lamb_lr"), (dict(warmup_epochs=-1), "warmup_epochs")):
         with pytest.raises(ValueError, match=name):
             large_batch_experiment(epochs=1, **kwargs)
+
+
+# ------------------------------------------------------------------ the critical batch size
+@given(st.floats(1.0, 1e5), st.floats(0.5, 1e5),
+       st.lists(st.integers(1, 10**6), min_size=2, max_size=12, unique=True))
+@settings(max_examples=60, deadline=None)
+def test_fit_recovers_the_parameters_of_synthetic_data_exactly(n_min, b_crit, sizes):
+    b = np.array(sizes, float)
+    fit = optim.fit_critical_batch(b, n_min * (1 + b_crit / b))
+    assert fit.n_min == pytest.approx(n_min, rel=1e-9)
+    assert fit.b_crit == pytest.approx(b_crit, rel=1e-9)
+    assert fit.d_min == pytest.approx(n_min * b_crit, rel=1e-9)
+    np.testing.assert_allclose(fit.steps(b), n_min * (1 + b_crit / b), rtol=1e-9)
+
+
+def test_fit_model_at_hand_values():
+    fit = optim.CriticalBatchFit(n_min=100.0, b_crit=64.0)
+    assert fit.steps(64) == 200.0 and isinstance(fit.steps(64), float)  # twice the floor at B_crit
+    assert fit.steps([16, 6400]).tolist() == [500.0, 101.0]
+    assert fit.d_min == 6400.0
+
+
+@pytest.mark.parametrize(
+    ("batch_sizes", "steps", "exc", "name"),
+    [
+        ([8, 16], [100, 50, 25], ValueError, "same length"),
+        ([8, 8], [100, 90], ValueError, "two"),
+        ([0, 16], [100, 50], ValueError, "batch_sizes"),
+        ([8, 16], [100, -50], ValueError, "steps"),
+        ([8, 16], [50, 100], ValueError, "fall"),  # more steps at the larger batch: no floor
+        ("8, 16", [100, 50], TypeError, "batch_sizes"),
+        ([8, 16], [100, None], TypeError, "steps"),
+    ],
+)
+def test_fit_bad_input(batch_sizes, steps, exc, name):
+    with pytest.raises(exc, match=name):
+        optim.fit_critical_batch(batch_sizes, steps)
+
+
+def test_steps_to_target_is_deterministic_for_a_seed():
+    first = optim.steps_to_target(64, 0.8, target_loss=0.5, seed=3)
+    assert first == optim.steps_to_target(64, 0.8, target_loss=0.5, seed=3)
+    assert isinstance(first, int) and first > 1
+    # the target is reached exactly at that step: one step fewer does not reach it
+    assert optim.steps_to_target(64, 0.8, target_loss=0.5, seed=3, max_steps=first - 1) is None
+
+
+def test_steps_to_target_none_when_diverging():
+    assert optim.steps_to_target(64, 50.0, target_loss=0.5) is None
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "name"),
+    [
+        (dict(batch_size=0), ValueError, "batch_size"),
+        (dict(batch_size=2000), ValueError, "training samples"),
+        (dict(batch_size=8.0), TypeError, "batch_size"),
+        (dict(lr=0.0), ValueError, "lr"),
+        (dict(target_loss=-1.0), ValueError, "target_loss"),
+        (dict(max_steps=0), ValueError, "max_steps"),
+        (dict(hidden=0), ValueError, "hidden"),
+        (dict(seed=-1), ValueError, "seed"),
+    ],
+)
+def test_steps_to_target_bad_input(kwargs, exc, name):
+    args = dict(batch_size=8, lr=0.1) | kwargs
+    with pytest.raises(exc, match=name):
+        optim.steps_to_target(**args)
+
+
+def test_batch_size_sweep_picks_the_best_rate_it_tried():
+    sweep = optim.batch_size_sweep((8, 64), target_loss=0.5)
+    again = optim.batch_size_sweep((64, 8, 8), target_loss=0.5)  # order and repeats do not matter
+    assert sweep.batch_sizes.tolist() == [8, 64] == again.batch_sizes.tolist()
+    assert sweep.steps.tolist() == again.steps.tolist()
+    assert sweep.steps[1] < sweep.steps[0] and sweep.lr[1] >= sweep.lr[0]
+    assert sweep.step_seconds.shape == (2,) and np.all(sweep.step_seconds > 0)
+    for b, lr, n, tried in zip(sweep.batch_sizes, sweep.lr, sweep.steps, sweep.tried):
+        assert tried[float(lr)] == n
+        assert all(s is None or s > n for r, s in tried.items() if r != float(lr))
+        # the sweep's count is the one steps_to_target gives at the chosen rate
+        assert optim.steps_to_target(int(b), float(lr), target_loss=0.5) == n
+        # the neighbours on the grid above and below are no better
+        for r in (lr * 2**0.5, lr / 2**0.5):
+            s = optim.steps_to_target(int(b), float(r), target_loss=0.5)
+            assert s is None or s >= n
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "name"),
+    [
+        (dict(batch_sizes=(8,)), ValueError, "batch_sizes"),
+        (dict(batch_sizes=(8, 0)), ValueError, r"batch_sizes\[1\]"),
+        (dict(batch_sizes="8, 16"), TypeError, "batch_sizes"),
+        (dict(batch_sizes=(8, 4096)), ValueError, "training samples"),
+        (dict(start_lr=0.0), ValueError, "start_lr"),
+        (dict(lr_factor=1.0), ValueError, "lr_factor"),
+        (dict(target_loss=0.0), ValueError, "target_loss"),
+        (dict(max_steps=-5), ValueError, "max_steps"),
+        (dict(target_loss=1e-6, max_steps=5), ValueError, "target_loss"),  # never reached
+    ],
+)
+def test_batch_size_sweep_bad_input(kwargs, exc, name):
+    with pytest.raises(exc, match=name):
+        optim.batch_size_sweep(**kwargs)

@@ -97,6 +97,9 @@ SKIP = {
     "course_lib.timing.current_blas_threads": "takes no arguments",
     "course_lib.tools.doctor.find_chromium": "takes no arguments",
     "course_lib.tools.slides.vendor_manifest": "takes no arguments",
+    "course_lib.datasets.load_notation": "takes no arguments",
+    "course_lib.datasets.notation_markdown": "takes no arguments",
+    "course_lib.tools.student.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
 }
 #: Besides: exception classes (any message is a valid argument) are not called.
 

@@ -5,25 +5,39 @@ chapter module computes with the course library (never typed in), and prints a
 confirmation, a hint, or a reminder that the answer is still missing. One submodule
 per chapter (``exercises.ch02`` ...) holds that chapter's exercises.
 
+The checkers are forgiving: ``"False"`` answers a yes/no question, ``"2x8"`` a pair,
+``"20%"`` a fraction; a value computed from the rounded numbers a notebook shows can be
+accepted (``accept``, :func:`shown_tolerance`); a percent for a fraction or MiB for MB
+gets its own hint, and :func:`check_count` is the one rule of every count (devices,
+micro-batches, steps): a whole number, rounded UP.
+
 The output is plain text, so a notebook executed headless (nbval, slides) shows the
-same as JupyterLab, and the checkers never raise on a wrong answer: a learner's
-mistake must not stop "Run all". Whatever the answer - a huge integer, NaN, a string
-such as ``"2x8"``, a dict, any object - :func:`check` explains it; a checker that also
-takes the learner's own inputs (a measurement) is wrapped in :func:`checker`, which
-turns inputs it cannot use into feedback as well.
+same as JupyterLab, and the checkers never raise: whatever the answer - a huge integer,
+NaN, a dict, any object - :func:`check` explains it; a checker that also takes the
+learner's own inputs (a measurement) is wrapped in :func:`checker`, which turns inputs
+it cannot use into feedback as well.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Result", "check", "checker"]
+__all__ = ["Result", "check", "check_count", "checker", "shown_tolerance"]
+
+#: Words that answer a yes/no question.
+_YES_NO = {"true": True, "yes": True, "y": True, "false": False, "no": False, "n": False}
+#: Decimal byte units and their binary twins: (decimal, binary, power of 10, power of 2).
+_BYTE_UNITS = (("kB", "KiB", 3, 10), ("KB", "KiB", 3, 10), ("MB", "MiB", 6, 20),
+               ("GB", "GiB", 9, 30), ("TB", "TiB", 12, 40))
+#: Separators of a pair or grid typed as text: "2x8", "2×8", "2 x 8", "(2, 8)", "2 by 8".
+_GRID_SPLIT = re.compile(r"\s*(?:[x×X*,;]|by)\s*|\s+")
 
 
 @dataclass(frozen=True)
@@ -53,12 +67,16 @@ def check(
     hint: str = "",
     unit: str = "",
     mistakes: dict[Any, str] | None = None,
+    accept: dict[Any, str] | None = None,
 ) -> Result:
     """Compare ``answer`` with ``expected`` and explain the outcome.
 
     Numbers (and arrays) are compared with ``rtol``/``atol``; ``inf`` matches only
     ``inf``. Strings are compared case- and space-insensitively; other objects with
-    ``==``.
+    ``==``. Text is read as a number (``"0.2"``, ``"20%"``, ``"1,024"``), a pair
+    (``"2x8"``, ``"2 × 8"``, ``"(2, 8)"``) or a yes/no (``"False"``, ``"no"``) where one
+    is asked. The right answer as a percent, or in MiB where ``unit`` is MB (GiB/GB,
+    KiB/kB, and the other way round), is told so.
 
     Parameters
     ----------
@@ -77,6 +95,9 @@ def check(
     mistakes : dict, optional
         Known wrong answers (computed by the caller) mapped to a targeted hint, shown
         instead of ``hint`` when the answer matches one of them.
+    accept : dict, optional
+        Other right answers mapped to a note shown with the confirmation, e.g. the
+        expected value computed from the rounded numbers a notebook displays.
 
     Examples
     --------
@@ -86,13 +107,15 @@ def check(
     ✗ limit = 9 is not right. Hint: S tends to 1/(1-p)
     >>> print(check(None, 10, name="limit"))
     … limit: not answered yet - replace None with your answer and run the cell again.
+    >>> print(check(20, 0.2, name="bubble share"))
+    ✗ bubble share = 20 is not right. Give a fraction, not a percent: 20% is 0.2.
+    >>> check("False", False).correct and check("2x8", (2, 8)).correct
+    True
     """
     suffix = f" {unit}" if unit else ""
     if answer is None or answer is Ellipsis:
-        return Result(
-            False,
-            f"… {name}: not answered yet - replace None with your answer and run the cell again.",
-        )
+        return Result(False, f"… {name}: not answered yet - replace None with your answer "
+                             "and run the cell again.")
     # Any exception of the comparison becomes feedback: an answer can be anything the
     # learner typed (10**400 overflows a float, an object's == may raise ...).
     try:
@@ -105,16 +128,98 @@ def check(
         )
     if ok:
         return Result(True, f"✓ Correct: {name} = {_fmt(expected)}{suffix}.")
+    for right, note in _items(accept):
+        if _safe_match(answer, right, rtol, atol):
+            return Result(True, f"✓ Correct: {name} = {_fmt(right)}{suffix} ({note}).")
     text = f"✗ {name} = {_fmt(answer)}{suffix} is not right.{_kind_hint(answer, expected)}"
-    for wrong, why in (mistakes or {}).items():
-        try:
-            if _matches(answer, wrong, rtol, atol):
-                return Result(False, f"{text} {why}")
-        except Exception:  # an uncomparable answer is no known mistake
-            continue
-    if hint:
-        text += f" Hint: {hint}"
-    return Result(False, text)
+    why = next((why for wrong, why in _items(mistakes) if _safe_match(answer, wrong, rtol, atol)), "")
+    rights = [expected, *(right for right, _ in _items(accept))]
+    why = why or _general_mistake(answer, rights, rtol, atol, unit)  # a percent, MiB for MB
+    return Result(False, f"{text} {why}" if why else f"{text} Hint: {hint}" if hint else text)
+
+
+def check_count(
+    answer: Any,
+    expected: Any,
+    *,
+    name: str = "count",
+    noun: str = "device",
+    round_up: bool = True,
+    hint: str = "",
+    unit: str = "",
+    mistakes: dict[Any, str] | None = None,
+) -> Result:
+    """:func:`check` for a count - of devices, micro-batches, steps: a whole number.
+
+    The one rule of every count: a non-integer answer is told that a count is a whole
+    number, and where the fewest that meet a condition are asked (``round_up``), one
+    short of ``expected`` - the solution rounded DOWN - gets its own hint. Otherwise the
+    answer must equal ``expected`` (``28.0`` for ``28`` will do).
+
+    Parameters
+    ----------
+    answer : object
+        The learner's answer; ``None`` (or ``...``) means not answered yet.
+    expected : int
+        The right count, computed by the course library.
+    noun : str
+        What is counted, singular: ``"device"``, ``"micro-batch"``, ``"step"``.
+    round_up : bool
+        Whether the count is the fewest that meet a condition (round a fraction UP).
+    name, hint, unit, mistakes
+        As for :func:`check`; ``mistakes`` come before the one-short hint.
+
+    Examples
+    --------
+    >>> print(check_count(28.5, 29, name="devices needed", unit="devices"))
+    ✗ devices needed = 28.5 devices is not right. A device count is a whole number; round up (a fraction of a device does not exist).
+    >>> print(check_count(28, 29, name="devices needed", unit="devices"))  # doctest: +ELLIPSIS
+    ✗ devices needed = 28 devices is not right. One device short: ...
+    >>> check_count("29", 29).correct
+    True
+    """
+    suffix = f" {unit}" if unit else ""
+    mistakes = dict(_items(mistakes))
+    try:
+        value = _number(answer)
+        if value is not None and abs(value - round(value)) > 1e-9 * max(1e3, abs(value)):
+            how = "; round up (" if round_up else " ("
+            text = (f"✗ {name} = {_fmt(answer)}{suffix} is not right. A {noun} count is a whole "
+                    f"number{how}a fraction of a {noun} does not exist).")
+            return Result(False, text if round_up or not hint else f"{text} Hint: {hint}")
+        if round_up and isinstance(expected, (int, np.integer)) and not isinstance(expected, bool):
+            short, plural = int(expected) - 1, noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
+            mistakes.setdefault(short, f"One {noun} short: with {short} {plural} the condition is "
+                                f"not met yet. Round the solution UP to the next whole {noun}.")
+    except Exception:  # an odd answer or expected: check() explains it
+        pass
+    return check(answer, expected, name=name, rtol=1e-9, atol=1e-6, hint=hint, unit=unit,
+                 mistakes=mistakes)
+
+
+def shown_tolerance(decimals: int) -> float:
+    """Absolute tolerance of a number shown with ``decimals`` decimals.
+
+    Half a unit of the last digit shown (and a hair, for float rounding): a value
+    printed as ``0.378`` is that close to the exact one.
+
+    Parameters
+    ----------
+    decimals : int
+        Decimals shown, 0 to 15.
+
+    Examples
+    --------
+    >>> round(shown_tolerance(3), 9)
+    0.0005
+    >>> check(0.378, 0.3785, rtol=0, atol=shown_tolerance(3)).correct
+    True
+    """
+    if isinstance(decimals, (bool, np.bool_)) or not isinstance(decimals, (int, np.integer)):
+        raise TypeError(f"decimals must be an int, got {type(decimals).__name__}")
+    if not 0 <= decimals <= 15:
+        raise ValueError(f"decimals must be in 0..15, got {decimals}")
+    return 0.5 * 10.0 ** -int(decimals) * (1 + 1e-9)
 
 
 def checker(fn: Callable[..., Result]) -> Callable[..., Result]:
@@ -149,6 +254,7 @@ def checker(fn: Callable[..., Result]) -> Callable[..., Result]:
 
 
 def _matches(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
+    answer = _coerce(answer, expected)
     if isinstance(expected, str):
         return " ".join(str(answer).lower().split()) == " ".join(expected.lower().split())
     if isinstance(expected, (bool, np.bool_)):
@@ -165,6 +271,74 @@ def _matches(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
         close = np.isclose(a, e, rtol=rtol, atol=atol)
         return bool(np.all(both_inf | (close & np.isfinite(e))))
     return answer == expected
+
+
+def _safe_match(answer: Any, value: Any, rtol: float, atol: float) -> bool:
+    try:
+        return _matches(answer, value, rtol, atol)
+    except Exception:  # an uncomparable answer matches nothing
+        return False
+
+
+def _items(table: Any) -> list[tuple[Any, Any]]:
+    try:
+        return list(table.items()) if table else []
+    except Exception:  # not a dict: no entries
+        return []
+
+
+def _coerce(answer: Any, expected: Any) -> Any:
+    """``answer`` typed as text, read as the kind of ``expected`` where it can be."""
+    if not isinstance(answer, str):
+        return answer
+    text = answer.strip().strip("'\"").strip()
+    if isinstance(expected, (bool, np.bool_)):
+        return _YES_NO.get(text.lower(), answer)
+    if isinstance(expected, (tuple, list, np.ndarray)):  # a pair or grid: "2x8", "(2, 8)"
+        parts = [_text_number(p) for p in _GRID_SPLIT.split(text.strip("()[] ")) if p]
+        return tuple(parts) if parts and None not in parts else answer
+    value = _text_number(text) if isinstance(expected, (int, float, np.number)) else None
+    return answer if value is None else value
+
+
+def _text_number(text: str) -> float | None:
+    """A number typed as text: ``"0.2"``, ``"20%"``, ``"1,024"``; None if it is none."""
+    scale = 0.01 if text.endswith("%") else 1.0
+    text = text.removesuffix("%").strip()
+    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", text):
+        text = text.replace(",", "")
+    try:
+        return float(text) * scale
+    except (ValueError, OverflowError):
+        return None
+
+
+def _number(value: Any) -> float | None:
+    """``value`` (text included) as a finite real number, or None."""
+    value = _coerce(value, 0.0)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    try:
+        x = float(value)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _general_mistake(answer: Any, rights: list[Any], rtol: float, atol: float, unit: str) -> str:
+    """The hint for a right answer in the wrong form: a percent, or the binary byte unit."""
+    x = _number(answer)
+    reals = [float(r) for r in rights if _number(r) is not None and not isinstance(r, str)]
+    if x is None or not reals:
+        return ""
+    if any(0 < r <= 1 and _safe_match(x / 100, r, rtol, atol) for r in reals):
+        return f"Give a fraction, not a percent: {x:g}% is {x / 100:g}."
+    for decimal, binary, p10, p2 in _BYTE_UNITS:
+        for asked, other, factor, desc in ((decimal, binary, 10**p10 / 2**p2, f"10^{p10}"),
+                                           (binary, decimal, 2**p2 / 10**p10, f"2^{p2}")):
+            if unit == asked and any(_safe_match(x, r * factor, rtol, atol) for r in reals):
+                return f"That is {other}; the question asks {asked} ({desc} bytes)."
+    return ""
 
 
 def _fmt(value: Any) -> str:
@@ -213,8 +387,13 @@ def _cut(text: str, limit: int = 80) -> str:
 
 def _kind_hint(answer: Any, expected: Any) -> str:
     """A word on the answer's kind when it cannot be right whatever its value."""
-    if isinstance(answer, str) and isinstance(expected, (bool, np.bool_)):
-        return " Answer True or False, without quotes."
-    if isinstance(answer, str) and not isinstance(expected, str):
+    try:
+        if not isinstance(_coerce(answer, expected), str):
+            return ""  # not text, or text read as what is asked ("False", "2x8", "20%")
+    except Exception:  # an odd str subclass: no word on it
+        return ""
+    if isinstance(expected, (bool, np.bool_)):
+        return " Answer True or False (yes or no will do too)."
+    if not isinstance(expected, str):
         return " The answer is a number (or numbers), not text: leave out the quotes."
     return ""

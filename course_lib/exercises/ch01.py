@@ -1,21 +1,26 @@
 """Exercises of chapter 01 (from serial to parallel).
 
 Expected values come from ``data/`` through :mod:`course_lib.datasets` and from
-:mod:`course_lib.cost`; nothing is typed in.
+:mod:`course_lib.cost`; nothing is typed in. Exercises 3 and 4 take the learner's OWN
+givens (a model, a device, a deadline of their choice) as keyword arguments and compute
+the expected answer from them; exercise 5 takes the learner's own measurement.
 """
 
 from __future__ import annotations
 
+import math
+
 from .. import cost
-from ..datasets import get_device, load_cpu_trends, load_dnn_models, load_training_records
-from . import Result, check, checker
+from .._validate import check_positive, check_real
+from ..datasets import load_cpu_trends, load_dnn_models
+from . import Result, check, check_count, checker
 
 __all__ = [
     "bert_flops",
     "ex1_resnet50_gflops",
     "ex2_frequency_growth",
-    "ex3_v100_days",
-    "ex4_implied_efficiency",
+    "ex3_own_training_days",
+    "ex4_devices_for_deadline",
     "ex5_measured_efficiency",
 ]
 
@@ -60,49 +65,74 @@ def ex2_frequency_growth(answer) -> Result:
     )
 
 
-def _bert_seconds(device_id: str, devices: int = 1, efficiency: float = 1.0) -> float:
-    recipe = cost.BERT_LARGE
-    flops = bert_flops()
-    device = get_device(device_id)
-    return cost.training_time(recipe.tokens, flops / recipe.tokens, device.sustained_flops,
-                              devices, efficiency)
+_DAY = 86400.0
 
 
-def ex3_v100_days(answer) -> Result:
-    """Days one V100 SXM2 needs for BERT-Large at its sustained rate from data/hardware.csv."""
-    days = _bert_seconds("v100_sxm2_32gb") / 86400
-    device = get_device("v100_sxm2_32gb")
+def _unanswered_or_missing(answer, name: str, **givens) -> Result | None:
+    """Feedback before any computing: no answer yet, or the learner's givens still None."""
+    if answer is None or answer is Ellipsis:
+        return check(answer, 0.0, name=name)  # "not answered yet"
+    if any(v is None for v in givens.values()):
+        return Result(False, f"✗ {name}: set your own givens first ({', '.join(givens)} are "
+                             "still None); the check computes the answer from them.")
+    return None
+
+
+@checker
+def ex3_own_training_days(answer, *, params=None, tokens=None, sustained_tflops=None) -> Result:
+    """Days ONE device needs to train a transformer of YOUR choice: T = 6 P D / r.
+
+    The givens are the learner's own: ``params`` (P) and ``tokens`` (D) of a model they
+    pick, ``sustained_tflops`` (r, TFLOP/s) of a device they pick at a utilisation they assume.
+    """
+    name = "training time on one device"
+    early = _unanswered_or_missing(answer, name, params=params, tokens=tokens,
+                                   sustained_tflops=sustained_tflops)
+    if early is not None:
+        return early
+    P, D = check_positive(params, "params"), check_positive(tokens, "tokens")
+    r = check_positive(sustained_tflops, "sustained_tflops") * 1e12
+    days = cost.training_time(D, cost.transformer_training_flops(P, 1), r) / _DAY
     return check(
         answer,
         days,
-        name="BERT-Large on one V100",
+        name=name,
         unit="days",
         rtol=0.03,
-        hint=f"T = 6 P D / r with r = {device.sustained_fraction:g} x "
-             f"{device.peak_tensor_tflops:g} TFLOP/s; divide seconds by 86,400.",
-        mistakes={days * device.sustained_fraction: "That assumes the peak rate; use the "
-                  "sustained rate (peak x sustained_fraction)."},
+        hint="work = 6 x P x D FLOPs; time = work / (r in FLOP/s); then seconds / 86,400.",
+        mistakes={
+            days / 3: "A third of the answer: that is the forward pass only (2PD). Training "
+                      "adds the backward pass (4PD): 6PD in all.",
+            days / 6: "A sixth of the answer: count 6 FLOPs per parameter and token, not 1.",
+            days * _DAY: "That is seconds; the question asks for days.",
+            days * 24: "That is hours; the question asks for days.",
+            days * 1e12: "The rate is in TFLOP/s: 1 TFLOP/s = 10^12 FLOP/s.",
+        },
     )
 
 
-def _nvidia_record():
-    return next(r for r in load_training_records() if r.record_id == "nvidia_2019_47min")
+@checker
+def ex4_devices_for_deadline(answer, *, one_device_days=None, deadline_days=None,
+                             efficiency=None) -> Result:
+    """Fewest devices that finish YOUR run by YOUR deadline: T(N) = T(1) / (N η) <= deadline.
 
-
-def ex4_implied_efficiency(answer) -> Result:
-    """Parallel efficiency implied by NVIDIA's 47 minutes on 1,472 V100 SXM3 (1 = perfect)."""
-    rec = _nvidia_record()
-    recipe = cost.BERT_LARGE
-    eta = cost.required_efficiency(recipe.tokens, bert_flops() / recipe.tokens,
-                                   get_device("v100_sxm3_32gb").sustained_flops, rec.devices,
-                                   rec.time_minutes * 60)
-    return check(
-        answer,
-        eta,
-        name="implied parallel efficiency",
-        rtol=0.03,
-        hint="η = (time on one GPU) / (N x measured time); the one-GPU time comes from 6PD / r.",
-    )
+    The givens are the learner's own: ``one_device_days`` (their answer to exercise 3),
+    ``deadline_days`` and the parallel ``efficiency`` η in (0, 1] they assume.
+    """
+    name = "devices needed"
+    early = _unanswered_or_missing(answer, name, one_device_days=one_device_days,
+                                   deadline_days=deadline_days, efficiency=efficiency)
+    if early is not None:
+        return early
+    t1 = check_positive(one_device_days, "one_device_days")
+    deadline = check_positive(deadline_days, "deadline_days")
+    eta = check_real(efficiency, "efficiency", 0.0, 1.0, low_open=True)
+    needed = max(1, math.ceil(t1 / (deadline * eta) - 1e-9))  # a whole device, rounded up
+    ideal = max(1, math.ceil(t1 / deadline - 1e-9))
+    mistakes = {} if ideal == needed else {
+        ideal: "That assumes perfect efficiency (η = 1); divide by N x η, not by N."}
+    return check_count(answer, needed, name=name, unit="devices", mistakes=mistakes,
+                       hint="solve T(1) / (N x η) <= deadline for N and round UP to a whole device.")
 
 
 @checker

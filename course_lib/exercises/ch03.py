@@ -13,22 +13,29 @@ from ..cost import (
     training_time,
 )
 from ..datasets import get_device, lamb_scaling_table, load_dnn_models, load_training_records
-from ..optim import linear_scaling_rule, sqrt_scaling_rule
+from ..optim import CriticalBatchFit, linear_scaling_rule, sqrt_scaling_rule
 from . import Result, check
 
 __all__ = [
     "EX2_SETUP",
+    "EX8_SETUP",
     "ex1_training_flops",
     "ex2_resnet_hours",
     "ex3_efficiency_53min",
     "ex4_scaled_lr",
     "ex5_iteration_efficiency",
     "ex6_which_law",
+    "ex7_v100_sxm2_days",
+    "ex8_samples_at_large_batch",
 ]
 
 #: Exercise 2: ResNet-50, ImageNet-1k, 90 epochs, 8 V100 (SXM2), utilisation 0.3, efficiency 0.9.
 EX2_SETUP = {"model": "ResNet-50", "epochs": 90, "device_id": "v100_sxm2_32gb", "devices": 8,
              "utilisation": 0.3, "efficiency": 0.9}
+
+
+#: Exercise 8: a run with n_min steps and critical batch b_crit, trained at batch ``batch``.
+EX8_SETUP = {"n_min": 2000, "b_crit": 4096, "batch": 16384}
 
 
 def ex1_training_flops(answer) -> Result:
@@ -146,4 +153,43 @@ def ex6_which_law(answer) -> Result:
         name="scaling law",
         hint="look at the batch per chip (global batch / chips) down the table: is the work "
         "per chip per step fixed, or is a fixed problem split ever finer?",
+    )
+
+
+def ex7_v100_sxm2_days(answer) -> Result:
+    """Days BERT-Large's recipe takes on ONE V100 SXM2 at its sustained rate in data/hardware.csv."""
+    device = get_device("v100_sxm2_32gb")
+    seconds = training_time(BERT_LARGE.tokens, BERT_LARGE.flops_per_token, device.sustained_flops)
+    days = seconds / 86400.0
+    return check(
+        answer,
+        days,
+        name="BERT-Large on one V100 SXM2",
+        unit="days",
+        rtol=0.03,
+        hint="T = 6PD / r with r = peak x sustained_fraction of the v100_sxm2_32gb row; "
+             "divide the seconds by 86,400.",
+        mistakes={
+            days * device.sustained_fraction: "That assumes the peak rate; use the sustained rate "
+                                              "(peak x sustained_fraction).",
+            seconds: "That is seconds; the question asks for days.",
+        },
+    )
+
+
+def ex8_samples_at_large_batch(answer) -> Result:
+    """Samples to the target at batch ``EX8_SETUP["batch"]``, as a multiple of the minimum D_min."""
+    s = EX8_SETUP
+    fit = CriticalBatchFit(float(s["n_min"]), float(s["b_crit"]))
+    ratio = s["batch"] * fit.steps(s["batch"]) / fit.d_min  # D(B) / D_min = 1 + B / B_crit
+    return check(
+        answer,
+        ratio,
+        name="samples relative to the minimum",
+        hint="D(B) = B x n_steps(B) = D_min (1 + B / B_crit).",
+        mistakes={
+            fit.steps(s["batch"]) / fit.n_min: "That is the ratio of the STEPS, n_steps(B) / n_min; "
+                                               "the question asks for the samples.",
+            s["batch"] / s["b_crit"]: "Almost: D(B) / D_min = 1 + B / B_crit.",
+        },
     )

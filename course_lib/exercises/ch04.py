@@ -12,7 +12,7 @@ from ..cost import conv2d_macs
 from ..dataflow import training_graph
 from ..im2col import conv_output_shape, gemm_sizes
 from ..roofline import Roofline, gemm_op
-from . import Result, check
+from . import Result, check, check_count
 
 __all__ = [
     "LAYER",
@@ -114,11 +114,12 @@ def ex4_depthwise_macs(answer) -> Result:
 def ex5_critical_path(answer) -> Result:
     """Fewest steps of one training step of the CNN with unlimited devices."""
     graph = training_graph(CNN_LAYERS)
-    return check(
+    return check_count(
         answer,
         graph.critical_path,
-        rtol=0,
         name="steps with unlimited devices",
+        noun="step",
+        round_up=False,
         unit="steps",
         hint="count the operators on the longest chain of dependencies: forward, loss, backward "
         "down to the first layer's weight gradient, then its update.",

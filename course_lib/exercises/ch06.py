@@ -13,7 +13,7 @@ from ..models import MLP
 from ..parallel.hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
 from ..parallel.pipeline_schedule import bubble_fraction, partition_layers, simulate_uniform
 from ..parallel.tensor import tensor_parallel_bytes
-from . import Result, check
+from . import Result, check, check_count
 
 __all__ = [
     "BEST_SPLIT",
@@ -52,7 +52,7 @@ BEST_SPLIT = {
 #: Givens of :func:`ex_tensor_bytes`: layer widths (float32), global batch, tensor-parallel workers.
 TENSOR_BYTES = {"sizes": (256, 2048, 2048, 2048, 2048, 1000), "batch_size": 64, "workers": 4}
 #: Givens of :func:`ex_stage_activations`: a GPT-3-shaped model (Korthikanti et al. 2023,
-#: 16-bit activations) on a t x p grid with the 1F1B schedule, no recomputation.
+#: 16-bit activations) on an N_t x N_p grid with the 1F1B schedule, no recomputation.
 STAGE_ACTIVATIONS = {
     "seq_length": 2048,
     "micro_batch": 1,
@@ -102,12 +102,11 @@ def ex_micro_batches(answer) -> Result:
     """Fewest micro-batches that keep the bubble of an 8-stage pipeline at or below 10%."""
     s, t = MICRO_BATCHES["stages"], MICRO_BATCHES["target"]
     expected = smallest_micro_batches(s, t)
-    return check(
+    return check_count(
         answer,
         expected,
         name="micro-batches M",
-        rtol=0,
-        atol=0.01,
+        noun="micro-batch",
         hint="solve (N_p-1)/(M+N_p-1) <= target for M and round up to a whole micro-batch.",
         mistakes={
             round((s - 1) / t): "That is M + N_p - 1, the length of the step in slots; subtract N_p - 1.",
@@ -232,18 +231,18 @@ def ex_stage_activations(answer) -> Result:
         name="activations of the first stage",
         unit="GB",
         rtol=1e-2,
-        hint="one layer holds sbh (10 + 24/t + 5as/(ht)) bytes per micro-batch; under 1F1B the first "
-        "stage holds p micro-batches of its l/p layers.",
+        hint="one layer holds L b h (10 + 24/N_t + 5 a L/(h N_t)) bytes per micro-batch; under 1F1B the "
+        "first stage holds N_p micro-batches of its n_layers/N_p layers.",
         mistakes={
-            stage(min(p, m), tensor=1): "That leaves out the tensor split: with t devices per layer "
-            "the 24 sbh and the attention scores are divided by t (the 10 sbh are not).",
+            stage(min(p, m), tensor=1): "That leaves out the tensor split: with N_t devices per layer "
+            "the 24 L b h and the attention scores are divided by N_t (the 10 L b h are not).",
             stage(m): "That is GPipe, which holds all M micro-batches. Under 1F1B the first stage "
-            "holds at most p of them.",
-            stage(1): "That is one micro-batch. The first stage of a 1F1B pipeline holds p "
+            "holds at most N_p of them.",
+            stage(1): "That is one micro-batch. The first stage of a 1F1B pipeline holds N_p "
             "micro-batches at its peak.",
-            stage(min(p, m), recompute="full"): "That is with full recomputation (2 sbh per layer); "
+            stage(min(p, m), recompute="full"): "That is with full recomputation (2 L b h per layer); "
             "the question asks without it.",
-            stage(min(p, m), tensor=1) / t: "That divides every term by t. The 10 sbh of layer-norm "
+            stage(min(p, m), tensor=1) / t: "That divides every term by N_t. The 10 L b h of layer-norm "
             "and dropout inputs and of the first linear layers' inputs stay whole on every device.",
         },
     )

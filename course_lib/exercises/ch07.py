@@ -16,7 +16,7 @@ from ..models import MLP
 from ..parallel.hybrid import scheme_comparison
 from ..parallel.pipeline_schedule import bubble_fraction
 from ..scaling import amdahl_limit, devices_needed, gustafson_to_amdahl, karp_flatt, speedup
-from . import Result, check
+from . import Result, check, check_count
 
 __all__ = [
     "Q1_TIMES",
@@ -79,16 +79,12 @@ def ex1_limit_from_measurement(answer) -> Result:
 
 def ex2_devices_needed(answer) -> Result:
     """Fewest devices that reach the speedup ``Q2["target"]`` when ``p = Q2["p"]``."""
-    n = devices_needed(Q2["p"], Q2["target"])
-    return check(
+    return check_count(
         answer,
-        n,
-        rtol=0,
-        atol=0.5,
+        devices_needed(Q2["p"], Q2["target"]),
         name="devices needed",
         unit="devices",
         hint="solve 1/((1-p) + p/N) >= target for N, then round UP to a whole device.",
-        mistakes={n - 1: "Round up: one device fewer falls short of the target."},
     )
 
 
@@ -133,11 +129,15 @@ def ex5_weak_scaling_efficiency(answer) -> Result:
     return check(
         answer,
         data_parallel_efficiency(*args, scaling="weak"),
-        rtol=2e-3,
+        rtol=2e-3,  # 0.947 will do; leaving out the latency gives 0.949 (0.24% more)
         name="weak-scaling efficiency",
         hint="η = t_c / (t_c + T_ring) with T_ring = 2 (N-1)/N · m/β + 2 (N-1) α.",
-        mistakes={data_parallel_efficiency(*args, scaling="strong"): "That is the strong-scaling "
-                  "efficiency: here every device keeps its own batch (weak scaling)."},
+        mistakes={
+            data_parallel_efficiency(*args, scaling="strong"): "That is the strong-scaling "
+            "efficiency: here every device keeps its own batch (weak scaling).",
+            data_parallel_efficiency(*args[:-1], 0.0, scaling="weak"): "Latency left out: the "
+            "ring's 2 (N-1) steps each wait α as well.",
+        },
     )
 
 
@@ -169,7 +169,7 @@ def ex7_1f1b_bubble(answer) -> Result:
     return check(
         answer,
         bubble_fraction(s, m),
-        rtol=1e-3,
+        rtol=3e-3,  # three significant digits (0.172) will do
         name="bubble share",
         hint="1F1B changes the order of the work, not the idle time: (N_p-1)/(M+N_p-1).",
         mistakes={(s - 1) / m: "The step lasts M + N_p - 1 slots, not M: divide by M + N_p - 1."},

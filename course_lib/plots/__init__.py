@@ -2,8 +2,9 @@
 
 Figures are built with the object-oriented API (``Figure`` + Agg canvas, never
 ``pyplot``), so they hold no global state, need no ``plt.close`` and can be tested
-without a display or widgets. One submodule per chapter (``plots.scaling``, ...);
-this module holds what they share.
+without a display or widgets. One submodule per chapter (``plots.scaling``, ...;
+chapter 03 also has ``plots.largebatch``, the critical batch size); this module holds what
+they share.
 
 Matplotlib is imported only when a figure is drawn.
 """

@@ -58,6 +58,7 @@ def is_exercise_cell(cell: Mapping[str, Any]) -> bool:
     >>> is_exercise_cell({"cell_type": "code", "source": "answer = 10"})
     False
     """
+    check_type(cell, "cell", Mapping, "a notebook cell (a dict)")
     return cell.get("cell_type") == "code" and bool(EXERCISE_CELL.match(_source(cell)))
 
 

@@ -1,0 +1,127 @@
+r"""Figure of chapter 03's critical batch size: steps, and time, to a target against the batch.
+
+Left: the steps a run needs to reach a target loss at each batch size :math:`B` (measured,
+e.g. by :func:`course_lib.optim.batch_size_sweep`), the fit of McCandlish et al.'s model
+:math:`n_{\text{steps}}(B) = n_{\min}(1 + B_{\text{crit}}/B)`
+(:func:`course_lib.optim.fit_critical_batch`) and its two asymptotes: perfect scaling
+(steps :math:`\propto 1/B`, the small-batch side) and the floor :math:`n_{\min}`; they
+cross at :math:`B_{\text{crit}}`. Right (optional): time to the target, steps x time per
+step, for a few device counts.
+
+Pure functions: data in, :class:`matplotlib.figure.Figure` out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from .._validate import as_real, check_type
+from . import COLORS, log2_axis, new_figure
+
+__all__ = ["critical_batch_figure"]
+
+
+def critical_batch_figure(batch_sizes, steps, fit, *, times: Mapping | None = None):
+    r"""Steps to the target against the batch size, with the fitted model; time on N devices.
+
+    Parameters
+    ----------
+    batch_sizes, steps : array_like
+        Measured steps to the target (> 0) at each batch size (> 0).
+    fit : course_lib.optim.CriticalBatchFit
+        The fitted :math:`n_{\min}` and :math:`B_{\text{crit}}`.
+    times : mapping, optional
+        ``{label: (batch sizes, seconds to the target)}``, one curve each in a second
+        panel (NaN where a batch size is impossible, e.g. fewer samples than devices);
+        the fastest point of each curve is marked.
+
+    Examples
+    --------
+    >>> from course_lib.optim import CriticalBatchFit
+    >>> fig = critical_batch_figure([8, 64, 512], [900, 200, 112.5], CriticalBatchFit(100.0, 64.0))
+    >>> len(fig.axes), fig.axes[0].get_title()
+    (1, 'steps to the target (statistical efficiency)')
+    """
+    from ..optim import CriticalBatchFit
+
+    b = as_real(batch_sizes, "batch_sizes", allowed="in (0, inf)").reshape(-1)
+    n = as_real(steps, "steps", allowed="in (0, inf)").reshape(-1)
+    if b.size != n.size or b.size == 0 or np.any(b <= 0) or np.any(n <= 0):
+        raise ValueError(f"batch_sizes and steps must be equally long, non-empty and > 0; "
+                         f"got {b.size} and {n.size} values")
+    check_type(fit, "fit", CriticalBatchFit, "a CriticalBatchFit (from fit_critical_batch)")
+    curves = _check_times(times)
+    fig, axes = new_figure(1, 2 if curves else 1, size=(11.0, 4.2) if curves else (6.4, 4.2),
+                           squeeze=False)
+    ax = axes[0, 0]
+    grid = np.geomspace(min(b.min(), fit.b_crit) / 2, max(b.max(), fit.b_crit) * 2, 200)
+    ax.plot(grid, fit.n_min * fit.b_crit / grid, "--", color="0.5",
+            label=r"perfect scaling: $n_{\min} B_{\mathrm{crit}} / B$")
+    ax.axhline(fit.n_min, ls=":", color="0.5", label=rf"floor $n_{{\min}}$ = {fit.n_min:.0f}")
+    ax.plot(grid, fit.steps(grid), color=COLORS[1],
+            label=r"fit: $n_{\min}(1 + B_{\mathrm{crit}}/B)$")
+    ax.plot(b, n, "o", color=COLORS[0], label="measured")
+    ax.axvline(fit.b_crit, color=COLORS[2], lw=1)
+    ax.annotate(rf"$B_{{\mathrm{{crit}}}}$ = {fit.b_crit:.0f}", (fit.b_crit, 2 * fit.n_min),
+                xytext=(5, 0), textcoords="offset points", color=COLORS[2], fontsize=9)
+    _plain_log_axis(ax.yaxis, fit.n_min / 1.6, max(n.max(), fit.steps(grid[0])) * 1.3)
+    ax.set(xlabel="batch size B, log scale", ylabel="steps to the target, log scale",
+           title="steps to the target (statistical efficiency)")
+    log2_axis(ax.xaxis, grid[-1])
+    ax.set_xlim(grid[0], grid[-1])
+    ax.legend(fontsize=8)
+    if curves:
+        _time_panel(axes[0, 1], curves)
+    return fig
+
+
+def _check_times(times):
+    if times is None:
+        return {}
+    check_type(times, "times", Mapping, "a mapping {label: (batch sizes, seconds)}")
+    curves = {}
+    for label, pair in times.items():
+        if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+            raise TypeError(f"times[{label!r}] must be a pair (batch sizes, seconds)")
+        x = as_real(pair[0], f"times[{label!r}] batch sizes").reshape(-1)
+        try:  # seconds may hold NaN (an impossible batch size), so as_real does not apply
+            y = np.asarray(pair[1], dtype=float).reshape(-1)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"times[{label!r}] seconds must be numbers, got {pair[1]!r:.60}") from exc
+        if x.size != y.size or x.size == 0 or np.any(x <= 0) or np.any(y[~np.isnan(y)] <= 0):
+            raise ValueError(f"times[{label!r}] needs equally long batch sizes and seconds, all > 0")
+        curves[str(label)] = (x, y)
+    return curves
+
+
+def _time_panel(ax, curves) -> None:
+    for i, (label, (x, y)) in enumerate(curves.items()):
+        color = COLORS[(i + 3) % len(COLORS)]
+        ax.plot(x, y * 1e3, color=color, label=label)
+        if np.isfinite(y).any():
+            k = int(np.nanargmin(y))
+            ax.plot(x[k], y[k] * 1e3, "o", color=color)
+    xs = np.concatenate([x for x, _ in curves.values()])
+    ys = np.concatenate([y for _, y in curves.values()]) * 1e3
+    log2_axis(ax.xaxis, xs.max())
+    ax.set_xlim(xs.min(), xs.max())
+    if np.isfinite(ys).any():
+        _plain_log_axis(ax.yaxis, np.nanmin(ys) / 1.2, np.nanmax(ys) * 1.2)
+    ax.set(xlabel="global batch size B, log scale", ylabel="time to the target [ms], log scale",
+           title="time to the target = steps x time per step (model)")
+    ax.legend(fontsize=8, title="dot: fastest batch", title_fontsize=8)
+
+
+def _plain_log_axis(axis, lo: float, hi: float) -> None:
+    """Log scale from ``lo`` to ``hi`` with ticks at 1, 2, 5 x 10^k, labelled as plain numbers."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
+    getattr(axis.axes, f"set_{axis.axis_name}lim")(lo, hi)
+    k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+    ticks = [m * 10.0**e for e in k for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
+    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))

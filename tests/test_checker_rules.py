@@ -1,0 +1,233 @@
+"""The forgiving rules of the exercise checkers, with hand-made answers.
+
+One test (or a few) per rule of ``course_lib.exercises``: the right answer is accepted
+at the precisions the notebooks show, text is read as meant ("False", "2x8"), and each
+near miss of a general kind gets its own hint - a percent for a fraction, MiB for MB,
+the serial part forgotten, a count rounded DOWN, a fraction of a device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from course_lib.comm import communication_crossover
+from course_lib.exercises import ch02, ch04, ch05, ch06, ch07, check, check_count, shown_tolerance
+from course_lib.parallel.pipeline_schedule import bubble_fraction
+from course_lib.parallel.speedup import ScalingMeasurement
+from course_lib.scaling import devices_needed, gustafson, karp_flatt
+
+PERCENT = "give a fraction, not a percent"
+
+
+def _lower(result) -> str:
+    return result.message.lower()
+
+
+# ------------------------------------------------------- numbers at the precision shown
+def _scaling_table(speedup: float) -> str:
+    """The table notebook 05 prints for a 2-worker measurement with this speedup."""
+    m = ScalingMeasurement(
+        workers=np.array([1, 2]), batch_size=1024, per_worker_batch=512, serial_strong=0.04,
+        serial_weak=0.02, strong_time=np.array([0.04, 0.04 / speedup]), weak_time=np.array([0.02, 0.021]),
+    )
+    return m.table()
+
+
+def test_karp_flatt_accepts_the_printed_value_and_the_one_from_the_printed_speedup():
+    # the reported case: S prints as 1.45, e prints as 0.378 (exact 0.37849: just in
+    # the rounding range, 0.49e-3 from the printed value)
+    speedup = 2 / (1 + 0.37849)
+    exact = karp_flatt(speedup, 2)
+    table = _scaling_table(speedup)
+    assert " 1.45 " in table and " 0.378 " in table  # what the learner reads
+    shown = ch05.EX2_SHOWN_DECIMALS
+    assert f"{speedup:.{shown['speedup']}f}" == "1.45" and f"{exact:.{shown['karp_flatt']}f}" == "0.378"
+    from_shown = karp_flatt(1.45, 2)  # 0.37931
+    for answer in (0.378, 0.3785, 0.37849, exact, 0.379, 0.3793, from_shown, round(from_shown, 4)):
+        assert ch05.ex2_karp_flatt(answer, speedup=speedup, workers=2).correct, answer
+    for decimals in (3, 4, 6):
+        for value in (exact, from_shown):
+            assert ch05.ex2_karp_flatt(round(value, decimals), speedup=speedup, workers=2).correct
+    by_rounded_s = ch05.ex2_karp_flatt(0.3793, speedup=speedup, workers=2)
+    assert "from S = 1.45 as printed" in by_rounded_s.message
+    for wrong in (0.376, 0.381, 0.39, 0.5):
+        assert not ch05.ex2_karp_flatt(wrong, speedup=speedup, workers=2).correct, wrong
+    assert "1 - efficiency" in ch05.ex2_karp_flatt(1 - speedup / 2, speedup=speedup, workers=2).message
+
+
+def test_shown_tolerance_is_half_a_unit_of_the_last_digit():
+    assert shown_tolerance(3) == pytest.approx(0.0005)
+    assert check(0.378, 0.3785, rtol=0, atol=shown_tolerance(3)).correct
+    assert not check(0.378, 0.3786, rtol=0, atol=shown_tolerance(3)).correct
+    with pytest.raises(TypeError):
+        shown_tolerance(2.5)
+    with pytest.raises(ValueError):
+        shown_tolerance(-1)
+
+
+def test_accepted_alternative_is_named_in_the_confirmation():
+    result = check(0.38, 0.3785, rtol=0, atol=1e-3, accept={0.3801: "from the rounded inputs"})
+    assert result.correct and "from the rounded inputs" in result.message
+    assert check(0.3785, 0.3785, accept={0.3801: "x"}).message == "✓ Correct: answer = 0.3785."
+
+
+@pytest.mark.parametrize(
+    ("exercise", "answers"),
+    [
+        (ch02.ex4_gustafson, (57.7, "57.7")),
+        (ch02.ex5_lamb_efficiency, (0.767, 0.77, 49.09 / 64)),  # eff. and S columns of the table
+        (ch05.ex6_ring_allreduce_ms, (17.15, 17.1, 17.2)),
+        (ch06.ex_bubble, (0.2, "0.2", "20%")),
+        (ch06.ex_tensor_bytes, (1.572864, 1.573, 1.57)),
+        (ch07.ex3_gustafson_to_amdahl, (0.9965, 0.99654)),  # "give four decimals"
+        (ch07.ex5_weak_scaling_efficiency, (0.947, 0.9469)),
+        (ch07.ex7_1f1b_bubble, (5 / 29, 0.1724, 0.172)),
+    ],
+)
+def test_right_answers_at_the_precisions_shown_are_accepted(exercise, answers):
+    for answer in answers:
+        assert exercise(answer).correct, f"{exercise.__name__} rejected {answer!r}"
+
+
+# ------------------------------------------------------- text read as meant
+def test_true_false_yes_no_text_is_understood():
+    assert ch05.ex5_mean_of_means(False).correct
+    for text in ("False", "false", " False ", "no", "No", "'False'"):
+        assert ch05.ex5_mean_of_means(text).correct, text
+    for text in ("True", "yes"):
+        wrong = ch05.ex5_mean_of_means(text)
+        assert not wrong.correct and "is not right" in wrong.message
+    assert check("yes", True).correct and not check(1, True).correct  # a number is no yes/no
+    assert "Answer True or False" in ch05.ex5_mean_of_means("perhaps").message
+
+
+def test_pairs_and_grids_typed_as_text_are_understood():
+    best = ch06._best_split()
+    assert (best.data, best.pipeline) == (2, 8)
+    for text in ("2x8", "2×8", "2 x 8", "2X8", "(2, 8)", "[2, 8]", "2,8", "2 by 8"):
+        assert ch06.ex_best_split(text).correct, text
+    assert ch06.ex_best_split((2, 8)).correct and ch06.ex_best_split([2, 8]).correct
+    assert "Pure data parallelism" in ch06.ex_best_split("16x1").message
+    assert not ch06.ex_best_split("8x2").correct
+    assert ch04.ex1_output_shape("(16, 128, 28, 28)").correct
+    assert ch04.ex1_output_shape("16x128x28x28").correct
+    assert "could not" not in ch06.ex_best_split("2x8x1").message  # three numbers: just wrong
+
+
+def test_numbers_typed_as_text_are_understood():
+    assert check("0.2", 0.2).correct and check("20%", 0.2).correct
+    assert check("1,024", 1024).correct and check_count("29", 29).correct
+
+
+# ------------------------------------------------------- the percent rule
+@pytest.mark.parametrize(
+    ("result", "fraction"),
+    [
+        (lambda: check(20, 0.2, name="share"), "0.2"),
+        (lambda: check(53.27, 0.5327, name="efficiency"), "0.5327"),
+        (lambda: ch06.ex_bubble(20), "0.2"),
+        (lambda: ch02.ex5_lamb_efficiency(76.7), "0.767"),
+        (lambda: ch07.ex7_1f1b_bubble(17.24), "0.1724"),
+        (lambda: ch07.ex3_gustafson_to_amdahl(99.65), "0.9965"),
+    ],
+)
+def test_a_percent_for_a_fraction_gets_its_own_hint(result, fraction):
+    r = result()
+    assert not r.correct and PERCENT in _lower(r) and f"is {fraction}" in r.message
+
+
+def test_percent_rule_only_where_a_fraction_is_asked():
+    assert PERCENT not in _lower(check(2000, 20))  # 20 is no fraction
+    assert PERCENT not in _lower(check(30, 0.2))
+
+
+# ------------------------------------------------------- MB vs MiB
+def test_mib_for_mb_and_the_other_way_round_get_a_word_on_units():
+    right = ch06.TENSOR_BYTES["batch_size"] * 4 * 6144 / 1e6  # 1.572864 MB = 1.5 MiB
+    mib = ch06.ex_tensor_bytes(right * 1e6 / 2**20)
+    assert not mib.correct and "That is MiB; the question asks MB (10^6 bytes)" in mib.message
+    gib = ch05.ex7_zero_gb(31.6875e9 / 2**30)
+    assert not gib.correct and "That is GiB; the question asks GB (10^9 bytes)" in gib.message
+    mb = check(1.572864, 1.5, unit="MiB")
+    assert not mb.correct and "That is MB; the question asks MiB (2^20 bytes)" in mb.message
+    kib = check(1000 / 1024, 1.0, unit="kB", rtol=1e-3)
+    assert "That is KiB; the question asks kB (10^3 bytes)" in kib.message
+    assert "MiB" not in check(1.5, 1.572864, unit="ms").message  # not a byte unit: no word
+
+
+# ------------------------------------------------------- wrong answers no longer accepted
+def test_scaled_speedup_without_the_serial_part_gets_its_own_hint():
+    p, n = 0.9, 64
+    assert ch02.ex4_gustafson(gustafson(p, n)).correct
+    forgot = ch02.ex4_gustafson(p * n)  # 57.6: was accepted by a 1% tolerance
+    assert not forgot.correct and "serial part forgotten" in _lower(forgot)
+
+
+def test_ring_time_without_the_latency_gets_its_own_hint():
+    no_latency = ch05.ex6_ring_allreduce_ms(17.0)  # 2 x 15/16 x 1.36 GB / 150 GB/s
+    assert not no_latency.correct and "latency left out" in _lower(no_latency)
+    assert "latency left out" in _lower(ch07.ex5_weak_scaling_efficiency(0.9492))
+
+
+# ------------------------------------------------------- counts: one rule everywhere
+def _ps_crossover():
+    nbytes = ch05.RUNNING_EXAMPLE.n_params * 4
+    return communication_crossover(50e-3, nbytes, 10e9 / 8, 10e-6, algorithm="ps")
+
+
+def _micro_batches():
+    s, t = ch06.MICRO_BATCHES["stages"], ch06.MICRO_BATCHES["target"]
+    return next(m for m in range(1, 1000) if bubble_fraction(s, m) <= t + 1e-12)
+
+
+#: Every count exercise whose answer is the fewest that meet a condition: (checker,
+#: expected computed here independently of the checker, what is counted).
+ROUND_UP_COUNTS = [
+    pytest.param(ch02.ex3_devices, lambda: devices_needed(0.95, 12), "device", id="02-ex3"),
+    pytest.param(ch05.ex4_ps_crossover, _ps_crossover, "device", id="05-ex4"),
+    pytest.param(ch06.ex_micro_batches, _micro_batches, "micro-batch", id="06-ex2"),
+    pytest.param(ch07.ex2_devices_needed, lambda: devices_needed(0.97, 20), "device", id="07-ex2"),
+]
+
+
+@pytest.mark.parametrize(("exercise", "expected", "noun"), ROUND_UP_COUNTS)
+def test_counts_are_whole_and_rounded_up(exercise, expected, noun):
+    n = expected()
+    for right in (n, float(n), str(n), np.int64(n)):
+        assert exercise(right).correct, right
+    for fraction in (n - 0.5, n - 0.6, n + 0.4, n - 1 + 1e-3):  # 06 Ex2 accepted 48.5, 05 Ex4 4.4
+        result = exercise(fraction)
+        assert not result.correct, fraction
+        assert (f"a {noun} count is a whole number; round up (a fraction of a {noun} does not exist)"
+                in _lower(result))
+    short = exercise(n - 1)
+    assert not short.correct and f"one {noun} short" in _lower(short)
+    assert "whole number" not in _lower(exercise(n + 1))
+
+
+def test_the_reported_fractional_answers_are_rejected():
+    assert ch02.ex3_devices(28).message != ch02.ex3_devices(28.5).message
+    assert not ch05.ex4_ps_crossover(4.4).correct
+    assert not ch06.ex_micro_batches(48.5).correct and not ch06.ex_micro_batches(62.9).correct
+
+
+@pytest.mark.parametrize(
+    ("exercise", "right", "fraction", "noun"),
+    [(ch04.ex5_critical_path, 8, 7.5, "step"), (ch05.ex1_shard_size, 12, 50 / 4, "sample")],
+)
+def test_counts_that_are_not_rounded_up_are_whole_too(exercise, right, fraction, noun):
+    assert exercise(right).correct and exercise(float(right)).correct
+    result = exercise(fraction)
+    assert not result.correct and f"a {noun} count is a whole number (a fraction" in _lower(result)
+    assert "round up" not in _lower(result)
+    assert "short" not in _lower(exercise(right - 1))  # no "one step short" where nothing is solved
+
+
+def test_check_count_keeps_the_callers_known_mistakes():
+    result = check_count(70, 63, noun="micro-batch", mistakes={70: "That is M + N_p - 1."})
+    assert "M + N_p - 1" in result.message
+    assert "M + N_p - 1" in ch06.ex_micro_batches(70).message
+    assert "ring all-reduce" in ch05.ex4_ps_crossover(
+        communication_crossover(50e-3, ch05.RUNNING_EXAMPLE.n_params * 4, 10e9 / 8, 10e-6,
+                                algorithm="ring")).message

@@ -1,0 +1,69 @@
+"""course_lib.plots.largebatch: the critical-batch figure carries the data, the fit and its asymptotes."""
+
+import doctest
+
+import numpy as np
+import pytest
+
+import course_lib.plots.largebatch as largebatch
+from course_lib.optim import CriticalBatchFit
+from course_lib.plots import figure_to_png
+from course_lib.plots.largebatch import critical_batch_figure
+
+FIT = CriticalBatchFit(n_min=100.0, b_crit=64.0)
+SIZES = np.array([8, 64, 512])
+STEPS = FIT.steps(SIZES)
+
+
+def _line(ax, label):
+    return next(line for line in ax.get_lines() if line.get_label().startswith(label))
+
+
+def test_doctests():
+    result = doctest.testmod(largebatch)
+    assert result.attempted >= 2 and result.failed == 0
+
+
+def test_steps_panel_data_fit_and_asymptotes():
+    fig = critical_batch_figure(SIZES, STEPS, FIT)
+    (ax,) = fig.axes
+    x, y = _line(ax, "measured").get_data()
+    np.testing.assert_allclose(x, SIZES)
+    np.testing.assert_allclose(y, STEPS)
+    x, y = _line(ax, "fit").get_data()
+    np.testing.assert_allclose(y, FIT.n_min * (1 + FIT.b_crit / x))
+    x, y = _line(ax, "perfect scaling").get_data()
+    np.testing.assert_allclose(y * x, FIT.n_min * FIT.b_crit)  # steps ~ 1 / B
+    assert _line(ax, "floor").get_ydata()[0] == FIT.n_min
+    assert "64" in " ".join(t.get_text() for t in ax.texts)  # B_crit is labelled
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert figure_to_png(fig)[:4] == b"\x89PNG"
+
+
+def test_time_panel_marks_the_fastest_batch_and_skips_impossible_ones():
+    grid = np.array([1.0, 2.0, 4.0, 8.0])
+    seconds = np.array([np.nan, 3.0, 1.0, 2.0])
+    fig = critical_batch_figure(SIZES, STEPS, FIT, times={"N = 2": (grid, seconds)})
+    ax = fig.axes[1]
+    curve = _line(ax, "N = 2")
+    np.testing.assert_allclose(curve.get_ydata(), seconds * 1e3)  # drawn in ms
+    dot = [line for line in ax.get_lines() if line.get_marker() == "o"][0]
+    assert dot.get_xdata()[0] == 4.0 and dot.get_ydata()[0] == pytest.approx(1e3)
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "exc", "name"),
+    [
+        (([8, 64], [100.0], FIT), {}, ValueError, "equally long"),
+        (([8, 64], [100.0, -1.0], FIT), {}, ValueError, "> 0"),
+        (("8", [100.0], FIT), {}, TypeError, "batch_sizes"),
+        ((SIZES, STEPS, (100, 64)), {}, TypeError, "fit"),
+        ((SIZES, STEPS, FIT), {"times": [1, 2]}, TypeError, "times"),
+        ((SIZES, STEPS, FIT), {"times": {"a": (1, 2, 3)}}, TypeError, "pair"),
+        ((SIZES, STEPS, FIT), {"times": {"a": ([1, 2], ["x", 1])}}, TypeError, "seconds"),
+        ((SIZES, STEPS, FIT), {"times": {"a": ([1, 2], [1.0])}}, ValueError, "equally long"),
+    ],
+)
+def test_bad_input(args, kwargs, exc, name):
+    with pytest.raises(exc, match=name):
+        critical_batch_figure(*args, **kwargs)
