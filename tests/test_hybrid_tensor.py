@@ -1,4 +1,4 @@
-"""course_lib.parallel.hybrid with a tensor-parallel axis: D x P x T grids."""
+"""course_lib.parallel.hybrid with a tensor-parallel axis: N_d x N_p x N_t grids."""
 
 import dataclasses
 

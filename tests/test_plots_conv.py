@@ -67,8 +67,8 @@ def test_dataflow_figure_draws_one_box_per_op_and_the_parallel_dims():
 def test_im2col_figure_reproduces_the_chapter_labels():
     fig = im2col_figure()
     titles = [ax.get_title() for ax in fig.axes]
-    assert "IFmap matrix  M×K = 4×12" in titles and "Filter matrix  K×N = 12×2" in titles
-    im_ax = fig.axes[titles.index("IFmap matrix  M×K = 4×12")]
+    assert r"IFmap matrix  $\mathcal{M}\times\mathcal{K}$ = 4×12" in titles and r"Filter matrix  $\mathcal{K}\times\mathcal{N}$ = 12×2" in titles
+    im_ax = fig.axes[titles.index(r"IFmap matrix  $\mathcal{M}\times\mathcal{K}$ = 4×12")]
     labels = [t.get_text() for t in im_ax.texts]
     # row 0 (output O0) holds I0, I1, I3, I4 of each of the 3 channels
     assert labels[:12] == ["I0", "I1", "I3", "I4"] * 3
@@ -96,7 +96,7 @@ def test_im2col_numbers_figure_draws_the_matrices_and_checks_the_product():
         return [int(t.get_text()) for t in ax.texts if t.get_text().lstrip("-").isdigit()]
 
     im_ax = _panel(fig, "IFmap matrix")
-    assert "M×K = 4×12" in im_ax.get_title()
+    assert r"$\mathcal{M}\times\mathcal{K}$ = 4×12" in im_ax.get_title()
     assert values(im_ax) == ifmap_matrix.astype(int).ravel().tolist()  # row by row
     # cells coloured by input channel: 4 taps of channel 0, then 4 of channel 1, ...
     colors = [p.get_facecolor()[:3] for p in im_ax.patches[:12]]

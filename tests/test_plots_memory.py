@@ -1,4 +1,4 @@
-"""course_lib.plots.memory: the ZeRO calculator, alone and as a live figure; the D x P x T explorer."""
+"""course_lib.plots.memory: the ZeRO calculator, alone and as a live figure; the N_d x N_p x N_t explorer."""
 
 import numpy as np
 import pytest
@@ -84,9 +84,9 @@ def test_hybrid_explorer_shows_the_tensor_axis():
     configs = hybrid.enumerate_configs(model, 256, 8, memory=1e9, max_tensor=4, **kw)
     assert [t.get_text() for t in ax_t.get_xticklabels()] == [c.label for c in configs]
     assert {c.tensor for c in configs} == {1, 2, 4}
-    groups = [t.get_text() for t in ax_t.texts if t.get_text().startswith("T = ")]
-    assert groups == ["T = 1", "T = 2", "T = 4"]
+    groups = [t.get_text() for t in ax_t.texts if t.get_text().startswith("$N_t$ = ")]
+    assert groups == ["$N_t$ = 1", "$N_t$ = 2", "$N_t$ = 4"]
     assert np.allclose(_tops(ax_t, len(configs)), [c.step_time * 1e3 for c in configs])
-    assert "D x P x T" in ax_t.get_title()
+    assert r"$N_d \times N_p \times N_t$" in ax_t.get_title()
     assert figure_to_png(fig)[:4] == b"\x89PNG"
 

@@ -60,7 +60,7 @@ def test_schedule_figure_formula_and_simulated_points():
     fig = schedule_figure(4, 8, schedule="gpipe", max_micro=32)
     ax_g, ax_b = fig.axes
     assert len(_bars(ax_g)) == 64
-    formula = next(line for line in ax_b.get_lines() if line.get_label().startswith("(S-1)"))
+    formula = next(line for line in ax_b.get_lines() if line.get_label().startswith("$(N_p-1)"))
     m, y = formula.get_data()
     assert np.allclose(y, (4 - 1) / (m + 4 - 1))
     star = next(line for line in ax_b.get_lines() if line.get_label() == "this setting")
