@@ -11,11 +11,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib.comm import communication_crossover
-from course_lib.exercises import ch02, ch04, ch05, ch06, ch07, check, check_count, shown_tolerance
+from course_lib.comm import communication_crossover, data_parallel_efficiency
+from course_lib.datasets import lamb_scaling_table
+from course_lib.exercises import (
+    ch01,
+    ch02,
+    ch03,
+    ch04,
+    ch05,
+    ch06,
+    ch07,
+    check,
+    check_count,
+    shown_tolerance,
+)
 from course_lib.parallel.pipeline_schedule import bubble_fraction
 from course_lib.parallel.speedup import ScalingMeasurement
-from course_lib.scaling import devices_needed, gustafson, karp_flatt
+from course_lib.scaling import amdahl_limit, devices_needed, gustafson, karp_flatt
 
 PERCENT = "give a fraction, not a percent"
 
@@ -72,16 +84,27 @@ def test_accepted_alternative_is_named_in_the_confirmation():
     assert check(0.3785, 0.3785, accept={0.3801: "x"}).message == "✓ Correct: answer = 0.3785."
 
 
+def _lamb_efficiency_from_the_s_column() -> float:
+    """02 Ex5 from the S column as chapter 02 prints it (2 decimals, relative to 16 chips)."""
+    t = lamb_scaling_table()
+    chips, minutes = list(t["devices"]), t["time_minutes"]
+    i0, i = chips.index(ch02.EX5_LAMB["baseline"]), chips.index(ch02.EX5_LAMB["devices"])
+    s0, s = round(minutes[0] / minutes[i0], 2), round(minutes[0] / minutes[i], 2)  # 7.16 and 49.09
+    return s / s0 / (chips[i] / chips[i0])
+
+
 @pytest.mark.parametrize(
     ("exercise", "answers"),
     [
-        (ch02.ex4_gustafson, (57.7, "57.7")),
-        (ch02.ex5_lamb_efficiency, (0.767, 0.77, 49.09 / 64)),  # eff. and S columns of the table
-        (ch05.ex6_ring_allreduce_ms, (17.15, 17.1, 17.2)),
-        (ch06.ex_bubble, (0.2, "0.2", "20%")),
-        (ch06.ex_tensor_bytes, (1.572864, 1.573, 1.57)),
+        (ch02.ex4_gustafson, (38.6, "38.6")),  # p = 0.8, N = 48
+        (ch02.ex5_lamb_efficiency, (0.857, 0.86, _lamb_efficiency_from_the_s_column())),
+        (ch03.ex4_scaled_lr, (2.4, "2.4")),
+        (ch03.ex5_iteration_efficiency, (0.792, 0.79)),
+        (ch05.ex6_ring_allreduce_ms, (8.65, 8.6, 8.7)),
+        (ch06.ex_bubble, (0.25, "0.25", "25%")),
+        (ch06.ex_tensor_bytes, (3.145728, 3.146, 3.15)),
         (ch07.ex3_gustafson_to_amdahl, (0.9965, 0.99654)),  # "give four decimals"
-        (ch07.ex5_weak_scaling_efficiency, (0.947, 0.9469)),
+        (ch07.ex5_weak_scaling_efficiency, (0.935, 0.9345)),
         (ch07.ex7_1f1b_bubble, (5 / 29, 0.1724, 0.172)),
     ],
 )
@@ -104,15 +127,18 @@ def test_true_false_yes_no_text_is_understood():
 
 def test_pairs_and_grids_typed_as_text_are_understood():
     best = ch06._best_split()
-    assert (best.data, best.pipeline) == (2, 8)
-    for text in ("2x8", "2×8", "2 x 8", "2X8", "(2, 8)", "[2, 8]", "2,8", "2 by 8"):
+    d, p, n = best.data, best.pipeline, ch06.BEST_SPLIT["devices"]
+    assert (d, p) == (2, 16) and d * p == n
+    for text in (f"{d}x{p}", f"{d}×{p}", f"{d} x {p}", f"{d}X{p}", f"({d}, {p})", f"[{d}, {p}]",
+                 f"{d},{p}", f"{d} by {p}"):
         assert ch06.ex_best_split(text).correct, text
-    assert ch06.ex_best_split((2, 8)).correct and ch06.ex_best_split([2, 8]).correct
-    assert "Pure data parallelism" in ch06.ex_best_split("16x1").message
-    assert not ch06.ex_best_split("8x2").correct
+    assert ch06.ex_best_split((d, p)).correct and ch06.ex_best_split([d, p]).correct
+    assert "Pure data parallelism" in ch06.ex_best_split(f"{n}x1").message
+    assert "only 25 layers" in ch06.ex_best_split(f"1x{n}").message  # 32 stages > 25 layers
+    assert not ch06.ex_best_split(f"{p}x{d}").correct
     assert ch04.ex1_output_shape("(16, 128, 28, 28)").correct
     assert ch04.ex1_output_shape("16x128x28x28").correct
-    assert "could not" not in ch06.ex_best_split("2x8x1").message  # three numbers: just wrong
+    assert "could not" not in ch06.ex_best_split(f"{d}x{p}x1").message  # three numbers: just wrong
 
 
 def test_numbers_typed_as_text_are_understood():
@@ -126,8 +152,8 @@ def test_numbers_typed_as_text_are_understood():
     [
         (lambda: check(20, 0.2, name="share"), "0.2"),
         (lambda: check(53.27, 0.5327, name="efficiency"), "0.5327"),
-        (lambda: ch06.ex_bubble(20), "0.2"),
-        (lambda: ch02.ex5_lamb_efficiency(76.7), "0.767"),
+        (lambda: ch06.ex_bubble(25), "0.25"),
+        (lambda: ch02.ex5_lamb_efficiency(85.67), "0.8567"),
         (lambda: ch07.ex7_1f1b_bubble(17.24), "0.1724"),
         (lambda: ch07.ex3_gustafson_to_amdahl(99.65), "0.9965"),
     ],
@@ -144,7 +170,7 @@ def test_percent_rule_only_where_a_fraction_is_asked():
 
 # ------------------------------------------------------- MB vs MiB
 def test_mib_for_mb_and_the_other_way_round_get_a_word_on_units():
-    right = ch06.TENSOR_BYTES["batch_size"] * 4 * 6144 / 1e6  # 1.572864 MB = 1.5 MiB
+    right = ch06.TENSOR_BYTES["batch_size"] * 4 * 6144 / 1e6  # 3.145728 MB = 3 MiB
     mib = ch06.ex_tensor_bytes(right * 1e6 / 2**20)
     assert not mib.correct and "That is MiB; the question asks MB (10^6 bytes)" in mib.message
     gib = ch05.ex7_zero_gb(31.6875e9 / 2**30)
@@ -158,16 +184,19 @@ def test_mib_for_mb_and_the_other_way_round_get_a_word_on_units():
 
 # ------------------------------------------------------- wrong answers no longer accepted
 def test_scaled_speedup_without_the_serial_part_gets_its_own_hint():
-    p, n = 0.9, 64
+    p, n = ch02.EX4_GUSTAFSON["p"], ch02.EX4_GUSTAFSON["devices"]
     assert ch02.ex4_gustafson(gustafson(p, n)).correct
-    forgot = ch02.ex4_gustafson(p * n)  # 57.6: was accepted by a 1% tolerance
+    forgot = ch02.ex4_gustafson(p * n)  # 38.4 for 38.6 (57.6 for 57.7 was accepted by a 1% tolerance)
     assert not forgot.correct and "serial part forgotten" in _lower(forgot)
 
 
 def test_ring_time_without_the_latency_gets_its_own_hint():
-    no_latency = ch05.ex6_ring_allreduce_ms(17.0)  # 2 x 15/16 x 1.36 GB / 150 GB/s
+    no_latency = ch05.ex6_ring_allreduce_ms(8.5)  # 2 x 15/16 x 0.68 GB / 150 GB/s
     assert not no_latency.correct and "latency left out" in _lower(no_latency)
-    assert "latency left out" in _lower(ch07.ex5_weak_scaling_efficiency(0.9492))
+    q = ch07.Q5
+    without = data_parallel_efficiency(q["compute_s"], q["devices"], q["nbytes"], q["bandwidth"], 0.0,
+                                       scaling="weak")
+    assert "latency left out" in _lower(ch07.ex5_weak_scaling_efficiency(round(without, 4)))
 
 
 # ------------------------------------------------------- counts: one rule everywhere
@@ -184,7 +213,8 @@ def _micro_batches():
 #: Every count exercise whose answer is the fewest that meet a condition: (checker,
 #: expected computed here independently of the checker, what is counted).
 ROUND_UP_COUNTS = [
-    pytest.param(ch02.ex3_devices, lambda: devices_needed(0.95, 12), "device", id="02-ex3"),
+    pytest.param(ch02.ex3_devices, lambda: devices_needed(ch02.EX3_DEVICES["p"], ch02.EX3_DEVICES["target"]),
+                 "device", id="02-ex3"),
     pytest.param(ch05.ex4_ps_crossover, _ps_crossover, "device", id="05-ex4"),
     pytest.param(ch06.ex_micro_batches, _micro_batches, "micro-batch", id="06-ex2"),
     pytest.param(ch07.ex2_devices_needed, lambda: devices_needed(0.97, 20), "device", id="07-ex2"),
@@ -214,7 +244,7 @@ def test_the_reported_fractional_answers_are_rejected():
 
 @pytest.mark.parametrize(
     ("exercise", "right", "fraction", "noun"),
-    [(ch04.ex5_critical_path, 8, 7.5, "step"), (ch05.ex1_shard_size, 12, 50 / 4, "sample")],
+    [(ch04.ex5_critical_path, 18, 17.5, "step"), (ch05.ex1_shard_size, 12, 50 / 4, "sample")],
 )
 def test_counts_that_are_not_rounded_up_are_whole_too(exercise, right, fraction, noun):
     assert exercise(right).correct and exercise(float(right)).correct
@@ -231,3 +261,43 @@ def test_check_count_keeps_the_callers_known_mistakes():
     assert "ring all-reduce" in ch05.ex4_ps_crossover(
         communication_crossover(50e-3, ch05.RUNNING_EXAMPLE.n_params * 4, 10e9 / 8, 10e-6,
                                 algorithm="ring")).message
+
+
+# ------------------------------------------------------- targeted hints for the new givens
+def test_each_exercise_names_the_number_the_chapter_printed_for_other_givens():
+    """An answer copied from the chapter's printout (the case the exercise used to ask) is
+    told what it is, not just "not right"."""
+    assert "section 2's 3-layer cnn" in _lower(ch04.ex5_critical_path(8))
+    assert "16-chip run" in ch02.ex5_lamb_efficiency(0.767).message
+    assert "16-chip run" in ch03.ex5_iteration_efficiency(0.766).message
+    assert "float32" in ch05.ex6_ring_allreduce_ms(17.15).message
+    assert "law of one step" in ch03.ex6_which_law("Gustafson").message
+    assert ch03.ex6_which_law("Amdahl").correct and ch03.ex6_which_law(" amdahl ").correct
+    assert "one image" in ch01.ex1_resnet50_gflops(8.178).message
+    assert "multiply-accumulate" in ch01.ex1_resnet50_gflops(32 * 4.089).message
+
+
+def test_the_limit_hint_states_the_serial_share_of_the_givens():
+    serial = ch02.EX1_LIMIT["serial"]
+    result = ch02.ex1_limit(amdahl_limit(1 - serial) - 1)
+    assert not result.correct and f"serial {serial:.0%}" in result.message and f"1/{serial:g}" in result.message
+
+
+class _Measured:
+    """A chapter-01 measurement: S = 1.8717 with 2 processes (prints as 1.87 and η 0.94)."""
+
+    processes = np.array([1, 2])
+    speedup = np.array([0.99, 1.8717])
+    efficiency = speedup / processes
+
+
+def test_measured_overhead_accepts_the_printed_numbers_and_names_the_mistakes():
+    m = _Measured()
+    exact = 2 - 1.8717  # N - S = 0.1283
+    for answer in (exact, 0.128, 0.13, 2 - 1.87, 2 * (1 - 0.94)):  # exact, from S or η as printed
+        assert ch01.ex5_measured_efficiency(answer, m).correct, answer
+    assert "as printed" in ch01.ex5_measured_efficiency(2 * (1 - 0.94), m).message
+    assert "efficiency η itself" in ch01.ex5_measured_efficiency(0.936, m).message
+    assert "speedup s" in _lower(ch01.ex5_measured_efficiency(1.8717, m))
+    assert "share 1 - η" in ch01.ex5_measured_efficiency(1 - 0.93585, m).message
+    assert not ch01.ex5_measured_efficiency(0.2, m).correct

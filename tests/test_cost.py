@@ -331,17 +331,20 @@ def test_ch03_exercises_accept_hand_answers_and_explain_mistakes():
 
     assert ex.ex1_training_flops(1.8e9 * 2 * 3)  # 1 MAC = 2 FLOPs, training = 3 x forward
     assert "MACs" in ex.ex1_training_flops(1.8e9 * 3).message
-    assert ex.ex4_scaled_lr(3.2) and not ex.ex4_scaled_lr(0.1 * math.sqrt(32))
-    assert ex.ex6_which_law("Gustafson") and not ex.ex6_which_law("Amdahl")
-    # per iteration: 4968 min / 1M iterations on 16 chips; 101.2 min / 15.6k on 1,024
-    assert ex.ex5_iteration_efficiency((4968 * 60 / 1_000_000) / (101.2 * 60 / 15_600))
+    assert ex.EX4_SCALING == {"base_batch": 1024, "base_lr": 0.3, "batch": 8192}
+    assert ex.ex4_scaled_lr(0.3 * 8) and not ex.ex4_scaled_lr(0.3 * math.sqrt(8))
+    # the whole job: about 512M samples in every row, a fixed amount of work (the steps: Gustafson)
+    assert ex.ex6_which_law("Amdahl") and not ex.ex6_which_law("Gustafson")
+    # per iteration: 1284 min / 250k iterations on 64 chips; 101.2 min / 15.6k on 1,024
+    assert ex.EX5_ITERATION == {"devices": 1024, "baseline": 64}
+    assert ex.ex5_iteration_efficiency((1284 * 60 / 250_000) / (101.2 * 60 / 15_600))
     # 53 minutes: 6 x 340M x 4.26e10 FLOP / (0.3 x 131 TFLOP/s x 1472 x 3180 s)
     tokens = 900_000 * 256 * 128 + 100_000 * 256 * 512
     assert ex.ex3_efficiency_53min(6 * 340e6 * tokens / (0.3 * 131e12 * 1472 * 53 * 60))
-    # ResNet-50: 4.089 GMACs; 90 x 1,281,167 images; 8 x 0.9 x 0.3 x 125 TFLOP/s
-    hours = 90 * 1_281_167 * 6 * 4.089e9 / (0.3 * 125e12 * 8 * 0.9) / 3600
+    # ResNet-50: 4.089 GMACs; 90 x 1,281,167 images; 32 x 0.8 x 0.3 x 125 TFLOP/s
+    hours = 90 * 1_281_167 * 6 * 4.089e9 / (0.3 * 125e12 * 32 * 0.8) / 3600
     assert ex.ex2_resnet_hours(hours)
-    assert "device-hours" in ex.ex2_resnet_hours(8 * hours).message
+    assert "device-hours" in ex.ex2_resnet_hours(32 * hours).message
     for fn in (ex.ex1_training_flops, ex.ex2_resnet_hours, ex.ex3_efficiency_53min,
                ex.ex4_scaled_lr, ex.ex5_iteration_efficiency, ex.ex6_which_law):
         assert "not answered" in fn(None).message

@@ -139,8 +139,8 @@ def test_scheme_comparison_memory_approaches_n_for_big_models():
 def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
     from course_lib.exercises import ch06 as ex
 
-    assert ex.ex_bubble(3 / 15).correct  # S = 4, M = 12: 3 idle slots of 15
-    assert not ex.ex_bubble(3 / 12).correct and "M + N_p - 1" in ex.ex_bubble(3 / 12).message
+    assert ex.ex_bubble(4 / 16).correct  # N_p = 5, M = 12: 4 idle slots of 16
+    assert not ex.ex_bubble(4 / 12).correct and "M + N_p - 1" in ex.ex_bubble(4 / 12).message
     assert ex.ex_micro_batches(63).correct  # 7 / (M + 7) <= 0.1  <=>  M >= 63
     assert not ex.ex_micro_batches(62).correct
     assert ex.smallest_micro_batches(2, 0.5) == 1
@@ -154,10 +154,10 @@ def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
     assert not ex.ex_memory_per_device(model.n_params * 8 / 4 / 1e6).correct
     assert ex.ex_stash(16 / 4).correct
     best = hybrid.best_config(
-        MLP(ex.BEST_SPLIT["sizes"]), 2048, 16, latency=1e-5, **hybrid.device_parameters()
+        MLP(ex.BEST_SPLIT["sizes"]), 1024, 32, latency=1e-5, **hybrid.device_parameters()
     )
     assert ex.ex_best_split((best.data, best.pipeline)).correct
-    assert not ex.ex_best_split((16, 1)).correct
+    assert not ex.ex_best_split((32, 1)).correct
     assert "not answered" in ex.ex_best_split(None).message
 
 

@@ -461,7 +461,9 @@ def test_chapter_04_exercises_accept_hand_derived_answers_and_explain_mistakes()
     assert "FLOP" in ex.ex3_macs(2 * 12544 * 576 * 128).message
     assert ex.ex4_depthwise_macs(12544 * 9 * 64).correct
     assert "dense" in ex.ex4_depthwise_macs(12544 * 576 * 64).message
-    assert ex.ex5_critical_path(8).correct and not ex.ex5_critical_path(12).correct
+    # 7 convolutions + fc: forward 8 + loss + 7 input gradients + dW and update of conv0 = 18
+    assert ex.ex5_critical_path(18).correct and not ex.ex5_critical_path(32).correct
+    assert not ex.ex5_critical_path(8).correct  # the running example's path (section 2)
     assert "not answered" in ex.ex3_macs(None).message
 
 

@@ -1,9 +1,11 @@
 """Exercises of chapter 01 (from serial to parallel).
 
 Expected values come from ``data/`` through :mod:`course_lib.datasets` and from
-:mod:`course_lib.cost`; nothing is typed in. Exercises 3 and 4 take the learner's OWN
-givens (a model, a device, a deadline of their choice) as keyword arguments and compute
-the expected answer from them; exercise 5 takes the learner's own measurement.
+:mod:`course_lib.cost`; nothing is typed in. The givens of exercise 1 are a module constant,
+so the notebook can print them. Exercises 3 and 4 take the learner's OWN givens (a model, a
+device, a deadline of their choice) as keyword arguments and compute the expected answer from
+them; exercise 5 takes the learner's own measurement and asks for what its table does not
+print: the capacity that overhead took, N - S processes.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ import math
 from .. import cost
 from .._validate import check_positive, check_real
 from ..datasets import load_cpu_trends, load_dnn_models
-from . import Result, check, check_count, checker
+from . import Result, check, check_count, checker, shown_tolerance
 
 __all__ = [
+    "EX1_BATCH",
+    "EX5_SHOWN_DECIMALS",
     "bert_flops",
     "ex1_resnet50_gflops",
     "ex2_frequency_growth",
@@ -31,17 +35,29 @@ def bert_flops() -> float:
     return cost.transformer_training_flops(recipe.params, recipe.tokens)
 
 
+#: Givens of :func:`ex1_resnet50_gflops`: the model (a row of ``data/dnn_models.csv``) and
+#: the images of one batch.
+EX1_BATCH = {"model": "ResNet-50", "images": 32}
+
+
 def ex1_resnet50_gflops(answer) -> Result:
-    """FLOPs (not MACs) of one ResNet-50 forward pass, in GFLOPs."""
-    model = {m.model: m for m in load_dnn_models()}["ResNet-50"]
+    """FLOPs (not MACs) of ResNet-50's forward pass over a batch of :data:`EX1_BATCH` images, in GFLOPs."""
+    model = {m.model: m for m in load_dnn_models()}[EX1_BATCH["model"]]
+    images = EX1_BATCH["images"]
     return check(
         answer,
-        model.gflops_per_forward,
-        name="ResNet-50 forward pass",
+        images * model.gflops_per_forward,
+        name=f"{model.model} forward pass over {images} images",
         unit="GFLOPs",
-        hint="the figure's axis counts multiply-accumulates; each is 2 FLOPs.",
-        mistakes={model.gmacs_per_forward: "That is the multiply-accumulate count (the figure's "
-                  "'G-FLOPs'). One MAC is a multiply and an add: 2 FLOPs."},
+        hint="the figure's axis counts multiply-accumulates per image; each is 2 FLOPs, and every "
+             "image of the batch costs a forward pass.",
+        mistakes={
+            images * model.gmacs_per_forward: "That is the multiply-accumulate count (the figure's "
+            "'G-FLOPs'). One MAC is a multiply and an add: 2 FLOPs.",
+            model.gflops_per_forward: f"That is one image; the batch has {images}.",
+            model.gmacs_per_forward: f"That is the MACs of one image: count FLOPs (2 per MAC), for "
+            f"all {images} images.",
+        },
     )
 
 
@@ -135,16 +151,38 @@ def ex4_devices_for_deadline(answer, *, one_device_days=None, deadline_days=None
                        hint="solve T(1) / (N x η) <= deadline for N and round UP to a whole device.")
 
 
+#: Exercise 5: decimals of the paired S and of the efficiency in the measurement's table
+#: (``SpeedupMeasurement.table``): an answer computed from those rounded numbers is right too.
+EX5_SHOWN_DECIMALS = {"speedup": 2, "efficiency": 2}
+
+
 @checker
 def ex5_measured_efficiency(answer, measurement) -> Result:
-    """Parallel efficiency of YOUR measurement at its largest process count."""
+    """Capacity YOUR measurement lost to overhead at its largest process count, in processes.
+
+    ``N`` processes at efficiency ``η`` deliver ``S = η N`` times the serial speed, so
+    ``N - S = N (1 - η)`` processes' worth of capacity went to overhead. The table prints S
+    and η, not this; an answer from either as printed is accepted.
+    """
     n = int(measurement.processes[-1])
-    eta = float(measurement.efficiency[-1])
+    s, eta = float(measurement.speedup[-1]), float(measurement.efficiency[-1])
+    d_s, d_eta = EX5_SHOWN_DECIMALS["speedup"], EX5_SHOWN_DECIMALS["efficiency"]
+    accept = {n - round(s, d_s): f"from S = {s:.{d_s}f} as printed",
+              n * (1 - round(eta, d_eta)): f"from η = {eta:.{d_eta}f} as printed"}
     return check(
         answer,
-        eta,
-        name=f"efficiency with {n} processes",
-        rtol=0.02,
-        hint="η = S / N with S = serial time / time with N processes.",
-        mistakes={float(measurement.speedup[-1]): "That is the speedup S; divide it by N."},
+        n - s,
+        name=f"capacity lost to overhead with {n} processes",
+        unit="processes",
+        rtol=0,
+        atol=shown_tolerance(d_s),
+        accept=accept,
+        hint="N processes at efficiency η deliver S = η N times the serial speed; the rest of "
+             "the N, N - S = N (1 - η), went to overhead.",
+        mistakes={
+            eta: "That is the efficiency η itself; the question asks how many of the N processes' "
+                 "capacity it leaves unused: N (1 - η).",
+            s: "That is the speedup S: the capacity that turned into speed. Subtract it from N.",
+            1 - eta: "That is the share 1 - η; multiply it by the N processes.",
+        },
     )

@@ -1,4 +1,8 @@
-"""Exercises of chapter 02 (scaling laws). Expected values come from course_lib.scaling."""
+"""Exercises of chapter 02 (scaling laws). Expected values come from course_lib.scaling.
+
+The givens of each exercise are module constants, so the notebook can print them; none of
+them is a case the chapter has already printed the answer of.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,11 @@ from ..scaling import amdahl, amdahl_limit, devices_needed, efficiency, gustafso
 from . import Result, check, check_count
 
 __all__ = [
+    "EX1_LIMIT",
+    "EX2_SPEEDUP",
+    "EX3_DEVICES",
+    "EX4_GUSTAFSON",
+    "EX5_LAMB",
     "ex1_limit",
     "ex2_speedup",
     "ex3_devices",
@@ -15,10 +24,22 @@ __all__ = [
     "ex6_which_law",
 ]
 
+#: Givens of :func:`ex1_limit`: the serial share of the run time.
+EX1_LIMIT = {"serial": 0.03}
+#: Givens of :func:`ex2_speedup`: Amdahl's parallel fraction and the devices.
+EX2_SPEEDUP = {"p": 0.8, "devices": 12}
+#: Givens of :func:`ex3_devices`: the parallel fraction and the speedup to reach.
+EX3_DEVICES = {"p": 0.95, "target": 12}
+#: Givens of :func:`ex4_gustafson`: Gustafson's parallel fraction (of the parallel run) and the devices.
+EX4_GUSTAFSON = {"p": 0.8, "devices": 48}
+#: Givens of :func:`ex5_lamb_efficiency`: a run of the LAMB table and the run it is compared with (chips).
+EX5_LAMB = {"devices": 1024, "baseline": 128}
+
 
 def ex1_limit(answer) -> Result:
-    """Largest speedup of a program whose serial part is 5% of its run time."""
-    p = 0.95
+    """Largest speedup of a program whose serial part is :data:`EX1_LIMIT` of its run time."""
+    serial = EX1_LIMIT["serial"]
+    p = 1 - serial
     return check(
         answer,
         amdahl_limit(p),
@@ -26,40 +47,43 @@ def ex1_limit(answer) -> Result:
         hint="let N grow without bound in S = 1/((1-p) + p/N).",
         mistakes={
             amdahl_limit(p) - 1: "That is 1/(1-p) - 1. With unlimited devices the parallel part "
-            "takes no time and only the serial 5% remains, so S = 1/0.05."
+            f"takes no time and only the serial {serial:.0%} remains, so S = 1/{serial:g}."
         },
     )
 
 
 def ex2_speedup(answer) -> Result:
-    """Speedup of the p = 0.9 program on N = 16 devices."""
+    """Speedup of the program of :data:`EX2_SPEEDUP` (Amdahl's p) on its N devices."""
+    p, n = EX2_SPEEDUP["p"], EX2_SPEEDUP["devices"]
     return check(
         answer,
-        amdahl(0.9, 16),
-        name="speedup on 16 devices",
-        hint="S = 1/((1-p) + p/N) with p = 0.9 and N = 16.",
-        mistakes={gustafson(0.9, 16): "That is Gustafson's scaled speedup; the problem here is fixed."},
+        amdahl(p, n),
+        name=f"speedup on {n} devices",
+        hint=f"S = 1/((1-p) + p/N) with p = {p:g} and N = {n}.",
+        mistakes={gustafson(p, n): "That is Gustafson's scaled speedup; the problem here is fixed.",
+                  amdahl_limit(p): "That is the limit 1/(1-p) for unlimited devices; put in N."},
     )
 
 
 def ex3_devices(answer) -> Result:
-    """Fewest devices that give a speedup of 12 when p = 0.95."""
+    """Fewest devices that give the speedup of :data:`EX3_DEVICES` at its p."""
+    p, target = EX3_DEVICES["p"], EX3_DEVICES["target"]
     return check_count(
         answer,
-        devices_needed(0.95, 12),
+        devices_needed(p, target),
         name="devices needed",
         unit="devices",
-        hint="solve 1/((1-p) + p/N) >= 12 for N and round UP to a whole device.",
+        hint=f"solve 1/((1-p) + p/N) >= {target:g} for N and round UP to a whole device.",
     )
 
 
 def ex4_gustafson(answer) -> Result:
-    """Scaled speedup with p = 0.9 (of the parallel run) on N = 64 devices."""
-    p, n = 0.9, 64
+    """Scaled speedup with :data:`EX4_GUSTAFSON` (p of the parallel run, N devices)."""
+    p, n = EX4_GUSTAFSON["p"], EX4_GUSTAFSON["devices"]
     return check(
         answer,
         gustafson(p, n),
-        rtol=1e-3,  # p*N alone is only 0.1 (0.17%) below the answer
+        rtol=1e-3,  # p*N alone is only (1-p) below the answer
         name="scaled speedup",
         hint="S = (1-p) + p*N: the serial part stays, the parallel part grows with N.",
         mistakes={
@@ -70,18 +94,29 @@ def ex4_gustafson(answer) -> Result:
     )
 
 
-def ex5_lamb_efficiency(answer) -> Result:
-    """Parallel efficiency of the 1,024-chip LAMB run relative to the 16-chip run."""
+def _lamb_rows() -> tuple[int, int, dict]:
     table = lamb_scaling_table()
+    chips = [int(c) for c in table["devices"]]
+    return chips.index(EX5_LAMB["baseline"]), chips.index(EX5_LAMB["devices"]), table
+
+
+def ex5_lamb_efficiency(answer) -> Result:
+    """Parallel efficiency of the LAMB run of :data:`EX5_LAMB` relative to its baseline run."""
+    i0, i, table = _lamb_rows()
     t, chips = table["time_minutes"], table["devices"]
-    speedup = t[0] / t[-1]
-    n = chips[-1] / chips[0]
+    speedup = t[i0] / t[i]
+    n = chips[i] / chips[i0]
+    base, big = f"{int(chips[i0]):,}", f"{int(chips[i]):,}"
     return check(
         answer,
         efficiency(speedup, n),
-        name="efficiency at 1,024 chips",
-        hint="speedup = T(16 chips) / T(1,024 chips); efficiency = speedup / (1,024 / 16).",
-        mistakes={speedup / chips[-1]: "Divide by the 64x increase in chips, not by 1,024."},
+        name=f"efficiency at {big} chips relative to {base}",
+        hint=f"speedup = T({base} chips) / T({big} chips); efficiency = speedup / ({big} / {base}).",
+        mistakes={
+            speedup / chips[i]: f"Divide by the {n:g}x increase in chips, not by {big}.",
+            efficiency(t[0] / t[i], chips[i] / chips[0]): f"That is relative to the {int(chips[0])}-chip "
+            f"run (the table's eff column); the question compares with the {base}-chip run.",
+        },
     )
 
 

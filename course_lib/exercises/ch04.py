@@ -2,7 +2,9 @@
 
 Expected values come from :mod:`course_lib.im2col`, :mod:`course_lib.cost`,
 :mod:`course_lib.dataflow` and :mod:`course_lib.roofline`; the layer of exercises 1-4 is
-:data:`LAYER`, the device and GEMM of exercise 6 are :data:`DEVICE` and :data:`THIN_GEMM`.
+:data:`LAYER`, the network of exercise 5 is :data:`DEEP_CNN_LAYERS` (deeper than the running
+example's :data:`CNN_LAYERS`, whose critical path section 2 prints), the device and GEMM of
+exercise 6 are :data:`DEVICE` and :data:`THIN_GEMM`.
 GEMM sizes are written ℳ x 𝒦 by 𝒦 x 𝒩 as in the notebook (``gemm_sizes`` keys M, K, N).
 """
 
@@ -17,6 +19,7 @@ from . import Result, check, check_count
 __all__ = [
     "LAYER",
     "CNN_LAYERS",
+    "DEEP_CNN_LAYERS",
     "ex1_output_shape",
     "ex2_im2col_size",
     "ex3_macs",
@@ -31,10 +34,12 @@ __all__ = [
 LAYER = dict(batch=16, c_in=64, c_out=128, image=56, kernel=3, stride=2, padding=1)
 #: The layers of the convolutional running example (course_lib.cnn.CNN).
 CNN_LAYERS = (("conv0", "conv"), ("conv1", "conv"), ("fc", "linear"))
+#: Exercise 5: a deeper CNN, seven convolutions and a linear classifier.
+DEEP_CNN_LAYERS = tuple((f"conv{i}", "conv") for i in range(7)) + (("fc", "linear"),)
 #: Exercise 6: a hypothetical accelerator (peak in TFLOP/s, memory bandwidth in GB/s) ...
 DEVICE = dict(peak_tflops=20.0, memory_bandwidth_gb_s=800.0)
 #: ... and the float32 GEMM it runs, ℳ x 𝒦 by 𝒦 x 𝒩 with a thin inner dimension 𝒦.
-THIN_GEMM = dict(m=2048, k=32, n=2048)
+THIN_GEMM = dict(m=2048, k=16, n=2048)
 
 
 def _out_hw(stride=LAYER["stride"], padding=LAYER["padding"]) -> tuple[int, int]:
@@ -112,8 +117,9 @@ def ex4_depthwise_macs(answer) -> Result:
 
 
 def ex5_critical_path(answer) -> Result:
-    """Fewest steps of one training step of the CNN with unlimited devices."""
-    graph = training_graph(CNN_LAYERS)
+    """Fewest steps of one training step of :data:`DEEP_CNN_LAYERS` with unlimited devices."""
+    graph = training_graph(DEEP_CNN_LAYERS)
+    layers = len(DEEP_CNN_LAYERS)
     return check_count(
         answer,
         graph.critical_path,
@@ -123,7 +129,12 @@ def ex5_critical_path(answer) -> Result:
         unit="steps",
         hint="count the operators on the longest chain of dependencies: forward, loss, backward "
         "down to the first layer's weight gradient, then its update.",
-        mistakes={len(graph.ops): "That is every operator one after the other (one device)."},
+        mistakes={
+            len(graph.ops): "That is every operator one after the other (one device).",
+            training_graph(CNN_LAYERS).critical_path: f"That is the critical path of section 2's "
+            f"{len(CNN_LAYERS)}-layer CNN; this network has {layers} layers, and the chain grows "
+            "with every layer, forward and backward.",
+        },
     )
 
 

@@ -34,23 +34,24 @@ __all__ = [
 ]
 
 #: Givens of :func:`ex_bubble`: stages and micro-batches.
-BUBBLE = {"stages": 4, "micro_batches": 12}
+BUBBLE = {"stages": 5, "micro_batches": 12}
 #: Givens of :func:`ex_micro_batches`: stages and the largest acceptable bubble share.
 MICRO_BATCHES = {"stages": 8, "target": 0.10}
 #: Givens of :func:`ex_memory_per_device`: layer widths and pipeline stages (SGD, float32).
 MEMORY = {"sizes": (1024,) + (4096,) * 8 + (10,), "stages": 4}
 #: Givens of :func:`ex_stash`: stages and micro-batches.
 STASH = {"stages": 4, "micro_batches": 16}
-#: Givens of :func:`ex_best_split`: the scaled-up running example on V100s.
+#: Givens of :func:`ex_best_split`: the scaled-up running example on V100s (a device count
+#: and batch whose best grid section 5 does not print).
 BEST_SPLIT = {
     "sizes": EXAMPLE_SIZES,
-    "batch_size": 2048,
-    "devices": 16,
+    "batch_size": 1024,
+    "devices": 32,
     "device_id": "v100_sxm2_32gb",
     "latency": comm.NETWORK_LATENCY,
 }
 #: Givens of :func:`ex_tensor_bytes`: layer widths (float32), global batch, tensor-parallel workers.
-TENSOR_BYTES = {"sizes": (256, 2048, 2048, 2048, 2048, 1000), "batch_size": 64, "workers": 4}
+TENSOR_BYTES = {"sizes": (256, 2048, 2048, 2048, 2048, 1000), "batch_size": 128, "workers": 4}
 #: Givens of :func:`ex_stage_activations`: a GPT-3-shaped model (Korthikanti et al. 2023,
 #: 16-bit activations) on an N_t x N_p grid with the 1F1B schedule, no recomputation.
 STAGE_ACTIVATIONS = {
@@ -66,7 +67,7 @@ STAGE_ACTIVATIONS = {
 
 
 def ex_bubble(answer) -> Result:
-    """Bubble share of a GPipe step with N_p = 4 stages and M = 12 micro-batches."""
+    """Bubble share of a GPipe step with the N_p stages and M micro-batches of :data:`BUBBLE`."""
     s, m = BUBBLE["stages"], BUBBLE["micro_batches"]
     return check(
         answer,
@@ -160,25 +161,30 @@ def _best_split():
 
 
 def ex_best_split(answer) -> Result:
-    """The fastest (D, P) for the scaled-up running example on 16 V100s, global batch 2048."""
+    """The fastest (D, P) for the scaled-up running example on the devices and batch of :data:`BEST_SPLIT`."""
     best = _best_split()
     model = MLP(BEST_SPLIT["sizes"])
     grad_gb = model.n_params * model.dtype.itemsize / 1e9
     n = BEST_SPLIT["devices"]
+    if n <= model.n_layers:
+        pipeline_only = (f"Pure pipelining: the {model.n_layers} layers do not split evenly into {n} "
+                         "stages (compare the compute bars) and the bubble grows with P; a small "
+                         "all-reduce between 2 replicas costs less.")
+    else:
+        pipeline_only = (f"Pure pipelining needs {n} stages, but the model has only {model.n_layers} "
+                         "layers: a stage holds at least one layer.")
     return check(
         answer,
         (best.data, best.pipeline),
         name="best split (D, P)",
         rtol=0,
         atol=0.01,
-        hint="enumerate_configs lists every N_d x N_p = 16; take the fastest that fits in memory "
-        "(or move the device slider of the explorer to 16).",
+        hint=f"enumerate_configs lists every N_d x N_p = {n}; take the fastest that fits in memory "
+        f"(or move the explorer's sliders to {n} devices and batch {BEST_SPLIT['batch_size']:,}).",
         mistakes={
             (n, 1): f"Pure data parallelism all-reduces {grad_gb:.1f} GB of gradients every step: "
             "compare the all-reduce bar with the bubble of the pipelines.",
-            (1, n): f"Pure pipelining: the {model.n_layers} layers do not split evenly into {n} "
-            "stages (compare the compute bars) and the bubble grows with P; a small all-reduce "
-            "between 2 replicas costs less.",
+            (1, n): pipeline_only,
         },
     )
 

@@ -48,7 +48,7 @@ Q3 = {"p": 0.9, "devices": 32}
 #: Question 4: BERT-Large (cost.BERT_LARGE, 6PD FLOPs) on A100s (data/hardware.csv).
 Q4 = {"device_id": "a100_sxm_40gb", "devices": 8, "efficiency": 0.9}
 #: Question 5: data-parallel step of BERT-Large, float32 gradients; example link and compute.
-Q5 = {"compute_s": 0.5, "devices": 64, "bandwidth": 100e9, "latency": 10e-6,
+Q5 = {"compute_s": 0.4, "devices": 64, "bandwidth": 100e9, "latency": 10e-6,
       "nbytes": 4 * BERT_LARGE.params}
 #: Question 6: ResNet-50's first convolution (He et al., CVPR 2016, table 1: 7x7, 64
 #: filters, stride 2 on 224x224 RGB images; padding 3 as in torchvision) on a batch of 32.
@@ -129,7 +129,7 @@ def ex5_weak_scaling_efficiency(answer) -> Result:
     return check(
         answer,
         data_parallel_efficiency(*args, scaling="weak"),
-        rtol=2e-3,  # 0.947 will do; leaving out the latency gives 0.949 (0.24% more)
+        rtol=2e-3,  # 0.935 will do; leaving out the latency gives 0.937 (0.29% more)
         name="weak-scaling efficiency",
         hint="η = t_c / (t_c + T_ring) with T_ring = 2 (N-1)/N · m/β + 2 (N-1) α.",
         mistakes={

@@ -1,0 +1,348 @@
+"""Every exercise has givens of its own: its answer is not printed above it.
+
+An exercise that asks for a number the notebook has already printed teaches nothing: the
+learner copies it. For every exercise of every notebook this test takes the expected answer
+from the stored output of the exercise's solution cell (the checker prints
+``✓ Correct: <name> = <value> <unit>.``) and looks for it in the stored outputs of every cell
+ABOVE the exercise - streams, ``text/plain`` (which holds a figure's title,
+``<Figure: ...>``) and ``text/markdown``; images are not read.
+
+A number counts as the answer at the precision a learner would type: a token ``t`` of an
+earlier output (``20``, ``0.378``, ``1,024``, ``3.2e-05``, ``20.0%``) matches the expected
+value ``v`` if ``t`` has at least two significant digits and ``v`` rounded to that many
+significant digits equals ``t`` ("20" matches 20.0 and "0.38" matches 0.3783; "8" alone is
+too common to count). A percent is read both as printed and as a fraction (``20.0%`` is 0.2),
+since the checkers take either. A tuple answer such as ``(2, 8)`` matches the same numbers in
+the same order with any of the separators a learner reads as a pair (``(2, 8)``, ``2x8``,
+``2 × 8``). Words (``'Gustafson'``) and yes/no answers are not searched: they are one of the
+options the question names, so they are always "printed"; that no two exercises ask the same
+question is checked by their titles instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4.rwbase import rejoin_lines
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+_EXERCISE = re.compile(r"^#+ *Exercise (\d+)\s*:\s*(.*)$", re.M)
+_CORRECT = re.compile(r"✓ Correct: (?P<body>.*?)\.?\s*$", re.M)
+#: A number as a notebook prints it: 1,024 / 0.378 / .5 / 3.2e-05 / 20.0% (not a digit of
+#: a name such as v100 or N_p2, not the exponent of 1e-05 on its own).
+_NUMBER = re.compile(
+    r"(?<![\w.])(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?P<exp>[eE][-+]?\d+)?(?P<pct>\s?%)?"
+)
+#: What separates the numbers of a pair or grid as printed: (2, 8), 2x8, 2 × 8, 2 by 8.
+_PAIR_SEP = r"\s*(?:,|x|X|×|\*|by)\s*"
+_FLOAT_DIGITS = 6  # the checkers print floats with 6 significant digits (exercises._fmt)
+
+
+@dataclass(frozen=True)
+class Exercise:
+    notebook: str
+    number: int
+    title: str
+    cell: int  # index of the exercise's markdown cell
+    answer: str  # the value as the solution's checker printed it, unit stripped
+
+
+@dataclass(frozen=True)
+class Token:
+    value: float
+    digits: int  # significant digits as printed
+    text: str
+
+
+def _exercises(nb, name: str) -> list[Exercise]:
+    """Each exercise of ``nb`` with the answer its solution cell's check printed."""
+    found = []
+    starts = [(i, m) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"
+              for m in _EXERCISE.finditer(c.source)]
+    for k, (i, match) in enumerate(starts):
+        end = starts[k + 1][0] if k + 1 < len(starts) else len(nb.cells)
+        solutions = [c for c in nb.cells[i + 1 : end] if "solution" in c.metadata.get("tags", [])]
+        assert solutions, f"{name} exercise {match.group(1)}: no solution cell"
+        answers = [m.group("body") for c in solutions for m in _CORRECT.finditer(_outputs(c))]
+        assert answers, f"{name} exercise {match.group(1)}: the solution prints no '✓ Correct'"
+        found.append(Exercise(name, int(match.group(1)), match.group(2).strip(), i,
+                              _answer_text(answers[0])))
+    return found
+
+
+def _answer_text(body: str) -> str:
+    """The value of ``<name> = <value> <unit> (<note>)``: the name may hold ``==``."""
+    noted = re.fullmatch(r"(.*) = (\S.*?) \([^()]*\)", body)  # an accepted answer's note
+    return noted.group(2) if noted else body.rsplit(" = ", 1)[-1]
+
+
+def _outputs(cell) -> str:
+    """The text a reader sees below a code cell: streams, text/plain, text/markdown."""
+    if cell.cell_type != "code":
+        return ""
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append(out.get("text", ""))
+        data = out.get("data", {})
+        parts += [data[kind] for kind in ("text/plain", "text/markdown") if kind in data]
+    return "\n".join("".join(p) if isinstance(p, list) else p for p in parts)
+
+
+def _significant(mantissa: str) -> int:
+    """Significant digits of a number as printed: 0.0048 -> 2, 20 -> 2, 4968.0 -> 5."""
+    digits = mantissa.replace(",", "").replace(".", "").lstrip("0")
+    return len(digits)
+
+
+def _tokens(text: str) -> list[Token]:
+    """Every number of ``text``; a percent is read as printed and as a fraction."""
+    tokens = []
+    for m in _NUMBER.finditer(text):
+        mantissa, exp = m.group("num"), m.group("exp") or ""
+        value = float(mantissa.replace(",", "") + exp)
+        digits = _significant(mantissa)
+        tokens.append(Token(value, digits, m.group(0)))
+        if m.group("pct"):
+            tokens.append(Token(value / 100, digits, m.group(0)))
+    return tokens
+
+
+def _round_sig(x: float, digits: int) -> float:
+    return float(f"{x:.{digits - 1}e}")
+
+
+def _matches(token: Token, expected: float, expected_digits: int | None = None) -> bool:
+    """``expected`` rounded to the token's significant digits is the token (2+ digits).
+
+    ``expected_digits``: digits of ``expected`` as printed (a checker prints 6); a longer
+    token is rounded to those, so "0.76704545" still matches the printed 0.767045.
+    """
+    if token.digits < 2 or token.value == 0 or not math.isfinite(expected) or expected == 0:
+        return False
+    digits, shown = token.digits, token.value
+    if expected_digits is not None and digits > expected_digits:
+        digits, shown = expected_digits, _round_sig(token.value, expected_digits)
+    return math.isclose(_round_sig(abs(expected), digits), shown, rel_tol=1e-9)
+
+
+def _expected(answer: str):
+    """The answer as a number, a tuple of numbers, or None (a word, a yes/no)."""
+    if answer.startswith(("(", "[")):
+        numbers = re.findall(r"[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?", answer)
+        return tuple(float(n) for n in numbers) or None
+    m = re.match(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|[-+]?inf\b", answer)
+    return None if m is None else float(m.group(0))
+
+
+def _printed_digits(answer: str) -> int | None:
+    m = re.match(r"[-+]?(\d+(?:\.\d*)?)(?:[eE][-+]?\d+)?", answer)
+    if m is None:
+        return None
+    digits = _significant(m.group(1))
+    return digits if digits >= _FLOAT_DIGITS else None  # fewer: printed exactly
+
+
+def _tuple_pattern(values: tuple[float, ...]) -> re.Pattern:
+    def number(v: float) -> str:
+        text = f"{v:g}" if v != int(v) else f"{int(v)}"
+        with_commas = f"{int(v):,}" if v == int(v) else text
+        return "(?:" + "|".join(map(re.escape, {text, with_commas})) + ")"
+
+    return re.compile(r"(?<![\w.])" + _PAIR_SEP.join(number(v) for v in values) + r"(?![\w.]|,\d)")
+
+
+def find_printed_answers(nb, name: str) -> list[str]:
+    """One message per exercise whose answer appears in an output above it."""
+    problems = []
+    for ex in _exercises(nb, name):
+        expected = _expected(ex.answer)
+        if expected is None or (isinstance(expected, float) and math.isinf(expected)):
+            continue  # a word or a yes/no: one of the options the question names
+        for i, cell in enumerate(nb.cells[: ex.cell]):
+            text = _outputs(cell)
+            if not text:
+                continue
+            if isinstance(expected, tuple):
+                if len(expected) > 1 and (hit := _tuple_pattern(expected).search(text)):
+                    problems.append(_message(ex, i, hit.group(0), text, hit.start()))
+                    break
+                continue
+            hits = [t for t in _tokens(text) if _matches(t, expected, _printed_digits(ex.answer))]
+            if hits:
+                problems.append(_message(ex, i, hits[0].text, text, text.find(hits[0].text)))
+                break
+    return problems
+
+
+def _message(ex: Exercise, cell: int, token: str, text: str, at: int) -> str:
+    line = text[text.rfind("\n", 0, at) + 1 : (text.find("\n", at) + 1 or len(text) + 1) - 1]
+    return (f"{ex.notebook} exercise {ex.number} ({ex.title}): the answer {ex.answer} is printed "
+            f"as {token.strip()!r} in the output of cell {cell}, above the exercise (cell "
+            f"{ex.cell}): {line.strip()[:120]!r}. Give the exercise givens of its own.")
+
+
+@functools.cache
+def _load(path: Path):
+    """The notebook as stored (read once; nbformat's validation is left out for speed)."""
+    return rejoin_lines(nbformat.from_dict(json.loads(path.read_text(encoding="utf-8"))))
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_exercise_answer_is_printed_above_it(path):
+    problems = find_printed_answers(_load(path), path.name)
+    assert not problems, "\n".join(problems)
+
+
+def test_every_exercise_answer_is_read():
+    """The parsing above sees every exercise: a number, a tuple, or a word / yes-no."""
+    kinds = {"number": 0, "tuple": 0, "other": 0}
+    for path in NOTEBOOKS:
+        for ex in _exercises(_load(path), path.name):
+            value = _expected(ex.answer)
+            kinds["tuple" if isinstance(value, tuple) else "number" if value is not None else "other"] += 1
+            if value is None:
+                assert ex.answer.startswith("'") or ex.answer in {"True", "False"}, ex
+    assert kinds["number"] >= 30 and kinds["tuple"] >= 3, kinds
+
+
+def test_no_two_exercises_ask_the_same_question():
+    """Two exercises with the same title ask the same thing (02 and 03 both had 'which law?')."""
+    seen = {}
+    for path in NOTEBOOKS:
+        for ex in _exercises(_load(path), path.name):
+            key = re.sub(r"\W+", " ", ex.title.lower()).strip()
+            assert key not in seen, f"{path.name} exercise {ex.number} repeats {seen[key]}: {ex.title!r}"
+            seen[key] = f"{path.name} exercise {ex.number}"
+
+
+# ------------------------------------------------------------ the check can fail
+def _synthetic(printed: str, answer_output: str):
+    nb = nbformat.v4.new_notebook()
+    shown = nbformat.v4.new_code_cell("print(...)")
+    shown.outputs = [nbformat.v4.new_output("stream", name="stdout", text=printed)]
+    question = nbformat.v4.new_markdown_cell("### Exercise 1: a question\n\nWhat is it?")
+    solution = nbformat.v4.new_code_cell("answer = ...", metadata={"tags": ["solution"]})
+    solution.outputs = [nbformat.v4.new_output(
+        "execute_result", data={"text/markdown": answer_output, "text/plain": answer_output},
+        execution_count=1)]
+    nb.cells = [shown, question, solution]
+    return nb
+
+
+@pytest.mark.parametrize(
+    ("printed", "answer"),
+    [
+        ("limit 1/(1-p) =      20", "✓ Correct: largest speedup = 20."),
+        ("S = 6.400", "✓ Correct: speedup on 16 devices = 6.4."),
+        ("serial fraction e = 0.38", "✓ Correct: serial fraction e at N = 2 = 0.378493."),
+        ("   256   8192   62000   390.5   16   12.72   0.80", "✓ Correct: efficiency = 0.795326."),
+        ("a rate of 3.2e-05 per step", "✓ Correct: rate = 3.2e-05."),
+        ("1,024 chips", "✓ Correct: chips = 1024 devices."),
+        ("<Figure: bubble measured 21.8%, formula = 20.0%>", "✓ Correct: bubble share = 0.2."),
+        (" 2x8:   46.4 ms", "✓ Correct: best split (D, P) = (2, 8)."),
+        ("shape (16, 128, 28, 28)", "✓ Correct: output shape = (16, 128, 28, 28)."),
+        ("D(B) / D_min = 5.0000", "✓ Correct: samples relative to the minimum = 5."),
+    ],
+)
+def test_the_check_catches_a_printed_answer(printed, answer):
+    problems = find_printed_answers(_synthetic(printed, answer), "synthetic.ipynb")
+    assert len(problems) == 1 and "synthetic.ipynb exercise 1 (a question)" in problems[0]
+    assert "cell 0" in problems[0], problems[0]
+
+
+@pytest.mark.parametrize(
+    ("printed", "answer"),
+    [
+        ("N = 8 devices", "✓ Correct: steps = 8 steps."),  # one digit: too common to count
+        ("S = 6.5", "✓ Correct: speedup = 6.4."),
+        ("0.37", "✓ Correct: e = 0.378493."),
+        ("v100_sxm2 at 12.72", "✓ Correct: x = 100."),
+        ("12,544 rows", "✓ Correct: im2col matrix = (12544, 576)."),  # not the pair
+        ("28 x 28 pixels", "✓ Correct: grid = (2, 8)."),
+        ("Gustafson: S = 57.7", "✓ Correct: law = 'Gustafson'."),
+        ("False", "✓ Correct: mean of shard means == full-batch mean = False."),
+    ],
+)
+def test_the_check_lets_other_numbers_pass(printed, answer):
+    assert find_printed_answers(_synthetic(printed, answer), "synthetic.ipynb") == []
+
+
+def test_the_answer_is_read_from_the_checkers_message():
+    assert _answer_text("samples relative to the minimum = 5") == "5"
+    assert _answer_text("mean of shard means == full-batch mean = False") == "False"
+    assert _answer_text("serial fraction e at N = 2 = 0.122649") == "0.122649"
+    assert _answer_text("x = 0.3793 (from S = 1.45 as printed)") == "0.3793"
+    assert _expected("1.08e+10 FLOP") == 1.08e10 and _expected("17.15 ms") == 17.15
+    assert _expected("(16, 128, 28, 28)") == (16, 128, 28, 28)
+    assert _expected("'Gustafson'") is None and _expected("False") is None
+    assert [t.text for t in _tokens("n =   4: e = 0.0113, 1,024 chips, 3.2e-05, v100, 20.0%")] == [
+        "4", "0.0113", "1,024", "3.2e-05", "20.0%", "20.0%"]
+
+
+# ------------------------------------------------------------ the givens are stated
+def _questions(name: str) -> dict[int, str]:
+    nb = _load(ROOT / "notebooks" / name)
+    out = {}
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for m in _EXERCISE.finditer(cell.source):
+                out[int(m.group(1))] = cell.source[m.start():]
+    return out
+
+
+def _stated_givens():
+    """(notebook, exercise, phrases): each exercise given new givens states them as its
+    chapter module's constants say (notebook 07: tests/test_notebooks.py; 06 Ex6-7:
+    tests/test_exercises_ch06.py)."""
+    from course_lib.exercises import ch01, ch02, ch03, ch04, ch05, ch06
+
+    b1 = ch01.EX1_BATCH
+    l2, s2, d2, g2, e2 = ch02.EX1_LIMIT, ch02.EX2_SPEEDUP, ch02.EX3_DEVICES, ch02.EX4_GUSTAFSON, ch02.EX5_LAMB
+    r3, k3, i3 = ch03.EX2_SETUP, ch03.EX4_SCALING, ch03.EX5_ITERATION
+    n_conv = sum(kind == "conv" for _, kind in ch04.DEEP_CNN_LAYERS)
+    a5 = ch05.EX6_SETUP
+    b6, h6 = ch06.BUBBLE, ch06.BEST_SPLIT
+    return [
+        ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
+        ("02_scaling_laws.ipynb", 1, [f"spends {l2['serial']:.0%} of its serial run time"]),
+        ("02_scaling_laws.ipynb", 2, [f"on {s2['devices']} devices", f"$p = {s2['p']:g}$",
+                                      f"$N = {s2['devices']}$"]),
+        ("02_scaling_laws.ipynb", 3, [f"$p = {d2['p']:g}$", f"at least {d2['target']:g}"]),
+        ("02_scaling_laws.ipynb", 4, [f"On {g2['devices']} devices", f"{g2['p']:.0%} of its *parallel*",
+                                      f"$p = {g2['p']:g}$"]),
+        ("02_scaling_laws.ipynb", 5, [f"the {e2['devices']:,}-chip run relative to the {e2['baseline']:,}-chip run"]),
+        ("03_training_cost.ipynb", 2, [r3["model"], f"for {r3['epochs']} epochs",
+                                       f"on {r3['devices']} V100 SXM2 GPUs", f"utilisation of {r3['utilisation']:g}",
+                                       f"efficiency of {r3['efficiency']:g}"]),
+        ("03_training_cost.ipynb", 4, [f"batch {k3['base_batch']:,} at learning rate {k3['base_lr']:g}",
+                                       f"for batch {k3['batch']:,}"]),
+        ("03_training_cost.ipynb", 5, [f"on {i3['devices']:,} chips compared with {i3['baseline']:,} chips",
+                                       f"$t_{{iter}}({i3['baseline']}) / t_{{iter}}({i3['devices']})$"]),
+        ("04_intra_operator_parallelism.ipynb", 5, [f"{n_conv} convolutions and a linear classifier",
+                                                    "`ex.DEEP_CNN_LAYERS`"]),
+        ("05_data_parallelism.ipynb", 6, [f"{8 * a5['bytes_per_param']}-bit gradients",
+                                          f"{a5['bytes_per_param']} bytes per parameter",
+                                          f"the {a5['devices']} GPUs", f"{a5['bandwidth'] / 1e9:g} GB/s",
+                                          f"{a5['latency'] * 1e6:g} µs"]),
+        ("06_model_parallelism.ipynb", 1, [f"$N_p = {b6['stages']}$", f"$M = {b6['micro_batches']}$"]),
+        ("06_model_parallelism.ipynb", 5, [f"on {h6['devices']} V100s", f"global batch {h6['batch_size']:,}",
+                                           f"latency {h6['latency'] * 1e6:g} µs",
+                                           f"$N_d \\times N_p = {h6['devices']}$"]),
+    ]
+
+
+def test_questions_state_their_givens_as_the_constants_say():
+    for name, number, phrases in _stated_givens():
+        question = _questions(name)[number]
+        for phrase in phrases:
+            assert phrase in question, f"{name} exercise {number} should state {phrase!r}"
