@@ -37,6 +37,13 @@ CELLS_JS = """() => {
   return out;
 }"""
 
+# What a student sees of each cell after Run All: collapsed source and outputs (JupyterLab 4).
+HIDDEN_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets.map((w, i) => ({
+  index: i, tags: w.model.getMetadata('tags') || [],
+  slide: (w.model.getMetadata('slideshow') || {}).slide_type || '',
+  input: w.inputHidden, output: w.model.type === 'code' ? w.outputHidden : null,
+  visible: w.model.type === 'code' && !w.outputHidden ? w.outputArea.node.innerText : ''}))"""
+
 OPEN_JS = """async (path) => {
   const app = window.jupyterapp;
   const panel = await app.commands.execute('docmanager:open', {path: path, factory: 'Notebook'});
@@ -87,6 +94,12 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
             "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
             timeout=120_000,
         )
+        # Speaker notes, talking points and collapsed answers open collapsed (JupyterLab
+        # expands a markdown cell's source when Run All renders it, so this is checked first).
+        opened = page.evaluate(HIDDEN_JS)
+        open_notes = [c["index"] for c in opened if (c["slide"] == "notes" or "questionnaire-answers" in c["tags"]
+                                                      or "try-answer" in c["tags"]) and not c["input"]]
+        assert not open_notes, f"{notebook.name}: cells {open_notes} (notes or answers) open uncollapsed"
         # The command's promise resolves when the last cell has finished, or when a cell
         # failed (Lab then drops the rest of the queue).
         evaluate(page, "() => window.jupyterapp.commands.execute('notebook:run-all-cells')",
@@ -105,6 +118,14 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
         assert not errors, f"{notebook.name}: error output after Run All:\n" + "\n".join(errors)
         not_run = [c["index"] for c in cells if c["count"] is None]
         assert not not_run, f"{notebook.name}: Run All did not execute cells {not_run}"
+        # Run All executes the worked solutions (so they are tested), but their code stays
+        # collapsed and their output folded (%%solution: Lab re-opens collapsed outputs when
+        # a cell runs).
+        shown = page.evaluate(HIDDEN_JS)
+        open_code = [c["index"] for c in shown if "solution" in c["tags"] and not c["input"]]
+        verdicts = [c["index"] for c in shown if "solution" in c["tags"] and "✓" in c["visible"]]
+        assert not open_code, f"{notebook.name}: solution cells {open_code} show their code after Run All"
+        assert not verdicts, f"{notebook.name}: solution cells {verdicts} show their verdict after Run All"
 
         expected = _live_figure_count(cells)
         figures = page.locator(f'[id="{panel_id}"] .ddl-live-figure')
