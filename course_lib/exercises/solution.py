@@ -83,4 +83,6 @@ def _solution(line: str, cell: str) -> None:
 
 def load_ipython_extension(ipython) -> None:
     """Register the ``%%solution`` cell magic (``%load_ext course_lib.exercises.solution``)."""
+    if not callable(getattr(ipython, "register_magic_function", None)):
+        raise TypeError(f"ipython must be an IPython shell (what %load_ext passes), got {type(ipython).__name__}")
     ipython.register_magic_function(_solution, magic_kind="cell", magic_name="solution")
