@@ -19,6 +19,7 @@ _SUBMODULES = frozenset(
     {
         "cnn",
         "comm",
+        "critical_batch",
         "cost",
         "dataflow",
         "datapackage",

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validate import check_array, check_int, check_positive, check_real, check_sequence
+from ._validate import check_int, check_positive, check_real
 
 __all__ = [
     "LAMB",
@@ -41,12 +41,7 @@ __all__ = [
     "SGD",
     "BatchRun",
     "WarmupSchedule",
-    "BatchSizeSweep",
-    "CriticalBatchFit",
-    "batch_size_sweep",
-    "fit_critical_batch",
     "large_batch_experiment",
-    "steps_to_target",
     "linear_scaling_rule",
     "sqrt_scaling_rule",
 ]
@@ -632,160 +627,3 @@ def large_batch_experiment(
             out.append(BatchRun(label, batch, opt_name, peak, warmup, -(-n // batch),
                                 tuple(res.loss), tuple(res.test_accuracy), tuple(res.step_loss)))
     return tuple(out)
-
-
-# ------------------------------------------------------------------ the critical batch size
-def _target_setup(batch_sizes, target_loss, max_steps, hidden, seed):
-    """Checked arguments, the training split and the model of the two functions below."""
-    from .datasets import load_digits
-    from .models import MLP
-
-    target_loss = check_positive(target_loss, "target_loss")
-    max_steps = check_int(max_steps, "max_steps", 1, 10**6)
-    hidden, seed = check_int(hidden, "hidden", 1, 4096), check_int(seed, "seed", 0)
-    tr = load_digits("train")
-    if max(batch_sizes) > len(tr):
-        raise ValueError(f"batch sizes must be at most the {len(tr)} training samples, "
-                         f"got {max(batch_sizes)}")
-    return target_loss, max_steps, seed, tr, MLP((64, hidden, 10))
-
-
-def steps_to_target(batch_size: int, lr: float, *, target_loss: float = 0.1, max_steps: int = 4000,
-                    hidden: int = 64, seed: int = 0) -> int | None:
-    r"""Steps of plain SGD until the running example's training loss is <= ``target_loss``.
-
-    Trains :class:`course_lib.models.MLP` ``(64, hidden, 10)`` on the digits' training
-    split with batches of ``batch_size`` at rate :math:`\gamma` = ``lr`` without momentum, and
-    computes the loss on the whole split after every step (one BLAS thread; deterministic for a
-    seed). None: the target is not reached within ``max_steps``, or the loss grows 10x (diverges).
-
-    Examples
-    --------
-    >>> steps_to_target(64, 0.8, target_loss=0.5)
-    20
-    >>> steps_to_target(64, 0.8, target_loss=0.5, max_steps=10) is None
-    True
-    """
-    from ._sgd_target import run_to_target
-    from .timing import blas_threads
-
-    batch_size, lr = check_int(batch_size, "batch_size", 1), check_positive(lr, "lr")
-    target_loss, max_steps, seed, tr, model = _target_setup([batch_size], target_loss, max_steps,
-                                                            hidden, seed)
-    with blas_threads(1):
-        return run_to_target(model, tr.x, tr.y, batch_size, lr, target_loss, max_steps, seed)[0]
-
-
-@dataclass(frozen=True)
-class BatchSizeSweep:
-    """Per batch size (increasing): best rate ``lr``, its ``steps`` to the target (deterministic),
-    median ``step_seconds`` of a step on this core, rates ``tried`` ({rate: steps or None})."""
-
-    batch_sizes: np.ndarray
-    lr: np.ndarray
-    steps: np.ndarray
-    step_seconds: np.ndarray
-    target_loss: float
-    tried: tuple[dict, ...]
-
-
-def batch_size_sweep(batch_sizes: Sequence[int] = (8, 16, 32, 64, 128, 256, 512, 1024), *,
-                     target_loss: float = 0.1, start_lr: float = 0.4, lr_factor: float = 2**0.5,
-                     max_steps: int = 4000, hidden: int = 64, seed: int = 0) -> BatchSizeSweep:
-    r"""Steps to a target training loss (:func:`steps_to_target`) at several batch sizes.
-
-    Each batch size :math:`B` (in increasing order) gets its own best learning rate, as in
-    McCandlish et al. 2018 (arXiv:1812.06162): on a grid of factor ``lr_factor``, starting
-    from the previous size's best rate (``start_lr`` for the first), the rate goes up
-    while the steps fall. Only for the first size (or a start rate that fails) does it also
-    go down when the first step up does not help: the best rate grows with :math:`B` (until
-    the curvature of the loss caps it), so a larger batch never needs a smaller one. A
-    candidate runs at most as many steps as the best so far (a slower one stops early).
-    Batches are drawn without replacement (reshuffled when fewer than :math:`B` are left).
-
-    Examples
-    --------
-    >>> s = batch_size_sweep((8, 64), target_loss=0.5)
-    >>> s.steps.tolist(), s.lr.round(3).tolist(), s.step_seconds.shape
-    ([50, 20], [0.4, 0.8], (2,))
-    """
-    from ._sgd_target import run_to_target
-    from .timing import blas_threads
-
-    sizes = sorted({check_int(b, f"batch_sizes[{i}]", 1)
-                    for i, b in enumerate(check_sequence(batch_sizes, "batch_sizes"))})
-    if len(sizes) < 2:
-        raise ValueError(f"batch_sizes must hold at least two different sizes, got {batch_sizes!r}")
-    lr = check_positive(start_lr, "start_lr")
-    factor = check_real(lr_factor, "lr_factor", 1.0, 16.0, low_open=True)
-    target_loss, max_steps, seed, tr, model = _target_setup(sizes, target_loss, max_steps, hidden, seed)
-    rows = []
-    with blas_threads(1):
-        for b in sizes:
-            seen: dict[float, int | None] = {}
-
-            def attempt(rate, best, b=b, seen=seen):  # (steps, rate, seconds) if better, else None
-                limit = max_steps if best is None else best[0] - 1
-                n, sec = (run_to_target(model, tr.x, tr.y, b, rate, target_loss, limit, seed)
-                          if limit else (None, 0.0))
-                seen[float(rate)] = n
-                return None if n is None else (n, rate, sec)
-
-            best = attempt(lr, None)  # then up; down only at first: the best rate grows with B
-            for direction in (factor, 1 / factor) if best is None or b == sizes[0] else (factor,):
-                rate, moved = lr * direction, False
-                while (better := attempt(rate, best)) is not None:
-                    best, rate, moved = better, rate * direction, True
-                if moved:
-                    break
-            if best is None:
-                raise ValueError(f"no rate reached target_loss={target_loss:g} at batch {b} within "
-                                 f"max_steps={max_steps}: raise max_steps or target_loss")
-            rows.append((*best, seen))
-            lr = best[1]
-    steps, rates, seconds, tried = zip(*rows)
-    return BatchSizeSweep(np.array(sizes), np.array(rates), np.array(steps), np.array(seconds),
-                          target_loss, tried)
-
-
-@dataclass(frozen=True)
-class CriticalBatchFit:
-    r"""McCandlish et al.'s model: :math:`n_{\text{steps}}(B) = n_{\min}(1 + B_{\text{crit}}/B)`
-    steps and :math:`D(B) = D_{\min}(1 + B/B_{\text{crit}})` samples, :math:`D_{\min} = n_{\min} B_{\text{crit}}`."""
-
-    n_min: float
-    b_crit: float
-
-    @property
-    def d_min(self) -> float:
-        """Fewest samples to the target (batch size -> 0): n_min x b_crit."""
-        return self.n_min * self.b_crit
-
-    def steps(self, batch) -> float | np.ndarray:
-        """Modelled steps to the target at batch size ``batch`` (a float for a number)."""
-        steps = self.n_min * (1 + self.b_crit / check_array(batch, "batch", 0, low_open=True))
-        return float(steps) if steps.ndim == 0 else steps
-
-
-def fit_critical_batch(batch_sizes, steps) -> CriticalBatchFit:
-    r"""Fit :math:`n_{\min}` and :math:`B_{\text{crit}}` to steps measured at several batch sizes.
-
-    :math:`n(B) = a + c / B` is linear in :math:`a = n_{\min}` and :math:`c = n_{\min} B_{\text{crit}}`;
-    numpy's least squares minimises the relative residuals :math:`\sum_i ((a + c/B_i)/n_i - 1)^2`.
-
-    Examples
-    --------
-    >>> fit = fit_critical_batch([8, 64, 512], [900, 200, 112.5])   # n_min 100, B_crit 64
-    >>> round(fit.n_min, 9), round(fit.b_crit, 9), round(fit.steps(64), 9)
-    (100.0, 64.0, 200.0)
-    """
-    b = check_array(batch_sizes, "batch_sizes", 0, low_open=True).reshape(-1)
-    n = check_array(steps, "steps", 0, low_open=True).reshape(-1)
-    if b.size != n.size or np.unique(b).size < 2:
-        raise ValueError(f"batch_sizes and steps must have the same length, with at least two "
-                         f"different batch sizes; got {b.size} and {n.size}")
-    (a, c), *_ = np.linalg.lstsq(np.column_stack([1 / n, 1 / (b * n)]), np.ones_like(n), rcond=None)
-    if not (a > 0 and c > 0):
-        raise ValueError("steps must fall with the batch size towards a positive floor, "
-                         f"n_min (1 + B_crit / B); the fit gives n_min = {a:.3g}, n_min B_crit = {c:.3g}")
-    return CriticalBatchFit(float(a), float(c / a))

@@ -250,3 +250,11 @@ def test_every_try_it_prompt_asks_and_has_a_collapsed_answer(path):
             assert "?" in text, f"cell {i}: the prompt asks no question"
             assert "try-answer" in nxt["metadata"].get("tags", []), f"cell {i}: no answer cell follows"
             assert nxt["metadata"].get("jupyter", {}).get("source_hidden") is True
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_code_cells_fit_on_a_slide(path):
+    """One idea per cell: no code cell longer than 15 lines (longer code belongs in course_lib)."""
+    long = [(i, len(_source(c).rstrip("\n").split("\n"))) for i, c in enumerate(_load(path)["cells"])
+            if c["cell_type"] == "code" and len(_source(c).rstrip("\n").split("\n")) > 15]
+    assert not long, f"{path.name}: (cell, lines) over 15 lines: {long}"

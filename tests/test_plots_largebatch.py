@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import course_lib.plots.largebatch as largebatch
-from course_lib.optim import CriticalBatchFit
+from course_lib.critical_batch import CriticalBatchFit
 from course_lib.plots import figure_to_png
 from course_lib.plots.largebatch import critical_batch_figure
 

@@ -15,8 +15,9 @@ from ..cost import (
     training_flops_per_sample,
     training_time,
 )
+from ..critical_batch import CriticalBatchFit
 from ..datasets import get_device, lamb_scaling_table, load_dnn_models, load_training_records
-from ..optim import CriticalBatchFit, linear_scaling_rule, sqrt_scaling_rule
+from ..optim import linear_scaling_rule, sqrt_scaling_rule
 from . import Result, check
 
 __all__ = [

@@ -1,9 +1,9 @@
 r"""Figure of chapter 03's critical batch size: steps, and time, to a target against the batch.
 
 Left: the steps a run needs to reach a target loss at each batch size :math:`B` (measured,
-e.g. by :func:`course_lib.optim.batch_size_sweep`), the fit of McCandlish et al.'s model
+e.g. by :func:`course_lib.critical_batch.batch_size_sweep`), the fit of McCandlish et al.'s model
 :math:`n_{\text{steps}}(B) = n_{\min}(1 + B_{\text{crit}}/B)`
-(:func:`course_lib.optim.fit_critical_batch`) and its two asymptotes: perfect scaling
+(:func:`course_lib.critical_batch.fit_critical_batch`) and its two asymptotes: perfect scaling
 (steps :math:`\propto 1/B`, the small-batch side) and the floor :math:`n_{\min}`; they
 cross at :math:`B_{\text{crit}}`. Right (optional): time to the target, steps x time per
 step, for a few device counts.
@@ -30,7 +30,7 @@ def critical_batch_figure(batch_sizes, steps, fit, *, times: Mapping | None = No
     ----------
     batch_sizes, steps : array_like
         Measured steps to the target (> 0) at each batch size (> 0).
-    fit : course_lib.optim.CriticalBatchFit
+    fit : course_lib.critical_batch.CriticalBatchFit
         The fitted :math:`n_{\min}` and :math:`B_{\text{crit}}`.
     times : mapping, optional
         ``{label: (batch sizes, seconds to the target)}``, one curve each in a second
@@ -39,12 +39,12 @@ def critical_batch_figure(batch_sizes, steps, fit, *, times: Mapping | None = No
 
     Examples
     --------
-    >>> from course_lib.optim import CriticalBatchFit
+    >>> from course_lib.critical_batch import CriticalBatchFit
     >>> fig = critical_batch_figure([8, 64, 512], [900, 200, 112.5], CriticalBatchFit(100.0, 64.0))
     >>> len(fig.axes), fig.axes[0].get_title()
     (1, 'steps to the target (statistical efficiency)')
     """
-    from ..optim import CriticalBatchFit
+    from ..critical_batch import CriticalBatchFit
 
     b = as_real(batch_sizes, "batch_sizes", allowed="in (0, inf)").reshape(-1)
     n = as_real(steps, "steps", allowed="in (0, inf)").reshape(-1)

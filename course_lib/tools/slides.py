@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .._validate import check_sequence, check_type
+from .cells import cell_tags, slide_type
 
 __all__ = [
     "Deck",
@@ -131,14 +132,6 @@ def _check_path(value: Any, name: str) -> Path:
 
 
 # ------------------------------------------------------------------ cell metadata
-def _tags(cell: Any) -> set[str]:
-    return set(cell.get("metadata", {}).get("tags", []) or [])
-
-
-def _slide_type(cell: Any) -> str:
-    slideshow = cell.get("metadata", {}).get("slideshow", {}) or {}
-    return slideshow.get("slide_type", "-") or "-"
-
 
 def kept_cells(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CELL_TAGS) -> list[Any]:
     """The cells that stay in a deck: all but those tagged with one of ``remove_tags``.
@@ -150,7 +143,7 @@ def kept_cells(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CELL_TA
     2
     """
     remove = set(check_sequence(remove_tags, "remove_tags", str, "a tag (str)"))
-    return [c for c in _check_cells(cells) if not (_tags(c) & remove)]
+    return [c for c in _check_cells(cells) if not (cell_tags(c) & remove)]
 
 
 def slide_structure(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CELL_TAGS) -> tuple[int, ...]:
@@ -176,7 +169,7 @@ def slide_structure(cells: Iterable[Any], remove_tags: Iterable[str] = REMOVE_CE
     """
     columns: list[int] = []
     for cell in kept_cells(cells, remove_tags):
-        kind = _slide_type(cell)
+        kind = slide_type(cell)
         if not columns:
             if kind not in ("skip", "notes"):
                 columns.append(1)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .._validate import check_type
+from .cells import cell_source, cell_tags, slide_type
 
 __all__ = ["EXERCISE_CELL", "is_exercise_cell", "main", "student_notebook", "write_student_edition"]
 
@@ -37,15 +38,6 @@ __all__ = ["EXERCISE_CELL", "is_exercise_cell", "main", "student_notebook", "wri
 EXERCISE_CELL = re.compile(r"^\s*answer\s*=\s*None\b")
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _source(cell: Mapping[str, Any]) -> str:
-    src = cell.get("source", "")
-    return "".join(src) if isinstance(src, list) else src
-
-
-def _tags(cell: Mapping[str, Any]) -> list[str]:
-    return list(cell.get("metadata", {}).get("tags", []) or [])
 
 
 def is_exercise_cell(cell: Mapping[str, Any]) -> bool:
@@ -58,13 +50,11 @@ def is_exercise_cell(cell: Mapping[str, Any]) -> bool:
     >>> is_exercise_cell({"cell_type": "code", "source": "answer = 10"})
     False
     """
-    check_type(cell, "cell", Mapping, "a notebook cell (a dict)")
-    return cell.get("cell_type") == "code" and bool(EXERCISE_CELL.match(_source(cell)))
+    return bool(EXERCISE_CELL.match(cell_source(cell))) and cell.get("cell_type") == "code"
 
 
 def _removed(cell: Mapping[str, Any]) -> bool:
-    slide_type = (cell.get("metadata", {}).get("slideshow", {}) or {}).get("slide_type")
-    return "solution" in _tags(cell) or slide_type == "notes"
+    return "solution" in cell_tags(cell) or slide_type(cell) == "notes"
 
 
 def student_notebook(nb: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,7 +89,8 @@ def student_notebook(nb: Mapping[str, Any]) -> dict[str, Any]:
         if is_exercise_cell(cell):
             cell["outputs"] = []
             cell["execution_count"] = None
-            cell.setdefault("metadata", {})["tags"] = [t for t in _tags(cell) if t != "nbval-check-output"]
+            tags = cell.setdefault("metadata", {}).get("tags", []) or []
+            cell["metadata"]["tags"] = [t for t in tags if t != "nbval-check-output"]
         cells.append(cell)
     out["cells"] = cells
     return out
