@@ -1,6 +1,8 @@
 """course_lib.plots: pure figures with the right content."""
 
 import numpy as np
+import struct
+
 import pytest
 
 from course_lib import scaling
@@ -51,8 +53,12 @@ def test_png_and_show():
     ax.set_title("t")
     png = figure_to_png(fig)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
-    bundle = show(fig)._repr_mimebundle_()
+    bundle, metadata = show(fig)._repr_mimebundle_()
     assert bundle["text/plain"] == "<Figure: t>" and bundle["image/png"][:4] == b"\x89PNG"
+    # rendered at 2x, shown at the figure's display size: 6.4 in x 100 px/in
+    width = struct.unpack(">I", bundle["image/png"][16:20])[0]
+    assert width == 1280 and metadata == {"image/png": {"width": 640}}
+    assert show(fig, dpi=100)._repr_mimebundle_()[1] == {"image/png": {"width": 640}}
 
 
 @pytest.mark.parametrize(

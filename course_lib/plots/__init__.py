@@ -16,18 +16,19 @@ import math
 from typing import TYPE_CHECKING
 
 from .._validate import check_positive, check_type
+from .style import COLORS, DPI, RC, display_width, styled
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "figure_to_png", "log2_axis", "show", "COLORS"]
-
-#: Colour cycle used across the course (colour-blind safe, Okabe-Ito).
-COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+__all__ = ["new_figure", "figure_to_png", "log2_axis", "show", "styled", "COLORS", "DPI"]
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (6.4, 4.0), **kw):
     """A new ``Figure`` with a grid of axes, course style applied.
+
+    Call it inside a plot function decorated with :func:`~course_lib.plots.style.styled`
+    (which sets type sizes and colours, :mod:`course_lib.plots.style`).
 
     Returns
     -------
@@ -51,6 +52,7 @@ def new_figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (6
     for ax in fig.axes:
         ax.grid(True, which="major", alpha=0.3)
         ax.set_prop_cycle(color=COLORS)
+        ax.tick_params(labelsize=RC["xtick.labelsize"])  # ticks are made at draw time, outside the style
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
     return fig, axes
@@ -99,8 +101,8 @@ def log2_axis(axis, hi: float, *, max_ticks: int = 8) -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 
 
-def figure_to_png(fig: Figure, dpi: int = 90) -> bytes:
-    """Render a figure to PNG bytes (Agg), e.g. for a widget or a static fallback."""
+def figure_to_png(fig: Figure, dpi: int = DPI) -> bytes:
+    """Render a figure to PNG bytes (Agg) at the course's 2x density, e.g. for a widget or a fallback."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     _check_figure(fig)
@@ -127,7 +129,9 @@ class _FigureDisplay:
         self.fig, self.dpi = fig, dpi
 
     def _repr_mimebundle_(self, include=None, exclude=None):
-        return {"image/png": figure_to_png(self.fig, self.dpi), "text/plain": self._text()}
+        png = figure_to_png(self.fig, self.dpi)
+        data = {"image/png": png, "text/plain": self._text()}
+        return data, {"image/png": {"width": display_width(png, self.dpi)}}
 
     def _text(self) -> str:
         titles = [ax.get_title() for ax in self.fig.axes if ax.get_title()]
@@ -138,11 +142,13 @@ class _FigureDisplay:
         return self._text()
 
 
-def show(fig: Figure, dpi: int = 90) -> _FigureDisplay:
+def show(fig: Figure, dpi: int = DPI) -> _FigureDisplay:
     """Make a figure display in a notebook as a PNG (put it last in a cell).
 
     Works without ``pyplot`` or an inline backend, so figures render the same under
-    JupyterLab, nbconvert, nbval and slides.
+    JupyterLab, nbconvert, nbval and slides. The PNG is rendered at ``dpi`` (2x the
+    display density by default) and shown at its display size, so it is crisp on a
+    HiDPI screen and its text is the size the style sets.
     """
     _check_figure(fig)
     return _FigureDisplay(fig, check_positive(dpi, "dpi"))

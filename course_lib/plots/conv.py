@@ -15,7 +15,7 @@ import numpy as np
 from .._validate import as_real, check_int, check_sequence, check_type
 from ..dataflow import DataflowGraph
 from ..im2col import gemm_sizes, im2col
-from . import COLORS, new_figure
+from . import COLORS, new_figure, styled
 
 __all__ = [
     "dataflow_figure",
@@ -33,6 +33,7 @@ _KIND_COLOR = {
 }
 
 
+@styled
 def dataflow_figure(graph: DataflowGraph, *, show_dims: bool = True):
     """Draw a training step's graph: columns = levels, rows = forward / backward / update.
 
@@ -118,6 +119,7 @@ def _filter_grid(ax, shape, label, gap):
     ax.set_title(f"Filters: {c_out} output channels × {c_in} kernels of {kh}×{kw}", fontsize=9)
 
 
+@styled
 def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2):
     """The chapter's im2col figure (图6-1-7) with index labels, computed by :func:`im2col`.
 
@@ -210,6 +212,7 @@ def _number(v: float) -> str:
     return f"{v:.0f}" if v.is_integer() else f"{v:.2g}"
 
 
+@styled
 def im2col_numbers_figure(x, weight, reference=None):
     """The chapter's im2col figure (图6-1-7) with numbers, and the product checked.
 
@@ -334,6 +337,7 @@ def _fmt_bytes(b: float) -> str:
     return f"{b:.0f} B"
 
 
+@styled
 def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride: int = 1,
                       c_in: int = 64, c_out: int = 64, padding: int | None = None):
     """GEMM sizes M, K, N of a convolution and the memory of the im2col matrix.
@@ -373,6 +377,7 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
 
 
 # ------------------------------------------------------------------ timings
+@styled
 def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = "run time"):
     """Horizontal bars of measured times (log scale), each annotated with its time and
     its speedup over the slowest."""

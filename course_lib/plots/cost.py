@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import comm, cost
 from .._validate import as_real, check_count, check_positive, check_real, check_sequence, check_type
-from . import COLORS, log2_axis, new_figure
+from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = [
     "calculator_figure",
@@ -38,6 +38,7 @@ _REFERENCE_TIMES = (
 
 
 # ------------------------------------------------------------------ the three levers
+@styled
 def levers_figure():
     r"""A picture of :math:`T = D \cdot C / (r \cdot N \cdot \eta)` and its three levers.
 
@@ -89,6 +90,7 @@ def _time_axis(ax, seconds: np.ndarray) -> None:
                     fontsize=8, color="0.4")
 
 
+@styled
 def calculator_figure(
     samples: float,
     flops_per_sample: float,
@@ -161,6 +163,7 @@ def calculator_figure(
     return fig
 
 
+@styled
 def cnn_calculator_figure(
     model: str,
     images_million: float,
@@ -199,6 +202,7 @@ def cnn_calculator_figure(
     )
 
 
+@styled
 def transformer_calculator_figure(
     params_million: float,
     tokens_million: float,
@@ -231,6 +235,7 @@ def transformer_calculator_figure(
     )
 
 
+@styled
 def time_ladder_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = ""):
     """Horizontal bars of training times on a log axis, each labelled in human units.
 
@@ -269,6 +274,7 @@ def time_ladder_figure(labels: Sequence[str], seconds: Sequence[float], *, title
 
 
 # ------------------------------------------------------------------ communication
+@styled
 def comm_efficiency_figure(
     compute_ms: float,
     gradient_mb: float,
@@ -355,6 +361,7 @@ def comm_efficiency_figure(
 
 
 # ------------------------------------------------------------------ large batch
+@styled
 def large_batch_figure(runs: Sequence):
     """Training loss and test accuracy against epochs (top) and against steps (bottom).
 

@@ -18,11 +18,12 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._validate import as_real, check_type
-from . import COLORS, log2_axis, new_figure
+from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = ["critical_batch_figure"]
 
 
+@styled
 def critical_batch_figure(batch_sizes, steps, fit, *, times: Mapping | None = None):
     r"""Steps to the target against the batch size, with the fitted model; time on N devices.
 

@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import memory
 from .._validate import check_count, check_int, check_positive
-from . import COLORS, new_figure
+from . import COLORS, new_figure, styled
 
 __all__ = ["zero_memory_figure"]
 
@@ -21,6 +21,7 @@ def _gb(gb: float) -> str:
     return f"{gb / 1e3:.3g} TB" if gb >= 1e3 else f"{gb:.3g} GB"
 
 
+@styled
 def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, device_id: str, *,
                        hardware: Sequence, activations_gb: float = 0.0, **byte_sizes: float):
     """Calculator: memory per device of every ZeRO stage, against one device's memory.

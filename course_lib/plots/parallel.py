@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import comm, scaling
 from .._validate import as_real, check_int, check_positive, check_real, check_type
-from . import COLORS, log2_axis, new_figure
+from . import COLORS, log2_axis, new_figure, styled
 from .scaling import measured_speedup_figure
 
 __all__ = [
@@ -48,6 +48,7 @@ def _arrow(ax, start, end, color="0.35"):
                 arrowprops=dict(arrowstyle="-|>", color=color, lw=1.0, shrinkA=0, shrinkB=0))
 
 
+@styled
 def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     """One data-parallel step with ``workers`` workers and a global batch of ``batch_size``.
 
@@ -130,6 +131,7 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
 
 
 # ------------------------------------------------------------------ breakdown
+@styled
 def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time per step",
                           reference: str | None = None, skip: int = 1):
     """Horizontal stacked bars: median compute, communication and waiting per step.
@@ -195,6 +197,7 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
 
 
 # -------------------------------------------------------------- strong / weak
+@styled
 def strong_weak_figure(n: Sequence[float], strong_speedup: Sequence[float], weak_speedup: Sequence[float],
                        *, p_amdahl: float, p_gustafson: float, n_max: float | None = None):
     """Measured strong scaling (fixed global batch) against Amdahl's law and measured
@@ -245,6 +248,7 @@ def strong_weak_figure(n: Sequence[float], strong_speedup: Sequence[float], weak
 
 
 # ------------------------------------------------------------ alpha-beta model
+@styled
 def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: float,
                           gradient_mb: float, latency_us: float = 10.0, n_max: int = 1024):
     r"""Where communication dominates: the alpha-beta model from 1 to ``n_max`` devices.

@@ -8,7 +8,7 @@ import numpy as np
 
 from .._validate import as_real, check_int, check_positive, check_range, check_sequence, check_type
 from ..parallel import hybrid, pipeline_schedule
-from . import COLORS, log2_axis, new_figure
+from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = [
     "gantt_figure",
@@ -62,6 +62,7 @@ def _draw_gantt(ax, timeline, scale: float, labels: bool) -> None:
     ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
+@styled
 def gantt_figure(timeline, *, step: int | None = None, title: str | None = None, labels: bool = True):
     """Gantt chart (甘特图) of a pipeline timeline, measured or simulated.
 
@@ -103,6 +104,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     return fig
 
 
+@styled
 def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
                     backward_ratio: float = 2.0, max_micro: int = 64):
     """Simulated pipeline with equal stages: Gantt chart and bubble against ``M``.
@@ -153,6 +155,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     return fig
 
 
+@styled
 def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured: Sequence[float],
                   *, simulated: Sequence[float] | None = None, max_micro: int = 32):
     """Measured bubble shares against the formula ``(N_p-1)/(M+N_p-1)``.
@@ -265,6 +268,7 @@ def _bars(ax_t, ax_m, configs, memory: float | None, best) -> None:
     _tensor_groups((ax_t, ax_m), configs)
 
 
+@styled
 def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
     """Step time (stacked: compute, bubble, hand-over, all-reduce) and memory per device
     of every ``N_d x N_p`` configuration of one device count.
@@ -290,6 +294,7 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
     return fig
 
 
+@styled
 def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     """Best configuration as the device count grows: step time and the chosen ``N_d``, ``N_p``.
 
@@ -332,6 +337,7 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     return fig
 
 
+@styled
 def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_counts: Sequence[int],
                            memory: float, **estimate_kw):
     """Live-figure view: the configurations at ``devices`` and the best one as N grows.

@@ -11,13 +11,14 @@ from collections.abc import Mapping, Sequence
 
 from .._validate import check_real, check_sequence, check_type
 from ..roofline import Op, Roofline
-from . import COLORS, new_figure
+from . import COLORS, new_figure, styled
 
 __all__ = ["roofline_figure"]
 
 _MEMORY, _COMPUTE, _MEASURED = COLORS[1], COLORS[2], COLORS[3]
 
 
+@styled
 def roofline_figure(roofline: Roofline, ops: Sequence[Op] = (), *,
                     measured: Mapping[str, tuple[float, float]] | None = None, title: str = ""):
     r"""The roofline on log-log axes with operators and measured rates placed on it.

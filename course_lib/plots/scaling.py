@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import scaling
 from .._validate import as_real, check_count, check_range, check_real
-from . import COLORS, log2_axis, new_figure
+from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = ["amdahl_figure", "laws_figure", "measured_speedup_figure"]
 
@@ -15,6 +15,7 @@ def _device_axis(n_max: float) -> np.ndarray:
     return np.unique(np.round(np.geomspace(1, n_max, 200)))
 
 
+@styled
 def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     """Speedup and efficiency against device count under Amdahl's law.
 
@@ -77,6 +78,7 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     return fig
 
 
+@styled
 def laws_figure(p: float, n: int, *, n_max: int = 1024):
     """Amdahl (fixed problem) and Gustafson (growing problem) side by side.
 
@@ -103,6 +105,7 @@ def laws_figure(p: float, n: int, *, n_max: int = 1024):
     return fig
 
 
+@styled
 def measured_speedup_figure(
     n,
     speedup,

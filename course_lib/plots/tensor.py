@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._validate import as_real, check_int, check_type
-from . import COLORS, new_figure
+from . import COLORS, new_figure, styled
 from .parallel import _arrow, _box
 
 __all__ = ["scheme_bytes_figure", "tensor_split_diagram"]
@@ -34,6 +34,7 @@ def _blocks(ax, x, y, w, h, cuts, axis: str, label: str, *, alpha=0.5):
     ax.text(x + w / 2, y - 0.035, label, ha="center", va="top", fontsize=8)
 
 
+@styled
 def tensor_split_diagram(workers: int = 2, hidden: int = 8):
     """One pair of linear layers ``Y = relu(X A) B`` split over ``workers`` (Megatron-style).
 
@@ -93,6 +94,7 @@ def tensor_split_diagram(workers: int = 2, hidden: int = 8):
     return fig
 
 
+@styled
 def scheme_bytes_figure(batch_sizes: Sequence[int], formula: Mapping[str, Sequence[float]],
                         measured: Mapping[str, tuple[int, float]] | None = None, *,
                         title: str = "bytes moved per training step"):

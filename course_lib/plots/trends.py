@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._validate import as_real, check_real, check_sequence, check_type
-from . import COLORS, new_figure
+from . import COLORS, new_figure, styled
 
 __all__ = [
     "accuracy_compute_figure",
@@ -51,6 +51,7 @@ def _instructions(ax, x, y, w, h, labels, color):
         _box(ax, x + i * tile + 0.004, y, tile - 0.008, h, lab, color, fontsize=7, alpha=0.10)
 
 
+@styled
 def execution_model_figure(n_cores: int = 4, *, n_instructions: int = 8):
     """The serial (left) and the parallel (right) execution model.
 
@@ -137,6 +138,7 @@ _TREND_STYLE = {
 }
 
 
+@styled
 def cpu_trends_figure(trends: Mapping, *, turn_year: float = 2005.0, attribution: str = ""):
     """Microprocessor trends on a log scale, with the multicore turn marked.
 
@@ -209,6 +211,7 @@ def _check_models(models) -> list:
     return check_sequence(models, "models", DnnModel, "a DnnModel (a row of load_dnn_models())")
 
 
+@styled
 def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
                             flops: bool = False):
     """Top-5 accuracy against compute per forward pass; bubble area = parameters.
@@ -333,6 +336,7 @@ def _label_points(ax, x, y, labels, radii, *, avoid=(), fontsize=7.0, pad=2.0, m
 
 
 # ------------------------------------------------------------ BERT estimates
+@styled
 def bert_estimates_figure(labels: Sequence[str], seconds: Sequence[float],
                           record_labels: Sequence[str] = (), record_seconds: Sequence[float] = (),
                           *, texts: Sequence[str] = ()):
