@@ -6,7 +6,8 @@
   redrawn by the kernel whenever a slider moves;
 * an ``image/png`` of the initial state, which every viewer without a widget
   manager shows instead (GitHub, nbviewer, nbconvert, slides without widget state,
-  a notebook opened unexecuted after a save from JupyterLab);
+  a notebook opened unexecuted after a save from JupyterLab); where the figure's point
+  is a change, the PNG shows the initial state and 1-2 further ``states`` together;
 * a short ``text/plain`` naming the figure and its slider values (what nbval sees).
 
 JupyterLab picks the richest type it can render, so it shows the live widget and no
@@ -22,8 +23,10 @@ from typing import Any
 
 from ._validate import check_positive, check_sequence, check_type
 from .plots import figure_to_png
+from .plots.style import DPI, display_width
 
-__all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "glossary_table", "link_sliders", "live_figure"]
+__all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "fraction_steps", "glossary_table", "link_sliders",
+           "live_figure", "stack_pngs"]
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -39,16 +42,24 @@ class Slider:
     label : str
         Short label shown beside the slider (e.g. ``"p"``).
     min, max, step, value : float
-        Range, step and initial value. For ``kind="log2"`` they are exponents of 2
-        except ``value``, which is the actual initial value (a power of two).
+        Range, step and initial value. For ``kind="log2"`` and ``kind="log"`` they are
+        exponents (of 2 and of 10) except ``value``, which is the actual initial value.
+        For ``kind="fraction"`` ``step`` is the step below 0.9 (see :func:`fraction_steps`).
     unit : str
         Unit shown after the label, e.g. ``"devices"``; empty for pure numbers.
     help : str
         One sentence shown as the slider's tooltip.
-    kind : {"float", "int", "log2"}
-        A float slider, an integer slider, or integer powers of two (1, 2, 4, ...).
+    kind : {"float", "int", "log2", "log", "fraction"}
+        A float slider; an integer slider; powers of two (integers 1, 2, 4, ... when
+        ``step`` is a whole number, else any positive number on a base-2 scale); any
+        positive number on a base-10 scale (a bandwidth from 1 to 400 Gbit/s); or a
+        fraction whose steps get finer towards 1 (0.9, 0.95, 0.99, 0.995, 0.999, ...).
     readout_format : str
-        Format of the value shown beside the slider (``".2f"`` by default for floats).
+        Format of the value shown beside the slider; by default ``".2f"`` for floats,
+        ``".3g"`` on a log scale.
+    follows : (str, callable) or None
+        ``(name, rule)``: when the control ``name`` changes, this slider moves to
+        ``rule(new value)`` (e.g. a device's sustained fraction when the device changes).
     """
 
     name: str
@@ -60,18 +71,38 @@ class Slider:
     unit: str = ""
     help: str = ""
     kind: str = "float"
-    readout_format: str = ".2f"
+    readout_format: str | None = None
+    follows: tuple[str, Callable[[Any], float]] | None = None
 
     def __post_init__(self):
-        if self.kind not in ("float", "int", "log2"):
-            raise ValueError(f"kind must be 'float', 'int' or 'log2', got {self.kind!r}")
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}, got {self.kind!r}")
         if not self.min < self.max:
             raise ValueError(f"slider {self.name!r}: min must be < max, got {self.min}, {self.max}")
-        lo, hi = (2.0**self.min, 2.0**self.max) if self.kind == "log2" else (self.min, self.max)
+        lo, hi = self.bounds
         if not lo <= self.value <= hi:
             raise ValueError(
                 f"slider {self.name!r}: value must be in [{lo:g}, {hi:g}], got {self.value}"
             )
+        if self.kind == "fraction" and not 0 <= self.min < self.max <= 1:
+            raise ValueError(f"slider {self.name!r}: a fraction needs 0 <= min < max <= 1, "
+                             f"got {self.min}, {self.max}")
+        if self.follows is not None and not (
+                isinstance(self.follows, tuple) and len(self.follows) == 2
+                and isinstance(self.follows[0], str) and callable(self.follows[1])):
+            raise TypeError(f"slider {self.name!r}: follows must be (control name, callable), "
+                            f"got {self.follows!r}")
+
+    @property
+    def bounds(self) -> tuple[float, float]:
+        """Smallest and largest value the slider can take."""
+        base = {"log2": 2.0, "log": 10.0}.get(self.kind)
+        return (base**self.min, base**self.max) if base else (self.min, self.max)
+
+    @property
+    def integer(self) -> bool:
+        """Whether the plot function receives an ``int``."""
+        return self.kind == "int" or (self.kind == "log2" and float(self.step).is_integer())
 
     @property
     def description(self) -> str:
@@ -93,21 +124,50 @@ class Slider:
             return w.IntSlider(
                 min=int(self.min), max=int(self.max), step=int(self.step), value=int(self.value), **common
             )
-        if self.kind == "log2":
+        if self.kind in ("log2", "log"):
+            default = ".0f" if self.integer else ".3g"
             return w.FloatLogSlider(
-                base=2, min=self.min, max=self.max, step=self.step, value=self.value,
-                readout_format=".0f", **common,
+                base=2 if self.kind == "log2" else 10, min=self.min, max=self.max, step=self.step,
+                value=self.value, readout_format=self.readout_format or default, **common,
             )
+        if self.kind == "fraction":
+            steps = fraction_steps(self.min, self.max, self.step)
+            value = min(steps, key=lambda v: abs(v - self.value))
+            return w.SelectionSlider(options=[(f"{v:g}", v) for v in steps], value=value, **common)
         return w.FloatSlider(
             min=self.min, max=self.max, step=self.step, value=self.value,
-            readout_format=self.readout_format, **common,
+            readout_format=self.readout_format or ".2f", **common,
         )
 
     def convert(self, raw: Any):
-        """Slider value as passed to the plot function (int for int/log2 sliders)."""
-        if self.kind in ("int", "log2"):
+        """Slider value as passed to the plot function (int for int and whole-step log2 sliders)."""
+        if self.integer:
             return int(round(raw))
         return float(raw)
+
+
+#: The kinds of :class:`Slider`.
+KINDS = ("float", "int", "log2", "log", "fraction")
+
+
+def fraction_steps(lo: float = 0.0, hi: float = 1.0, step: float = 0.05) -> list[float]:
+    """Values of a fraction slider: ``step`` apart up to 0.9, then 0.01 apart, then 0.995, 0.998, 0.999.
+
+    Amdahl's law changes fastest near p = 1, where a linear slider in steps of 0.01
+    cannot reach 0.995 or 0.999; these steps get finer towards 1.
+
+    Examples
+    --------
+    >>> fraction_steps(0.8, 1.0, 0.05)[:5], fraction_steps(0.8, 1.0, 0.05)[-5:]
+    ([0.8, 0.85, 0.9, 0.91, 0.92], [0.99, 0.995, 0.998, 0.999, 1.0])
+    """
+    lo, hi, step = float(lo), float(hi), check_positive(step, "step")
+    if not 0 <= lo < hi <= 1:
+        raise ValueError(f"need 0 <= lo < hi <= 1, got lo={lo}, hi={hi}")
+    coarse = [round(k * step, 10) for k in range(int(0.9 / step + 1e-9) + 1)]
+    grid = sorted({*coarse, *(round(0.9 + k / 100, 10) for k in range(10)), 0.995, 0.998, 0.999, 1.0})
+    inside = [v for v in grid if lo - 1e-12 <= v <= hi + 1e-12]
+    return sorted({lo, *inside, hi})
 
 
 @dataclass(frozen=True)
@@ -177,7 +237,8 @@ class LiveFigure:
         plot: Callable[..., Any],
         sliders: Sequence[Slider | Choice],
         fixed: dict[str, Any] | None = None,
-        dpi: int = 80,
+        dpi: int = DPI,
+        states: Sequence[dict[str, Any]] = (),
     ):
         import ipywidgets as w
 
@@ -190,13 +251,20 @@ class LiveFigure:
         names = [s.name for s in sliders]
         if len(set(names)) != len(names):
             raise ValueError(f"slider names must be unique, got {names}")
+        for s in sliders:
+            if isinstance(s, Slider) and s.follows is not None and s.follows[0] not in names:
+                raise ValueError(f"slider {s.name!r} follows {s.follows[0]!r}, which is not a control here")
         self.plot, self.sliders, self.fixed, self.dpi = plot, tuple(sliders), dict(fixed or {}), dpi
+        self.states = _check_states(states, self.sliders)
         self.controls = {s.name: s.make_widget() for s in self.sliders}
-        # Shown at its own size (not stretched to the box width, which blurs it).
+        # Shown at its display size (half its pixels: 2x density), never stretched.
         self.image = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
+        self._quiet = False
         self.initial_png = self._render()
         self.image.value = self.initial_png
+        self.image.width = str(display_width(self.initial_png, dpi))
+        self.fallback_png = self._fallback() if self.states else self.initial_png
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.widget = w.VBox([*self.controls.values(), self.message, self.image])
@@ -206,8 +274,8 @@ class LiveFigure:
         """Current slider values, converted as the plot function receives them."""
         return {s.name: s.convert(self.controls[s.name].value) for s in self.sliders}
 
-    def _render(self) -> bytes:
-        fig = self.plot(**self.fixed, **self.values())
+    def _render(self, values: dict[str, Any] | None = None) -> bytes:
+        fig = self.plot(**self.fixed, **(self.values() if values is None else values))
         # The layout engine costs about a third of a redraw. Lay the figure out once (the
         # initial state) and reuse the axes positions while the figure keeps the same axes.
         layout = getattr(self, "_layout", None)
@@ -231,12 +299,44 @@ class LiveFigure:
             self._layout = [ax.get_position() for ax in fig.axes]
         return png
 
-    def _on_change(self, _change=None) -> None:
+    def _fallback(self) -> bytes:
+        """The initial state and each of ``states``, one under the other, each captioned."""
+        initial = self.values()
+        frames = [(self._caption(initial, "as first shown"), self.initial_png)]
+        for state in self.states:
+            values = {**initial, **state}
+            frames.append((self._caption(values, "moved"), self._render(values)))
+        self._render(initial)  # leave the canvas and layout as the live figure uses them
+        return stack_pngs(frames, self.dpi)
+
+    def _caption(self, values: dict[str, Any], what: str) -> str:
+        labels = {s.name: s.label for s in self.sliders}
+        moved = {k for state in self.states for k in state}
+        return f"{what}: " + ", ".join(f"{labels[k]} = {_fmt(v)}" for k, v in values.items() if k in moved)
+
+    def _on_change(self, change=None) -> None:
+        if self._quiet:
+            return
         try:
+            self._move_followers(change)
             self.image.value = self._render()
             self.message.value = ""
         except (ValueError, TypeError) as exc:  # show bad combinations, keep the last figure
             self.message.value = f"<span style='color:#b00'>{exc}</span>"
+
+    def _move_followers(self, change) -> None:
+        """Move the sliders that follow the control that changed (one redraw for both)."""
+        if change is None:
+            return
+        moved = next((n for n, c in self.controls.items() if c is change["owner"]), None)
+        self._quiet = True
+        try:
+            for s in self.sliders:
+                if isinstance(s, Slider) and s.follows is not None and s.follows[0] == moved:
+                    lo, hi = s.bounds
+                    self.controls[s.name].value = min(max(float(s.follows[1](change["new"])), lo), hi)
+        finally:
+            self._quiet = False
 
     def _describe(self) -> str:
         vals = ", ".join(f"{k}={_fmt(v)}" for k, v in self.values().items())
@@ -246,18 +346,77 @@ class LiveFigure:
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         if isinstance(bundle, tuple):  # pragma: no cover - (data, metadata) form
             bundle = bundle[0]
-        bundle["image/png"] = self.initial_png
+        bundle["image/png"] = self.fallback_png
         bundle["text/plain"] = self._describe()
-        return bundle
+        return bundle, {"image/png": {"width": display_width(self.fallback_png, self.dpi)}}
 
     def __repr__(self) -> str:
         return self._describe()
 
 
+def _check_states(states, sliders) -> tuple[dict[str, Any], ...]:
+    states = check_sequence(states, "states", dict, "a dict of slider values")
+    if len(states) > 2:
+        raise ValueError(f"states: show at most 2 states beside the initial one, got {len(states)}")
+    names = {s.name for s in sliders}
+    for state in states:
+        unknown = set(state) - names
+        if unknown or not state:
+            raise ValueError(f"states: each state sets some of the sliders {sorted(names)}, got {state}")
+    return tuple(dict(st) for st in states)
+
+
+def stack_pngs(frames: Sequence[tuple[str, bytes]], dpi: float = DPI) -> bytes:
+    """One PNG of several figures, one under the other, each under a caption.
+
+    Parameters
+    ----------
+    frames : sequence of (caption, png bytes)
+        The figures, rendered at ``dpi``, in display order.
+    dpi : float
+        Resolution they were rendered at (the captions are drawn at the same).
+
+    Examples
+    --------
+    >>> from course_lib.plots import figure_to_png
+    >>> from course_lib.plots.scaling import laws_figure
+    >>> one, two = figure_to_png(laws_figure(0.9, 16)), figure_to_png(laws_figure(0.99, 16))
+    >>> display_width(stack_pngs([("p = 0.9", one), ("p = 0.99", two)])) == display_width(one)
+    True
+    """
+    import io
+
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.image import imread, imsave
+
+    from .plots.style import COLORS, RC
+
+    frames = check_sequence(frames, "frames", tuple, "a (caption, png bytes) pair")
+    images = [imread(io.BytesIO(png), format="png") for _, png in frames]
+    width = max(im.shape[1] for im in images)
+    rows = []
+    for (caption, _), im in zip(frames, images):
+        band = Figure(figsize=(width / dpi, 0.36), dpi=dpi)
+        band.text(0.01, 0.5, caption, va="center", fontsize=RC["axes.titlesize"], color=COLORS[0],
+                  fontweight="bold")
+        canvas = FigureCanvasAgg(band)
+        canvas.draw()
+        rows.append(np.asarray(canvas.buffer_rgba(), dtype=np.float32)[:, :width] / 255.0)
+        pad = np.ones((im.shape[0], width, 4), dtype=np.float32)
+        pad[:, : im.shape[1], : im.shape[2]] = im[..., :4] if im.shape[2] == 4 else im
+        rows.append(pad)
+    buf = io.BytesIO()
+    imsave(buf, np.concatenate(rows, axis=0), format="png", dpi=dpi)
+    return buf.getvalue()
+
+
 def live_figure(
     plot: Callable[..., Any],
     sliders: Sequence[Slider | Choice],
-    dpi: int = 80,
+    dpi: int = DPI,
+    states: Sequence[dict[str, Any]] = (),
     **fixed: Any,
 ) -> LiveFigure:
     """Wire ``sliders`` to ``plot`` and return a displayable live figure.
@@ -270,7 +429,11 @@ def live_figure(
     sliders : sequence of Slider or Choice
         The controls, in display order (a :class:`Choice` gives a drop-down).
     dpi : int
-        Resolution of the rendered PNG (lower is faster to redraw).
+        Resolution of the rendered PNG (2x the display density by default).
+    states : sequence of dict
+        Up to two further slider settings (``{"n": 256}``) that the static fallback
+        shows under the initial state, for readers without a kernel (GitHub, nbviewer,
+        slides), where the figure's point is what changes when a slider moves.
     **fixed
         Further keyword arguments passed unchanged to ``plot``.
 
@@ -282,7 +445,7 @@ def live_figure(
     >>> fig.values()
     {'p': 0.9, 'n': 16}
     """
-    return LiveFigure(plot, sliders, fixed, dpi)
+    return LiveFigure(plot, sliders, fixed, dpi, states)
 
 
 def _remove_layout_engine(fig) -> None:

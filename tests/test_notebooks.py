@@ -258,3 +258,29 @@ def test_code_cells_fit_on_a_slide(path):
     long = [(i, len(_source(c).rstrip("\n").split("\n"))) for i, c in enumerate(_load(path)["cells"])
             if c["cell_type"] == "code" and len(_source(c).rstrip("\n").split("\n")) > 15]
     assert not long, f"{path.name}: (cell, lines) over 15 lines: {long}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_stored_figures_are_2x_and_shown_at_display_size(path):
+    """Every stored PNG is rendered at the course's 2x density and shown at half its pixels.
+
+    At least 1,000 pixels wide (crisp on a HiDPI screen and a projector), shown between
+    500 and 960 CSS pixels wide (a notebook column or a slide never shrinks it, so its
+    text stays at the 10 pt the style module sets).
+    """
+    import base64
+    import struct
+
+    from course_lib.plots.style import DENSITY, DISPLAY_DPI, MAX_WIDTH_IN, MIN_WIDTH_IN
+
+    for i, cell in enumerate(_load(path)["cells"]):
+        for out in cell.get("outputs", []):
+            png = out.get("data", {}).get("image/png")
+            if png is None:
+                continue
+            raw = base64.b64decode(png)
+            width = struct.unpack(">I", raw[16:20])[0]
+            shown = out.get("metadata", {}).get("image/png", {}).get("width")
+            assert width >= MIN_WIDTH_IN * DISPLAY_DPI * DENSITY, f"cell {i}: figure {width} px wide"
+            assert shown == round(width / DENSITY), f"cell {i}: {width} px figure shown at {shown} px"
+            assert shown <= MAX_WIDTH_IN * DISPLAY_DPI, f"cell {i}: shown {shown} px wide"

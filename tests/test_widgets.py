@@ -17,7 +17,7 @@ def _sliders():
 
 def test_bundle_has_widget_view_png_and_text():
     fig = live_figure(laws_figure, _sliders())
-    bundle = fig._repr_mimebundle_()
+    bundle, _metadata = fig._repr_mimebundle_()
     assert bundle["image/png"].startswith(PNG_MAGIC)
     assert bundle[WIDGET_VIEW_MIME]["model_id"] == fig.widget.model_id
     assert bundle["text/plain"] == "<live figure: laws_figure(p=0.9, n=16)>"
@@ -144,3 +144,88 @@ def test_glossary_search_filters_live_and_shows_the_whole_table_statically():
     assert g.table.value.count("<tr><td>") == expected
     with pytest.raises(TypeError, match="entries"):
         GlossarySearch([1, 2])
+
+
+# ------------------------------------------------------------------ issue 16: scales, HiDPI, fallback states
+def test_png_is_rendered_at_2x_and_shown_at_display_size():
+    import struct
+
+    fig = live_figure(laws_figure, _sliders())
+    width = struct.unpack(">I", fig.initial_png[16:20])[0]
+    bundle, metadata = fig._repr_mimebundle_()
+    assert width >= 1000
+    assert fig.image.width == str(width // 2)
+    assert metadata == {"image/png": {"width": width // 2}}
+
+
+def test_fraction_slider_reaches_the_region_near_one():
+    from course_lib.widgets import fraction_steps
+
+    steps = fraction_steps(0.0, 1.0, 0.05)
+    assert {0.995, 0.998, 0.999, 1.0} <= set(steps) and 0.5 in steps
+    gaps = [b - a for a, b in zip(steps, steps[1:])]
+    assert all(g > 0 for g in gaps) and gaps[-1] < gaps[0]  # finer towards 1
+    fig = live_figure(laws_figure, [Slider("p", "p", 0, 1, 0.05, 0.95, kind="fraction"),
+                                    Slider("n", "N", 0, 10, 1, 16, kind="log2")])
+    fig.controls["p"].value = 0.999
+    assert fig.values()["p"] == 0.999 and isinstance(fig.values()["p"], float)
+    with pytest.raises(ValueError, match="0 <= min < max <= 1"):
+        Slider("p", "p", 0, 2, 0.05, 0.5, kind="fraction")
+
+
+def test_log_sliders_give_floats_unless_whole_powers_of_two():
+    link = Slider("bandwidth", "link", 0, 2.6, 0.01, 25, kind="log", unit="Gbit/s")
+    assert link.bounds == (1.0, 10**2.6) and not link.integer
+    assert link.convert(link.make_widget().value) == 25.0
+    assert link.make_widget().readout_format == ".3g"
+    beta = Slider("beta", "β", 0, 10, 0.01, 12.5, kind="log2")
+    assert beta.convert(12.5) == 12.5  # fractional steps: not rounded to 12
+    assert Slider("n", "N", 0, 10, 1, 16, kind="log2").convert(16.0000001) == 16
+
+
+def test_a_following_slider_moves_with_its_control_in_one_redraw():
+    from course_lib.widgets import Choice
+
+    renders = []
+
+    def plot(device, u):
+        renders.append((device, u))
+        return laws_figure(u, 4)
+
+    rule = {"slow": 0.3, "fast": 0.6}
+    fig = live_figure(plot, [Choice("device", "device", ["slow", "fast"], "slow"),
+                             Slider("u", "utilisation", 0.01, 1, 0.01, 0.3, follows=("device", rule.get))])
+    fig.controls["u"].value = 0.8
+    renders.clear()
+    fig.controls["device"].value = "fast"
+    assert fig.values() == {"device": "fast", "u": 0.6}  # reset to the new device's value
+    assert renders == [("fast", 0.6)]  # one redraw, with both values
+    with pytest.raises(ValueError, match="follows 'gpu'"):
+        live_figure(plot, [Slider("u", "u", 0, 1, 0.1, 0.5, follows=("gpu", rule.get))])
+    with pytest.raises(TypeError, match="follows must be"):
+        Slider("u", "u", 0, 1, 0.1, 0.5, follows="device")
+
+
+def test_fallback_shows_the_states_under_the_initial_one_and_the_widget_starts_at_the_initial():
+    import io
+
+    from matplotlib.image import imread
+
+    plain = live_figure(laws_figure, _sliders())
+    fig = live_figure(laws_figure, _sliders(), states=[{"n": 256}, {"p": 0.99, "n": 256}])
+    assert fig.initial_png == plain.initial_png == fig.image.value  # byte-identical initial state
+    one = imread(io.BytesIO(fig.initial_png))
+    stacked = imread(io.BytesIO(fig._repr_mimebundle_()[0]["image/png"]))
+    assert stacked.shape[1] == one.shape[1] and stacked.shape[0] > 3 * one.shape[0]
+    # the first figure in the stack, under its caption band, is the initial state pixel for pixel
+    band = stacked.shape[0] - 3 * one.shape[0]
+    assert band % 3 == 0
+    first = stacked[band // 3: band // 3 + one.shape[0], :, : one.shape[2]]
+    assert abs(first - one).max() < 1 / 255
+    assert fig._caption(fig.values(), "as first shown") == "as first shown: p = 0.9, N = 16"
+    fig.controls["n"].value = 64  # the live figure still works after drawing the states
+    assert fig.values() == {"p": 0.9, "n": 64}
+    with pytest.raises(ValueError, match="at most 2 states"):
+        live_figure(laws_figure, _sliders(), states=[{"n": 2}, {"n": 4}, {"n": 8}])
+    with pytest.raises(ValueError, match="each state sets some of the sliders"):
+        live_figure(laws_figure, _sliders(), states=[{"devices": 2}])
