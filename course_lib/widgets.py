@@ -261,7 +261,7 @@ class LiveFigure:
         self.image = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
         self._quiet = False
-        self.initial_png = self._render()
+        self.initial_png = self._render(stored=True)
         self.image.value = self.initial_png
         self.image.width = str(display_width(self.initial_png, dpi))
         self.fallback_png = self._fallback() if self.states else self.initial_png
@@ -274,7 +274,8 @@ class LiveFigure:
         """Current slider values, converted as the plot function receives them."""
         return {s.name: s.convert(self.controls[s.name].value) for s in self.sliders}
 
-    def _render(self, values: dict[str, Any] | None = None) -> bytes:
+    def _render(self, values: dict[str, Any] | None = None, *, stored: bool = False) -> bytes:
+        """The figure for the current (or given) values as PNG; ``stored`` ones compress harder."""
         fig = self.plot(**self.fixed, **(self.values() if values is None else values))
         # The layout engine costs about a third of a redraw. Lay the figure out once (the
         # initial state) and reuse the axes positions while the figure keeps the same axes.
@@ -294,7 +295,7 @@ class LiveFigure:
         else:
             canvas.figure = fig
             fig.set_canvas(canvas)
-        png = figure_to_png(fig, self.dpi)
+        png = figure_to_png(fig, self.dpi, compress_level=6 if stored else 1)
         if layout is None or len(fig.axes) != len(layout):
             self._layout = [ax.get_position() for ax in fig.axes]
         return png
@@ -305,7 +306,7 @@ class LiveFigure:
         frames = [(self._caption(initial, "as first shown"), self.initial_png)]
         for state in self.states:
             values = {**initial, **state}
-            frames.append((self._caption(values, "moved"), self._render(values)))
+            frames.append((self._caption(values, "moved"), self._render(values, stored=True)))
         self._render(initial)  # leave the canvas and layout as the live figure uses them
         return stack_pngs(frames, self.dpi)
 

@@ -101,16 +101,23 @@ def log2_axis(axis, hi: float, *, max_ticks: int = 8) -> None:
     axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
 
 
-def figure_to_png(fig: Figure, dpi: int = DPI) -> bytes:
-    """Render a figure to PNG bytes (Agg) at the course's 2x density, e.g. for a widget or a fallback."""
+def figure_to_png(fig: Figure, dpi: int = DPI, *, compress_level: int = 6) -> bytes:
+    """Render a figure to PNG bytes (Agg) at the course's 2x density, e.g. for a widget or a fallback.
+
+    ``compress_level`` is zlib's (0-9): 6 for figures stored in notebooks; a live
+    figure's redraws use 1, about 15 % faster to encode for a PNG about 15 % larger.
+    """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from .._validate import check_int
 
     _check_figure(fig)
     dpi = check_positive(dpi, "dpi")
+    compress_level = check_int(compress_level, "compress_level", 0, 9)
     if fig.canvas is None or not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi)
+    fig.savefig(buf, format="png", dpi=dpi, pil_kwargs={"compress_level": compress_level})
     return buf.getvalue()
 
 
