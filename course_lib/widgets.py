@@ -161,9 +161,12 @@ def fraction_steps(lo: float = 0.0, hi: float = 1.0, step: float = 0.05) -> list
     >>> fraction_steps(0.8, 1.0, 0.05)[:5], fraction_steps(0.8, 1.0, 0.05)[-5:]
     ([0.8, 0.85, 0.9, 0.91, 0.92], [0.99, 0.995, 0.998, 0.999, 1.0])
     """
-    lo, hi, step = float(lo), float(hi), check_positive(step, "step")
-    if not 0 <= lo < hi <= 1:
-        raise ValueError(f"need 0 <= lo < hi <= 1, got lo={lo}, hi={hi}")
+    from ._validate import check_real
+
+    lo, hi = check_real(lo, "lo", 0.0, 1.0), check_real(hi, "hi", 0.0, 1.0)
+    step = check_real(step, "step", 0.0, 0.9, low_open=True)
+    if not lo < hi:
+        raise ValueError(f"lo must be < hi, got lo={lo}, hi={hi}")
     coarse = [round(k * step, 10) for k in range(int(0.9 / step + 1e-9) + 1)]
     grid = sorted({*coarse, *(round(0.9 + k / 100, 10) for k in range(10)), 0.995, 0.998, 0.999, 1.0})
     inside = [v for v in grid if lo - 1e-12 <= v <= hi + 1e-12]

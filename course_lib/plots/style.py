@@ -132,8 +132,12 @@ def audit(fig: Figure) -> list[str]:
     figure is 4 in wide, narrower than 5 in (1,000 px at 200 dpi)
     text 'small' is 7 pt, smaller than 10 pt
     """
+    from matplotlib.figure import Figure
     from matplotlib.text import Text
 
+    from .._validate import check_type
+
+    check_type(fig, "fig", Figure, "a matplotlib Figure")
     problems = []
     width = fig.get_figwidth()
     if width < MIN_WIDTH_IN - 1e-9:
