@@ -248,17 +248,28 @@ def test_measure_scaling_speedups_follow_from_the_times():
 
 # ---------------------------------------------------------------- plots
 def test_plots_have_the_expected_artists():
+    from matplotlib.text import Annotation, Text
+
     from course_lib.plots.parallel import (
         comm_dominance_figure,
         data_parallel_diagram,
         step_breakdown_figure,
         strong_weak_figure,
     )
+    from course_lib.plots.style import MIN_FONT_PT
 
     fig = data_parallel_diagram(3, 10)
-    texts = [t.get_text() for t in fig.axes[0].texts]
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
     assert any("forward + backward on 4 samples" in t for t in texts)  # shard sizes 4, 3, 3
     assert sum("on 3 samples" in t for t in texts) == 2
+    # the all-reduce: one arrow into it and one out of it per worker, no crossing lines
+    assert not ax.lines and sum(t.startswith("all-reduce") for t in texts) == 1
+    thick = [a for a in ax.texts if isinstance(a, Annotation) and a.arrow_patch.get_linewidth() >= 2]
+    assert len(thick) == 2 * 3
+    assert all(a.xy[1] == pytest.approx(a.xyann[1]) for a in thick)  # horizontal: they cannot cross
+    assert all(t.get_fontsize() >= MIN_FONT_PT for t in fig.findobj(Text) if t.get_text())
+    assert fig.get_figwidth() <= 9.6
     with pytest.raises(ValueError, match="batch_size"):
         data_parallel_diagram(4, 3)
 
@@ -268,7 +279,7 @@ def test_plots_have_the_expected_artists():
     fig = step_breakdown_figure(runs)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["serial", "2 workers"]
-    assert {t.get_text() for t in ax.get_legend().get_texts()} >= {"compute", "communication", "waiting"}
+    assert {t.get_text() for t in fig.legends[0].get_texts()} >= {"compute", "communication", "waiting"}
     assert any("(×1.00)" in t.get_text() for t in ax.texts)
     with pytest.raises(ValueError, match="reference"):
         step_breakdown_figure(runs, reference="nope")
@@ -276,19 +287,48 @@ def test_plots_have_the_expected_artists():
         step_breakdown_figure({})
 
     fig = strong_weak_figure([1, 2], [1.0, 1.7], [1.0, 1.9], p_amdahl=0.8, p_gustafson=0.9, n_max=8)
-    assert "laws extended to 8" in fig.axes[0].get_title()
+    ax = fig.axes[0]
+    assert "laws extended to 8" in ax.get_title()
+    amdahl = next(line for line in ax.get_lines() if line.get_label().startswith("Amdahl"))
+    assert amdahl.get_xdata().max() == pytest.approx(8) and ax.get_xlim()[1] >= 8  # the laws reach N = 8
+    assert ax.get_legend() is None and fig.legends  # the key below the axes, off the curves
     with pytest.raises(ValueError, match="same length"):
         strong_weak_figure([1, 2], [1.0], [1.0, 1.9], p_amdahl=0.8, p_gustafson=0.9)
 
     fig = comm_dominance_figure(64, 25, compute_ms=50, gradient_mb=3.26)
     left, right = fig.axes[:2]
-    assert {"compute t_c / N", "ring all-reduce", "1 parameter server"} <= {
+    assert {"compute $t_c / N$", "ring all-reduce", "1 parameter server"} <= {
         line.get_label() for line in left.get_lines()}
     assert "N = 64" in right.get_title() and "%" in right.get_title()
     with pytest.raises(ValueError, match="devices"):
         comm_dominance_figure(2048, 25, compute_ms=50, gradient_mb=3.26)
     with pytest.raises(ValueError, match="bandwidth_gbit"):
         comm_dominance_figure(8, 0, compute_ms=50, gradient_mb=3.26)
+
+
+def test_comm_dominance_labels_sit_off_the_lines():
+    """The crossovers are marked points named in the title, the slider's N a named line: no text
+    on a curve."""
+    from course_lib import comm
+    from course_lib.plots import figure_to_png
+    from course_lib.plots.parallel import comm_dominance_figure
+
+    fig = comm_dominance_figure(4, 1, compute_ms=31.5, gradient_mb=0.34)
+    left, right = fig.axes
+    assert not left.texts and not right.texts
+    bw, m, lat = 1e9 / 8, 0.34e6, 10e-6
+    crosses = [comm.communication_crossover(31.5e-3, m, bw, lat, algorithm=a) for a in ("ring", "ps")]
+    assert f"N = {crosses[0]} (ring), N = {crosses[1]} (PS)" in left.get_title()
+    points = [line for line in left.get_lines() if line.get_marker() == "o"]
+    assert sorted(p.get_xdata()[0] for p in points) == sorted(crosses)
+    assert all(p.get_ydata()[0] == pytest.approx(31.5 / p.get_xdata()[0]) for p in points)  # on t_c / N
+    key = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "N = 4 (slider)" in key and "exchange = compute" in key
+    figure_to_png(fig)
+    renderer = fig.canvas.get_renderer()
+    box = fig.legends[0].get_window_extent(renderer)
+    assert all(box.y1 <= ax.get_window_extent(renderer).y0 for ax in fig.axes)  # below both panels
+    assert fig.get_figwidth() <= 9.6
 
 
 # ---------------------------------------------------------------- exercises

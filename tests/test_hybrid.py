@@ -167,3 +167,23 @@ def test_device_parameters_from_the_hardware_table():
     assert p["device_flops"] == pytest.approx(0.52 * 312e12)
     with pytest.raises(ValueError, match="device_id"):
         hybrid.device_parameters("tpuv3_chip")  # no link bandwidth in the table
+
+
+def test_estimates_are_cached_and_shared_across_batch_and_replicas():
+    model = MLP((64, 96, 96, 96, 10))
+    kw = dict(FAST, memory=1e9, schedule="gpipe")
+    first = hybrid.estimate_config(model, 512, 4, 2, **kw)
+    before = hybrid._estimate.cache_info()
+    again = hybrid.estimate_config(MLP((64, 96, 96, 96, 10)), 512, 4, 2, **kw)
+    assert again is first and hybrid._estimate.cache_info().hits == before.hits + 1
+    fresh = hybrid._estimate.__wrapped__(model, 512, 4, 2, 1e10, 1e9, 1e-5, 1e9, first.micro_batches,
+                                         "gpipe", 0, 1)
+    assert fresh == first  # the cache returns what the computation gives
+    # half the batch on half the replicas: the same micro-batches, so the same pipeline simulation
+    steps = hybrid._replica_step.cache_info()
+    half = hybrid.estimate_config(model, 256, 2, 2, **kw)
+    assert hybrid._replica_step.cache_info().hits == steps.hits + 1
+    assert (half.compute, half.bubble, half.p2p) == (first.compute, first.bubble, first.p2p)
+    assert half.allreduce < first.allreduce  # what does depend on N_d is computed anew
+    with pytest.raises(ValueError, match="data"):  # arguments are checked before the cache
+        hybrid.estimate_config(model, 4, 8, 1, **kw)

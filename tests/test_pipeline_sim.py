@@ -232,3 +232,18 @@ def test_partition_rejects_more_stages_than_layers():
         mp.partition_layers(MLP((8, 8, 8)), 3)
     with pytest.raises(ValueError, match="boundaries"):
         mp.stage_flops(MLP((8, 8, 8)), (0, 2, 2))
+
+
+def test_partition_is_cached_by_the_models_sizes():
+    """A second call with an equal model (a new object) returns the cached split, computed once."""
+    sizes = (48, 96, 96, 96, 96, 10)
+    first = mp.partition_layers(MLP(sizes), 3)
+    before = mp._partition_layers.cache_info()
+    again = mp.partition_layers(MLP(sizes), 3)
+    after = mp._partition_layers.cache_info()
+    assert again is first and after.hits == before.hits + 1 and after.misses == before.misses
+    assert again == mp._partition_layers.__wrapped__(MLP(sizes), 3)  # the same as computed afresh
+    assert mp.partition_layers(MLP(sizes, dtype=np.float64), 3) == first  # another key, same split
+    assert mp._partition_layers.cache_info().misses == before.misses + 1
+    with pytest.raises(ValueError, match="stages"):  # checked before the cache
+        mp.partition_layers(MLP(sizes), 6)

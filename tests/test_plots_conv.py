@@ -13,6 +13,7 @@ from course_lib.plots.conv import (
     im2col_numbers_figure,
     speed_bars_figure,
 )
+from course_lib.plots.style import MIN_FONT_PT
 
 CNN_LAYERS = [("conv0", "conv"), ("conv1", "conv"), ("fc", "linear")]
 
@@ -50,6 +51,11 @@ def test_training_graph_rejects_bad_layers(layers, pattern):
         training_graph(layers)
 
 
+def _overlap(a, b) -> float:
+    """Area (px^2) shared by two display bounding boxes."""
+    return max(min(a.x1, b.x1) - max(a.x0, b.x0), 0) * max(min(a.y1, b.y1) - max(a.y0, b.y0), 0)
+
+
 def test_dataflow_figure_draws_one_box_per_op_and_the_parallel_dims():
     g = training_graph(CNN_LAYERS)
     fig = dataflow_figure(g)
@@ -57,17 +63,36 @@ def test_dataflow_figure_draws_one_box_per_op_and_the_parallel_dims():
     boxes = [p for p in ax.patches if p.get_label() in {op.name for op in g.ops}]
     assert len(boxes) == len(g.ops)
     texts = _texts(fig)
-    assert "dW conv0" in texts and "upd fc" in texts
-    assert any("space Ho×Wo" in t for t in texts)  # intra-operator dims under the convs
+    assert "dW\nconv0" in texts and "upd\nfc" in texts
+    # the split dimensions under each conv, one per line, in the course notation, named in a key
+    assert texts.count("$B$\n$H_o{\\times}W_o$\n$C_o$") == 2 and "$B$\noutputs" in texts
+    key = next(t for t in texts if t.startswith("under a forward operator"))
+    assert "$B$ samples" in key and "$C_o$ output channels" in key
     assert "critical path 8" in ax.get_title()
     assert figure_to_png(fig)[:4] == b"\x89PNG"
+
+
+def test_dataflow_dimensions_are_readable_and_clear_of_the_boxes():
+    fig = dataflow_figure(training_graph(CNN_LAYERS))
+    figure_to_png(fig)
+    ax = fig.axes[0]
+    renderer = fig.canvas.get_renderer()
+    dims = [t for t in ax.texts if t.get_text().startswith("$B$")]
+    assert len(dims) == 3 and all(t.get_fontsize() >= MIN_FONT_PT for t in dims)
+    boxes = [p.get_window_extent(renderer) for p in ax.patches]
+    labels = [t.get_window_extent(renderer) for t in dims + [t for t in ax.texts if t.get_text().startswith("under")]]
+    for i, a in enumerate(labels):
+        assert all(_overlap(a, b) < 1.0 for b in boxes)  # on no operator
+        assert all(_overlap(a, b) < 1.0 for b in labels[i + 1:])  # on no other label
+    assert fig.get_figwidth() <= 9.6
 
 
 # ------------------------------------------------------------------ im2col figure
 def test_im2col_figure_reproduces_the_chapter_labels():
     fig = im2col_figure()
     titles = [ax.get_title() for ax in fig.axes]
-    assert r"IFmap matrix  $\mathcal{M}\times\mathcal{K}$ = 4×12" in titles and r"Filter matrix  $\mathcal{K}\times\mathcal{N}$ = 12×2" in titles
+    assert r"IFmap matrix  $\mathcal{M}\times\mathcal{K}$ = 4×12" in titles
+    assert "× Filter matrix\n$\\mathcal{K}\\times\\mathcal{N}$ = 12×2" in titles
     im_ax = fig.axes[titles.index(r"IFmap matrix  $\mathcal{M}\times\mathcal{K}$ = 4×12")]
     labels = [t.get_text() for t in im_ax.texts]
     # row 0 (output O0) holds I0, I1, I3, I4 of each of the 3 channels
@@ -75,6 +100,29 @@ def test_im2col_figure_reproduces_the_chapter_labels():
     # the labels follow im2col's index layout, transposed (M x K)
     idx = im2col(np.arange(27).reshape(1, 3, 3, 3), 2)[0].T
     assert labels == [f"I{v % 9}" for v in idx.ravel()]
+
+
+def _cell_px(fig, ax):
+    """Size on screen (px) of one cell of a drawn matrix."""
+    figure_to_png(fig)
+    (x0, y0), (x1, y1) = ax.transData.transform([(0, 0), (1, 1)])
+    return abs(x1 - x0), abs(y1 - y0)
+
+
+@pytest.mark.parametrize("make", [lambda: im2col_figure(),
+                                  lambda: im2col_numbers_figure(np.ones((1, 3, 3, 3)), np.ones((2, 3, 2, 2)))])
+def test_im2col_matrices_are_drawn_at_one_scale(make):
+    """Every matrix has cells of the same size, large enough for its numbers."""
+    fig = make()
+    sizes = [_cell_px(fig, ax) for ax in fig.axes]
+    widths = [w for w, _ in sizes]
+    assert max(widths) / min(widths) < 1.1 and all(abs(w - h) < 0.5 for w, h in sizes)
+    assert min(widths) >= 30  # >= 30 display px (0.3 in) per cell (transforms are at the display dpi)
+    renderer = fig.canvas.get_renderer()
+    cells = [t for ax in fig.axes for t in ax.texts if t.get_color() == "white"]
+    assert cells and all(t.get_fontsize() >= MIN_FONT_PT for t in cells)
+    assert max(t.get_window_extent(renderer).width for t in cells) < min(widths)  # numbers fit their cell
+    assert fig.get_figwidth() <= 9.6
 
 
 def test_im2col_figure_rejects_sizes_it_cannot_draw():
@@ -102,9 +150,9 @@ def test_im2col_numbers_figure_draws_the_matrices_and_checks_the_product():
     colors = [p.get_facecolor()[:3] for p in im_ax.patches[:12]]
     assert colors[0] == colors[3] != colors[4] == colors[7] != colors[8]
     fm_ax = _panel(fig, "× Filter matrix")
-    assert values(fm_ax) == filter_matrix.astype(int).T.ravel().tolist()  # column by column
+    assert values(fm_ax) == filter_matrix.astype(int).ravel().tolist()  # row by row
     out_ax = _panel(fig, "= Output")
-    assert values(out_ax) == (ifmap_matrix @ filter_matrix).astype(int).T.ravel().tolist()
+    assert values(out_ax) == (ifmap_matrix @ filter_matrix).astype(int).ravel().tolist()
     ref_ax = _panel(fig, "sliding window")
     assert values(ref_ax) == conv2d_direct(x, w)[0].astype(int).ravel().tolist()
     assert "✓" in ref_ax.get_title()
@@ -144,22 +192,25 @@ def test_gemm_sizes_by_hand():
     assert gemm_sizes(1, 8, 1, 1, 4, 4)["blowup"] == 1.0  # a 1x1 kernel copies the input once
 
 
-def test_gemm_sizes_figure_shows_dims_and_blowup():
+def test_gemm_sizes_figure_shows_dims_as_dots_and_the_blowup():
     fig = gemm_sizes_figure(batch=4, image=16, kernel=5, stride=1, c_in=8, c_out=16)
     ax_d, ax_m = fig.axes
-    widths = [p.get_width() for p in ax_d.patches]
-    assert widths == [4 * 16 * 16, 8 * 25, 16]
-    heights = [p.get_height() for p in ax_m.patches]
-    assert heights[1] / heights[0] == pytest.approx(25.0)
+    assert ax_d.get_xscale() == "log" and not ax_d.patches  # dots, not bars, on a log axis
+    (dots,) = ax_d.get_lines()
+    assert dots.get_xdata().tolist() == [4 * 16 * 16, 8 * 25, 16] and dots.get_marker() == "o"
+    assert [t.get_text() for t in ax_d.texts] == ["1,024", "200", "16"]  # each value beside its dot
+    heights = [p.get_height() for p in ax_m.patches]  # bars on a linear axis
+    assert ax_m.get_yscale() == "linear" and heights[1] / heights[0] == pytest.approx(25.0)
     assert "25.00 × the input" in ax_m.get_title()
     with pytest.raises(ValueError, match="kernel"):
         gemm_sizes_figure(image=4, kernel=11, padding=0)
 
 
-def test_speed_bars_figure():
+def test_speed_figure_draws_dots_on_its_log_axis():
     fig = speed_bars_figure(["loops", "numpy"], [2.0, 0.004], title="t")
     ax = fig.axes[0]
-    assert [p.get_width() for p in ax.patches] == [2.0, 0.004]
+    assert ax.get_xscale() == "log" and not ax.patches
+    assert ax.get_lines()[0].get_xdata().tolist() == [2.0, 0.004]
     texts = _texts(fig)
     assert "2 s" in texts and any(t.startswith("4 ms") and "500× faster" in t for t in texts)
     assert speed_bars_figure(["a", "b"], [1e-3, 5e-5]).axes[0].texts[1].get_text().startswith("50 µs")

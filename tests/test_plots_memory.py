@@ -1,4 +1,4 @@
-"""course_lib.plots.memory: the ZeRO calculator, alone and as a live figure; the N_d x N_p x N_t explorer."""
+"""course_lib.plots.memory: the ZeRO calculator, alone and as a live figure."""
 
 import numpy as np
 import pytest
@@ -6,11 +6,8 @@ from matplotlib.figure import Figure
 
 from course_lib import memory as mem
 from course_lib.datasets import load_hardware
-from course_lib.models import MLP
-from course_lib.parallel import hybrid
 from course_lib.plots import figure_to_png
 from course_lib.plots.memory import zero_memory_figure
-from course_lib.plots.pipeline import hybrid_explorer_figure
 
 HW = load_hardware()
 
@@ -35,6 +32,23 @@ def test_zero_figure_bars_and_verdict_are_computed(stage, verdict):
     assert [line.get_ydata()[0] for line in ax.get_lines()] == [80 * 2**30 / 1e9]  # the device's memory: 80 GiB in GB
     chosen = [p for p in ax.patches if p.get_alpha() == 1.0]
     assert {int(round(p.get_x() + p.get_width() / 2)) for p in chosen} == {stage}
+
+
+def test_zero_figure_is_readable_and_its_key_off_the_bars():
+    from matplotlib.text import Text
+
+    from course_lib.plots.style import MIN_FONT_PT
+
+    fig = zero_memory_figure(7.5, 64, 0, "a100_sxm_80gb", hardware=HW)
+    ax = fig.axes[0]
+    figure_to_png(fig)
+    renderer = fig.canvas.get_renderer()
+    key, area = ax.get_legend().get_window_extent(renderer), ax.get_window_extent(renderer)
+    assert key.x0 >= area.x1 - 1  # beside the axes, not on the bars
+    title = ax.title.get_window_extent(renderer)
+    assert title.x0 >= 0 and title.x1 <= fig.bbox.width  # the whole title is on the figure
+    assert all(t.get_fontsize() >= MIN_FONT_PT for t in fig.findobj(Text) if t.get_text())
+    assert [t.get_text() for t in ax.get_xticklabels()][0] == "stage 0\nreplicated"
 
 
 def test_zero_figure_with_activations_and_sgd_bytes():
@@ -73,20 +87,3 @@ def test_zero_figure_is_a_live_calculator():
     assert live.values() == {"params_billion": 7.5, "devices": 64, "zero_stage": 3, "device_id": "a100_sxm_80gb"}
     assert live.image.value != first and live.message.value == ""
     assert "zero_memory_figure(params_billion=7.5, devices=64, zero_stage=3" in repr(live)
-
-
-def test_hybrid_explorer_shows_the_tensor_axis():
-    model = MLP((64, 256, 256, 256, 256, 10))
-    kw = dict(device_flops=1e10, bandwidth=1e9, latency=1e-5)
-    fig = hybrid_explorer_figure(8, model=model, batch_size=256, device_counts=[1, 2, 4, 8], memory=1e9,
-                                 max_tensor=4, **kw)
-    ax_t, ax_m, ax_b = fig.axes
-    configs = hybrid.enumerate_configs(model, 256, 8, memory=1e9, max_tensor=4, **kw)
-    assert [t.get_text() for t in ax_t.get_xticklabels()] == [c.label for c in configs]
-    assert {c.tensor for c in configs} == {1, 2, 4}
-    groups = [t.get_text() for t in ax_t.texts if t.get_text().startswith("$N_t$ = ")]
-    assert groups == ["$N_t$ = 1", "$N_t$ = 2", "$N_t$ = 4"]
-    assert np.allclose(_tops(ax_t, len(configs)), [c.step_time * 1e3 for c in configs])
-    assert r"$N_d \times N_p \times N_t$" in ax_t.get_title()
-    assert figure_to_png(fig)[:4] == b"\x89PNG"
-

@@ -86,3 +86,18 @@ def test_bad_input(kwargs, error):
     args = {"roofline": ROOF, **kwargs}
     with pytest.raises(error):
         roofline_figure(**args)
+
+
+def test_readable_and_the_key_beside_the_axes():
+    from matplotlib.text import Text
+
+    from course_lib.plots.style import MIN_FONT_PT
+
+    ops = [gemm_op(512, 512, 512), elementwise_op(1000), im2col_op(16, 56, 3)]
+    fig = roofline_figure(ROOF, ops, measured={"step": (2.0, 5e9)})
+    assert all(t.get_fontsize() >= MIN_FONT_PT for t in fig.findobj(Text) if t.get_text())
+    figure_to_png(fig)
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    assert ax.get_legend().get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1 - 1
+    assert 5.0 <= fig.get_figwidth() <= 9.6

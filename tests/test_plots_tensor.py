@@ -13,7 +13,30 @@ def test_split_diagram_names_the_uneven_blocks(workers, hidden, blocks):
     fig = tensor_split_diagram(workers, hidden)
     assert fig.axes[0].get_title().endswith(f"blocks of {blocks})")
     texts = [t.get_text() for t in fig.axes[0].texts]
-    assert sum(t.startswith("A[:, ") for t in texts) == workers
+    assert sum(t.startswith("$A_1[:, ") for t in texts) == workers  # a column block of A_1 each
+    assert sum(t.startswith("$A_2[") for t in texts) == workers  # and a row block of A_2
+    assert sum(t.startswith(f"$Y_{j} = H_{j}") for j in range(workers) for t in texts) == workers
+
+
+def test_split_diagram_is_readable_and_uses_the_course_notation():
+    from matplotlib.text import Text
+
+    from course_lib.plots import figure_to_png
+    from course_lib.plots.style import MIN_FONT_PT
+
+    fig = tensor_split_diagram(4, 8)
+    assert all(t.get_fontsize() >= MIN_FONT_PT for t in fig.findobj(Text) if t.get_text())
+    assert fig.get_figwidth() <= 9.6
+    figure_to_png(fig)
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = [p.get_window_extent(renderer) for p in ax.patches if p.get_fill() and p.get_facecolor()[3] > 0]
+    for text in [t for t in ax.texts if t.get_text()]:  # every label inside one box, or clear of all
+        bb = text.get_window_extent(renderer)
+        inside = [b for b in boxes if b.x0 - 1 <= bb.x0 and bb.x1 <= b.x1 + 1 and b.y0 - 1 <= bb.y0 and bb.y1 <= b.y1 + 1]
+        if not inside:
+            assert all(min(bb.x1, b.x1) <= max(bb.x0, b.x0) or min(bb.y1, b.y1) <= max(bb.y0, b.y0) for b in boxes), \
+                text.get_text()
 
 
 def test_bytes_figure_draws_one_line_per_scheme_with_the_values_given():

@@ -32,6 +32,7 @@ per device with bandwidth ``bandwidth`` for every transfer, FLOPs run at a susta
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -260,6 +261,14 @@ def estimate_config(
         hand-over to the next stage is unchanged (each of the ``N_t`` devices sends to
         its partner, in parallel).
 
+    Notes
+    -----
+    Cached: the estimate is a pure function of the checked arguments (the model compares
+    by its sizes and dtype), so it is computed once per distinct call and kept in an LRU
+    cache of 4,096 entries; a repeated call returns the same frozen :class:`HybridConfig`.
+    A live figure whose sliders come back to a value, or that asks for a device count
+    :func:`best_configs` already enumerated, costs no new pipeline simulations.
+
     Examples
     --------
     >>> from course_lib.models import MLP
@@ -283,29 +292,22 @@ def estimate_config(
     if micro_batches is None:
         micro_batches = min(4 * pipeline, replica)
     micro_batches = check_int(micro_batches, "micro_batches", 1, replica)
+    return _estimate(model, batch_size, data, pipeline, device_flops, bandwidth, latency, memory,
+                     micro_batches, schedule, optimizer_states, tensor)
+
+
+@functools.lru_cache(maxsize=4096)
+def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flops: float,
+              bandwidth: float, latency: float, memory: float, micro_batches: int, schedule: str,
+              optimizer_states: int, tensor: int) -> HybridConfig:
+    """:func:`estimate_config` on checked arguments; cached (a pure function of hashable
+    arguments returning a frozen :class:`HybridConfig`)."""
+    replica = -(-batch_size // data)
     mb = -(-replica // micro_batches)
-
     bounds = partition_layers(model, pipeline)
-    f_flops, b_flops = stage_flops(model, bounds) if tensor == 1 else _tensor_stage_flops(model, bounds, tensor)
-    forward = f_flops * mb / device_flops
-    backward = b_flops * mb / device_flops
+    compute, bubble, tensor_allreduce, p2p, held = _replica_step(
+        model, pipeline, tensor, mb, micro_batches, schedule, device_flops, bandwidth, latency)
     item = model.dtype.itemsize
-    # activation hand-over at boundary s: the output of stage s, mb x sizes[bounds[s + 1]]
-    sends = [latency + mb * model.sizes[bounds[s + 1]] * item / bandwidth for s in range(pipeline - 1)]
-
-    ideal = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
-    with_tp = ideal
-    if tensor > 1:  # the activation all-reduces lie on every micro-batch's path
-        tp_f, tp_b = _tensor_times(model, bounds, mb, tensor, bandwidth, latency)
-        forward, backward = forward + tp_f, backward + tp_b
-        with_tp = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
-    real = simulate_pipeline(
-        forward, backward, micro_batches=micro_batches, schedule=schedule, send_time=sends
-    )
-    compute = float(ideal.busy().max())
-    bubble = ideal.makespan - compute
-    tensor_allreduce = with_tp.makespan - ideal.makespan
-    p2p = real.makespan - with_tp.makespan
 
     n_params = stage_params(model, bounds, tensor)
     grads = n_params * item
@@ -313,8 +315,8 @@ def estimate_config(
 
     params_mem = np.array([model_state_bytes(n, param_bytes=item, grad_bytes=item,
                                              k=item * optimizer_states).total for n in n_params])
-    act_mem = real.in_flight() * np.array([mlp_activation_bytes(_stage_model(model, lo, hi), mb, tensor=tensor)
-                                           for lo, hi in zip(bounds[:-1], bounds[1:])])
+    act_mem = np.array(held) * np.array([mlp_activation_bytes(_stage_model(model, lo, hi), mb, tensor=tensor)
+                                         for lo, hi in zip(bounds[:-1], bounds[1:])])
     per_stage = params_mem + act_mem
     peak = float(per_stage.max())
     return HybridConfig(
@@ -335,6 +337,37 @@ def estimate_config(
         tensor=tensor,
         tensor_allreduce=tensor_allreduce,
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _replica_step(model: MLP, pipeline: int, tensor: int, mb: int, micro_batches: int, schedule: str,
+                  device_flops: float, bandwidth: float, latency: float) -> tuple:
+    """One replica's pipeline step, cached: ``(compute, bubble, tensor_allreduce, p2p, in_flight)``.
+
+    It depends on the samples per micro-batch ``mb``, not on the global batch or ``N_d``,
+    so configurations of different ``B`` and ``N`` with the same micro-batches share it
+    (halving ``B`` and ``N_d`` together keeps every simulation).
+    """
+    bounds = partition_layers(model, pipeline)
+    f_flops, b_flops = stage_flops(model, bounds) if tensor == 1 else _tensor_stage_flops(model, bounds, tensor)
+    forward = f_flops * mb / device_flops
+    backward = b_flops * mb / device_flops
+    item = model.dtype.itemsize
+    # activation hand-over at boundary s: the output of stage s, mb x sizes[bounds[s + 1]]
+    sends = [latency + mb * model.sizes[bounds[s + 1]] * item / bandwidth for s in range(pipeline - 1)]
+
+    ideal = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
+    with_tp = ideal
+    if tensor > 1:  # the activation all-reduces lie on every micro-batch's path
+        tp_f, tp_b = _tensor_times(model, bounds, mb, tensor, bandwidth, latency)
+        forward, backward = forward + tp_f, backward + tp_b
+        with_tp = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
+    real = simulate_pipeline(
+        forward, backward, micro_batches=micro_batches, schedule=schedule, send_time=sends
+    )
+    compute = float(ideal.busy().max())
+    return (compute, ideal.makespan - compute, with_tp.makespan - ideal.makespan,
+            real.makespan - with_tp.makespan, tuple(int(v) for v in real.in_flight()))
 
 
 def _stage_model(model: MLP, lo: int, hi: int) -> MLP:

@@ -33,6 +33,7 @@ Everything here is pure computation.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -481,6 +482,12 @@ def partition_layers(model, stages: int) -> tuple[int, ...]:
         Boundaries ``(0, b1, ..., n_layers)``: stage ``s`` holds layers
         ``boundaries[s]`` .. ``boundaries[s + 1] - 1``.
 
+    Notes
+    -----
+    Cached: the split depends only on the model's sizes and ``stages``, so each is
+    computed once (an LRU cache of 1,024 splits) - the hybrid estimates of
+    :mod:`course_lib.parallel.hybrid` ask for the same splits at every slider value.
+
     Examples
     --------
     >>> from course_lib.models import MLP
@@ -490,8 +497,13 @@ def partition_layers(model, stages: int) -> tuple[int, ...]:
     (0, 1, 2)
     """
     check_type(model, "model", MLP, "a course_lib.models.MLP")
+    return _partition_layers(model, check_int(stages, "stages", 1, model.n_layers))
+
+
+@functools.lru_cache(maxsize=1024)
+def _partition_layers(model: MLP, stages: int) -> tuple[int, ...]:
+    """:func:`partition_layers` on checked arguments, cached (pure; returns a tuple)."""
     n = model.n_layers
-    stages = check_int(stages, "stages", 1, n)
     f, b = layer_flops(model)
     cost = (f + b).astype(float)
     prefix = np.concatenate([[0.0], np.cumsum(cost)])

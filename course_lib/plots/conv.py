@@ -26,11 +26,27 @@ __all__ = [
 ]
 
 _ROW = {"forward": 0, "loss": 0, "grad_input": 1, "grad_weight": 2, "update": 3}
-_ROW_NAME = ("forward", "backward: input gradient", "backward: weight gradient", "update")
+#: Height of each row: the forward row has the split dimensions written under it.
+_ROW_Y = (0.0, 1.75, 2.75, 3.75)
+_ROW_NAME = ("forward", "backward:\ninput gradient", "backward:\nweight gradient", "update")
 _KIND_COLOR = {
     "forward": COLORS[0], "loss": COLORS[7], "grad_input": COLORS[1],
     "grad_weight": COLORS[3], "update": COLORS[2],
 }
+#: The dimensions of :data:`course_lib.dataflow.PARALLEL_DIMS` as drawn under an operator (in
+#: the course notation, short) and as named in the key under the graph.
+_DIMS = {
+    "batch N": ("$B$", "$B$ samples"),
+    "space Ho×Wo": (r"$H_o{\times}W_o$", r"$H_o{\times}W_o$ output pixels"),
+    "channels C_out": ("$C_o$", "$C_o$ output channels"),
+    "hidden units (time: sequential)": ("hidden", "hidden: hidden units (time stays sequential)"),
+}
+
+
+def _dims(parallel_dims: str) -> tuple[list[str], list[str]]:
+    """The short names of an operator's split dimensions and their key entries."""
+    parts = [p.strip() for p in parallel_dims.split("·")]
+    return [_DIMS.get(p, (p, p))[0] for p in parts], [_DIMS.get(p, (p, p))[1] for p in parts]
 
 
 @styled
@@ -38,72 +54,97 @@ def dataflow_figure(graph: DataflowGraph, *, show_dims: bool = True):
     """Draw a training step's graph: columns = levels, rows = forward / backward / update.
 
     Operators in the same column are independent: they could run at the same time
-    on different devices (inter-operator parallelism, 算子间并行). The text under a
-    forward operator lists the dimensions along which that ONE operator can be split
-    (intra-operator parallelism, 算子内并行).
+    on different devices (inter-operator parallelism, 算子间并行). Under each forward
+    operator, one per line, the dimensions along which that ONE operator can be split
+    (intra-operator parallelism, 算子内并行), in the course notation; the key under the
+    graph names them.
     """
     check_type(graph, "graph", DataflowGraph, "a DataflowGraph (from training_graph)")
-    from matplotlib.patches import FancyBboxPatch, Patch
+    from matplotlib.patches import FancyBboxPatch
 
     levels = graph.levels()
     n_cols = 1 + max(levels.values())
-    fig, ax = new_figure(size=(max(7.0, 1.25 * n_cols + 1.5), 4.6))
+    fig, ax = new_figure(size=(9.6, 6.0))
     ax.grid(False)
     for side in ("left", "bottom"):
         ax.spines[side].set_visible(False)
-    pos = {op.name: (levels[op.name], _ROW[op.kind]) for op in graph.ops}
-    # shade columns with several operators: they could run concurrently
-    for names in graph.concurrent():
+    pos = {op.name: (levels[op.name], _ROW_Y[_ROW[op.kind]]) for op in graph.ops}
+    kinds = {op.name: op.kind for op in graph.ops}
+    half_w, half_h = 0.4, 0.3
+    for names in graph.concurrent():  # shade columns with several operators: they could run concurrently
         col = levels[names[0]]
-        ax.axvspan(col - 0.46, col + 0.46, color=COLORS[4], alpha=0.15, lw=0)
+        ax.axvspan(col - 0.48, col + 0.48, color=COLORS[4], alpha=0.15, lw=0)
     for a, b in graph.edges:
         (x0, y0), (x1, y1) = pos[a], pos[b]
-        ax.annotate(
-            "", xy=(x1 - 0.36 if y0 == y1 else x1, y1 - 0.22 if y1 > y0 else y1),
-            xytext=(x0 + 0.36 if y0 == y1 else x0, y0 + 0.22 if y1 > y0 else y0),
-            arrowprops=dict(arrowstyle="-|>", color="0.35", lw=0.9, shrinkA=0, shrinkB=0,
-                            connectionstyle="arc3,rad=0.0"),
-        )
+        same = y0 == y1
+        skip = _ROW[kinds[b]] - _ROW[kinds[a]] > 1  # passes a row: bend around its boxes
+        ax.annotate("", xy=(x1 - half_w if same else x1, y1 - half_h if y1 > y0 else y1),
+                    xytext=(x0 + half_w if same else x0, y0 + half_h if y1 > y0 else y0),
+                    arrowprops=dict(arrowstyle="-|>", color="0.35", lw=1.2, shrinkA=0, shrinkB=0,
+                                    connectionstyle=f"arc3,rad={0.3 if skip else 0.0}"))
+    key: list[str] = []
     for op in graph.ops:
         x, y = pos[op.name]
-        ax.add_patch(FancyBboxPatch(
-            (x - 0.36, y - 0.22), 0.72, 0.44, boxstyle="round,pad=0.02,rounding_size=0.08",
-            facecolor=_KIND_COLOR[op.kind], edgecolor="white", lw=1, label=op.name,
-        ))
-        label = op.name.replace("d_in:", "dX ").replace("d_w:", "dW ").replace("update:", "upd ")
-        ax.text(x, y, label, ha="center", va="center", fontsize=7.5, color="white", weight="bold")
+        ax.add_patch(FancyBboxPatch((x - half_w, y - half_h), 2 * half_w, 2 * half_h,
+                                    boxstyle="round,pad=0.02,rounding_size=0.08",
+                                    facecolor=_KIND_COLOR[op.kind], edgecolor="white", lw=1, label=op.name))
+        label = op.name.replace("d_in:", "dX\n").replace("d_w:", "dW\n").replace("update:", "upd\n")
+        ax.text(x, y, label, ha="center", va="center", color="white", weight="bold", linespacing=1.0)
         if show_dims and op.kind == "forward":
-            ax.text(x, y + 0.3, op.parallel_dims.replace(" · ", "\n"), ha="center", va="top",
-                    fontsize=6.2, color="0.25")
-    ax.set_xlim(-0.6, n_cols - 0.4)
-    ax.set_ylim(3.5, -0.6)
-    ax.set_yticks(range(4), _ROW_NAME, fontsize=8)
-    ax.set_xticks(range(n_cols), [str(c) for c in range(n_cols)], fontsize=8)
+            short, named = _dims(op.parallel_dims)
+            ax.text(x, y + half_h + 0.08, "\n".join(short), ha="center", va="top", color="0.15")
+            key += [k for k, k_short in zip(named, short) if k != k_short and k not in key]
+    ax.set_xlim(-0.55, n_cols - 0.45)
+    ax.set_ylim(_ROW_Y[-1] + 0.45, -0.45)
+    ax.set_yticks(_ROW_Y, _ROW_NAME)
+    ax.set_xticks(range(n_cols), [str(c) for c in range(n_cols)])
+    ax.tick_params(length=0)
+    if key:  # in the empty corner under the forward chain
+        ax.text(-0.45, _ROW_Y[1] - 0.3, "under a forward operator: the\ndimensions it can be split along\n"
+                "(intra-operator parallelism):\n" + "\n".join(key), va="top", ha="left", color="0.15")
     ax.set_xlabel("step of a schedule with unlimited devices (shaded: operators that can run concurrently)")
-    ax.set_title(
-        f"data-flow graph of one training step: {len(graph.ops)} operators, "
-        f"critical path {graph.critical_path} steps"
-    )
-    handles = [Patch(color=_KIND_COLOR[k]) for k in ("forward", "loss", "grad_input", "grad_weight", "update")]
-    ax.legend(handles, ["forward", "loss", "input gradient", "weight gradient", "update"],
-              fontsize=7, loc="upper left", ncols=5, frameon=False, bbox_to_anchor=(0, -0.12))
+    ax.set_title(f"data-flow graph of one training step: {len(graph.ops)} operators, "
+                 f"critical path {graph.critical_path} steps")
     return fig
 
 
 # ------------------------------------------------------------------ im2col figure
 #: One colour per input channel in the im2col figures.
 _CHAN_COLORS = ("#D55E00", "#009E73", "#0072B2", "#CC79A7", "#E69F00", "#56B4E9")
+#: Gap between the maps (channels, kernels) drawn side by side, in cells.
+_GAP = 0.6
 
 
-def _cell(ax, x, y, text, color, alpha=0.85, fs=8):
+def _cell(ax, x, y, text, color, alpha=0.85):
     """One labelled square of a drawn matrix, top-left corner at (x, y)."""
     from matplotlib.patches import Rectangle
 
     ax.add_patch(Rectangle((x, y), 1, 1, facecolor=color, alpha=alpha, edgecolor="white", lw=1.2))
-    ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", fontsize=fs, color="white", weight="bold")
+    ax.text(x + 0.5, y + 0.5, text, ha="center", va="center", color="white", weight="bold")
 
 
-def _filter_grid(ax, shape, label, gap):
+def _frame(ax, w, h):
+    """A black frame around the top-left ``w`` x ``h`` cells (row 0, column 0)."""
+    from matplotlib.patches import Rectangle
+
+    ax.add_patch(Rectangle((0, 0), w, h, fill=False, edgecolor="black", lw=2.5))
+
+
+def _maps(ax, shape, label, title, width):
+    """Draw ``n`` maps of ``h`` x ``w`` cells side by side, one colour each; ``label(c, r, q)`` is a
+    cell's text; the axes is ``width`` cells wide (its column of the layout)."""
+    n, h, w = shape
+    for c in range(n):
+        for r in range(h):
+            for q in range(w):
+                _cell(ax, c * (w + _GAP) + q, r, label(c, r, q), _CHAN_COLORS[c])
+        ax.text(c * (w + _GAP) + w / 2, -0.3, f"channel {c}", ha="center", va="bottom")
+    ax.set_xlim(-0.2, width - 0.2)
+    ax.set_ylim(h + 0.2, -0.9)
+    ax.set_title(title)
+
+
+def _filter_grid(ax, shape, label, width):
     """Draw filters of ``shape`` (C_out, C_in, kh, kw): one row per output channel, one
     kernel per input channel coloured by its channel; ``label(o, c, r, q)`` is each cell's text."""
     c_out, c_in, kh, kw = shape
@@ -111,12 +152,50 @@ def _filter_grid(ax, shape, label, gap):
         for c in range(c_in):
             for r in range(kh):
                 for q in range(kw):
-                    _cell(ax, c * (kw + gap) + q, o * (kh + gap) + r, label(o, c, r, q),
+                    _cell(ax, c * (kw + _GAP) + q, o * (kh + _GAP) + r, label(o, c, r, q),
                           _CHAN_COLORS[c], alpha=0.55 + 0.4 * (o % 2 == 0))
-        ax.text(-0.3, o * (kh + gap) + kh / 2, f"out {o}", ha="right", va="center", fontsize=8)
-    ax.set_xlim(-1.6, c_in * (kw + gap))
-    ax.set_ylim(c_out * (kh + gap), -0.8)
-    ax.set_title(f"Filters: {c_out} output channels × {c_in} kernels of {kh}×{kw}", fontsize=9)
+        ax.text(-0.3, o * (kh + _GAP) + kh / 2, f"out {o}", ha="right", va="center")
+    ax.set_xlim(-1.7, width - 1.7)
+    ax.set_ylim(c_out * (kh + _GAP), -0.8)
+    ax.set_title(f"Filters: {c_out} output channels\n× {c_in} kernels of {kh}×{kw}")
+
+
+def _matrix(ax, values, colors, title, *, frame, width, alphas=None):
+    """A matrix of labelled cells: ``values[r][q]`` text, ``colors[r][q]`` colour; frame = (w, h);
+    the axes is ``width`` cells wide, its column of the layout (so that every panel has one scale)."""
+    rows, cols = len(values), len(values[0])
+    for r in range(rows):
+        for q in range(cols):
+            _cell(ax, q, r, values[r][q], colors[r][q], alpha=0.85 if alphas is None else alphas[q])
+    _frame(ax, *frame)
+    ax.set_xlim(-(width - cols) / 2, cols + (width - cols) / 2)
+    ax.set_ylim(rows + 0.2, -0.4)
+    ax.set_title(title)
+
+
+def _im2col_layout(widths, h_top, h_bottom, k, filters_span):
+    """Figure and axes of the im2col drawings, every cell the same size.
+
+    Columns ``widths`` (in cells); every panel is exactly as wide as its column and has
+    room to spare below, so each is scaled to its column's width - the same scale for
+    all. The top row holds the IFmaps (column 0) and the filters
+    (columns ``filters_span``); the filter matrix (``k`` rows) takes column 1 of both rows;
+    the bottom row holds the IFmap matrix (column 0) and the panels right of the filter
+    matrix. Returns the figure and the axes (ifmaps, filters, ifmap matrix, filter matrix, rest).
+    """
+    unit = min(0.42, 9.0 / sum(widths))  # inches per cell
+    h_bottom = max(h_bottom, k + 0.8 - h_top)
+    fig = new_figure(size=(9.6, (h_top + h_bottom) * unit + 1.9))[0]
+    fig.clear()
+    grid = fig.add_gridspec(2, len(widths), width_ratios=widths, height_ratios=(h_top, h_bottom))
+    axes = [fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, filters_span]),
+            fig.add_subplot(grid[1, 0]), fig.add_subplot(grid[:, 1])]
+    axes += [fig.add_subplot(grid[1, i]) for i in range(2, len(widths))]
+    for ax in axes:
+        ax.set_axis_off()
+        ax.set_aspect("equal")
+        ax.set_anchor("N")
+    return fig, axes
 
 
 @styled
@@ -125,10 +204,10 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
 
     Top: the input feature maps (IFmaps, one colour per channel, pixels ``I0 ..``) and
     the filters (``F0 ..`` per input channel, one row of kernels per output channel).
-    Bottom: the IFmap matrix (M x K: one row per output pixel, one column per
-    channel and kernel tap), the filter matrix (K x N: one column per output channel)
-    and their product, the output matrix (M x N). Row 0 of the IFmap matrix times
-    column 0 of the filter matrix is ``O0 = I0*F0 + I1*F1 + I3*F2 + I4*F3 + ...``.
+    Below: the IFmap matrix (M x K: one row per output pixel, one column per channel and
+    kernel tap) times the filter matrix (K x N: one column per output channel, drawn
+    tall between them) gives the output matrix (M x N). Row 0 of the IFmap matrix times
+    column 0 of the filter matrix is ``O0 = I0*F0 + I1*F1 + I3*F2 + I4*F3 + ...`` (framed).
     """
     c_in, size, kernel, c_out = (check_int(v, name) for v, name in (
         (c_in, "c_in"), (size, "size"), (kernel, "kernel"), (c_out, "c_out")))
@@ -137,72 +216,29 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
             f"need 1 <= kernel ({kernel}) <= size ({size}) <= 6, 1 <= c_in ({c_in}) <= 6, "
             f"1 <= c_out ({c_out}) <= 4"
         )
-    from matplotlib.patches import Rectangle
-
-    chan_colors, cell = _CHAN_COLORS, _cell
     index = np.arange(c_in * size * size).reshape(1, c_in, size, size)
-    cols = im2col(index, kernel)[0]  # (K, M) in torch's layout
-    ifmap_matrix = cols.T  # (M, K) as drawn in the chapter
+    ifmap_matrix = im2col(index, kernel)[0].T  # (M, K) as drawn in the chapter
     m, k = ifmap_matrix.shape
-    taps = kernel * kernel
+    taps, pixels = kernel * kernel, size * size
+    widths = (max(k + 0.4, c_in * (size + _GAP) - 0.4), c_out + 1.0,
+              max(c_out + 1.0, c_in * (kernel + _GAP) + 1.7))
+    fig, (ax_in, ax_f, ax_im, ax_fm, ax_o) = _im2col_layout(
+        widths, max(size + 1.1, c_out * (kernel + _GAP) + 0.8), m + 0.6, k, 2)
 
-    fig = new_figure(size=(10.5, 6.2))[0]
-    fig.clear()
-    grid = fig.add_gridspec(2, 3, height_ratios=[1, 1.5], width_ratios=[k + 1, c_out + 1.5, c_out + 1])
-    ax_in = fig.add_subplot(grid[0, 0])
-    ax_f = fig.add_subplot(grid[0, 1:])
-    ax_im = fig.add_subplot(grid[1, 0])
-    ax_fm = fig.add_subplot(grid[1, 1])
-    ax_o = fig.add_subplot(grid[1, 2])
-    for ax in fig.axes:
-        ax.set_axis_off()
-        ax.set_aspect("equal")
-
-    # IFmaps: channels side by side
-    gap = 0.6
-    for c in range(c_in):
-        for r in range(size):
-            for q in range(size):
-                cell(ax_in, c * (size + gap) + q, r, f"I{r * size + q}", chan_colors[c])
-        ax_in.text(c * (size + gap) + size / 2, -0.35, f"channel {c}", ha="center", fontsize=8)
-    ax_in.set_xlim(-0.2, c_in * (size + gap))
-    ax_in.set_ylim(size + 0.2, -0.8)
-    ax_in.set_title(f"IFmaps: {c_in} channels of {size}×{size}", fontsize=9)
-
-    _filter_grid(ax_f, (c_out, c_in, kernel, kernel), lambda o, c, r, q: f"F{r * kernel + q}", gap)
-
-    # IFmap matrix M x K
-    for r in range(m):
-        for q in range(k):
-            v = int(ifmap_matrix[r, q])
-            cell(ax_im, q, r, f"I{v % (size * size)}", chan_colors[v // (size * size)], fs=7)
-    ax_im.add_patch(Rectangle((0, 0), k, 1, fill=False, edgecolor="black", lw=2))
-    ax_im.set_xlim(-0.2, k + 0.2)
-    ax_im.set_ylim(m + 0.2, -0.8)
-    ax_im.set_title(f"IFmap matrix  $\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", fontsize=9)
-
-    # Filter matrix K x N
-    for o in range(c_out):
-        for row in range(k):
-            c, t = divmod(row, taps)
-            cell(ax_fm, o, row, f"F{t}", chan_colors[c], alpha=0.55 + 0.4 * (o % 2 == 0), fs=7)
-    ax_fm.add_patch(Rectangle((0, 0), 1, k, fill=False, edgecolor="black", lw=2))
-    ax_fm.set_xlim(-0.5, c_out + 0.5)
-    ax_fm.set_ylim(k + 0.2, -0.8)
-    ax_fm.set_title(f"Filter matrix  $\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", fontsize=9)
-
-    # Output matrix M x N
-    for o in range(c_out):
-        for r in range(m):
-            cell(ax_o, o, r, f"O{o * m + r}", "0.35", fs=7)
-    ax_o.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
-    ax_o.set_xlim(-0.5, c_out + 0.5)
-    ax_o.set_ylim(m + 0.2, -0.8)
-    ax_o.set_title(f"Output  $\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", fontsize=9)
-    fig.suptitle(
-        "im2col: the convolution becomes ONE matrix product  O = IFmap matrix × Filter matrix "
-        "(framed: row 0 × column 0 = O0)", fontsize=10,
-    )
+    _maps(ax_in, (c_in, size, size), lambda c, r, q: f"I{r * size + q}", f"IFmaps: {c_in} channels of {size}×{size}",
+          widths[0])
+    _filter_grid(ax_f, (c_out, c_in, kernel, kernel), lambda o, c, r, q: f"F{r * kernel + q}", widths[2])
+    _matrix(ax_im, [[f"I{int(v) % pixels}" for v in row] for row in ifmap_matrix],
+            [[_CHAN_COLORS[int(v) // pixels] for v in row] for row in ifmap_matrix],
+            f"IFmap matrix  $\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", frame=(k, 1), width=widths[0])
+    _matrix(ax_fm, [[f"F{row % taps}" for _ in range(c_out)] for row in range(k)],
+            [[_CHAN_COLORS[row // taps]] * c_out for row in range(k)],
+            f"× Filter matrix\n$\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", frame=(1, k), width=widths[1],
+            alphas=[0.55 + 0.4 * (o % 2 == 0) for o in range(c_out)])
+    _matrix(ax_o, [[f"O{o * m + r}" for o in range(c_out)] for r in range(m)], [["0.35"] * c_out] * m,
+            f"= Output  $\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", frame=(1, 1), width=widths[2])
+    fig.suptitle("im2col: the convolution becomes ONE matrix product\n"
+                 "Output = IFmap matrix × Filter matrix   (framed: row 0 × column 0 = O0)")
     return fig
 
 
@@ -235,7 +271,6 @@ def im2col_numbers_figure(x, weight, reference=None):
         sliding-window result, one map per output channel. The title of the last panel
         says whether its values equal the product's columns (to 1e-9).
     """
-    from matplotlib.patches import Rectangle
 
     from ..im2col import conv2d_direct
 
@@ -265,68 +300,32 @@ def im2col_numbers_figure(x, weight, reference=None):
     differ = int(np.sum(~np.isclose(reference[0].reshape(c_out, m).T, product, rtol=1e-9, atol=1e-9)))
     channel_of_row = np.repeat(np.arange(c_in), kh * kw)  # input channel of each column of K
 
-    gap = 0.6
-    fig = new_figure(size=(11.5, 6.6))[0]
-    fig.clear()
-    grid = fig.add_gridspec(2, 4, height_ratios=[1, 1.6],
-                            width_ratios=[k + 1, c_out + 1.5, c_out + 1.5, c_out * (wo + gap) + 0.5])
-    ax_in = fig.add_subplot(grid[0, :2])
-    ax_f = fig.add_subplot(grid[0, 2:])
-    ax_im, ax_fm, ax_o, ax_ref = (fig.add_subplot(grid[1, i]) for i in range(4))
-    for ax in fig.axes:
-        ax.set_axis_off()
-        ax.set_aspect("equal")
-
-    for c in range(c_in):  # IFmaps: channels side by side
-        for r in range(size_h):
-            for q in range(size_w):
-                _cell(ax_in, c * (size_w + gap) + q, r, _number(x[0, c, r, q]), _CHAN_COLORS[c])
-        ax_in.text(c * (size_w + gap) + size_w / 2, -0.35, f"channel {c}", ha="center", fontsize=8)
-    ax_in.set_xlim(-0.2, c_in * (size_w + gap))
-    ax_in.set_ylim(size_h + 0.2, -0.8)
-    ax_in.set_title(f"IFmaps: {c_in} channels of {size_h}×{size_w}", fontsize=9)
-
-    _filter_grid(ax_f, (c_out, c_in, kh, kw), lambda o, c, r, q: _number(weight[o, c, r, q]), gap)
-
-    for r in range(m):
-        for q in range(k):
-            _cell(ax_im, q, r, _number(ifmap_matrix[r, q]), _CHAN_COLORS[channel_of_row[q]], fs=7)
-    ax_im.add_patch(Rectangle((0, 0), k, 1, fill=False, edgecolor="black", lw=2))
-    ax_im.set_xlim(-0.2, k + 0.2)
-    ax_im.set_ylim(max(m, k) + 0.2, -0.8)
-    ax_im.set_title(f"IFmap matrix\n$\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", fontsize=9)
-
-    for o in range(c_out):
-        for row in range(k):
-            _cell(ax_fm, o, row, _number(filter_matrix[row, o]), _CHAN_COLORS[channel_of_row[row]],
-                  alpha=0.55 + 0.4 * (o % 2 == 0), fs=7)
-    ax_fm.add_patch(Rectangle((0, 0), 1, k, fill=False, edgecolor="black", lw=2))
-    ax_fm.set_xlim(-0.5, c_out + 0.5)
-    ax_fm.set_ylim(max(m, k) + 0.2, -0.8)
-    ax_fm.set_title(f"× Filter matrix\n$\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", fontsize=9)
-
-    for o in range(c_out):
-        for r in range(m):
-            _cell(ax_o, o, r, _number(product[r, o]), "0.35", fs=7)
-    ax_o.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
-    ax_o.set_xlim(-0.5, c_out + 0.5)
-    ax_o.set_ylim(max(m, k) + 0.2, -0.8)
-    ax_o.set_title(f"= Output\n$\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", fontsize=9)
-
-    for o in range(c_out):  # the sliding-window result, one H_out x W_out map per channel
-        for r in range(ho):
-            for q in range(wo):
-                _cell(ax_ref, o * (wo + gap) + q, r, _number(reference[0, o, r, q]), "0.55", fs=7)
-        ax_ref.text(o * (wo + gap) + wo / 2, ho + 0.6, f"out {o}", ha="center", fontsize=8)
-    ax_ref.add_patch(Rectangle((0, 0), 1, 1, fill=False, edgecolor="black", lw=2))
-    ax_ref.set_xlim(-0.2, c_out * (wo + gap))
-    ax_ref.set_ylim(max(m, k) + 0.2, -0.8)
-    verdict = "= the output columns ✓" if differ == 0 else f"✗ {differ} value(s) differ from the output"
-    ax_ref.set_title(f"sliding window: {c_out} maps {ho}×{wo}\n{verdict}", fontsize=9)
-    fig.suptitle(
-        "im2col with numbers: IFmap matrix × Filter matrix = the convolution "
-        "(framed: row 0 × column 0 = O0)", fontsize=10,
-    )
+    widths = (max(k + 0.4, c_in * (size_w + _GAP) - 0.4), c_out + 1.0, c_out + 1.0,
+              max(c_out * (wo + _GAP) + 0.2, c_in * (kw + _GAP) + 0.7 - c_out))
+    fig, (ax_in, ax_f, ax_im, ax_fm, ax_o, ax_ref) = _im2col_layout(
+        widths, max(size_h + 1.1, c_out * (kh + _GAP) + 0.8), m + 0.6, k, slice(2, None))
+    _maps(ax_in, (c_in, size_h, size_w), lambda c, r, q: _number(x[0, c, r, q]),
+          f"IFmaps: {c_in} channels of {size_h}×{size_w}", widths[0])
+    _filter_grid(ax_f, (c_out, c_in, kh, kw), lambda o, c, r, q: _number(weight[o, c, r, q]), widths[2] + widths[3])
+    _matrix(ax_im, [[_number(v) for v in row] for row in ifmap_matrix],
+            [[_CHAN_COLORS[channel_of_row[q]] for q in range(k)]] * m,
+            f"IFmap matrix  $\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", frame=(k, 1), width=widths[0])
+    _matrix(ax_fm, [[_number(v) for v in row] for row in filter_matrix],
+            [[_CHAN_COLORS[channel_of_row[row]]] * c_out for row in range(k)],
+            f"× Filter matrix\n$\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", frame=(1, k), width=widths[1],
+            alphas=[0.55 + 0.4 * (o % 2 == 0) for o in range(c_out)])
+    _matrix(ax_o, [[_number(v) for v in row] for row in product], [["0.35"] * c_out] * m,
+            f"= Output\n$\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", frame=(1, 1), width=widths[2])
+    _maps(ax_ref, (c_out, ho, wo), lambda o, r, q: _number(reference[0, o, r, q]), "", widths[3])
+    for text in ax_ref.texts:  # the maps are output channels, drawn grey
+        text.set_text(text.get_text().replace("channel", "out"))
+    for patch in ax_ref.patches:
+        patch.set_facecolor("0.45")
+    _frame(ax_ref, 1, 1)
+    verdict = "= the output columns ✓" if differ == 0 else f"✗ {differ} value(s) differ\nfrom the output"
+    ax_ref.set_title(f"sliding window:\n{c_out} maps of {ho}×{wo}\n{verdict}")
+    fig.suptitle("im2col with numbers: IFmap matrix × Filter matrix = the convolution\n"
+                 "(framed: row 0 × column 0 = O0)")
     return fig
 
 
@@ -337,66 +336,83 @@ def _fmt_bytes(b: float) -> str:
     return f"{b:.0f} B"
 
 
+def _dots(ax, labels: Sequence[str], values: np.ndarray, texts: Sequence[str], *, color=COLORS[0]) -> None:
+    """Cleveland dot plot on a log x axis: one dot per row, its value written beside it.
+
+    Dots, not bars: on a log axis a bar's length depends on where the axis starts, so
+    it means nothing; a dot's position is the value.
+    """
+    from matplotlib.ticker import LogLocator, NullLocator
+
+    y = np.arange(len(values))
+    ax.plot(values, y, "o", color=color, ms=10, zorder=3)
+    for yi, v, text in zip(y, values, texts):
+        ax.annotate(text, (v, yi), textcoords="offset points", xytext=(10, 0), va="center")
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10, numticks=8))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_yticks(y, list(labels))
+    ax.set_ylim(len(values) - 0.4, -0.6)
+    ax.grid(True, axis="y", alpha=0.5, ls=":")
+    ax.tick_params(axis="y", length=0)
+    ax.spines["left"].set_visible(False)
+
+
 @styled
 def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride: int = 1,
                       c_in: int = 64, c_out: int = 64, padding: int | None = None):
-    """GEMM sizes M, K, N of a convolution and the memory of the im2col matrix.
+    """GEMM sizes ℳ, 𝒦, 𝒩 of a convolution and the memory of the im2col matrix.
 
-    Left: the GEMM sizes ℳ = B·H_o·W_o, 𝒦 = C_i·k_h·k_w, 𝒩 = C_o (log scale). Right: memory of the input,
-    the im2col matrix, the weights and the output (float32), with the blow-up factor
-    im2col / input (about kh·kw / stride²).
+    Left: the GEMM sizes ℳ = B·H_o·W_o, 𝒦 = C_i·k_h·k_w, 𝒩 = C_o as dots on a log axis,
+    each with its value. Right: memory of the input, the im2col matrix, the weights and
+    the output (float32; linear axis), with the blow-up factor im2col / input (about
+    k_h·k_w / stride²).
     """
     s = gemm_sizes(batch, image, kernel, stride, c_in, c_out, padding)
-    fig, (ax_d, ax_m) = new_figure(1, 2, size=(9.6, 3.6))
+    fig, (ax_d, ax_m) = new_figure(1, 2, size=(9.6, 3.8), width_ratios=(1.1, 1))
     dims = [(r"$\mathcal{M} = B\,H_o W_o$", s["M"]), (r"$\mathcal{K} = C_i\,k_h k_w$", s["K"]),
             (r"$\mathcal{N} = C_o$", s["N"])]
-    ax_d.barh([d[0] for d in dims], [d[1] for d in dims], color=COLORS[:3])
-    ax_d.set_xscale("log")
-    ax_d.set_xlim(1, max(10, s["M"]) * 30)
-    for i, (_, v) in enumerate(dims):
-        ax_d.text(v * 1.15, i, f"{v:,}", va="center", fontsize=8)
-    ax_d.invert_yaxis()
-    ax_d.set_title(f"GEMM  $O_{{\\mathcal{{M}}\\times\\mathcal{{N}}}} = I_{{\\mathcal{{M}}\\times\\mathcal{{K}}}}\\,F_{{\\mathcal{{K}}\\times\\mathcal{{N}}}}$,  {s['macs']:.3g} MACs", fontsize=9)
+    values = np.array([float(d[1]) for d in dims])
+    _dots(ax_d, [d[0] for d in dims], values, [f"{v:,}" for _, v in dims])
+    ax_d.set_xlim(values.min() / 3, values.max() * 40)
+    ax_d.set_title(f"GEMM  $O = I\\,F$:  {s['macs']:.3g} multiply-adds")
     ax_d.set_xlabel("size (log scale)")
 
-    names = ["input", "im2col matrix", "weights", "output"]
-    sizes = [s["input_bytes"], s["im2col_bytes"], s["weight_bytes"], s["output_bytes"]]
-    ax_m.bar(names, [v / 1e6 for v in sizes], color=[COLORS[5], COLORS[1], COLORS[2], COLORS[0]])
-    top = max(sizes) / 1e6
+    names = ["input", "im2col\nmatrix", "weights", "output"]
+    sizes = np.array([s["input_bytes"], s["im2col_bytes"], s["weight_bytes"], s["output_bytes"]], float)
+    ax_m.bar(range(4), sizes / 1e6, width=0.65, color=[COLORS[0], COLORS[1], COLORS[0], COLORS[0]])
+    top = sizes.max() / 1e6
     for i, v in enumerate(sizes):
-        ax_m.text(i, v / 1e6 + top * 0.02, _fmt_bytes(v), ha="center", fontsize=8)
-    ax_m.set_ylim(0, top * 1.18)
+        ax_m.text(i, v / 1e6 + top * 0.02, _fmt_bytes(v), ha="center", va="bottom")
+    ax_m.set_xticks(range(4), names)
+    ax_m.set_ylim(0, top * 1.2)
     ax_m.set_ylabel("MB (float32)")
-    ax_m.set_title(f"im2col matrix = {s['blowup']:.2f} × the input", fontsize=9)
-    ax_m.tick_params(axis="x", labelsize=8)
-    fig.suptitle(
-        f"batch {batch}, {c_in}→{c_out} channels, {image}×{image} image, {kernel}×{kernel} kernel, "
-        f"stride {stride}, padding {s['padding']} → output {s['Ho']}×{s['Wo']}", fontsize=9,
-    )
+    ax_m.set_title(f"im2col matrix = {s['blowup']:.2f} × the input")
+    ax_m.grid(False, axis="x")
+    fig.suptitle(f"B = {batch}, {c_in}→{c_out} channels, {image}×{image} image, {kernel}×{kernel} kernel, "
+                 f"stride {stride}, padding {s['padding']} → output {s['Ho']}×{s['Wo']}", fontsize="medium")
     return fig
 
 
 # ------------------------------------------------------------------ timings
+def _duration(v: float) -> str:
+    return f"{v * 1e6:.3g} µs" if v < 1e-3 else f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.3g} s"
+
+
 @styled
 def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = "run time"):
-    """Horizontal bars of measured times (log scale), each annotated with its time and
-    its speedup over the slowest."""
+    """Measured times as dots on a log axis (a Cleveland dot plot), each annotated with its
+    time and its speedup over the slowest."""
     labels = check_sequence(labels, "labels")
     check_type(title, "title", str, "a str")
     t = as_real(seconds, "seconds", allowed="in (0, inf)").reshape(-1)
     if len(labels) != t.size or t.size == 0 or np.any(~np.isfinite(t)) or np.any(t <= 0):
         raise ValueError(f"need one positive, finite time per label: {len(labels)} labels, {t.tolist()}")
-    fig, ax = new_figure(size=(7.2, 0.6 * t.size + 1.4))
-    ax.barh(list(labels), t, color=[COLORS[i % len(COLORS)] for i in range(t.size)])
-    ax.set_xscale("log")
-    ax.set_xlim(t.min() / 3, t.max() * 40)
+    fig, ax = new_figure(size=(7.2, 0.6 * t.size + 1.5))
     slowest = t.max()
-    for i, v in enumerate(t):
-        text = f"{v * 1e6:.3g} µs" if v < 1e-3 else f"{v * 1e3:.3g} ms" if v < 1 else f"{v:.3g} s"
-        if v < slowest:
-            text += f"   ({slowest / v:,.0f}× faster)"
-        ax.text(v * 1.2, i, text, va="center", fontsize=8)
-    ax.invert_yaxis()
+    texts = [_duration(v) + (f"   ({slowest / v:,.0f}× faster)" if v < slowest else "") for v in t]
+    _dots(ax, labels, t, texts)
+    ax.set_xlim(t.min() / 3, t.max() * 40)
     ax.set_xlabel("seconds (log scale)")
     ax.set_title(title)
     return fig

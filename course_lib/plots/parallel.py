@@ -32,20 +32,20 @@ _PHASE_COLORS = {"compute": COLORS[0], "communication": COLORS[1], "waiting": CO
 
 
 # ------------------------------------------------------------------- diagram
-def _box(ax, x, y, w, h, text, color, *, fontsize=8, alpha=0.18):
+def _box(ax, x, y, w, h, text, color, *, alpha=0.18, lw=1.5, **text_kw):
+    """A rounded box filled with ``color`` at ``alpha`` and outlined in it, ``text`` centred."""
     from matplotlib.patches import FancyBboxPatch
 
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.005,rounding_size=0.015",
-                                linewidth=1.0, edgecolor=color, facecolor=color, alpha=alpha))
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.005,rounding_size=0.015",
-                                linewidth=1.0, edgecolor=color, facecolor="none"))
+    style = "round,pad=0.005,rounding_size=0.015"
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle=style, linewidth=0, facecolor=color, alpha=alpha))
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle=style, linewidth=lw, edgecolor=color, facecolor="none"))
     if text:
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize)
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", **text_kw)
 
 
-def _arrow(ax, start, end, color="0.35"):
+def _arrow(ax, start, end, color="0.35", lw=1.5):
     ax.annotate("", xy=end, xytext=start,
-                arrowprops=dict(arrowstyle="-|>", color=color, lw=1.0, shrinkA=0, shrinkB=0))
+                arrowprops=dict(arrowstyle="-|>", color=color, lw=lw, shrinkA=0, shrinkB=0, mutation_scale=14))
 
 
 @styled
@@ -53,17 +53,18 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     """One data-parallel step with ``workers`` workers and a global batch of ``batch_size``.
 
     Left to right: the global batch is split into shards (sizes from
-    :func:`course_lib.parallel.partition.shard_bounds`); every worker holds a full replica
-    of the parameters and computes the SUM of its shard's gradients; the all-reduce
-    adds them - in shared memory as a reduce-scatter (worker r adds chunk r of every
-    gradient) and an all-gather (everyone reads every reduced chunk); every worker
-    applies the same update, so the replicas stay identical.
+    :func:`course_lib.parallel.partition.shard_bounds`); every worker ``j`` holds a full
+    replica of the weights ``w`` and computes ``g_j``, the SUM of its shard's gradients;
+    each sends ``g_j`` into ONE all-reduce (in shared memory: worker ``j`` adds up chunk
+    ``j`` of every gradient, then every worker reads the whole sum) and gets
+    ``sum_j g_j`` back; every worker applies the same update, so the replicas stay
+    identical. One arrow in and one out per worker: no crossing lines.
 
     Examples
     --------
     >>> fig = data_parallel_diagram(3, 10)
     >>> fig.axes[0].get_title()
-    'one data-parallel step: 3 workers, global batch 10'
+    'one data-parallel step: 3 workers, global batch B = 10'
     """
     from .._validate import check_int
     from ..parallel.partition import shard_bounds
@@ -71,62 +72,38 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     workers = check_int(workers, "workers", 1, 8)
     batch_size = check_int(batch_size, "batch_size", workers, 64)
     shards = shard_bounds(batch_size, workers)
-    fig, ax = new_figure(size=(10.0, 1.5 + 0.85 * workers))
+    height = 1.7 + 0.95 * workers
+    fig, ax = new_figure(size=(9.6, height))
     ax.set_axis_off()
     ax.set_xlim(0, 1)
-    ax.set_ylim(-0.08, 1)
-    ax.set_title(f"one data-parallel step: {workers} workers, global batch {batch_size}", fontsize=10)
-    top, bottom = 0.86, 0.06
+    ax.set_ylim(0, 1)
+    ax.set_title(f"one data-parallel step: {workers} workers, global batch B = {batch_size}")
+    top, bottom = 1 - 0.5 / (height - 0.6), 0.02  # room for the column headings
     row_h = (top - bottom) / workers
-    # global batch as a column of samples, coloured by shard
     sample_h = (top - bottom) / batch_size
-    for r, (lo, hi) in enumerate(shards):
+    for j, (lo, hi) in enumerate(shards):  # the global batch, one square per sample, coloured by shard
         for i in range(lo, hi):
-            y = top - (i + 1) * sample_h
-            _box(ax, 0.02, y + 0.003, 0.06, sample_h - 0.006, "", COLORS[r % len(COLORS)], alpha=0.45)
-    ax.text(0.05, top + 0.04, f"global batch\n{batch_size} samples", ha="center", va="bottom", fontsize=8)
-    # per-worker compute boxes, gradients in chunks, the shared reduced buffer, update
-    g_x, g_w = 0.45, 0.19  # gradient bars
-    s_x, s_w = 0.69, 0.07  # shared reduced buffer (one chunk per worker, stacked)
-    u_x, u_w = 0.80, 0.19  # update boxes
-    for r, (lo, hi) in enumerate(shards):
-        color = COLORS[r % len(COLORS)]
-        y_mid = top - (r + 0.5) * row_h
-        y_shard = top - (lo + hi) / 2 * sample_h
-        _arrow(ax, (0.085, y_shard), (0.14, y_mid))
-        _box(ax, 0.14, y_mid - row_h * 0.35, 0.25, row_h * 0.7,
-             f"worker {r}: replica of W\nforward + backward on {hi - lo} samples\n"
-             f"g{r} = Σ gradients of its shard", color, alpha=0.15)
-        _arrow(ax, (0.395, y_mid), (g_x, y_mid))
-        # its gradient as a bar of chunks; chunk c is added up by worker c
-        for c in range(workers):
-            x0 = g_x + g_w * c / workers
-            _box(ax, x0 + 0.002, y_mid - row_h * 0.18, g_w / workers - 0.004, row_h * 0.36,
-                 f"g{r}[{c}]" if workers <= 4 else "", COLORS[c % len(COLORS)],
-                 alpha=0.55 if c == r else 0.12, fontsize=7)
-            # reduce-scatter: every g_r[c] flows into chunk c of the shared sum
-            y_sum = top - (c + 0.5) * row_h
-            ax.plot([x0 + g_w / workers / 2, s_x], [y_mid - row_h * 0.18 if y_sum < y_mid else
-                                                    y_mid + row_h * 0.18, y_sum],
-                    color=COLORS[c % len(COLORS)], lw=0.6, alpha=0.5)
-        # chunk r of the shared sum, reduced by worker r
-        _box(ax, s_x, y_mid - row_h * 0.3, s_w, row_h * 0.6, f"Σ[{r}]\nby {r}", color,
-             alpha=0.45, fontsize=7)
-        # all-gather: every worker reads every chunk
-        _arrow(ax, (s_x + s_w, y_mid), (u_x, y_mid))
-        _box(ax, u_x, y_mid - row_h * 0.3, u_w, row_h * 0.6,
-             "W ← W − (lr / B)·Σ\n(same update everywhere)", color, alpha=0.15)
-    ax.text(g_x + g_w / 2 + 0.06, top + 0.04, "all-reduce: reduce-scatter (worker r adds chunk r\n"
-            "of every g) + all-gather (everyone reads every Σ[r])", ha="center", va="bottom", fontsize=8)
-    # the sum lives in ONE shared buffer that every worker reads whole (all-gather)
-    from matplotlib.patches import Rectangle
-
-    ax.add_patch(Rectangle((s_x - 0.012, bottom - 0.02), s_w + 0.024, top - bottom + 0.04,
-                           facecolor="0.92", edgecolor="0.6", lw=0.8, ls="--", zorder=0))
-    ax.text(s_x + s_w / 2, bottom - 0.035, "shared Σ: each worker\nreads all of it", ha="center",
-            va="top", fontsize=7, color="0.3")
-    ax.text(u_x + u_w / 2, top + 0.04, "update", ha="center", va="bottom", fontsize=8)
-    ax.text(0.265, top + 0.04, "compute (in parallel)", ha="center", va="bottom", fontsize=8)
+            _box(ax, 0.01, top - (i + 1) * sample_h + 0.004, 0.045, sample_h - 0.008, "", COLORS[j % len(COLORS)],
+                 alpha=0.5, lw=1.0)
+    r_x, r_w = 0.50, 0.20  # the all-reduce, one box as high as all workers
+    _box(ax, r_x, bottom, r_w, top - bottom,
+         "all-reduce\n$\\Sigma_j\\,g_j$\n\nin shared memory:\nworker j adds up\nchunk j of every g,\nthen each reads\nthe whole sum",
+         "0.3", alpha=0.08, linespacing=1.25)
+    for j, (lo, hi) in enumerate(shards):
+        color = COLORS[j % len(COLORS)]
+        y = top - (j + 0.5) * row_h
+        h = min(row_h * 0.72, 0.3)
+        _arrow(ax, (0.06, top - (lo + hi) / 2 * sample_h), (0.09, y))
+        _box(ax, 0.09, y - h / 2, 0.33, h,
+             f"worker {j}: replica of w\nforward + backward on {hi - lo} samples\n$g_{j}$ = Σ gradients of its shard",
+             color)
+        _arrow(ax, (0.42, y), (r_x, y), color=color, lw=2.5)
+        ax.text((0.42 + r_x) / 2, y + 0.01, f"$g_{j}$", ha="center", va="bottom", color="0.1")
+        _arrow(ax, (r_x + r_w, y), (0.77, y), color=color, lw=2.5)
+        ax.text((r_x + r_w + 0.77) / 2, y + 0.01, "$\\Sigma_j\\,g_j$", ha="center", va="bottom", color="0.1")
+        _box(ax, 0.77, y - h / 2, 0.225, h, "$w \\leftarrow w - (\\gamma/B)\\,\\Sigma_j\\,g_j$\nsame update", color)
+    for x, text in ((0.03, "batch"), (0.255, "compute, in parallel"), (0.6, "exchange"), (0.8825, "update")):
+        ax.text(x, top + 0.03, text, ha="center", va="bottom", color="0.2", weight="bold")
     return fig
 
 
@@ -171,7 +148,7 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
     if ref not in results:
         raise ValueError(f"reference must be one of {labels}, got {ref!r}")
     parts = {lab: results[lab].breakdown(skip) for lab in labels}
-    fig, ax = new_figure(size=(8.0, 0.9 + 0.55 * len(labels)))
+    fig, ax = new_figure(size=(8.4, 1.6 + 0.55 * len(labels)))
     y = np.arange(len(labels))
     left = np.zeros(len(labels))
     for phase in ("compute", "communication", "waiting"):
@@ -183,16 +160,14 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
     ref_step = parts[ref]["step"]
     for i, lab in enumerate(labels):
         speedup = ref_step / parts[lab]["step"] if parts[lab]["step"] > 0 else float("nan")
-        ax.text(max(steps[i], left[i]) * 1.02, i, f"{steps[i]:.3g} ms  (×{speedup:.2f})",
-                va="center", fontsize=8)
+        ax.text(max(steps[i], left[i]) * 1.02, i, f"{steps[i]:.3g} ms  (×{speedup:.2f})", va="center")
     ax.set_yticks(y, labels)
     ax.set_ylim(len(labels) - 0.4, -0.6)
-    ax.set_xlim(0, max(steps.max(), left.max()) * 1.35)
+    ax.set_xlim(0, max(steps.max(), left.max()) * 1.4)
     ax.set_xlabel("milliseconds per step (median)")
-    ax.set_title(f"{title} (×: speedup over '{ref}')", fontsize=10)
+    ax.set_title(f"{title} (×: speedup over '{ref}')")
     ax.grid(False, axis="y")
-    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.28 - 0.1 / len(labels)),
-              ncol=4, frameon=False)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=4, frameon=False)
     return fig
 
 
@@ -218,8 +193,8 @@ def strong_weak_figure(n: Sequence[float], strong_speedup: Sequence[float], weak
     Examples
     --------
     >>> fig = strong_weak_figure([1, 2], [1, 1.6], [1, 1.8], p_amdahl=0.75, p_gustafson=0.8)
-    >>> [line.get_label() for line in fig.axes[0].get_lines()][1:]
-    ['Amdahl fit, p = 0.750', 'strong: fixed global batch', 'Gustafson, p = 0.800', 'weak: fixed batch per worker (scaled)']
+    >>> [line.get_label() for line in fig.axes[0].get_lines()][-2:]
+    ['Gustafson, p = 0.800', 'weak: fixed batch per worker (scaled)']
     """
     n_arr = as_real(n, "n")
     strong_speedup = as_real(strong_speedup, "strong_speedup")
@@ -230,20 +205,38 @@ def strong_weak_figure(n: Sequence[float], strong_speedup: Sequence[float], weak
         n_max = check_positive(n_max, "n_max")
     if n_arr.size == 0 or n_arr.shape != np.shape(strong_speedup) or n_arr.shape != np.shape(weak_speedup):
         raise ValueError("n, strong_speedup and weak_speedup must be non-empty and of the same length")
-    fig = measured_speedup_figure(n_arr, strong_speedup, fit_p=p_amdahl,
-                                  title="strong vs weak scaling, measured", label="strong: fixed global batch")
+    # the undecorated function: this one's @styled audits the finished figure
+    base = getattr(measured_speedup_figure, "__wrapped__", measured_speedup_figure)
+    fig = base(n_arr, strong_speedup, fit_p=p_amdahl, title="strong vs weak scaling, measured",
+               label="strong: fixed global batch")
+    fig.set_size_inches(8.6, 4.8)
     ax = fig.axes[0]
+    for legend in [*fig.legends, ax.get_legend()]:
+        if legend is not None:
+            legend.remove()
     top = max(float(n_arr.max()), float(n_max or 0))
-    grid = np.linspace(1, top, 200)
-    ax.plot(grid, scaling.gustafson(p_gustafson, grid), color=COLORS[2], ls="--",
+    log = ax.get_xscale() == "log"
+    grid = np.geomspace(1, top, 200) if log else np.linspace(1, top, 200)
+    for line in ax.get_lines():  # the ideal line and Amdahl's law, drawn to N = top
+        if line.get_label().startswith("ideal"):
+            line.set_data(grid, grid)
+        elif line.get_label().startswith("Amdahl"):
+            line.set_data(grid, scaling.amdahl(p_amdahl, grid))
+    ax.plot(grid, scaling.gustafson(p_gustafson, grid), color=COLORS[2], ls="-.",
             label=f"Gustafson, p = {p_gustafson:.3f}")
     ax.plot(n_arr, weak_speedup, "s-", color=COLORS[3], label="weak: fixed batch per worker (scaled)")
-    if n_max and n_max > n_arr.max():
-        ax.plot(grid, grid, color="0.6", lw=1, ls=":")
-        ax.plot(grid, scaling.amdahl(p_amdahl, grid), color=COLORS[1])
+    if top > n_arr.max():
         ax.set_title(f"strong vs weak scaling: measured to N = {n_arr.max():g}, laws extended to {top:g}")
-    ax.set_xlim(0.9, top * 1.05)
-    ax.legend(fontsize=8, loc="upper left")
+    s_hi = max(top, float(np.max(strong_speedup)), float(np.max(weak_speedup)))
+    if log:
+        log2_axis(ax.xaxis, top)
+        log2_axis(ax.yaxis, s_hi)
+        ax.set_xlim(1 / 1.15, top * 1.15)
+        ax.set_ylim(ax.get_ylim()[0], s_hi * 1.15)
+    else:
+        ax.set_xlim(0.9, top * 1.05)
+        ax.set_ylim(0, s_hi * 1.05)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=2, frameon=False)
     return fig
 
 
@@ -279,6 +272,8 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     >>> [ax.get_xlabel() for ax in fig.axes]
     ['devices N', 'devices N']
     """
+    from matplotlib.ticker import NullLocator
+
     from .._validate import check_int, check_positive
     from ..comm import communication_crossover
 
@@ -292,39 +287,46 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     compute = tc / ns
     ring = comm.ring_allreduce_time(m, ns, bw, lat)
     ps = comm.parameter_server_time(m, ns, bw, lat)
-    fig, (ax_t, ax_s) = new_figure(1, 2, size=(10.4, 4.0))
-    ax_t.loglog(ns, compute * 1e3, color=COLORS[0], label="compute t_c / N")
+    from matplotlib.lines import Line2D
+
+    fig, (ax_t, ax_s) = new_figure(1, 2, size=(9.6, 4.6))
+    ax_t.loglog(ns, compute * 1e3, color=COLORS[0], label="compute $t_c / N$")
     ax_t.loglog(ns[1:], ring[1:] * 1e3, color=COLORS[2], label="ring all-reduce")
     ax_t.loglog(ns, ps * 1e3, color=COLORS[1], ls="--", label="1 parameter server")
+    marker = dict(marker="o", mfc="white", ms=10, mew=2.0, ls="none")
+    found = []
     for name, color in (("ring", COLORS[2]), ("ps", COLORS[1])):
         cross = communication_crossover(tc, m, bw, lat, algorithm=name)
-        if cross <= n_max:
+        found.append(f"N = {cross}" if cross <= n_max else f"N > {n_max}")
+        if cross <= n_max:  # the point where the exchange overtakes the compute
             ax_t.axvline(cross, color=color, lw=0.8, ls=":")
-            ax_t.annotate(f"N = {cross}", (cross, tc / cross * 1e3), textcoords="offset points",
-                          xytext=(4, 8), fontsize=8, color=color)
-    ax_t.axvline(devices, color="0.3", lw=1.0)
+            ax_t.plot([cross], [tc / cross * 1e3], color=color, zorder=3, **marker)
+    ax_t.axvline(devices, color="0.3", lw=1.2)
     ax_t.set(xlabel="devices N", ylabel="milliseconds per step",
-             title="per step (dotted: from here the exchange ≥ compute)")
-    ax_t.title.set_fontsize(9)
-    ax_t.legend(fontsize=8, loc="lower left")
+             title=f"exchange ≥ compute from\n{found[0]} (ring), {found[1]} (PS)")
     log2_axis(ax_t.xaxis, n_max)
     s_ring = comm.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ring")
     s_ps = comm.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ps")
-    ax_s.loglog(ns, ns, color="0.6", lw=1, ls=":", label="ideal, S = N")
-    ax_s.loglog(ns, s_ring, color=COLORS[2], label="ring all-reduce")
-    ax_s.loglog(ns, s_ps, color=COLORS[1], ls="--", label="1 parameter server")
+    ax_s.loglog(ns, ns, color="0.5", lw=1.2, ls=":", label="ideal, S = N")
+    ax_s.loglog(ns, s_ring, color=COLORS[2])
+    ax_s.loglog(ns, s_ps, color=COLORS[1], ls="--")
     now_ring = comm.data_parallel_speedup(tc, devices, m, bw, lat, algorithm="ring")
     now_ps = comm.data_parallel_speedup(tc, devices, m, bw, lat, algorithm="ps")
     share_ring = 1 - (tc / devices) / comm.data_parallel_step_time(tc, devices, m, bw, lat, algorithm="ring")
     share_ps = 1 - (tc / devices) / comm.data_parallel_step_time(tc, devices, m, bw, lat, algorithm="ps")
-    ax_s.plot([devices], [now_ring], "o", color=COLORS[2])
-    ax_s.plot([devices], [now_ps], "s", color=COLORS[1])
+    ax_s.axvline(devices, color="0.3", lw=1.2)
+    ax_s.plot([devices], [now_ring], "o", color=COLORS[2], ms=8, zorder=3)
+    ax_s.plot([devices], [now_ps], "s", color=COLORS[1], ms=8, zorder=3)
     ax_s.set(xlabel="devices N", ylabel="speedup S(N)",
-             title=f"N = {devices}: communication is {share_ring:.0%} (ring) / {share_ps:.0%} (PS) of a step")
-    ax_s.title.set_fontsize(9)
+             title=f"N = {devices}: communication is {share_ring:.0%} (ring)\nand {share_ps:.0%} (PS) of a step")
     ax_s.set_ylim(min(0.1, float(s_ps.min()) * 0.8), n_max * 1.3)
-    ax_s.legend(fontsize=8, loc="upper left")
     log2_axis(ax_s.xaxis, n_max)
-    fig.suptitle(f"{gradient_mb:g} MB of gradients, {bandwidth_gbit:g} Gbit/s links, "
-                 f"{latency_us:g} µs latency, t_c = {compute_ms:.3g} ms", fontsize=10)
+    for ax in (ax_t, ax_s):  # no minor ticks: they are most of a redraw's cost
+        ax.yaxis.set_minor_locator(NullLocator())
+    handles = [*ax_t.get_lines()[:3], ax_s.get_lines()[0],
+               Line2D([], [], color="0.3", label="exchange = compute", **marker),
+               Line2D([], [], color="0.3", lw=1.2, label=f"N = {devices} (slider)")]
+    fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
+    fig.suptitle(f"m = {gradient_mb:g} MB of gradients, links of β = {bandwidth_gbit:g} Gbit/s, "
+                 f"α = {latency_us:g} µs, $t_c$ = {compute_ms:.3g} ms")
     return fig

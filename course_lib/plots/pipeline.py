@@ -1,7 +1,12 @@
-"""Figures of chapter 06: pipeline timelines (Gantt charts), bubbles, hybrid grids."""
+"""Figures of chapter 06: pipeline timelines (Gantt charts), bubbles, hybrid grids.
+
+Every Gantt chart shades the idle time of each stage between the step's first forward
+and its last backward (hatched grey, "idle (bubble)"): the bubble its title quantifies.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,56 +24,137 @@ __all__ = [
     "hybrid_explorer_figure",
 ]
 
-_KIND_COLOR = {"F": COLORS[0], "B": COLORS[1], "A": COLORS[3], "U": "0.55"}
+_KIND_COLOR = {"F": COLORS[0], "B": COLORS[1], "A": COLORS[3], "U": "0.3"}
 _KIND_NAME = {"F": "forward", "B": "backward", "A": "all-reduce", "U": "update"}
 _SCHEDULE_NAME = {"gpipe": "GPipe", "1f1b": "1F1B"}
+#: Idle time (the bubble): light grey, hatched, so it reads as "nothing here" in grey too.
+_IDLE = dict(facecolor="0.94", edgecolor="0.55", hatch="///", linewidth=0.0)
+_IDLE_LABEL = "idle (bubble)"
+#: Width of one digit of a micro-batch number at the default type size, in points
+#: (DejaVu Sans digits are 0.64 em), and the box height a number needs.
+_DIGIT_PT, _NUMBER_HEIGHT_PT = 0.64 * 11.0, 14.0
 
 
-def _draw_gantt(ax, timeline, scale: float, labels: bool) -> None:
-    s_count = timeline.n_rows
-    span = max((op.end for op in timeline.ops), default=0.0) * scale
-    for kind in ("F", "B", "A", "U"):
-        ops = [op for op in timeline.ops if op.kind == kind]
-        for s in range(s_count):
-            bars = [(op.start * scale, op.duration * scale) for op in ops if timeline.row(op) == s]
-            if bars:
-                ax.broken_barh(
-                    bars, (s - 0.4, 0.8), facecolors=_KIND_COLOR[kind], edgecolor="white",
-                    linewidth=0.5, label=f"{_KIND_NAME[kind]}, stage {s}",
-                )
-        if labels:
-            for op in ops:
-                if op.kind in "FB" and span > 0 and op.duration * scale > span / 60:
-                    ax.text(
-                        (op.start + op.duration / 2) * scale, timeline.row(op), str(op.micro),
-                        ha="center", va="center", fontsize=7, color="white",
-                    )
+def _idle_intervals(timeline) -> list[tuple[int, float, float]]:
+    """Idle time of every row (device) of a timeline: ``(row, start, end)`` intervals.
+
+    A row is idle when it runs no forward or backward between the step's first
+    forward and its last backward - what :meth:`Timeline.bubble` counts: the intervals
+    add up to ``bubble() * n_rows * makespan``.
+
+    Examples
+    --------
+    >>> t = pipeline_schedule.simulate_uniform(2, 2)
+    >>> _idle_intervals(t)
+    [(0, 2.0, 5.0), (1, 0.0, 1.0), (1, 7.0, 9.0)]
+    >>> sum(end - start for _, start, end in _idle_intervals(t)), round(t.bubble() * 2 * t.makespan, 9)
+    (6.0, 6.0)
+    """
+    check_type(timeline, "timeline", pipeline_schedule.Timeline, "a Timeline")
+    busy: dict[int, list[tuple[float, float]]] = {}
+    for op in timeline.ops:
+        if op.kind in ("F", "B"):
+            busy.setdefault(timeline.row(op), []).append((op.start, op.end))
+    if not busy:
+        return []
+    t0 = min(a for spans in busy.values() for a, _ in spans)
+    t1 = max(b for spans in busy.values() for _, b in spans)
+    out = []
+    for row in range(timeline.n_rows):
+        t = t0
+        for a, b in sorted(busy.get(row, [])):
+            if a > t:
+                out.append((row, t, a))
+            t = max(t, b)
+        if t < t1:
+            out.append((row, t, t1))
+    return out
+
+
+def _polys(ax, verts, label: str, **style) -> None:
+    """Add polygons ``verts`` as one PolyCollection (without moving the axis limits)."""
+    from matplotlib.collections import PolyCollection
+
+    ax.add_collection(PolyCollection(verts, label=label, **style), autolim=False)
+
+
+def _boxes(ax, spans, label: str, **style) -> None:
+    """Gantt bars ``(row, start, end)``, each 0.8 of a row high, as one collection."""
+    _polys(ax, [((x0, r - 0.4), (x0, r + 0.4), (x1, r + 0.4), (x1, r - 0.4)) for r, x0, x1 in spans],
+           label, **style)
+
+
+def _row_names(timeline) -> list[str]:
     if timeline.replicas == 1:
-        names = [f"stage {s}" for s in range(s_count)]
-    else:
-        names = [f"replica {r // timeline.n_stages}, stage {r % timeline.n_stages}" for r in range(s_count)]
-    ax.set_yticks(range(s_count), names)
-    ax.set_ylim(s_count - 0.5, -0.5)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.grid(False, axis="y")
-    # one legend entry per kind present
-    handles, names = [], []
+        return [f"stage {s}" for s in range(timeline.n_rows)]
+    return [f"replica {r // timeline.n_stages}, stage {r % timeline.n_stages}" for r in range(timeline.n_rows)]
+
+
+def _draw_gantt(ax, timeline, scale: float, *, width_in: float, row_in: float, labels: bool = True) -> list:
+    """Draw a timeline's operations and its idle time; return the legend handles.
+
+    A micro-batch number is written into a bar only where it fits at the default type
+    size: the bar is ``width_in`` (inches of the x axis) times its share of the span wide.
+    """
     from matplotlib.patches import Patch
 
+    ops = timeline.ops
+    lo = min((op.start for op in ops), default=0.0) * scale
+    hi = max((op.end for op in ops), default=1.0) * scale
+    span = max(hi - lo, 1e-12)
+    handles = []
+    _boxes(ax, [(r, a * scale, b * scale) for r, a, b in _idle_intervals(timeline)], _IDLE_LABEL, **_IDLE)
     for kind in ("F", "B", "A", "U"):
-        if any(op.kind == kind for op in timeline.ops):
-            handles.append(Patch(color=_KIND_COLOR[kind]))
-            names.append(_KIND_NAME[kind])
-    ax.legend(handles, names, fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+        mine = [op for op in ops if op.kind == kind]
+        if mine:
+            _boxes(ax, [(timeline.row(op), op.start * scale, op.end * scale) for op in mine], _KIND_NAME[kind],
+                   facecolor=_KIND_COLOR[kind], edgecolor="white", linewidth=0.6)
+            handles.append(Patch(facecolor=_KIND_COLOR[kind], label=_KIND_NAME[kind]))
+    handles.append(Patch(**_IDLE, label=_IDLE_LABEL))
+    pt_per_unit = width_in * 72.0 / span
+    if labels and row_in * 0.8 * 72.0 >= _NUMBER_HEIGHT_PT:
+        for op in ops:
+            text = str(op.micro)
+            if op.kind in ("F", "B") and op.duration * scale * pt_per_unit >= _DIGIT_PT * len(text) + 4:
+                ax.text((op.start + op.end) / 2 * scale, timeline.row(op), text, ha="center", va="center",
+                        color="white", fontweight="bold")
+    names = _row_names(timeline)
+    step = 1 if row_in * 72.0 >= 13.0 else 2  # every row named while the names fit
+    ax.set_yticks(range(0, timeline.n_rows, step), names[::step])
+    ax.set_ylim(timeline.n_rows - 0.5, -0.5)
+    ax.set_xlim(lo - 0.01 * span, hi + 0.01 * span)
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.grid(False, axis="y")
+    return handles
+
+
+def _label_room(names: Sequence[str], fig_width: float, right: float = 0.25) -> float:
+    """Inches of x axis left beside tick labels ``names`` at the tick type size (an estimate)."""
+    return fig_width - 0.45 - 0.58 * 10.5 / 72.0 * max(len(n) for n in names) - right
+
+
+def _gantt_key(ax, handles) -> None:
+    """The key of a Gantt chart, one row above its axes (off the bars)."""
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=len(handles),
+              frameon=False, borderaxespad=0.2, handlelength=1.6, columnspacing=1.2)
+
+
+def _gantt_title(name: str, tl, what: str) -> str:
+    grid = f"$N_d$ = {tl.replicas} × " if tl.replicas > 1 else ""
+    formula = pipeline_schedule.bubble_fraction(tl.n_stages, tl.n_micro)
+    return (f"{name}, {grid}$N_p$ = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}\n"
+            f"formula $(N_p-1)/(M+N_p-1)$ = {formula:.1%} (equal stages, no hand-over time)")
 
 
 @styled
 def gantt_figure(timeline, *, step: int | None = None, title: str | None = None, labels: bool = True):
     """Gantt chart (甘特图) of a pipeline timeline, measured or simulated.
 
-    One row per stage; blue bars are forwards, orange backwards, grey updates, each
-    labelled with its micro-batch. The title compares the idle share with the formula
-    ``(N_p-1)/(M+N_p-1)``.
+    One row per stage (per device of a hybrid run); blue bars are forwards, orange
+    backwards, dark grey updates, purple gradient all-reduces, each forward and backward
+    numbered with its micro-batch where the number fits. The idle time between the
+    step's first forward and last backward is hatched grey: the bubble, whose share the
+    title compares with the formula ``(N_p-1)/(M+N_p-1)``.
 
     Parameters
     ----------
@@ -78,7 +164,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
         a simulated one).
     title : str, optional
     labels : bool
-        Write the micro-batch index into each bar.
+        Write the micro-batch index into each bar wide enough for it.
     """
     check_type(timeline, "timeline", pipeline_schedule.Timeline, "a Timeline")
     if title is not None:
@@ -87,21 +173,24 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
         step = timeline.steps[0]
     tl = timeline.step(step) if step is not None else timeline
     measured = tl.source == "measured"
-    scale = 1e3 if measured else 1.0
-    fig, ax = new_figure(size=(9.0, 1.0 + 0.55 * tl.n_rows + 0.6))
-    _draw_gantt(ax, tl, scale, labels)
-    formula = pipeline_schedule.bubble_fraction(tl.n_stages, tl.n_micro)
-    what = "measured" if measured else "simulated"
-    name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
+    width, row_in = 9.6, 0.5
+    fig, ax = new_figure(size=(width, 1.75 + row_in * tl.n_rows))
+    handles = _draw_gantt(ax, tl, 1e3 if measured else 1.0, labels=labels, row_in=row_in,
+                          width_in=_label_room(_row_names(tl), width))
+    _gantt_key(ax, handles)
     ax.set_xlabel("time [ms]" if measured else "time [units of one forward]")
-    grid = f"D = {tl.replicas} x " if tl.replicas > 1 else ""
-    ax.set_title(
-        title
-        or f"{name}, {grid}S = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}, "
-        f"formula $(N_p-1)/(M+N_p-1)$ = {formula:.1%}",
-        fontsize=10,
-    )
+    name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
+    ax.set_title(title or _gantt_title(name, tl, "measured" if measured else "simulated"), pad=24)
     return fig
+
+
+@functools.lru_cache(maxsize=512)
+def _uniform(stages: int, micro_batches: int, schedule: str, backward: float):
+    """:func:`~course_lib.parallel.pipeline_schedule.simulate_uniform` with forward 1, cached
+    (a pure function of hashable arguments returning a frozen Timeline): the live
+    :func:`schedule_figure` asks for the same points at every redraw."""
+    return pipeline_schedule.simulate_uniform(stages, micro_batches, schedule=schedule, forward=1.0,
+                                              backward=backward)
 
 
 @styled
@@ -109,10 +198,13 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
                     backward_ratio: float = 2.0, max_micro: int = 64):
     """Simulated pipeline with equal stages: Gantt chart and bubble against ``M``.
 
-    Left: the simulated timeline (:func:`course_lib.parallel.pipeline_schedule.simulate_uniform`) of
-    ``stages`` stages and ``micro_batches`` micro-batches. Right: the bubble share
-    against ``M`` - the formula for this ``N_p`` and the simulator's points for both
-    schedules - and the peak activations held by stage 0 (GPipe: ``M``; 1F1B: ``min(S, M)``).
+    Top: the simulated timeline (:func:`course_lib.parallel.pipeline_schedule.simulate_uniform`)
+    of ``stages`` stages and ``micro_batches`` micro-batches, idle time hatched. Bottom: the
+    bubble share against ``M`` - the formula for this ``N_p`` and the simulator's points
+    for both schedules (the same with equal stages: GPipe hollow circles, 1F1B filled
+    diamonds inside them) - and the peak activations held by stage 0 (GPipe: ``M``;
+    1F1B: ``min(N_p, M)``) in the title. Simulations are cached (:func:`_uniform`), so a
+    redraw with slider values seen before simulates nothing.
 
     Parameters
     ----------
@@ -122,43 +214,55 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     backward_ratio : float
         Backward time relative to the forward (2 for a GEMM layer).
     max_micro : int
-        Right end of the ``M`` axis.
+        Right end of the ``M`` axis (fixed, so that the axis stays put while a slider moves).
     """
     stages = check_int(stages, "stages", 1, 256)
     micro_batches = check_int(micro_batches, "micro_batches", 1, 4096)
     max_micro = check_int(max_micro, "max_micro", 1, 4096)
-    backward_ratio = check_positive(backward_ratio, "backward_ratio", allow_zero=True)
-    tl = pipeline_schedule.simulate_uniform(
-        stages, micro_batches, schedule=schedule, forward=1.0, backward=float(backward_ratio)
-    )
-    fig, (ax_g, ax_b) = new_figure(1, 2, size=(11.0, 1.6 + 0.35 * stages), width_ratios=(2.2, 1))
-    _draw_gantt(ax_g, tl, 1.0, labels=stages * micro_batches <= 256)
+    backward = check_positive(backward_ratio, "backward_ratio", allow_zero=True)
+    pipeline_schedule.check_schedule(schedule)
+    tl = _uniform(stages, micro_batches, schedule, backward)
+    width, row_in = 9.6, max(0.22, min(0.45, 2.4 / stages))
+    gantt_h = row_in * stages
+    fig, axes = new_figure(2, 2, size=(width, gantt_h + 4.0),
+                           gridspec_kw=dict(height_ratios=(gantt_h + 0.9, 2.1), width_ratios=(3.0, 1.0)))
+    ax_g, ax_b = axes[0, 0], axes[1, 0]
+    ax_g.set_subplotspec(axes[0, 0].get_subplotspec().get_gridspec()[0, :])
+    axes[0, 1].remove()
+    handles = _draw_gantt(ax_g, tl, 1.0, row_in=row_in, width_in=_label_room(_row_names(tl), width))
+    _gantt_key(ax_g, handles)
     name = _SCHEDULE_NAME[schedule]
     ax_g.set_xlabel("time [units of one forward]")
-    peak = tl.in_flight()
-    ax_g.set_title(
-        f"{name}, S = {stages}, M = {micro_batches}: bubble {tl.bubble():.1%}; "
-        f"stage 0 holds {peak[0]} micro-batches' activations",
-        fontsize=10,
-    )
-    ms = np.arange(1, max(max_micro, micro_batches) + 1)
+    ax_g.set_title(f"{name}, $N_p$ = {stages}, M = {micro_batches}: bubble (hatched) {tl.bubble():.1%}; "
+                   f"stage 0 holds {tl.in_flight()[0]} micro-batches' activations", pad=24)
+
+    top = max(max_micro, micro_batches)
+    ms = np.unique(np.round(np.geomspace(1, top, 60)).astype(int))
     ax_b.plot(ms, pipeline_schedule.bubble_fraction(stages, ms), color="0.3", label="$(N_p-1)/(M+N_p-1)$")
-    pts = np.unique(np.round(np.geomspace(1, ms[-1], 9)).astype(int))
-    for sched, marker, color in (("gpipe", "o", COLORS[0]), ("1f1b", "x", COLORS[1])):
-        sim = [pipeline_schedule.simulate_uniform(stages, int(m), schedule=sched,
-                                               backward=float(backward_ratio)).bubble() for m in pts]
-        ax_b.plot(pts, sim, marker, color=color, ls="none", label=f"simulated {_SCHEDULE_NAME[sched]}")
-    ax_b.plot([micro_batches], [tl.bubble()], "*", color=COLORS[2], ms=12, label="this setting")
-    log2_axis(ax_b.xaxis, ms[-1])
-    ax_b.set(xlabel="micro-batches M", ylabel="bubble share", ylim=(0, 1), title=f"S = {stages}")
-    ax_b.legend(fontsize=7)
+    pts = np.unique(np.round(np.geomspace(1, top, 9)).astype(int))
+    for sched, style in (("gpipe", dict(marker="o", mfc="none", ms=11, mew=2.0, color=COLORS[0])),
+                         ("1f1b", dict(marker="D", ms=5, color=COLORS[1]))):
+        sim = [_uniform(stages, int(m), sched, backward).bubble() for m in pts]
+        ax_b.plot(pts, sim, ls="none", label=f"simulated {_SCHEDULE_NAME[sched]}", **style)
+    ax_b.plot([micro_batches], [tl.bubble()], "*", color=COLORS[2], ms=15, mec="black", mew=0.8,
+              label="this setting")
+    log2_axis(ax_b.xaxis, top)
+    ax_b.set(xlabel="micro-batches M", ylabel="bubble share", ylim=(0, 1),
+             title=f"$N_p$ = {stages}: GPipe and 1F1B idle alike")
+    ax_leg = axes[1, 1]
+    ax_leg.set_axis_off()
+    ax_leg.legend(*ax_b.get_legend_handles_labels(), loc="center left", frameon=False, borderaxespad=0)
     return fig
 
 
 @styled
 def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured: Sequence[float],
-                  *, simulated: Sequence[float] | None = None, max_micro: int = 32):
+                  *, simulated: Sequence[float] | None = None, max_micro: int | None = None):
     """Measured bubble shares against the formula ``(N_p-1)/(M+N_p-1)``.
+
+    Measured points are filled vermillion circles, the simulator's hollow blue squares
+    around them (so both show where they agree); one grey formula curve per ``N_p``
+    (line style by ``N_p``). The axes end where the data end.
 
     Parameters
     ----------
@@ -166,8 +270,8 @@ def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured:
         One point per run: ``N_p``, ``M`` and the measured idle share.
     simulated : sequence of float, optional
         The simulator's prediction for each run (e.g. from measured stage costs).
-    max_micro : int
-        Right end of the ``M`` axis of the formula curves.
+    max_micro : int, optional
+        Draw the formula curves to this ``M`` (default: the largest ``M`` measured).
     """
     s_arr = _counts(stages, "stages")
     m_arr = _counts(micro_batches, "micro_batches")
@@ -175,25 +279,31 @@ def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured:
     if not (s_arr.shape == m_arr.shape == y.shape) or s_arr.ndim != 1:
         raise ValueError("stages, micro_batches and measured must be 1-d and of equal length")
     check_range(y, "measured", 0.0, 1.0)
-    max_micro = check_int(max_micro, "max_micro", 1, 4096)
+    top = int(m_arr.max(initial=1))
+    if max_micro is not None:
+        top = max(top, check_int(max_micro, "max_micro", 1, 4096))
+    values = [y]
     if simulated is not None:
         simulated = as_real(simulated, "simulated")
         if simulated.shape != y.shape:
             raise ValueError(f"simulated must have the shape of measured {y.shape}, got {simulated.shape}")
-    fig, ax = new_figure(size=(6.4, 4.0))
-    ms = np.arange(1, max(max_micro, int(m_arr.max(initial=1))) + 1)
+        values.append(simulated)
+    fig, ax = new_figure(size=(8.0, 4.0))
+    ms = np.unique(np.round(np.geomspace(1, top, 40)).astype(int))
     for i, s in enumerate(sorted(set(s_arr.tolist()))):
-        color = COLORS[i % len(COLORS)]
-        ax.plot(ms, pipeline_schedule.bubble_fraction(s, ms), color=color, label=f"formula, S = {s}")
-        sel = s_arr == s
-        ax.plot(m_arr[sel], y[sel], "o", color=color, label=f"measured, S = {s}")
-        if simulated is not None:
-            sim = simulated
-            ax.plot(m_arr[sel], sim[sel], "x", color=color, ms=8, label=f"simulated, S = {s}")
-    ax.set(xlabel="micro-batches M", ylabel="bubble (idle share)", ylim=(0, 1),
+        curve = pipeline_schedule.bubble_fraction(s, ms)
+        values.append(curve)
+        ax.plot(ms, curve, color="0.3", ls=("-", "--", ":", "-.")[i % 4], label=f"formula, $N_p$ = {s}")
+    if simulated is not None:
+        ax.plot(m_arr, simulated, "s", mfc="none", mec=COLORS[0], mew=2.0, ms=13,
+                label="simulated (measured stage times)")
+    ax.plot(m_arr, y, "o", color=COLORS[1], ms=7, zorder=3, label="measured")
+    log2_axis(ax.xaxis, top)
+    ax.set_xlim(2 ** -0.3, top * 2**0.3)
+    ax.set(xlabel="micro-batches M", ylabel="bubble (idle share)",
+           ylim=(0, min(1.0, 1.15 * float(max(np.max(v) for v in values)) + 0.02)),
            title="pipeline bubble: measured vs $(N_p-1)/(M+N_p-1)$")
-    log2_axis(ax.xaxis, ms[-1])
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0)
     return fig
 
 
@@ -207,9 +317,12 @@ def _counts(values, name: str) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------- hybrid
-_PARTS = (("compute", "compute (slowest stage)"), ("bubble", "pipeline bubble"),
-          ("p2p", "activation hand-over"), ("allreduce", "gradient all-reduce"),
-          ("tensor_allreduce", "tensor-parallel all-reduce"))
+#: The parts of an estimated step, bottom to top; the bubble is hatched like a Gantt chart's idle time.
+_PARTS = (("compute", "compute", dict(color=COLORS[0])),
+          ("bubble", "pipeline bubble", _IDLE),
+          ("p2p", "hand-over (p2p)", dict(color=COLORS[2])),
+          ("allreduce", "gradient all-reduce", dict(color=COLORS[3])),
+          ("tensor_allreduce", "tensor all-reduce", dict(color=COLORS[4])))
 
 
 def _rank(config) -> tuple:
@@ -217,68 +330,105 @@ def _rank(config) -> tuple:
     return (config.step_time, config.pipeline, config.tensor)
 
 
-def _tensor_groups(axes, configs) -> None:
-    """Separate and name the groups of equal tensor degree N_t (when there is more than N_t = 1)."""
+def _tensor_groups(ax_t, axes, configs) -> None:
+    """Separate the groups of equal tensor degree N_t and name them above ``ax_t``."""
     ts = [c.tensor for c in configs]
     if max(ts) == 1:
         return
     starts = [i for i, t in enumerate(ts) if i == 0 or t != ts[i - 1]] + [len(ts)]
-    for ax in axes:
-        for lo, hi in zip(starts[:-1], starts[1:]):
+    for lo, hi in zip(starts[:-1], starts[1:]):
+        for ax in axes:
             if lo > 0:
                 ax.axvline(lo - 0.5, color="0.4", lw=0.8, ls=":")
-            ax.text((lo + hi - 1) / 2, 1.0, f"$N_t$ = {ts[lo]}", transform=ax.get_xaxis_transform(),
-                    ha="center", va="bottom", fontsize=8, color="0.25")
+        ax_t.text((lo + hi - 1) / 2, 1.0, f"$N_t$ = {ts[lo]}", transform=ax_t.get_xaxis_transform(),
+                  ha="center", va="bottom", color="0.25")
 
 
-def _bars(ax_t, ax_m, configs, memory: float | None, best) -> None:
-    labels = [c.label for c in configs]
+def _columns(ax, x, heights, bottoms, label: str, **style):
+    """Bars 0.75 wide as ONE PolyCollection (much cheaper to draw than a Rectangle per bar)."""
+    _polys(ax, [((xi - 0.375, b), (xi - 0.375, b + h), (xi + 0.375, b + h), (xi + 0.375, b))
+                for xi, h, b in zip(x, heights, bottoms)], label, **style)
+
+
+def _config_panels(ax_t, ax_m, configs, memory: float | None, best) -> list:
+    """Stacked step time (``ax_t``) and memory per device (``ax_m``, below, same x) of every
+    configuration; returns the legend handles."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
     x = np.arange(len(configs))
     bottom = np.zeros(len(configs))
     tensor = max(c.tensor for c in configs) > 1
-    for i, (attr, name) in enumerate(_PARTS):
-        vals = np.array([getattr(c, attr) for c in configs]) * 1e3
+    handles = []
+    for attr, name, style in _PARTS:
         if attr == "tensor_allreduce" and not tensor:
             continue
-        ax_t.bar(x, vals, bottom=bottom, color=COLORS[i], label=name)
+        vals = np.array([getattr(c, attr) for c in configs]) * 1e3
+        style = {"facecolor": style["color"], "linewidth": 0} if "color" in style else style
+        _columns(ax_t, x, vals, bottom.copy(), name, **style)
+        handles.append(Patch(label=name, **style))
         bottom += vals
-    for xi, c in zip(x, configs):
-        if not c.fits:
-            ax_t.text(xi, bottom[xi], "does not fit", ha="center", va="bottom", fontsize=7, color="#b00")
+    bad = [i for i, c in enumerate(configs) if not c.fits]
+    top = float(bottom.max()) or 1.0
+    marks = dict(marker="x", color=COLORS[1], ms=9, mew=2.5, ls="none")
+    if bad:
+        ax_t.plot(x[bad], bottom[bad] + 0.05 * top, label="does not fit", **marks)
+        handles.append(Line2D([], [], label="does not fit", **marks))
     if best is not None:
         bi = next(i for i, c in enumerate(configs) if c.label == best.label)
-        ax_t.plot([bi], [bottom[bi] * 1.08 + 1e-9], "*", color="k", ms=12, label="best that fits")
-    grid = r"$N_d \times N_p \times N_t$" if tensor else r"$N_d \times N_p$"
-    rotation = 90 if tensor and len(configs) > 8 else 0
-    ax_t.set_xticks(x, labels, rotation=rotation)
-    ax_t.set(xlabel=f"{grid}  (data-parallel replicas x pipeline stages" + (" x tensor devices)" if tensor else ")"),
-             ylabel="step time [ms]", ylim=(0, 1.15 * bottom.max() + 1e-9))
-    # one legend below the panels, off the data
-    ax_t.figure.legend(*ax_t.get_legend_handles_labels(), loc="outside lower center", ncol=6, fontsize=7,
-                       frameon=False)
+        ax_t.plot([bi], [bottom[bi] + 0.07 * top], "*", color="black", ms=15)
+        handles.append(Line2D([], [], marker="*", color="black", ms=15, ls="none", label="best that fits"))
+    ax_t.set(ylabel="step time [ms]", ylim=(0, 1.18 * top), xlim=(-0.6, len(configs) - 0.4))
+    ax_t.tick_params(labelbottom=False)
+    ax_t.grid(False, axis="x")
     gb = np.array([c.memory for c in configs]) / 1e9
-    ax_m.bar(x, gb, color=[COLORS[2] if c.fits else "#b00" for c in configs])
-    title = "memory per device"
+    fits = np.array([c.fits for c in configs])
+    _columns(ax_m, x[fits], gb[fits], np.zeros(fits.sum()), "fits", facecolor=COLORS[2], linewidth=0)
+    _columns(ax_m, x[~fits], gb[~fits], np.zeros((~fits).sum()), "does not fit",
+              facecolor=COLORS[1], edgecolor="white", hatch="xx", linewidth=0)
+    ax_m.set_ylim(0, 1.1 * max(float(gb.max()), (memory or 0) / 1e9 if memory and np.isfinite(memory) else 0))
     if memory is not None and np.isfinite(memory):
-        ax_m.axhline(memory / 1e9, color="k", ls="--", lw=1)
-        title += f"\n(dashed: device memory, {memory / 1e9:.3g} GB)"
-    ax_m.set_xticks(x, labels, rotation=rotation)
-    ax_m.set(xlabel=grid, ylabel="memory per device [GB]")
-    ax_m.set_title(title, fontsize=10, pad=14 if tensor else 6)
-    _tensor_groups((ax_t, ax_m), configs)
+        line = ax_m.axhline(memory / 1e9, color="black", ls="--", lw=1.2, label=f"device memory, {memory / 1e9:.3g} GB")
+        handles.append(line)
+    ax_m.set_xticks(x, [c.label for c in configs], rotation=90 if len(configs) > 8 else 0)
+    grid = r"$N_d \times N_p \times N_t$" if tensor else r"$N_d \times N_p$"
+    ax_m.set(xlabel=f"{grid}  (replicas × stages" + (" × tensor degree)" if tensor else ")"),
+             ylabel="memory per\ndevice [GB]")
+    ax_m.grid(False, axis="x")
+    _tensor_groups(ax_t, (ax_t, ax_m), configs)
+    return handles
+
+
+def _key(fig, handles, ncols: int = 4) -> None:
+    """One legend below the panels (off the data)."""
+    fig.legend(handles=handles, loc="outside lower center", ncols=ncols, frameon=False)
+
+
+def _config_grid(size: tuple[float, float], extra_column: bool):
+    """Figure with the step-time panel above the memory panel (shared x), and a full-height
+    panel beside them when ``extra_column``."""
+    if not extra_column:
+        fig, (ax_t, ax_m) = new_figure(2, 1, size=size, sharex=True, gridspec_kw=dict(height_ratios=(2.3, 1)))
+        return fig, ax_t, ax_m, None
+    fig, axes = new_figure(2, 2, size=size, gridspec_kw=dict(height_ratios=(2.3, 1), width_ratios=(1.75, 1)))
+    ax_t, ax_m, ax_b = axes[0, 0], axes[1, 0], axes[0, 1]
+    ax_m.sharex(ax_t)
+    ax_b.set_subplotspec(ax_b.get_subplotspec().get_gridspec()[:, 1])
+    axes[1, 1].remove()
+    return fig, ax_t, ax_m, ax_b
 
 
 @styled
 def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
-    """Step time (stacked: compute, bubble, hand-over, all-reduce) and memory per device
-    of every ``N_d x N_p`` configuration of one device count.
+    """Step time (stacked: compute, bubble, hand-over, all-reduces) and, below it, the
+    memory per device of every ``N_d x N_p (x N_t)`` configuration of one device count.
 
     Parameters
     ----------
     configs : sequence of course_lib.parallel.hybrid.HybridConfig
         E.g. from :func:`course_lib.parallel.hybrid.enumerate_configs`.
     memory : float, optional
-        Device memory in bytes (drawn as a line).
+        Device memory in bytes (drawn as a dashed line).
     """
     configs = check_sequence(configs, "configs", hybrid.HybridConfig, "a HybridConfig")
     if not configs:
@@ -287,11 +437,42 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
         memory = check_positive(memory, "memory")
     fitting = [c for c in configs if c.fits]
     best = min(fitting, key=_rank) if fitting else None
-    fig, (ax_t, ax_m) = new_figure(1, 2, size=(10.0, 3.8))
-    _bars(ax_t, ax_m, configs, memory, best)
-    ax_t.set_title(f"N = {configs[0].devices} devices: estimated step", fontsize=10,
-                   pad=14 if max(c.tensor for c in configs) > 1 else 6)
+    fig, ax_t, ax_m, _ = _config_grid((8.0, 5.4), extra_column=False)
+    handles = _config_panels(ax_t, ax_m, configs, memory, best)
+    tensor = max(c.tensor for c in configs) > 1
+    ax_t.set_title(f"N = {configs[0].devices} devices: estimated step per configuration", pad=18 if tensor else 6)
+    _key(fig, handles)
     return fig
+
+
+def _best_panel(ax, counts: np.ndarray, bests: Sequence, *, devices: int | None = None) -> None:
+    """Best step time against N on log axes, each point labelled with its split (rotated, above it)."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    ok = np.array([b is not None for b in bests])
+    t = np.array([b.step_time * 1e3 if b is not None else np.nan for b in bests])
+    ax.plot(counts[ok], t[ok], "o-", color=COLORS[0], lw=1.5, label="best that fits")
+    for ni, ti, b in zip(counts, t, bests):
+        if b is not None:
+            ax.annotate(b.label, (ni, ti), textcoords="offset points", xytext=(0, 8), rotation=90,
+                        ha="center", va="bottom")
+    lo, hi = (np.nanmin(t), np.nanmax(t)) if ok.any() else (1.0, 1.0)
+    decades = max(np.log10(hi / lo), 0.5)
+    if (~ok).any():
+        ax.plot(counts[~ok], np.full((~ok).sum(), hi), "x", color=COLORS[1], ms=9, mew=2.5, ls="none",
+                label="does not fit")
+    if devices is not None:
+        here = [ti for ni, ti in zip(counts, t) if ni == devices and np.isfinite(ti)]
+        if here:
+            ax.plot([devices], here, "*", color="black", ms=15, zorder=3)
+    ax.set_yscale("log")
+    ax.set_ylim(lo / 10 ** (0.1 * decades), hi * 10 ** (0.45 * decades))
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    log2_axis(ax.xaxis, counts.max())
+    ax.set_xlim(2 ** -0.4, counts.max() * 2**0.4)
+    ax.set(xlabel="devices N", ylabel="best step time [ms]")
 
 
 @styled
@@ -308,32 +489,23 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     best = check_sequence(best, "best", (hybrid.HybridConfig, type(None)), "a HybridConfig or None")
     if n.ndim != 1 or len(best) != n.size or n.size == 0:
         raise ValueError("device_counts and best must be non-empty and of equal length")
-    fig, (ax_t, ax_c) = new_figure(1, 2, size=(10.0, 3.8))
+    fig, (ax_t, ax_c) = new_figure(1, 2, size=(9.6, 4.4))
+    _best_panel(ax_t, n, best)
     ok = np.array([b is not None for b in best])
-    t = np.array([b.step_time if b is not None else np.nan for b in best])
-    ax_t.loglog(n[ok], t[ok] * 1e3, "o-", color=COLORS[0], label=r"best $N_d \times N_p$")
     if ok.any():
         first = int(np.argmax(ok))
-        ideal = t[first] * n[first] / n
-        ax_t.loglog(n[first:], ideal[first:] * 1e3, ":", color="0.5", label="ideal 1/N from the first that fits")
-    for ni, b in zip(n, best):
-        if b is not None:
-            ax_t.annotate(b.label, (ni, b.step_time * 1e3), textcoords="offset points",
-                          xytext=(0, 6), ha="center", fontsize=7)
-    if (~ok).any():
-        ax_t.plot(n[~ok], np.full((~ok).sum(), np.nanmax(t) * 1e3 if ok.any() else 1.0), "x",
-                  color="#b00", label="does not fit")
-    ax_t.set(xlabel="devices N", ylabel="step time [ms]", title="fastest configuration that fits")
-    ax_t.legend(fontsize=7)
-    log2_axis(ax_t.xaxis, n.max())
+        ideal = best[first].step_time * 1e3 * n[first] / n
+        ax_t.plot(n[first:], ideal[first:], ":", color="0.4", label="ideal 1/N from the first that fits")
+        ax_t.set_ylim(min(ax_t.get_ylim()[0], ideal[-1] / 1.3), ax_t.get_ylim()[1])
+    ax_t.set_title("fastest configuration that fits")
     d = np.array([b.data if b is not None else np.nan for b in best])
     p = np.array([b.pipeline if b is not None else np.nan for b in best])
     ax_c.plot(n, d, "o-", color=COLORS[0], label="$N_d$ (data-parallel replicas)")
-    ax_c.plot(n, p, "s-", color=COLORS[1], label="$N_p$ (pipeline stages)")
+    ax_c.plot(n, p, "s--", color=COLORS[1], label="$N_p$ (pipeline stages)")
     log2_axis(ax_c.xaxis, n.max())
     log2_axis(ax_c.yaxis, n.max())
     ax_c.set(xlabel="devices N", ylabel="degree", title=r"chosen split $N_d \times N_p = N$")
-    ax_c.legend(fontsize=7)
+    _key(fig, [h for ax in (ax_t, ax_c) for h in ax.get_lines() if not h.get_label().startswith('_')], ncols=2)
     return fig
 
 
@@ -346,37 +518,22 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.parallel.hybrid.enumerate_configs`
     (``max_tensor=T`` adds the tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by
     ``N_t``, and the best one may split its stages over ``N_t`` devices).
+
+    The estimates are cached by :func:`course_lib.parallel.hybrid.estimate_config` (and the
+    pipeline simulations inside them by micro-batch size), so moving the ``devices``
+    slider recomputes nothing and a new global batch only the configurations whose
+    micro-batches are new.
     """
     counts = check_sequence(device_counts, "device_counts")
+    bests = hybrid.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
     configs = hybrid.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
     fitting = [c for c in configs if c.fits]
     best_here = min(fitting, key=_rank) if fitting else None
-    bests = hybrid.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
-    fig, (ax_t, ax_m, ax_b) = new_figure(1, 3, size=(13.0, 3.8), width_ratios=(1.4, 1, 1.2))
-    _bars(ax_t, ax_m, configs, memory, best_here)
+    fig, ax_t, ax_m, ax_b = _config_grid((9.6, 5.8), extra_column=True)
+    handles = _config_panels(ax_t, ax_m, configs, memory, best_here)
     tensor = max(c.tensor for c in configs) > 1
-    grid, pad = (r"$N_d \times N_p \times N_t$", 14) if tensor else (r"$N_d \times N_p$", 6)
-    ax_t.set_title(f"N = {devices}: estimated step per {grid}", fontsize=10, pad=pad)
-    n = np.asarray(counts, dtype=float)
-    t = np.array([b.step_time * 1e3 if b is not None else np.nan for b in bests])
-    ax_b.loglog(n, t, "-", color="0.6", lw=1)
-    degrees = sorted({b.tensor for b in bests if b is not None})
-    for k, deg in enumerate(degrees):  # marker shape: the tensor degree N_t of the best split
-        sel = [i for i, b in enumerate(bests) if b is not None and b.tensor == deg]
-        ax_b.plot(n[sel], t[sel], "osD^vP"[k % 6], color=COLORS[0], label=f"$N_t$ = {deg}")
-    for ni, b in zip(n, bests):
-        if b is not None:
-            ax_b.annotate(b.label, (ni, b.step_time * 1e3), textcoords="offset points",
-                          xytext=(0, 6), ha="center", fontsize=7)
-    if best_here is not None:
-        ax_b.plot([devices], [best_here.step_time * 1e3], "*", color="k", ms=12)
-    ax_b.set(xlabel="devices N", ylabel="best step time [ms]", title=f"best {grid} as N grows")
-    if len(degrees) > 1:
-        ax_b.legend(fontsize=7, title="best split's $N_t$", title_fontsize=7)
-    log2_axis(ax_b.xaxis, n.max())
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
-    ax_b.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
-    ax_b.yaxis.set_minor_locator(NullLocator())
-    ax_b.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax_t.set_title(f"N = {devices}, B = {batch_size}: estimated step of every split", pad=18 if tensor else 6)
+    _best_panel(ax_b, np.asarray(counts, dtype=float), bests, devices=devices)
+    ax_b.set_title("best split as N grows")
+    _key(fig, handles)
     return fig

@@ -67,11 +67,9 @@ def roofline_figure(roofline: Roofline, ops: Sequence[Op] = (), *,
     grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
     ax.loglog(grid, [roofline.attainable(x) / scale for x in grid], color=COLORS[0], lw=2.5)
     ax.axvline(ridge, color="0.5", lw=1, ls=":")
-    ax.text(ridge * 1.08, bottom * 1.4 / scale, f"ridge point\n{ridge:.3g} FLOP/B", fontsize=8,
-            color="0.3", va="bottom")
-    ax.text(ridge / 1.12, peak * 1.6 / scale, "← memory-bound", ha="right", fontsize=9, color=_MEMORY)
-    ax.text(ridge * 1.12, peak * 1.6 / scale, "compute-bound →", ha="left", fontsize=9,
-            color=_COMPUTE)
+    ax.text(ridge * 1.08, bottom * 1.4 / scale, f"ridge point\n{ridge:.3g} FLOP/B", color="0.3", va="bottom")
+    ax.text(ridge / 1.12, peak * 1.6 / scale, "← memory-bound", ha="right", color=_MEMORY)
+    ax.text(ridge * 1.12, peak * 1.6 / scale, "compute-bound →", ha="left", color=_COMPUTE)
     handles = [Line2D([], [], color=COLORS[0], lw=2.5)]
     labels = [f"roof: peak {peak / scale:.3g} {unit}, β_mem {bw / 1e9:.3g} GB/s"]
     placed: list[list] = []  # [x, y, numbers] of each label, x and y in axes fractions
@@ -108,7 +106,7 @@ def roofline_figure(roofline: Roofline, ops: Sequence[Op] = (), *,
     for fx, fy, numbers in placed:
         x, y = lo * (hi / lo) ** fx, bottom * (top / bottom) ** fy
         ax.annotate(",".join(numbers), (x, y / scale), textcoords="offset points",
-                    xytext=(7, -13), fontsize=9, fontweight="bold")
+                    xytext=(7, -14), fontweight="bold")
     ax.set_xlim(lo, hi)
     ax.set_ylim(bottom / scale, top / scale)
     for axis in (ax.xaxis, ax.yaxis):
@@ -117,7 +115,7 @@ def roofline_figure(roofline: Roofline, ops: Sequence[Op] = (), *,
     ax.set(xlabel="arithmetic intensity $I_a$ (FLOP/B)", ylabel=f"attainable rate ({unit})",
            title=title or default)
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
-              fontsize=8, handletextpad=0.4)
+              handletextpad=0.4)
     return fig
 
 

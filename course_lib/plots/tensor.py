@@ -20,7 +20,7 @@ from .parallel import _arrow, _box
 __all__ = ["scheme_bytes_figure", "tensor_split_diagram"]
 
 
-def _blocks(ax, x, y, w, h, cuts, axis: str, label: str, *, alpha=0.5):
+def _blocks(ax, x, y, w, h, cuts, axis: str, label: str, *, alpha=0.55):
     """A matrix drawn as blocks, one colour per worker; ``cuts`` are (lo, hi) fractions."""
     from matplotlib.patches import Rectangle
 
@@ -31,15 +31,16 @@ def _blocks(ax, x, y, w, h, cuts, axis: str, label: str, *, alpha=0.5):
         xy, size = ((x + w * lo, y), (w * (hi - lo), h)) if axis == "cols" else \
             ((x, y + h * (1 - hi)), (w, h * (hi - lo)))
         ax.add_patch(Rectangle(xy, *size, facecolor=color, alpha=alpha, edgecolor="white", lw=1.5))
-    ax.text(x + w / 2, y - 0.035, label, ha="center", va="top", fontsize=8)
+    ax.text(x + w / 2, y - 0.03, label, ha="center", va="top")
 
 
 @styled
 def tensor_split_diagram(workers: int = 2, hidden: int = 8):
-    """One pair of linear layers ``Y = relu(X A) B`` split over ``workers`` (Megatron-style).
+    """One pair of linear layers ``Y = relu(X A_1) A_2`` split over ``workers`` (Megatron-style).
 
-    Left: the whole product. Right: worker ``r`` holds the column block ``A[:, c_r]``
-    and the row block ``B[c_r, :]`` (``c_r`` from
+    Left: the whole product, ``A_1`` cut into column blocks and ``A_2`` into row blocks,
+    one colour per worker. Right: worker ``j`` holds the column block ``A_1[:, c_j]`` and
+    the row block ``A_2[c_j, :]`` (``c_j`` from
     :func:`course_lib.parallel.partition.shard_bounds` of the hidden width, uneven when
     ``workers`` does not divide it), computes its partial output with no communication
     ("f": identity forward, all-reduce backward) and the all-reduce adds the partial
@@ -58,39 +59,38 @@ def tensor_split_diagram(workers: int = 2, hidden: int = 8):
     bounds = shard_bounds(hidden, workers)
     cuts = [(lo / hidden, hi / hidden) for lo, hi in bounds]
     widths = ", ".join(str(hi - lo) for lo, hi in bounds)
-    fig, ax = new_figure(size=(10.0, 2.0 + 0.75 * workers))
+    height = 2.2 + 0.85 * workers
+    fig, ax = new_figure(size=(9.6, height))
     ax.set_axis_off()
     ax.set_xlim(0, 1)
-    ax.set_ylim(0.0, 1.02)
-    ax.set_title(f"a pair of linear layers over {workers} workers (hidden width {hidden}: blocks of {widths})",
-                 fontsize=10)
-    top, bottom = 0.86, 0.06
+    ax.set_ylim(0.0, 1.0)
+    ax.set_title(f"a pair of linear layers over {workers} workers (hidden width {hidden}: blocks of {widths})")
+    top, bottom = 1 - 0.75 / (height - 0.5), 0.02  # room for the labels of "f" and "g"
     row_h = (top - bottom) / workers
+    mid = (top + bottom) / 2
     # the whole product, left
-    _box(ax, 0.01, 0.42, 0.05, 0.2, "X", "0.5", alpha=0.15)
-    _blocks(ax, 0.08, 0.42, 0.10, 0.2, cuts, "cols", "A: split by columns")
-    _blocks(ax, 0.20, 0.37, 0.06, 0.3, cuts, "rows", "B: split by rows")
-    ax.text(0.135, 0.75, "Y = relu(X A) B", ha="center", fontsize=9)
+    ax.text(0.1, mid + 0.2, "$Y = \\mathrm{relu}(X A_1)\\, A_2$", ha="center", va="bottom")
+    _blocks(ax, 0.01, mid - 0.1, 0.10, 0.2, cuts, "cols", "$A_1$: by\ncolumns")
+    _blocks(ax, 0.14, mid - 0.15, 0.06, 0.3, cuts, "rows", "$A_2$: by\nrows")
     # per worker, right
-    x0 = 0.34
-    for r, (lo, hi) in enumerate(bounds):
-        color = COLORS[r % len(COLORS)]
-        y = top - (r + 1) * row_h + row_h * 0.15
-        h = row_h * 0.7
-        _box(ax, x0, y, 0.05, h, "X", "0.5", alpha=0.15, fontsize=7)
-        _box(ax, x0 + 0.07, y, 0.08, h, f"A[:, {lo}:{hi}]", color, alpha=0.5, fontsize=7)
-        _arrow(ax, (x0 + 0.155, y + h / 2), (x0 + 0.18, y + h / 2))
-        _box(ax, x0 + 0.18, y, 0.10, h, f"H{r} = relu(X A{r})\nno communication", color, alpha=0.15,
-             fontsize=7)
-        _box(ax, x0 + 0.30, y, 0.08, h, f"B[{lo}:{hi}, :]", color, alpha=0.5, fontsize=7)
-        _arrow(ax, (x0 + 0.385, y + h / 2), (x0 + 0.41, y + h / 2))
-        _box(ax, x0 + 0.41, y, 0.07, h, f"Y{r} = H{r} B{r}\npartial", color, alpha=0.15, fontsize=7)
-        _arrow(ax, (x0 + 0.485, y + h / 2), (0.87, 0.46))
-    _box(ax, 0.87, 0.36, 0.12, 0.2, "all-reduce\nY = Σ Yr (+ bias)\nsame on every worker", "0.3",
-         alpha=0.12, fontsize=7)
-    ax.text(x0 + 0.11, top + 0.05, '"f": identity forward,\nall-reduce of dX backward', ha="center",
-            va="bottom", fontsize=8)
-    ax.text(0.93, 0.62, '"g": all-reduce forward,\nidentity backward', ha="center", va="bottom", fontsize=8)
+    x0, x_sum = 0.235, 0.865
+    for j, (lo, hi) in enumerate(bounds):
+        color = COLORS[j % len(COLORS)]
+        h = min(row_h * 0.72, 0.32)
+        y = top - (j + 0.5) * row_h - h / 2
+        _box(ax, x0, y, 0.095, h, f"$A_1[:, {lo}{{:}}{hi}]$", color, alpha=0.55)
+        _arrow(ax, (x0 + 0.095, y + h / 2), (x0 + 0.115, y + h / 2))
+        _box(ax, x0 + 0.115, y, 0.17, h, f"$H_{j} = \\mathrm{{relu}}(X A_1[:, c_{j}])$\nno communication",
+             color, alpha=0.15)
+        _arrow(ax, (x0 + 0.285, y + h / 2), (x0 + 0.305, y + h / 2))
+        _box(ax, x0 + 0.305, y, 0.095, h, f"$A_2[{lo}{{:}}{hi}, :]$", color, alpha=0.55)
+        _arrow(ax, (x0 + 0.4, y + h / 2), (x0 + 0.42, y + h / 2))
+        _box(ax, x0 + 0.42, y, 0.15, h, f"$Y_{j} = H_{j}\\, A_2[c_{j}, :]$\npartial", color, alpha=0.15)
+        _arrow(ax, (x0 + 0.57, y + h / 2), (x_sum, mid), color=color, lw=2.0)
+    _box(ax, x_sum, mid - 0.14, 1 - x_sum - 0.005, 0.28, "all-reduce\n$Y = \\Sigma_j\\, Y_j$\n(+ bias)\non every\nworker",
+         "0.3", alpha=0.1)
+    ax.text(x0 + 0.06, top + 0.02, '"f": identity forward,\nall-reduce of dX backward', ha="center", va="bottom")
+    ax.text(x_sum + 0.065, mid + 0.16, '"g": all-reduce\nforward, identity\nbackward', ha="center", va="bottom")
     return fig
 
 
@@ -124,7 +124,7 @@ def scheme_bytes_figure(batch_sizes: Sequence[int], formula: Mapping[str, Sequen
     check_type(formula, "formula", Mapping, "a mapping of scheme name to bytes per batch")
     if measured is not None:
         check_type(measured, "measured", Mapping, "a mapping of scheme name to (batch, bytes)")
-    fig, ax = new_figure(size=(7.5, 4.0))
+    fig, ax = new_figure(size=(9.0, 4.2))
     for k, (name, values) in enumerate(formula.items()):
         v = as_real(values, f"formula[{name!r}]", allowed="> 0").reshape(-1)
         if v.shape != batches.shape or np.any(v <= 0) or not np.all(np.isfinite(v)):
@@ -142,5 +142,5 @@ def scheme_bytes_figure(batch_sizes: Sequence[int], formula: Mapping[str, Sequen
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_yscale("log")
     ax.set(xlabel="global batch B", ylabel="bytes per step", title=title)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     return fig
