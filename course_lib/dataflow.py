@@ -18,14 +18,14 @@ __all__ = ["PARALLEL_DIMS", "DataflowGraph", "Op", "training_graph"]
 
 #: Dimensions along which one operator of each kind can be split (intra-operator).
 PARALLEL_DIMS = {
-    ("forward", "conv"): "batch N · space Ho×Wo · channels C_out",
-    ("forward", "linear"): "batch N · outputs",
-    ("forward", "rnn"): "batch N · hidden units (time: sequential)",
-    ("loss", ""): "batch N · classes",
-    ("grad_input", "conv"): "batch N · space H×W · channels C_in",
-    ("grad_input", "linear"): "batch N · inputs",
-    ("grad_weight", "conv"): "C_out · C_in·kh·kw (sum over N·Ho·Wo)",
-    ("grad_weight", "linear"): "inputs · outputs (sum over N)",
+    ("forward", "conv"): "batch B · space Ho×Wo · channels C_out",
+    ("forward", "linear"): "batch B · outputs",
+    ("forward", "rnn"): "batch B · hidden units (time: sequential)",
+    ("loss", ""): "batch B · classes",
+    ("grad_input", "conv"): "batch B · space H×W · channels C_in",
+    ("grad_input", "linear"): "batch B · inputs",
+    ("grad_weight", "conv"): "C_out · C_in·kh·kw (sum over B·Ho·Wo)",
+    ("grad_weight", "linear"): "inputs · outputs (sum over B)",
     ("update", ""): "every parameter",
 }
 

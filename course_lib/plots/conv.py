@@ -36,7 +36,7 @@ _KIND_COLOR = {
 #: The dimensions of :data:`course_lib.dataflow.PARALLEL_DIMS` as drawn under an operator (in
 #: the course notation, short) and as named in the key under the graph.
 _DIMS = {
-    "batch N": ("$B$", "$B$ samples"),
+    "batch B": ("$B$", "$B$ samples"),
     "space Ho×Wo": (r"$H_o{\times}W_o$", r"$H_o{\times}W_o$ output pixels"),
     "channels C_out": ("$C_o$", "$C_o$ output channels"),
     "hidden units (time: sequential)": ("hidden", "hidden: hidden units (time stays sequential)"),
