@@ -12,6 +12,9 @@ and backward), :math:`r` the sustained FLOP/s of one device, :math:`N` devices a
 
 .. math:: T = \frac{D \cdot C}{R}, \qquad R = r \cdot N \cdot \eta
 
+One device has nothing to communicate, so :math:`\eta(1) = 1`: :func:`training_time`
+applies :math:`\eta` only on :math:`N > 1` devices.
+
 Conventions used everywhere in the course
 -----------------------------------------
 * **1 MAC = 2 FLOPs.** A multiply-accumulate (MAC, 乘加) ``acc += a * b`` counts as
@@ -105,7 +108,9 @@ def training_time(samples, flops_per_sample, device_flops, devices=1, efficiency
         :math:`N`, number of devices, >= 1.
     efficiency : float or array_like
         :math:`\eta`, parallel efficiency in (0, 1]: the fraction of the ideal
-        N-fold rate the N devices achieve together.
+        N-fold rate the N devices achieve together. It applies only where
+        :math:`N > 1`: one device has nothing to communicate, so :math:`\eta(1) = 1`
+        whatever is passed (a run on one device takes :math:`D \cdot C / r`).
 
     Returns
     -------
@@ -120,6 +125,8 @@ def training_time(samples, flops_per_sample, device_flops, devices=1, efficiency
     250.0
     >>> training_time(1e6, 1e9, 1e12, devices=[1, 2, 4])
     array([1000.,  500.,  250.])
+    >>> training_time(1e6, 1e9, 1e12, devices=[1, 2], efficiency=0.5)  # eta(1) = 1
+    array([1000., 1000.])
     """
     d = check_array(samples, "samples", 0)
     c = check_array(flops_per_sample, "flops_per_sample", 0)
@@ -129,7 +136,7 @@ def training_time(samples, flops_per_sample, device_flops, devices=1, efficiency
     d, c, r, n, eta = broadcast(
         samples=d, flops_per_sample=c, device_flops=r, devices=n, efficiency=eta
     )
-    result = d * c / (r * n * eta)
+    result = d * c / (r * n * np.where(n > 1, eta, 1.0))  # eta(1) = 1: nothing to communicate
     return scalar_or_array(result, samples, flops_per_sample, device_flops, devices, efficiency)
 
 
@@ -218,7 +225,8 @@ def estimate_training(
 ):
     """A :class:`TrainingEstimate` (scalars only; arguments as in :func:`training_time`).
 
-    ``label`` names the run; it heads the summary.
+    ``label`` names the run; it heads the summary. On one device the estimate records
+    η = 1 whatever ``efficiency`` is (one device has nothing to communicate).
 
     Examples
     --------
@@ -232,6 +240,8 @@ def estimate_training(
           (1 TFLOP/s x 8 x 0.5)
     time  T         = 4.17 min (250 s)
     cost            = 0.5556 device-hours
+    >>> estimate_training(1e6, 1e9, 1e12, devices=1, efficiency=0.01).efficiency
+    1.0
     """
     values = {
         "samples": samples,
@@ -246,6 +256,8 @@ def estimate_training(
     training_time(**values)  # validates every argument
     if not isinstance(label, str):
         raise TypeError(f"label must be a string, got {type(label).__name__}")
+    if float(devices) <= 1:  # eta(1) = 1 (see training_time): record the efficiency that applies
+        values["efficiency"] = 1.0
     return TrainingEstimate(**{k: float(v) for k, v in values.items()}, label=label)
 
 

@@ -26,7 +26,6 @@ from course_lib.rate import measure_flop_rate
 
 positive = st.floats(1e-3, 1e12, allow_nan=False, allow_infinity=False)
 effs = st.floats(1e-3, 1.0, allow_nan=False)
-devs = st.integers(1, 100_000)
 
 
 def test_doctests():
@@ -47,7 +46,37 @@ def test_training_time_hand_values():
 def test_training_time_broadcasts():
     out = training_time(1e6, 1e9, 1e12, devices=np.array([[1], [2]]), efficiency=[1.0, 0.5])
     assert out.shape == (2, 2)
-    np.testing.assert_allclose(out, [[1000, 2000], [500, 1000]])
+    np.testing.assert_allclose(out, [[1000, 1000], [500, 1000]])  # eta(1) = 1
+
+
+@pytest.mark.parametrize("eta", [0.01, 0.5, 1.0])
+def test_one_device_ignores_the_efficiency(eta):
+    """eta(1) = 1: one device has nothing to communicate, so T(N = 1) = D C / r for any eta."""
+    assert training_time(1e6, 1e9, 1e12, devices=1, efficiency=eta) == 1000.0
+    assert training_time(1e6, 1e9, 1e12, 1, eta) == training_time(1e6, 1e9, 1e12, 1, 1.0)
+    # ... but from N = 2 on it applies: 1e15 FLOP / (1e12 x 2 x eta)
+    assert training_time(1e6, 1e9, 1e12, devices=2, efficiency=eta) == pytest.approx(500.0 / eta)
+    est = cost.estimate_training(1e6, 1e9, 1e12, devices=1, efficiency=eta)
+    assert est.seconds == 1000.0 and est.efficiency == 1.0 and "x 1 x 1)" in est.summary()
+    assert cost.estimate_training(1e6, 1e9, 1e12, devices=2, efficiency=eta).efficiency == eta
+
+
+def test_calculator_estimates_on_one_device_ignore_the_efficiency():
+    """At eta = 0.01 one device used to take 100x the ideal time; now it takes the ideal time."""
+    from course_lib.datasets import load_dnn_models, load_hardware
+
+    models, hardware = load_dnn_models(), load_hardware()
+    cnn = [cost.cnn_calculator_estimate("ResNet-50", 1.0, 1, "v100_sxm2_32gb", 1, 0.5, eta,
+                                        models=models, hardware=hardware) for eta in (0.01, 1.0)]
+    assert cnn[0].seconds == cnn[1].seconds
+    # by hand: 1e6 images x 6 x 4.089e9 FLOP / (0.5 x 125e12 FLOP/s)
+    assert cnn[0].seconds == pytest.approx(1e6 * 6 * 4.089e9 / 62.5e12)
+    tf = [cost.transformer_calculator_estimate(340, 42598, "v100_sxm3_32gb", 1, 0.3, eta,
+                                               hardware=hardware) for eta in (0.01, 1.0)]
+    assert tf[0].seconds == tf[1].seconds == pytest.approx(42598e6 * 6 * 340e6 / (0.3 * 131e12))
+    two = cost.transformer_calculator_estimate(340, 42598, "v100_sxm3_32gb", 2, 0.3, 0.01,
+                                               hardware=hardware)
+    assert two.seconds == pytest.approx(tf[1].seconds / (2 * 0.01))
 
 
 @pytest.mark.parametrize(
@@ -82,7 +111,7 @@ def test_training_time_shape_mismatch_named():
         training_time([1, 2, 3], 1.0, 1.0, devices=[1, 2])
 
 
-@given(positive, positive, positive, devs, effs, st.integers(2, 64))
+@given(positive, positive, positive, st.integers(2, 100_000), effs, st.integers(2, 64))
 @settings(max_examples=60, deadline=None)
 def test_training_time_inverse_in_devices_and_efficiency(d, c, r, n, eta, k):
     t = training_time(d, c, r, devices=n, efficiency=eta)
@@ -95,7 +124,7 @@ def test_training_time_inverse_in_devices_and_efficiency(d, c, r, n, eta, k):
     assert training_time(d, k * c, r, n, eta) == pytest.approx(k * t, rel=1e-12)
 
 
-@given(positive, positive, positive, devs, effs)
+@given(positive, positive, positive, st.integers(2, 100_000), effs)
 @settings(max_examples=40, deadline=None)
 def test_required_efficiency_inverts_training_time(d, c, r, n, eta):
     t = training_time(d, c, r, devices=n, efficiency=eta)

@@ -21,7 +21,15 @@ def _line(ax, label):
 
 def test_doctests():
     result = doctest.testmod(largebatch)
-    assert result.attempted >= 2 and result.failed == 0
+    assert result.attempted >= 4 and result.failed == 0
+
+
+def _legends_off_the_axes(fig):
+    fig.draw_without_rendering()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()]
+    assert len(legends) == len(fig.axes)
+    for legend in legends:
+        assert not any(legend.get_window_extent().overlaps(ax.bbox) for ax in fig.axes)
 
 
 def test_steps_panel_data_fit_and_asymptotes():
@@ -47,8 +55,29 @@ def test_time_panel_marks_the_fastest_batch_and_skips_impossible_ones():
     ax = fig.axes[1]
     curve = _line(ax, "N = 2")
     np.testing.assert_allclose(curve.get_ydata(), seconds * 1e3)  # drawn in ms
-    dot = [line for line in ax.get_lines() if line.get_marker() == "o"][0]
-    assert dot.get_xdata()[0] == 4.0 and dot.get_ydata()[0] == pytest.approx(1e3)
+    assert curve.get_marker() == "o" and curve.get_markevery() == [2]  # at B = 4, the fastest
+    _legends_off_the_axes(fig)
+
+
+def test_axes_of_counts_have_plain_ticks():
+    fig = critical_batch_figure(SIZES, STEPS, FIT, times={"N = 2": (np.array([8.0, 64.0]), np.array([2.0, 1.0]))})
+    for ax in fig.axes:
+        ticks = np.asarray(ax.xaxis.get_majorticklocs())  # batch sizes: powers of two
+        assert np.all(np.log2(ticks) == np.round(np.log2(ticks)))
+        labels = [ax.yaxis.get_major_formatter()(t, i) for i, t in enumerate(ax.yaxis.get_majorticklocs())]
+        assert labels and all("^" not in lab and "e" not in lab for lab in labels)
+
+
+def test_plain_log_axis_thins_its_ticks_and_checks_its_range():
+    from course_lib.plots import new_figure
+
+    fig, ax = new_figure()
+    largebatch.plain_log_axis(ax.xaxis, 0.8, 2300, max_ticks=8)
+    assert [float(t) for t in ax.xaxis.get_majorticklocs()] == [1, 3, 10, 30, 100, 300, 1000]
+    largebatch.plain_log_axis(ax.xaxis, 1, 1e6, max_ticks=8)
+    assert len(ax.xaxis.get_majorticklocs()) == 7  # only powers of ten fit
+    with pytest.raises(ValueError, match="lo must be < hi"):
+        largebatch.plain_log_axis(ax.xaxis, 10, 1)
 
 
 @pytest.mark.parametrize(

@@ -5,91 +5,212 @@ Pure functions: data in, :class:`matplotlib.figure.Figure` out. The calculator
 functions take plain numbers (slider values) and names (a model name, a ``device_id``:
 drop-down values) plus the data rows as keyword arguments, so
 :func:`course_lib.widgets.live_figure` can drive them.
+
+Times are drawn on a log axis whose ticks are durations in words (1 min, 1 h, 1 day, ...:
+:func:`time_axis`); a time per row is a dot with its value beside it (a dot plot,
+``_time_dots``: on a log axis the length of a bar means nothing).
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 import numpy as np
 
 from .. import comm, cost
-from .._validate import as_real, check_count, check_positive, check_real, check_sequence, check_type
+from .._validate import (
+    as_real,
+    check_count,
+    check_int,
+    check_positive,
+    check_real,
+    check_sequence,
+    check_type,
+)
 from . import COLORS, log2_axis, new_figure, styled
+from .largebatch import _log_ticks, plain_log_axis
 
 __all__ = [
     "calculator_figure",
     "cnn_calculator_figure",
     "comm_efficiency_figure",
+    "human_count",
     "large_batch_figure",
     "levers_figure",
+    "time_axis",
     "time_ladder_figure",
     "transformer_calculator_figure",
 ]
 
 _DAY = 86400.0
-_REFERENCE_TIMES = (
-    ("1 min", 60.0),
-    ("1 hour", 3600.0),
-    ("1 day", _DAY),
-    ("1 month", 30 * _DAY),
-    ("1 year", 365.25 * _DAY),
+_YEAR = 365.25 * _DAY
+#: Durations a time axis is ticked at, in words.
+_TIME_TICKS = (
+    (1e-6, "1 µs"), (1e-5, "10 µs"), (1e-4, "100 µs"), (1e-3, "1 ms"), (0.01, "10 ms"), (0.1, "100 ms"), (1.0, "1 s"), (10.0, "10 s"), (60.0, "1 min"),
+    (600.0, "10 min"), (3600.0, "1 h"), (_DAY, "1 day"),
+    (7 * _DAY, "1 week"), (30 * _DAY, "1 month"), (_YEAR, "1 year"), (10 * _YEAR, "10 years"),
+    (100 * _YEAR, "100 years"), (1e3 * _YEAR, "1,000 years"), (1e4 * _YEAR, "10,000 years"),
+    (1e5 * _YEAR, "100,000 years"), (1e6 * _YEAR, "1M years"), (1e7 * _YEAR, "10M years"),
+    (1e8 * _YEAR, "100M years"), (1e9 * _YEAR, "1B years"), (1e10 * _YEAR, "10B years"),
 )
+#: Which durations to keep first when not all fit.
+_TICK_PRIORITY = ("1 s", "1 min", "1 h", "1 day", "1 year", "1 month", "100 years", "10 years", "1 week",
+                  "10,000 years", "1,000 years", "1M years", "100,000 years", "100M years", "10M years",
+                  "10B years", "1B years", "1 ms", "100 ms", "10 s", "10 min", "10 ms", "1 µs", "100 µs",
+                  "10 µs")
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def human_count(value: float, digits: int = 3) -> str:
+    """A count with a k / M / B / T suffix: ``42.6B`` tokens, ``115M`` samples, ``340M`` parameters.
+
+    From 10^15 on, a power of ten (``1.7 × 10¹⁵``).
+
+    Examples
+    --------
+    >>> human_count(42_598e6), human_count(1.153e8), human_count(340e6), human_count(999)
+    ('42.6B', '115M', '340M', '999')
+    >>> human_count(1.7e15)
+    '1.7 × 10¹⁵'
+    """
+    v = check_real(value, "value")
+    digits = check_int(digits, "digits", 1, 15)
+    if abs(v) >= 1e15:
+        return _power_of_ten(v)
+    for scale, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= scale:
+            return f"{v / scale:.{digits}g}{suffix}"
+    return f"{v:.{digits}g}"
+
+
+def _power_of_ten(value: float) -> str:
+    """``2.83 × 10¹⁸`` (unicode, no mathtext: cheap to draw)."""
+    exponent = int(np.floor(np.log10(abs(value))))
+    return f"{value / 10.0**exponent:.3g} × 10{str(exponent).translate(_SUPERSCRIPT)}"
+
+
+def time_axis(axis, lo: float, hi: float, *, length: float | None = None) -> None:
+    """Log scale from ``lo`` to ``hi`` seconds, ticks at durations in words (1 min, 1 h, 1 day ...).
+
+    The most familiar durations go first (1 s, 1 min, 1 h, 1 day, 1 year, ...); one whose
+    label would crowd another is skipped (the axis is about ``length`` inches long; by
+    default 60 % of the figure's width or height). Where fewer
+    than two named durations fall in the range, powers of ten of seconds are used instead.
+    No minor ticks.
+
+    Examples
+    --------
+    >>> from course_lib.plots import new_figure
+    >>> fig, ax = new_figure()
+    >>> time_axis(ax.yaxis, 30.0, 5e5)
+    >>> [ax.yaxis.get_major_formatter()(t) for t in ax.yaxis.get_majorticklocs()]
+    ['1 min', '10 min', '1 h', '1 day']
+    """
+    from matplotlib.axis import Axis
+
+    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
+    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
+    if lo >= hi:
+        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
+    if length is not None:
+        length = check_positive(length, "length")
+    horizontal = axis.axis_name == "x"
+    fig = axis.axes.figure
+    if length is None:
+        length = 0.6 * (fig.get_figwidth() if horizontal else fig.get_figheight())
+    per_decade = length / max(np.log10(hi / lo), 1e-9)  # inches
+
+    def size(name):  # inches a label needs along the axis: its width, or its height
+        return 0.085 * len(name) if horizontal else 0.22
+
+    named: dict[float, str] = {}
+    for t, name in sorted(_TIME_TICKS, key=lambda tick: _TICK_PRIORITY.index(tick[1])):
+        if lo <= t <= hi and all(abs(np.log10(t / u)) * per_decade >= (size(v) + size(name)) / 2 + 0.15
+                                 for u, v in named.items()):
+            named[t] = name
+    if len(named) < 2:
+        named = {10.0**k: f"10{str(k).translate(_SUPERSCRIPT)} s"
+                 for k in range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)}
+    _log_ticks(axis, lo, hi, named)
+
+
+def _time_dots(ax, seconds, labels, *, texts=None, styles=None) -> None:
+    """Rows of times on a log axis (a dot plot): one marker per row, its value beside it.
+
+    ``seconds`` top to bottom, ``labels`` on the y axis, ``texts`` written right of the
+    dots (default: the time in words); ``styles`` are one ``(marker, color, label)`` per
+    row (rows with the same label share a legend entry). The x axis is a :func:`time_axis`
+    with room on the right for the texts.
+    """
+    secs = np.asarray(seconds, dtype=float)
+    y = np.arange(secs.size)[::-1]
+    styles = styles or [("o", COLORS[0], None)] * secs.size
+    texts = texts or [_duration(s) for s in secs]
+    seen = set()
+    for xi, yi, (marker, color, label), text in zip(secs, y, styles, texts, strict=True):
+        ax.plot([xi], [yi], marker, color=color, markersize=9, zorder=3,
+                label=label if label and label not in seen else "_nolegend_")
+        seen.add(label)
+        ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(9, 0), va="center")
+    ax.set_yticks(y, labels)
+    ax.set_ylim(-0.6, secs.size - 0.4)
+    ax.grid(True, axis="y", color="0.85", lw=0.8, ls=":")
+    time_axis(ax.xaxis, secs.min() / 3, secs.max() * 40, length=0.55 * ax.figure.get_figwidth())
 
 
 # ------------------------------------------------------------------ the three levers
 @styled
 def levers_figure():
-    r"""A picture of :math:`T = D \cdot C / (r \cdot N \cdot \eta)` and its three levers.
+    r"""A picture of :math:`T = \dfrac{D\,C}{r\,N\,\eta}` as a real fraction, with its levers.
 
-    Data size and per-sample compute are set by the problem (the model and data); the
-    compute rate is per-device rate (Moore's law, slow to improve) x device count x
-    parallel efficiency - the last two are where distributed training works.
+    Numerator: the work, data size :math:`D` x compute per sample :math:`C`, set by the
+    problem (the model and the data). Denominator: the compute rate :math:`R = r N \eta`:
+    the per-device rate :math:`r` grows with new hardware (tensor cores, lower precision;
+    single-core clock speed stopped rising in the mid-2000s), while the device count
+    :math:`N` and the parallel efficiency :math:`\eta` are where distributed training works.
+
+    Examples
+    --------
+    >>> fig = levers_figure()
+    >>> [t.get_text() for t in fig.axes[0].texts][:2]
+    ['$T \\;=$', '$D$']
     """
     from matplotlib.patches import FancyBboxPatch
 
-    fig, ax = new_figure(size=(9.0, 3.6))
+    fig, ax = new_figure(size=(9.6, 4.2))
     ax.set_axis_off()
-    ax.set_xlim(0, 10)
-    ax.set_ylim(0, 4.2)
+    ax.set_xlim(0, 10.0)  # about inches: the boxes and notes fit their text
+    ax.set_ylim(0, 3.7)
 
-    def box(x, y, w, h, text, color, sub=""):
-        ax.add_patch(
-            FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.05", fc=color, ec="0.3", alpha=0.25)
-        )
-        ax.text(x + w / 2, y + h * 0.62, text, ha="center", va="center", fontsize=13)
-        if sub:
-            ax.text(x + w / 2, y + h * 0.25, sub, ha="center", va="center", fontsize=8.5)
+    def box(x, y, w, symbol, text, color):
+        ax.add_patch(FancyBboxPatch((x, y), w, 1.1, boxstyle="round,pad=0.04", fc=color, ec="0.35",
+                                    alpha=0.3, lw=1.0))
+        ax.text(x + w / 2, y + 0.8, symbol, ha="center", va="center", fontsize=18)
+        ax.text(x + w / 2, y + 0.33, text, ha="center", va="center")
 
-    ax.text(0.1, 3.75, r"training time  $T \;=\; \dfrac{D \times C}{R}$,   "
-            r"$R \;=\; r \times N \times \eta$", fontsize=13, va="center")
-    box(0.2, 1.6, 2.0, 1.3, r"$D$", COLORS[4], "data size\n(samples x epochs)")
-    box(2.6, 1.6, 2.0, 1.3, r"$C$", COLORS[4], "FLOPs per sample\n(forward + backward)")
-    box(5.0, 1.6, 1.4, 1.3, r"$r$", COLORS[5], "per-device rate\n(FLOP/s)")
-    box(6.8, 1.6, 1.2, 1.3, r"$N$", COLORS[2], "devices")
-    box(8.4, 1.6, 1.4, 1.3, r"$\eta$", COLORS[2], "parallel\nefficiency")
-    ax.text(2.45, 1.2, "fixed by the problem\n(the model and the data)",
-            ha="center", va="top", fontsize=9)
-    ax.text(5.75, 1.2, "grows with each\nchip generation", ha="center", va="top", fontsize=9)
-    ax.text(8.1, 1.2, "where distributed\ntraining works",
-            ha="center", va="top", fontsize=9, color=COLORS[2], fontweight="bold")
-    for x, sym in ((2.4, r"$\times$"), (4.8, "/"), (6.6, r"$\times$"), (8.2, r"$\times$")):
-        ax.text(x, 2.25, sym, fontsize=20, ha="center", va="center")
+    bar, top, bottom = 2.15, 2.4, 0.85  # the fraction bar, the numerator's and denominator's boxes
+    ax.text(0.45, bar, r"$T \;=$", ha="center", va="center", fontsize=20)
+    ax.plot([0.95, 7.45], [bar, bar], color="0.1", lw=2.5, solid_capstyle="butt")
+    box(2.1, top, 1.9, "$D$", "data size\n(samples × epochs)", COLORS[4])
+    box(4.4, top, 1.9, "$C$", "FLOPs per sample\n(forward + backward)", COLORS[4])
+    box(0.95, bottom, 1.9, "$r$", "per-device rate\n(FLOP/s)", COLORS[5])
+    box(3.25, bottom, 1.9, "$N$", "devices", COLORS[2])
+    box(5.55, bottom, 1.9, r"$\eta$", "parallel\nefficiency", COLORS[2])
+    for x, y in ((4.2, top), (3.05, bottom), (5.35, bottom)):
+        ax.text(x, y + 0.55, "×", ha="center", va="center", fontsize=18)
+    ax.text(7.75, top + 0.55, "the work D·C:\nfixed by the problem\n(the model and the data)",
+            va="center")
+    ax.text(7.75, bottom + 0.55, "the rate R = r·N·η\nof all N devices", va="center")
+    ax.text(1.9, bottom - 0.12, "grows with new hardware\n(tensor cores, lower precision),\n"
+            "not with clock speed", ha="center", va="top")
+    ax.text(5.35, bottom - 0.12, "where distributed\ntraining works", ha="center", va="top",
+            color=COLORS[2], fontweight="bold")
     ax.set_title("the levers of training time")
     return fig
 
 
 # ------------------------------------------------------------------ calculators
-def _time_axis(ax, seconds: np.ndarray) -> None:
-    ax.set_yscale("log")
-    lo, hi = float(np.min(seconds)), float(np.max(seconds))
-    for label, t in _REFERENCE_TIMES:
-        if lo / 3 <= t <= hi * 3:
-            ax.axhline(t, color="0.7", lw=0.8, ls="--")
-            ax.text(1.0, t, f" {label}", transform=ax.get_yaxis_transform(), va="center",
-                    fontsize=8, color="0.4")
-
-
 @styled
 def calculator_figure(
     samples: float,
@@ -102,12 +223,16 @@ def calculator_figure(
     title: str = "",
     device_label: str = "device",
     n_max: int = 4096,
+    sample_unit: str = "samples",
+    params: float | None = None,
 ):
     r"""Training time against device count, and the decomposition for the chosen one.
 
-    Left: :math:`T(N)` for the ideal :math:`\eta = 1` and for the chosen :math:`\eta`,
-    with reference lines (hour, day, month, year) and the chosen :math:`N` marked.
-    Right: the four-line summary of :class:`course_lib.cost.TrainingEstimate`.
+    Left: :math:`T(N)` for the ideal :math:`\eta = 1` (dashed, drawn on top) and for the
+    chosen :math:`\eta`, on a time axis ticked in words (1 h, 1 day, ...), the chosen
+    :math:`N` marked. One device has nothing to communicate: :math:`\eta(1) = 1`, so both
+    curves start at the same time (:func:`course_lib.cost.training_time`). Right: the
+    work :math:`D C`, the rate :math:`R = r N \eta` and the time, counts in words (42.6B).
 
     Parameters
     ----------
@@ -120,47 +245,93 @@ def calculator_figure(
     utilisation : float
         Sustained fraction of the peak, in (0, 1].
     efficiency : float
-        :math:`\eta`, in (0, 1].
+        :math:`\eta`, in (0, 1]; it applies from :math:`N = 2` on.
+    sample_unit : str
+        What :math:`D` counts (``"tokens"`` for a language model).
+    params : float, optional
+        :math:`P`, for a transformer whose :math:`C = 6P` per token.
+
+    Examples
+    --------
+    >>> fig = calculator_figure(1e6, 1e9, 2e12, 1, 0.5, 0.01)
+    >>> fig.axes[1].texts[-1].get_text()  # one device: eta does not apply
+    'T = 16.7 min\n(0.278 device-hours)'
     """
     samples = check_positive(samples, "samples")
     flops_per_sample = check_positive(flops_per_sample, "flops_per_sample")
     peak_flops = check_positive(peak_flops, "peak_flops")
     devices, n_max = check_count(devices, "devices"), check_count(n_max, "n_max")
     efficiency = check_real(efficiency, "efficiency", 0.0, 1.0, low_open=True)
-    check_type(title, "title", str, "a str")
-    check_type(device_label, "device_label", str, "a str")
+    for name, value in (("title", title), ("device_label", device_label), ("sample_unit", sample_unit)):
+        check_type(value, name, str, "a str")
+    if params is not None:
+        params = check_positive(params, "params")
     r = cost.sustained_flops(peak_flops, utilisation)
-    util = float(utilisation)
     est = cost.estimate_training(samples, flops_per_sample, r, devices, efficiency)
-    ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 120)))
+    ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 60)))
     ideal = cost.training_time(samples, flops_per_sample, r, ns)
     real = cost.training_time(samples, flops_per_sample, r, ns, efficiency)
 
-    fig, (ax, ax_t) = new_figure(1, 2, size=(10.0, 3.8), width_ratios=(1.25, 1))
-    ax.plot(ns, ideal, color="0.6", ls=":", label="η = 1 (ideal)")
-    ax.plot(ns, real, color=COLORS[0], label=f"η = {float(efficiency):.2g}")
-    ax.plot([devices], [est.seconds], "o", color=COLORS[1])
-    ax.annotate(cost.human_duration(est.seconds), (devices, est.seconds),
-                textcoords="offset points", xytext=(6, 6), fontsize=9)
+    fig, (ax, ax_t) = new_figure(1, 2, size=(9.6, 4.2), width_ratios=(1.35, 1))
+    ax.plot(ns, real, color=COLORS[0], lw=3.0, zorder=2,
+            label=f"η = {efficiency:.2g} (from N = 2 on)" if efficiency < 1 else "η = 1")
+    ax.plot(ns, ideal, color="0.1", lw=1.4, ls=(0, (4, 3)), zorder=3, label="ideal: η = 1")
+    ax.plot([devices], [est.seconds], "o", color=COLORS[1], markersize=9, zorder=4)
+    right = devices <= ns[-1] ** 0.75  # near the right end: write the time left of the marker
+    ax.annotate(_duration(est.seconds), (devices, est.seconds), textcoords="offset points",
+                xytext=(8 if right else -8, 8), ha="left" if right else "right", color=COLORS[1],
+                zorder=5, in_layout=False,
+                bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85))
     log2_axis(ax.xaxis, ns[-1])
-    _time_axis(ax, np.concatenate([ideal, real]))
-    ax.set(xlabel=f"devices N ({device_label})", ylabel="training time T [s]")
-    ax.legend(fontsize=8, loc="lower left")
+    both = np.concatenate([ideal, real])
+    time_axis(ax.yaxis, both.min() / 2, both.max() * 3)
+    ax.set(xlabel="devices N", ylabel="training time T")
     ax.set_title(title or "training time")
 
     ax_t.set_axis_off()
-    text = (
-        f"{device_label}\n"
-        f"peak {peak_flops / 1e12:.3g} TFLOP/s x utilisation {util:.2g}\n"
-        f"= r = {r / 1e12:.3g} TFLOP/s sustained\n\n"
-        + est.summary()
-    )
-    ax_t.text(0.0, 0.95, text, va="top", ha="left", family="monospace", fontsize=8.5,
-              transform=ax_t.transAxes, wrap=True)
-    ax_t.text(0.0, 0.02, f"T = {cost.human_duration(est.seconds)}   "
-              f"({est.device_hours:,.3g} device-hours)",
-              transform=ax_t.transAxes, fontsize=12, fontweight="bold", color=COLORS[1])
+    per = sample_unit[:-1] if sample_unit.endswith("s") else sample_unit
+    lines = [
+        *textwrap.wrap(device_label, 36),
+        "",
+        f"work  D·C = {_power_of_ten(est.total_flops)} FLOP",
+        f"    D = {human_count(samples)} {sample_unit}",
+        f"    C = {'6P = ' if params else ''}{_si(flops_per_sample, 'FLOP')} per {per}",
+        *([f"    P = {human_count(params)} parameters"] if params else []),
+        f"rate  R = r·N·η = {_si(est.compute_rate, 'FLOP/s')}",
+        f"    r = peak × utilisation = {_si(r, 'FLOP/s')}",
+        f"        ({peak_flops / 1e12:.3g} TFLOP/s × {float(utilisation):.2g})",
+        f"    N = {devices:,}, η = {est.efficiency:.2g}" if devices > 1 else
+        "    N = 1: η = 1 (nothing to communicate)",
+    ]
+    ax_t.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", transform=ax_t.transAxes,
+              linespacing=1.3, in_layout=False)
+    ax_t.legend(*ax.get_legend_handles_labels(), loc="lower left", bbox_to_anchor=(0.0, 0.2),
+                borderaxespad=0.0, frameon=False).set_in_layout(False)
+    ax_t.text(0.0, 0.0, f"T = {_duration(est.seconds)}\n({_device_hours(est.device_hours)})",
+              in_layout=False, linespacing=1.3,
+              transform=ax_t.transAxes, fontsize=12.5, fontweight="bold", color=COLORS[1])
     return fig
+
+
+def _device_hours(hours: float) -> str:
+    if hours < 0.01:
+        return f"{hours * 3600:.3g} device-seconds"
+    number = human_count(hours) if hours >= 1e6 else f"{hours:,.0f}" if hours >= 100 else f"{hours:.3g}"
+    return f"{number} device-hours"
+
+
+def _duration(seconds: float) -> str:
+    """:func:`course_lib.cost.human_duration`, with a k / M / B count of years beyond 1,000."""
+    years = seconds / _YEAR
+    return f"{human_count(years)} years" if years >= 1000 else cost.human_duration(seconds)
+
+
+def _si(value: float, unit: str) -> str:
+    """``24.5 GFLOP``, ``39.3 TFLOP/s``: the SI prefix that keeps the number in [1, 1000)."""
+    for scale, prefix in ((1e18, "E"), (1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if value >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
 
 
 @styled
@@ -189,15 +360,16 @@ def cnn_calculator_figure(
     device_id : str
         The ``device_id`` column of ``hardware`` (``load_hardware()``).
     devices, utilisation, efficiency
-        As in :func:`calculator_figure`.
+        As in :func:`calculator_figure` (:math:`\\eta` applies from 2 devices on).
     """
     est = cost.cnn_calculator_estimate(model, images_million, epochs, device_id, devices,
-                                  utilisation, efficiency, models=models, hardware=hardware)
+                                       utilisation, efficiency, models=models, hardware=hardware)
     device = cost.find_row(hardware, device_id, "device_id", "device_id")
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices, utilisation,
         efficiency,
-        title=f"{model}: {float(images_million):.3g}M images x {int(epochs)} epochs",
+        title=f"{model}: {human_count(float(images_million) * 1e6)} images × {int(epochs)} "
+        f"epoch{'' if int(epochs) == 1 else 's'}",
         device_label=device.device,
     )
 
@@ -215,36 +387,46 @@ def transformer_calculator_figure(
 ):
     """Calculator for a dense transformer by parameter count (6PD) on a device of ``hardware``.
 
+    The work is :math:`6PD`: :math:`P` parameters, :math:`D` tokens, :math:`C = 6P` FLOPs
+    per token; :math:`N` is the device count.
+
     Parameters
     ----------
     params_million, tokens_million : float
-        Parameters and training tokens, in millions (BERT-Large: 340 and about 42,600).
+        :math:`P` and :math:`D`, in millions (BERT-Large: 340 and about 42,600).
     device_id : str
         The ``device_id`` column of ``hardware`` (``load_hardware()``).
     devices, utilisation, efficiency
-        As in :func:`calculator_figure`.
+        As in :func:`calculator_figure` (:math:`\\eta` applies from 2 devices on).
     """
     est = cost.transformer_calculator_estimate(params_million, tokens_million, device_id, devices,
-                                          utilisation, efficiency, hardware=hardware)
+                                               utilisation, efficiency, hardware=hardware)
     device = cost.find_row(hardware, device_id, "device_id", "device_id")
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices,
         utilisation, efficiency,
-        title=f"transformer, {params_million:g}M parameters, {tokens_million:,.0f}M tokens (6PD)",
-        device_label=device.device,
+        title=f"transformer: P = {human_count(float(params_million) * 1e6)} parameters, "
+        f"D = {human_count(float(tokens_million) * 1e6)} tokens",
+        device_label=device.device, sample_unit="tokens", params=float(params_million) * 1e6,
     )
 
 
 @styled
 def time_ladder_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = ""):
-    """Horizontal bars of training times on a log axis, each labelled in human units.
+    """Training times on a log axis as a dot plot: a dot per row, its time in words beside it.
 
     Parameters
     ----------
     labels : sequence of str
-        One label per bar (top to bottom).
+        One label per row (top to bottom).
     seconds : sequence of float
         Times in seconds, > 0.
+
+    Examples
+    --------
+    >>> fig = time_ladder_figure(["a", "b"], [60.0, 86400.0 * 40])
+    >>> [t.get_text() for t in fig.axes[0].texts], len(fig.axes[0].patches)
+    (['1 min', '40 days'], 0)
     """
     labels = check_sequence(labels, "labels")
     check_type(title, "title", str, "a str")
@@ -253,23 +435,11 @@ def time_ladder_figure(labels: Sequence[str], seconds: Sequence[float], *, title
         raise ValueError(f"labels and seconds must have the same non-zero length, got {len(labels)} and {secs.size}")
     if np.any(~np.isfinite(secs)) or np.any(secs <= 0):
         raise ValueError("seconds must be finite and > 0")
-    fig, ax = new_figure(size=(8.0, 0.55 * secs.size + 1.4))
-    y = np.arange(secs.size)[::-1]
-    ax.barh(y, secs, color=[COLORS[i % len(COLORS)] for i in range(secs.size)], alpha=0.8)
-    ax.set_xscale("log")
-    ax.set_yticks(y, labels)
-    for yi, s in zip(y, secs, strict=True):
-        ax.text(s * 1.15, yi, cost.human_duration(s), va="center", fontsize=9)
-    ax.set_xlim(secs.min() / 3, secs.max() * 30)
-    for label, t in _REFERENCE_TIMES:
-        if secs.min() / 3 <= t <= secs.max() * 30:
-            ax.axvline(t, color="0.7", lw=0.8, ls="--")
-            ax.text(t, 1.0, label, transform=ax.get_xaxis_transform(), ha="center", va="bottom",
-                    fontsize=8, color="0.4")
-    ax.set_xlabel("training time [s], log scale")
-    ax.grid(False, axis="y")
+    fig, ax = new_figure(size=(8.0, 0.5 * secs.size + 1.5))
+    _time_dots(ax, secs, labels)
+    ax.set_xlabel("training time, log scale")
     if title:
-        ax.set_title(title, pad=16)
+        ax.set_title(title)
     return fig
 
 
@@ -292,7 +462,9 @@ def comm_efficiency_figure(
     all-reduce time, against :math:`N` (fixed global batch). Right: :math:`\eta(N)` for
     ring all-reduce, binary tree and one parameter server (:mod:`course_lib.comm`) with
     a fixed global batch (strong scaling), the chosen :math:`N` marked, and the ring
-    with a fixed per-device batch (weak scaling) for comparison.
+    with a fixed per-device batch (weak scaling) for comparison. The binary tree reduces
+    to a root and broadcasts back: :math:`2\lceil\log_2 N\rceil` steps, each sending the
+    whole gradient, so it needs few messages (latency) but moves more bytes than the ring.
 
     Parameters
     ----------
@@ -324,84 +496,102 @@ def comm_efficiency_figure(
     possible = ns if batch is None else ns[ns <= batch]  # strong scaling: at most one sample each
     step = comm.data_parallel_step_time(tc, possible, m, b, a, overlap=overlap)
     compute = tc / possible
-    fig, (ax_t, ax_e) = new_figure(1, 2, size=(10.0, 3.8))
+    fig, (ax_t, ax_e) = new_figure(1, 2, size=(9.6, 4.8))
     ax_t.fill_between(possible, 0, compute * 1e3, color=COLORS[0], alpha=0.5, label="compute t_c / N")
     ax_t.fill_between(possible, compute * 1e3, step * 1e3, color=COLORS[1], alpha=0.5,
                       label="exposed ring all-reduce")
     log2_axis(ax_t.xaxis, ns[-1])
-    ax_t.set_yscale("log")
-    ax_t.set(xlabel="devices N", ylabel="step time [ms]",
-             title="one step, fixed global batch (ring)")
-    ax_t.legend(fontsize=8)
+    plain_log_axis(ax_t.yaxis, float(np.min(compute)) * 1e3 / 1.5, float(np.max(step)) * 1e3 * 1.3)
+    ax_t.set(xlabel="devices N", ylabel="step time [ms]", title="one step, fixed global batch (ring)")
     for name, color, style in (("ring", COLORS[0], "-"), ("tree", COLORS[2], "--"), ("ps", COLORS[1], ":")):
         eta = comm.data_parallel_efficiency(tc, possible, m, b, a, algorithm=name, overlap=overlap)
-        label = {"ring": "ring all-reduce", "tree": "binary tree", "ps": "1 parameter server"}[name]
+        label = {"ring": "ring all-reduce: 2(N − 1) steps of m/N bytes",
+                 "tree": "binary tree: 2⌈log₂N⌉ steps of all m bytes",
+                 "ps": "1 parameter server: N·m bytes through its link"}[name]
         ax_e.plot(possible, eta, style, color=color, label=label)
+    weak = comm.data_parallel_efficiency(tc, ns, m, b, a, overlap=overlap, scaling="weak")
+    ax_e.plot(ns, weak, "-", color="0.45", lw=1.2, label="ring, weak scaling (batch grows with N)")
     if batch is not None and batch < ns[-1]:
         for ax in (ax_t, ax_e):
             ax.axvspan(batch, ns[-1], color="0.9", zorder=0)
-        ax_e.text(batch * 1.08, 0.03, f"N > B = {batch}:\nfewer samples\nthan devices", fontsize=8, color="0.35")
-    weak = comm.data_parallel_efficiency(tc, ns, m, b, a, overlap=overlap, scaling="weak")
-    ax_e.plot(ns, weak, "-", color="0.45", lw=1.2,
-              label="ring, weak scaling (batch grows with N)")
+        ax_e.text(0.98, 0.03, f"N > B = {batch}:\nfewer samples\nthan devices", color="0.3",
+                  transform=ax_e.transAxes, ha="right", va="bottom")
     if batch is None or devices <= batch:
         eta_now = comm.data_parallel_efficiency(tc, devices, m, b, a, overlap=overlap)
-        ax_e.plot([devices], [eta_now], "o", color=COLORS[0])
-        ax_e.annotate(f"η({int(devices)}) = {eta_now:.2f}", (devices, eta_now),
-                      textcoords="offset points", xytext=(6, 6), fontsize=9)
+        ax_e.plot([devices], [eta_now], "o", color=COLORS[0], markersize=8)
+        right = devices <= ns[-1] ** 0.75  # near the right end: write it left of the marker
+        ax_e.annotate(f"η({int(devices)}) = {eta_now:.2f}", (devices, eta_now), textcoords="offset points",
+                      xytext=(8 if right else -8, 8), ha="left" if right else "right", in_layout=False,
+                      bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85))
     else:  # refuse: strong scaling cannot give every device a sample
-        ax_e.text(batch * 1.08, 0.45, f"N = {int(devices)}:\nimpossible\nwith a fixed\nbatch of {batch}",
-                  fontsize=8, color=COLORS[1])
+        ax_e.text(0.98, 0.6, f"N = {int(devices)}:\nimpossible\nwith B = {batch}",
+                  color=COLORS[1], transform=ax_e.transAxes, ha="right", va="center",
+                  bbox=dict(boxstyle="square,pad=0.2", fc="white", ec=COLORS[1], alpha=0.9))
     log2_axis(ax_e.xaxis, ns[-1])
     ax_e.set_ylim(0, 1.05)
     ax_e.set(xlabel="devices N", ylabel="parallel efficiency η(N)",
              title=f"{gradient_mb:g} MB gradients, {bandwidth_gb_s:g} GB/s, {latency_us:g} µs")
-    ax_e.legend(fontsize=8)
+    for ax in (ax_t, ax_e):  # below the axes, off the curves
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0)
     return fig
 
 
 # ------------------------------------------------------------------ large batch
+#: One look per run: colour, line style and marker, so that no two runs differ by a hue
+#: alone (no blue beside sky blue, no orange beside yellow).
+_RUN_STYLES = (
+    (COLORS[0], "-", "o"), (COLORS[1], "--", "s"), (COLORS[2], "-.", "^"),
+    (COLORS[3], ":", "D"), (COLORS[7], "-", "v"), (COLORS[4], "--", "P"),
+)
+
+
 @styled
 def large_batch_figure(runs: Sequence):
     """Training loss and test accuracy against epochs (top) and against steps (bottom).
 
     The per-step loss panel uses every step's loss (a running mean over a third of an
     epoch, to tame the small batch's noise); accuracies are measured after each epoch.
+    Every run has its own colour, line style and marker; the legend is under the panels.
 
     Parameters
     ----------
     runs : sequence of course_lib.optim.BatchRun
         From :func:`course_lib.optim.large_batch_experiment`.
     """
+    from matplotlib.ticker import MaxNLocator
+
     from ..optim import BatchRun
 
     runs = check_sequence(runs, "runs", BatchRun, "a BatchRun (from large_batch_experiment)")
     if not runs:
         raise ValueError("runs must not be empty")
-    fig, axes = new_figure(2, 2, size=(10.0, 6.6))
-    styles = ("-", "--", "-.", ":", "-", "--")
+    fig, axes = new_figure(2, 2, size=(9.6, 8.0))
     for i, run in enumerate(runs):
-        color, ls = COLORS[i % len(COLORS)], styles[i % len(styles)]
+        color, ls, marker = _RUN_STYLES[i % len(_RUN_STYLES)]
         epochs = np.arange(1, run.epochs + 1)
-        axes[0, 0].plot(epochs, run.loss, ls, color=color, label=run.label)
-        axes[0, 1].plot(epochs, run.test_accuracy, ls, color=color, label=run.label)
+        every = max(1, run.epochs // 10)
+        look = dict(color=color, ls=ls, marker=marker, markevery=every, markersize=6)
+        axes[0, 0].plot(epochs, run.loss, label=run.label, **look)
+        axes[0, 1].plot(epochs, run.test_accuracy, **look)
         steps, smooth = _smoothed_step_loss(run)
-        axes[1, 0].plot(steps, smooth, ls, color=color)
-        axes[1, 1].plot(run.steps, run.test_accuracy, ls, color=color,
-                        marker="." if run.epochs < 40 else None)
+        axes[1, 0].plot(steps, smooth, color=color, ls=ls)
+        axes[1, 1].plot(run.steps, run.test_accuracy, **look)
+    steps_max = max(max(run.steps) for run in runs)
     for row, xlabel in ((0, "epoch"), (1, "steps (updates), log scale")):
         axes[row, 0].set(xlabel=xlabel, ylabel="training loss" if row == 0 else
-                         "training loss per step (running mean)")
+                         "training loss per step\n(running mean)")
         axes[row, 0].set_yscale("log")
         axes[row, 1].set(xlabel=xlabel, ylabel="test accuracy")
         axes[row, 1].set_ylim(0, 1)
+    for ax in axes[0]:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[1]:
-        ax.set_xscale("log")
+        plain_log_axis(ax.xaxis, 0.8, steps_max * 1.25)
     axes[0, 0].set_title("against epochs (same data seen)")
     axes[0, 1].set_title("against epochs")
     axes[1, 0].set_title("against steps (same number of updates)")
     axes[1, 1].set_title("against steps (after each epoch)")
-    axes[0, 1].legend(fontsize=7.5, loc="lower right")
+    fig.legend(loc="outside lower center", ncol=2)
     return fig
 
 

@@ -8,7 +8,8 @@ e.g. by :func:`course_lib.critical_batch.batch_size_sweep`), the fit of McCandli
 cross at :math:`B_{\text{crit}}`. Right (optional): time to the target, steps x time per
 step, for a few device counts.
 
-Pure functions: data in, :class:`matplotlib.figure.Figure` out.
+Pure functions: data in, :class:`matplotlib.figure.Figure` out. :func:`plain_log_axis` (a log
+axis labelled 1, 2, 5, 10 ...) also serves the figures of chapters 01 and 03.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from .._validate import as_real, check_type
 from . import COLORS, log2_axis, new_figure, styled
 
-__all__ = ["critical_batch_figure"]
+__all__ = ["critical_batch_figure", "plain_log_axis"]
 
 
 @styled
@@ -36,14 +37,14 @@ def critical_batch_figure(batch_sizes, steps, fit, *, times: Mapping | None = No
     times : mapping, optional
         ``{label: (batch sizes, seconds to the target)}``, one curve each in a second
         panel (NaN where a batch size is impossible, e.g. fewer samples than devices);
-        the fastest point of each curve is marked.
+        the fastest point of each curve is marked. Each panel's legend is under it, off the data.
 
     Examples
     --------
     >>> from course_lib.critical_batch import CriticalBatchFit
     >>> fig = critical_batch_figure([8, 64, 512], [900, 200, 112.5], CriticalBatchFit(100.0, 64.0))
     >>> len(fig.axes), fig.axes[0].get_title()
-    (1, 'steps to the target (statistical efficiency)')
+    (1, 'steps to the target\n(statistical efficiency)')
     """
     from ..critical_batch import CriticalBatchFit
 
@@ -54,25 +55,26 @@ def critical_batch_figure(batch_sizes, steps, fit, *, times: Mapping | None = No
                          f"got {b.size} and {n.size} values")
     check_type(fit, "fit", CriticalBatchFit, "a CriticalBatchFit (from fit_critical_batch)")
     curves = _check_times(times)
-    fig, axes = new_figure(1, 2 if curves else 1, size=(11.0, 4.2) if curves else (6.4, 4.2),
+    fig, axes = new_figure(1, 2 if curves else 1, size=(9.6, 5.0) if curves else (6.4, 5.0),
                            squeeze=False)
     ax = axes[0, 0]
-    grid = np.geomspace(min(b.min(), fit.b_crit) / 2, max(b.max(), fit.b_crit) * 2, 200)
-    ax.plot(grid, fit.n_min * fit.b_crit / grid, "--", color="0.5",
+    grid = np.geomspace(min(b.min(), fit.b_crit) / 2, max(b.max(), fit.b_crit) * 2, 120)
+    ax.plot(grid, fit.n_min * fit.b_crit / grid, "--", color="0.4",
             label=r"perfect scaling: $n_{\min} B_{\mathrm{crit}} / B$")
-    ax.axhline(fit.n_min, ls=":", color="0.5", label=rf"floor $n_{{\min}}$ = {fit.n_min:.0f}")
+    ax.axhline(fit.n_min, ls=":", color="0.4", label=rf"floor $n_{{\min}}$ = {fit.n_min:.0f}")
     ax.plot(grid, fit.steps(grid), color=COLORS[1],
             label=r"fit: $n_{\min}(1 + B_{\mathrm{crit}}/B)$")
-    ax.plot(b, n, "o", color=COLORS[0], label="measured")
-    ax.axvline(fit.b_crit, color=COLORS[2], lw=1)
-    ax.annotate(rf"$B_{{\mathrm{{crit}}}}$ = {fit.b_crit:.0f}", (fit.b_crit, 2 * fit.n_min),
-                xytext=(5, 0), textcoords="offset points", color=COLORS[2], fontsize=9)
-    _plain_log_axis(ax.yaxis, fit.n_min / 1.6, max(n.max(), fit.steps(grid[0])) * 1.3)
+    ax.plot(b, n, "o", color=COLORS[0], markersize=8, label="measured")
+    ax.axvline(fit.b_crit, color=COLORS[2], lw=1.2, ls="-.")
+    ax.annotate(rf"$B_{{\mathrm{{crit}}}}$ = {fit.b_crit:.0f}", (fit.b_crit, 1.0),
+                xycoords=("data", "axes fraction"), xytext=(5, -4), textcoords="offset points",
+                va="top", color=COLORS[2])
+    plain_log_axis(ax.yaxis, fit.n_min / 1.6, max(n.max(), fit.steps(grid[0])) * 1.3)
     ax.set(xlabel="batch size B, log scale", ylabel="steps to the target, log scale",
-           title="steps to the target (statistical efficiency)")
+           title="steps to the target\n(statistical efficiency)")
     log2_axis(ax.xaxis, grid[-1])
     ax.set_xlim(grid[0], grid[-1])
-    ax.legend(fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0)
     if curves:
         _time_panel(axes[0, 1], curves)
     return fig
@@ -97,32 +99,73 @@ def _check_times(times):
     return curves
 
 
+#: Colour, line style and marker of each time curve (not the steps panel's colours).
+_TIME_STYLES = ((COLORS[3], "-", "o"), (COLORS[7], "--", "s"), (COLORS[4], "-.", "^"), (COLORS[0], ":", "D"))
+
+
 def _time_panel(ax, curves) -> None:
     for i, (label, (x, y)) in enumerate(curves.items()):
-        color = COLORS[(i + 3) % len(COLORS)]
-        ax.plot(x, y * 1e3, color=color, label=label)
-        if np.isfinite(y).any():
-            k = int(np.nanargmin(y))
-            ax.plot(x[k], y[k] * 1e3, "o", color=color)
+        color, ls, marker = _TIME_STYLES[i % len(_TIME_STYLES)]
+        fastest = [int(np.nanargmin(y))] if np.isfinite(y).any() else []  # one marker, there
+        ax.plot(x, y * 1e3, color=color, ls=ls, marker=marker, markevery=fastest, markersize=9,
+                label=label)
     xs = np.concatenate([x for x, _ in curves.values()])
     ys = np.concatenate([y for _, y in curves.values()]) * 1e3
     log2_axis(ax.xaxis, xs.max())
     ax.set_xlim(xs.min(), xs.max())
     if np.isfinite(ys).any():
-        _plain_log_axis(ax.yaxis, np.nanmin(ys) / 1.2, np.nanmax(ys) * 1.2)
+        plain_log_axis(ax.yaxis, np.nanmin(ys) / 1.2, np.nanmax(ys) * 1.2)
     ax.set(xlabel="global batch size B, log scale", ylabel="time to the target [ms], log scale",
-           title="time to the target = steps x time per step (model)")
-    ax.legend(fontsize=8, title="dot: fastest batch", title_fontsize=8)
+           title="time to the target =\nsteps × time per step (model)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0, ncol=2,
+              title="marker: the fastest batch")
 
 
-def _plain_log_axis(axis, lo: float, hi: float) -> None:
-    """Log scale from ``lo`` to ``hi`` with ticks at 1, 2, 5 x 10^k, labelled as plain numbers."""
+def plain_log_axis(axis, lo: float, hi: float, *, max_ticks: int = 8) -> None:
+    """Log scale from ``lo`` to ``hi``, ticks labelled as plain numbers, no minor ticks.
+
+    Ticks at 1, 2, 5 x 10^k, or at 1, 3 x 10^k, or at 10^k: the densest of these that
+    gives at most ``max_ticks``. For counts and amounts that are not powers of two
+    (steps, GFLOPs, ms).
+
+    Examples
+    --------
+    >>> from course_lib.plots import new_figure
+    >>> fig, ax = new_figure()
+    >>> plain_log_axis(ax.xaxis, 0.3, 60)
+    >>> [ax.xaxis.get_major_formatter()(t) for t in ax.xaxis.get_majorticklocs()]
+    ['0.5', '1', '2', '5', '10', '20', '50']
+    >>> plain_log_axis(ax.xaxis, 0.8, 2300)
+    >>> [ax.xaxis.get_major_formatter()(t) for t in ax.xaxis.get_majorticklocs()]
+    ['1', '3', '10', '30', '100', '300', '1000']
+    """
+    from matplotlib.axis import Axis
+
+    from .._validate import check_int, check_positive
+
+    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
+    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
+    if lo >= hi:
+        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
+    max_ticks = check_int(max_ticks, "max_ticks", 2)
+    k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+    for steps in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10.0**e for e in k for m in steps if lo <= m * 10.0**e <= hi]
+        if len(ticks) <= max_ticks:
+            break
+    _log_ticks(axis, lo, hi, {t: f"{t:g}" for t in ticks})
+
+
+def _log_ticks(axis, lo: float, hi: float, labels: dict) -> None:
+    """Log scale from ``lo`` to ``hi``, major ticks at the keys of ``labels`` written as its values.
+
+    No minor ticks (creating tick objects is most of the cost of redrawing a live figure).
+    The shared end of :func:`plain_log_axis` and :func:`course_lib.plots.cost.time_axis`.
+    """
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
     getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
     getattr(axis.axes, f"set_{axis.axis_name}lim")(lo, hi)
-    k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
-    ticks = [m * 10.0**e for e in k for m in (1, 2, 5) if lo <= m * 10.0**e <= hi]
-    axis.set_major_locator(FixedLocator(ticks))
+    axis.set_major_locator(FixedLocator(sorted(labels)))
     axis.set_minor_locator(NullLocator())
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: labels.get(v, "")))

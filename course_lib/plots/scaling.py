@@ -1,18 +1,62 @@
-"""Figures of chapter 02 (scaling laws), reused wherever speedup is plotted."""
+"""Figures of chapter 02 (scaling laws), reused wherever speedup is plotted.
+
+Device counts are drawn on base-2 log axes (:func:`~course_lib.plots.log2_axis`), ticks at
+powers of two only; legends sit outside the axes, never on the curves.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 
 from .. import scaling
-from .._validate import as_real, check_count, check_range, check_real
+from .._validate import as_real, check_count, check_range, check_real, check_type
 from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = ["amdahl_figure", "laws_figure", "measured_speedup_figure"]
 
+#: Points of the curves: a fine geometric grid, so that a curve has no visible corners on a
+#: log axis (integer device counts would draw 1 -> 2 as one straight segment).
+_GRID = 160
 
-def _device_axis(n_max: float) -> np.ndarray:
-    return np.unique(np.round(np.geomspace(1, n_max, 200)))
+
+def _number(v: float) -> str:
+    """3 significant digits, no exponent for large values (``0.75``, ``12``, ``1,024``)."""
+    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+
+
+def _value_labels(ax, x: float, marks, *, rising: bool, x_hi: float) -> None:
+    """Write the values of the markers at ``x`` as a block of lines beside them.
+
+    ``marks`` are ``(y, text, color)``, one line each, the highest value on top. The
+    block goes right of the markers (left in the last fifth of the log device axis), on
+    the side of them the curves leave free: below where they rise toward that side,
+    above where they fall; if it would leave the axes it goes to the other side. Call it
+    after the y limits are set.
+    """
+    marks = sorted(marks, key=lambda m: -m[0])
+    right = x <= x_hi ** 0.8
+    log = ax.get_yscale() == "log"
+    lo, hi = ax.get_ylim()
+    f = (lambda v: (np.log(v) - np.log(lo)) / (np.log(hi) - np.log(lo))) if log else (
+        lambda v: (v - lo) / (hi - lo))
+    line, gap = 15.0, 8.0  # points
+    height = 0.7 * ax.figure.get_figheight() * 72  # the axes' height, roughly, in points
+    block = (len(marks) * line + gap) / height
+    below = rising == right
+    if below and f(marks[-1][0]) - block < 0.02:
+        below = False
+    elif not below and f(marks[0][0]) + block > 0.98:
+        below = True
+    anchor = marks[-1][0] if below else marks[0][0]
+    for i, (_, text, color) in enumerate(marks):
+        k = i if below else i - len(marks) + 1  # lines counted from the anchor
+        ax.annotate(text, (x, min(max(float(f(anchor)), 0.0), 1.0)), xycoords=("data", "axes fraction"),
+                    textcoords="offset points",
+                    xytext=(8 if right else -8, -gap - k * line if below else gap - k * line),
+                    ha="left" if right else "right", va="top" if below else "bottom", color=color,
+                    bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85))
 
 
 @styled
@@ -20,9 +64,10 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     """Speedup and efficiency against device count under Amdahl's law.
 
     Left: speedup (log-log) for ideal devices (``s = N``), for devices that give the
-    parallel part only ``s`` at ``N`` (per-device efficiency ``s / N``, kept constant
-    along the curve), the ideal line ``S = N`` and the limit ``1 / (1 - p)``. Right:
-    parallel efficiency ``S / N``. The current ``N`` is marked on both.
+    parallel part only ``s`` at ``N`` (the ratio ``s / N`` kept along the curve, which
+    is drawn only where that ``s`` is at least 1, the parallel part no slower than on
+    one device), the ideal line ``S = N`` and the limit ``1 / (1 - p)``. Right: parallel
+    efficiency ``S / N``. The current ``N`` is marked and its values written on both.
 
     Parameters
     ----------
@@ -34,47 +79,62 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
         Current device count, >= 1.
     n_max : int
         Right end of the device axis.
+
+    Examples
+    --------
+    >>> fig = amdahl_figure(0.95, 12, 16)
+    >>> [t.get_text() for t in fig.axes[0].texts]
+    ['S(16) = 9.14', 'S = 7.74 at s = 12']
     """
     p_val = check_real(p, "p", 0.0, 1.0)
     s = check_real(s, "s", 1.0)
     n_val = check_count(n, "n")
     n_max = check_count(n_max, "n_max")
-    per_device = s / n_val
-    ns = _device_axis(max(n_max, n_val))
+    ratio = s / n_val  # s / N, kept along the dashed curve
+    hi = float(max(n_max, n_val))
+    ns = np.geomspace(1.0, hi, _GRID)
     ideal_devices = scaling.amdahl(p_val, ns)
-    # s = (s/N)·n along the curve, floored at 1: the parallel part is never slower
-    # than on one device.
-    real_devices = scaling.amdahl(p_val, np.maximum(per_device * ns, 1.0))
+    # s(N) = ratio * N is a speedup of the parallel part only where it is >= 1: start there
+    start = min(max(1.0, 1.0 / ratio), hi)
+    ns_real = np.geomspace(start, hi, _GRID)
+    real_devices = scaling.amdahl(p_val, ratio * ns_real)
     limit = scaling.amdahl_limit(p_val)
     s_ideal_now = scaling.amdahl(p_val, n_val)
     s_now = scaling.amdahl(p_val, s)
+    same = np.isclose(s, n_val)
 
-    fig, (ax_s, ax_e) = new_figure(1, 2, size=(9.6, 3.8))
-    ax_s.loglog(ns, ns, color="0.6", lw=1, ls=":", label="ideal, S = N")
-    ax_s.loglog(ns, ideal_devices, color=COLORS[0], label="Amdahl, s = N")
-    ax_s.loglog(ns, real_devices, color=COLORS[1], ls="--", label=f"Amdahl, s = {per_device:.2f}·N")
+    fig, (ax_s, ax_e) = new_figure(1, 2, size=(9.6, 4.1))
+    ax_s.loglog(ns, ns, color="0.45", lw=1.2, ls=":", label="ideal S = N")
+    ax_s.loglog(ns, ideal_devices, color=COLORS[0], label="s = N (perfect devices)")
+    ax_s.loglog(ns_real, real_devices, color=COLORS[1], ls="--", label=f"s = {_number(ratio)}·N (s/N kept)")
     if np.isfinite(limit):
-        ax_s.axhline(limit, color=COLORS[2], lw=1, ls="-.", label=f"limit 1/(1-p) = {limit:.4g}")
+        ax_s.axhline(limit, color=COLORS[2], lw=1.2, ls="-.", label=f"limit 1/(1 − p) = {limit:.4g}")
     ax_s.plot([n_val], [s_ideal_now], "o", color=COLORS[0])
-    ax_s.plot([n_val], [s_now], "s", color=COLORS[1])
-    ax_s.annotate(f"S = {s_now:.3g}", (n_val, s_now), textcoords="offset points", xytext=(6, -14))
+    if not same:
+        ax_s.plot([n_val], [s_now], "s", color=COLORS[1])
     ax_s.set(xlabel="devices N", ylabel="speedup S", title=f"Amdahl's law, p = {p_val:.3g}")
-    ax_s.set_ylim(0.8, max(ns[-1], 2) * 1.2)
-    ax_s.legend(fontsize=8, loc="upper left")
-    log2_axis(ax_s.xaxis, ns[-1])
-    log2_axis(ax_s.yaxis, ns[-1])
+    ax_s.set_ylim(0.8, hi * 1.25)
+    log2_axis(ax_s.xaxis, hi)
+    log2_axis(ax_s.yaxis, hi)
+    marks = [(s_ideal_now, f"S({n_val}) = {s_ideal_now:.3g}", COLORS[0])]
+    if not same:
+        marks.append((s_now, f"S = {s_now:.3g} at s = {s:g}", COLORS[1]))
+    _value_labels(ax_s, n_val, marks, rising=True, x_hi=hi)
 
-    ax_e.semilogx(ns, ideal_devices / ns, color=COLORS[0], label="s = N")
-    ax_e.semilogx(ns, real_devices / ns, color=COLORS[1], ls="--", label=f"s = {per_device:.2f}·N")
+    eta_ideal, eta_real = ideal_devices / ns, real_devices / ns_real
+    ax_e.semilogx(ns, eta_ideal, color=COLORS[0])
+    ax_e.semilogx(ns_real, eta_real, color=COLORS[1], ls="--")
     ax_e.plot([n_val], [s_ideal_now / n_val], "o", color=COLORS[0])
-    ax_e.plot([n_val], [s_now / n_val], "s", color=COLORS[1])
-    ax_e.annotate(
-        f"η = {s_now / n_val:.3g}", (n_val, s_now / n_val), textcoords="offset points", xytext=(6, 6)
-    )
+    if not same:
+        ax_e.plot([n_val], [s_now / n_val], "s", color=COLORS[1])
     ax_e.set(xlabel="devices N", ylabel="efficiency η = S / N", title="parallel efficiency")
-    ax_e.set_ylim(0, max(1.05, per_device * 1.05))
-    ax_e.legend(fontsize=8)
-    log2_axis(ax_e.xaxis, ns[-1])
+    ax_e.set_ylim(0, max(1.1, 1.12 * float(np.max(eta_real, initial=0.0))))
+    log2_axis(ax_e.xaxis, hi)
+    marks = [(s_ideal_now / n_val, f"η({n_val}) = {s_ideal_now / n_val:.3g}", COLORS[0])]
+    if not same:
+        marks.append((s_now / n_val, f"η = {s_now / n_val:.3g} at s = {s:g}", COLORS[1]))
+    _value_labels(ax_e, n_val, marks, rising=False, x_hi=hi)
+    fig.legend(loc="outside lower center", ncol=4, columnspacing=1.2, handlelength=1.8)
     return fig
 
 
@@ -84,24 +144,34 @@ def laws_figure(p: float, n: int, *, n_max: int = 1024):
 
     Both curves use the same ``p`` - note that it means a different thing in each law
     (fraction of the serial run vs of the parallel run), which the notebook explains.
+    The current ``N`` is marked on both curves and their speedups written beside.
+
+    Examples
+    --------
+    >>> fig = laws_figure(0.95, 16)
+    >>> [t.get_text() for t in fig.axes[0].texts]
+    ['Gustafson: S(16) = 15.2', 'Amdahl: S(16) = 9.14']
     """
     p_val = check_real(p, "p", 0.0, 1.0)
     n_val, n_max = check_count(n, "n"), check_count(n_max, "n_max")
-    ns = _device_axis(max(n_max, n_val))
-    fig, ax = new_figure(size=(6.4, 4.0))
-    ax.loglog(ns, ns, color="0.6", lw=1, ls=":", label="ideal, S = N")
-    ax.loglog(ns, scaling.amdahl(p_val, ns), color=COLORS[0], label="Amdahl (strong scaling)")
-    ax.loglog(ns, scaling.gustafson(p_val, ns), color=COLORS[1], label="Gustafson (weak scaling)")
+    hi = float(max(n_max, n_val))
+    ns = np.geomspace(1.0, hi, _GRID)
+    fig, ax = new_figure(size=(6.4, 4.6))
+    ax.loglog(ns, ns, color="0.45", lw=1.2, ls=":", label="ideal, S = N")
+    ax.loglog(ns, scaling.amdahl(p_val, ns), color=COLORS[0], label="Amdahl: strong scaling, fixed problem")
+    ax.loglog(ns, scaling.gustafson(p_val, ns), color=COLORS[1], ls="--",
+              label="Gustafson: weak scaling, growing problem")
     a_now, g_now = scaling.amdahl(p_val, n_val), scaling.gustafson(p_val, n_val)
     ax.plot([n_val], [a_now], "o", color=COLORS[0])
-    ax.plot([n_val], [g_now], "o", color=COLORS[1])
-    ax.annotate(f"{a_now:.3g}", (n_val, a_now), textcoords="offset points", xytext=(6, -12))
-    ax.annotate(f"{g_now:.3g}", (n_val, g_now), textcoords="offset points", xytext=(6, 4))
+    ax.plot([n_val], [g_now], "s", color=COLORS[1])
     ax.set(xlabel="devices N", ylabel="speedup S", title=f"fixed vs growing problem, p = {p_val:.3g}")
-    ax.set_ylim(0.8, ns[-1] * 1.2)
-    ax.legend(fontsize=8, loc="upper left")
-    log2_axis(ax.xaxis, ns[-1])
-    log2_axis(ax.yaxis, ns[-1])
+    ax.set_ylim(0.8, hi * 1.25)
+    log2_axis(ax.xaxis, hi)
+    log2_axis(ax.yaxis, hi)
+    _value_labels(ax, n_val, [(a_now, f"Amdahl: S({n_val}) = {a_now:.3g}", COLORS[0]),
+                              (g_now, f"Gustafson: S({n_val}) = {g_now:.3g}", COLORS[1])],
+                  rising=True, x_hi=hi)
+    fig.legend(loc="outside lower center", ncol=1)
     return fig
 
 
@@ -111,36 +181,97 @@ def measured_speedup_figure(
     speedup,
     *,
     fit_p: float | None = None,
+    fit: scaling.AmdahlFit | None = None,
     title: str = "measured speedup",
     label: str = "measured",
-    xlabel: str = "N",
+    xlabel: str = "devices N",
+    more: Mapping | None = None,
 ):
     """Measured speedups against the ideal line and, if given, a fitted Amdahl curve.
+
+    Both axes are base-2 logarithmic (ticks at powers of two), so small counts (1, 2, 4)
+    are as far apart as large ones. A fit with fewer than 3 points (one point besides
+    ``n = 1``: the curve just passes through it) has no error estimate: its curve is
+    dashed and labelled as an illustration, not a law.
 
     Parameters
     ----------
     n, speedup : array_like
         Device (process, thread, chip) counts and the measured speedups.
     fit_p : float, optional
-        Parallel fraction from :func:`course_lib.scaling.fit_amdahl`; its curve is drawn.
+        Parallel fraction from :func:`course_lib.scaling.fit_amdahl` on ``n, speedup``;
+        its curve is drawn.
+    fit : AmdahlFit, optional
+        The whole fit instead of ``fit_p`` (then its standard error is shown too).
     title, label, xlabel : str
         Axes title, legend label of the measurements, x-axis label.
+    more : mapping, optional
+        ``{label: (n, speedup)}``: further measured series, drawn the same way.
+
+    Examples
+    --------
+    >>> fig = measured_speedup_figure([1, 2], [1.0, 1.7], fit_p=0.82)
+    >>> [line.get_label() for line in fig.axes[0].get_lines()][1]
+    'Amdahl fit to 2 points, p = 0.820 (illustration, not a law)'
     """
-    n_arr, s_arr = as_real(n, "n"), as_real(speedup, "speedup")
-    if n_arr.ndim != 1 or n_arr.shape != s_arr.shape or n_arr.size == 0:
-        raise ValueError(
-            f"n and speedup must be 1-D, non-empty and of equal length, got shapes "
-            f"{n_arr.shape} and {s_arr.shape}"
-        )
-    check_range(n_arr, "n", 1.0)
+    n_arr, s_arr = _series(n, speedup, "n", "speedup")
+    for name, value in (("title", title), ("label", label), ("xlabel", xlabel)):
+        check_type(value, name, str, "a str")
+    extra = {}
+    if more is not None:
+        check_type(more, "more", Mapping, "a mapping {label: (n, speedup)}")
+        for key, pair in more.items():
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise TypeError(f"more[{key!r}] must be a pair (n, speedup)")
+            extra[str(key)] = _series(pair[0], pair[1], f"more[{key!r}] n", f"more[{key!r}] speedup")
+    if fit is not None:
+        check_type(fit, "fit", scaling.AmdahlFit, "an AmdahlFit (from scaling.fit_amdahl)")
+        if fit_p is not None:
+            raise ValueError("give fit_p or fit, not both")
+        fit_p, stderr, points = fit.p, fit.stderr, fit.n_points
+    else:
+        stderr, points = float("nan"), int(n_arr.size)
+    fig, ax = new_figure(size=(6.4, 4.6))
+    hi = float(max([n_arr.max(), *(x.max() for x, _ in extra.values())]))
+    s_hi = float(max([s_arr.max(), *(y.max() for _, y in extra.values()), hi]))
+    grid = np.geomspace(1.0, hi, 100) if hi > 1 else np.array([1.0])
+    ax.plot(grid, grid, color="0.45", lw=1.2, ls=":", label=f"ideal, S = {_count_symbol(xlabel)}")
     if fit_p is not None:
         fit_p = check_real(fit_p, "fit_p", 0.0, 1.0)
-    fig, ax = new_figure(size=(6.0, 3.8))
-    grid = np.linspace(1, n_arr.max(), 200)
-    ax.plot(grid, grid, color="0.6", lw=1, ls=":", label="ideal, S = N")
-    if fit_p is not None:
-        ax.plot(grid, scaling.amdahl(fit_p, grid), color=COLORS[1], label=f"Amdahl fit, p = {fit_p:.3f}")
+        if points < 3 or int(np.count_nonzero(n_arr > 1)) < 2:  # exact through one point
+            ax.plot(grid, scaling.amdahl(fit_p, grid), "--", color=COLORS[1],
+                    label=f"Amdahl fit to {points} points, p = {fit_p:.3f} (illustration, not a law)")
+        else:
+            spread = f" ± {stderr:.3f}" if np.isfinite(stderr) else ""
+            ax.plot(grid, scaling.amdahl(fit_p, grid), color=COLORS[1],
+                    label=f"Amdahl fit to {points} points, p = {fit_p:.3f}{spread}")
     ax.plot(n_arr, s_arr, "o-", color=COLORS[0], label=label)
+    for i, (name, (x, y)) in enumerate(extra.items()):
+        ax.plot(x, y, ("s--", "^-.", "D:", "v--")[i % 4], color=COLORS[(2, 3, 4, 7)[i % 4]], label=name)
     ax.set(xlabel=xlabel, ylabel="speedup S", title=title)
-    ax.legend(fontsize=8, loc="upper left")
+    log2_axis(ax.xaxis, hi)
+    log2_axis(ax.yaxis, s_hi)
+    ax.set_xlim(1 / 1.15, hi * 1.15)
+    ax.set_ylim(min(1.0, float(s_arr.min())) / 1.15, s_hi * 1.15)
+    fig.legend(loc="outside lower center", ncol=1)
     return fig
+
+
+def _count_symbol(xlabel: str) -> str:
+    """The symbol of the x axis: ``n`` of "n = chips / 16", ``N`` of "devices N" (else ``N``)."""
+    import re
+
+    match = re.match(r"\s*([A-Za-z])\s*=", xlabel) or re.search(r"(?<![\w\\])([A-Za-z])\s*$", xlabel)
+    return match.group(1) if match else "N"
+
+
+def _series(n, speedup, n_name: str, s_name: str) -> tuple[np.ndarray, np.ndarray]:
+    n_arr, s_arr = as_real(n, n_name), as_real(speedup, s_name)
+    if n_arr.ndim != 1 or n_arr.shape != s_arr.shape or n_arr.size == 0:
+        raise ValueError(
+            f"{n_name} and {s_name} must be 1-D, non-empty and of equal length, got shapes "
+            f"{n_arr.shape} and {s_arr.shape}"
+        )
+    check_range(n_arr, n_name, 1.0)
+    check_range(s_arr, s_name, 0.0, low_open=True)
+    return n_arr, s_arr

@@ -1,16 +1,21 @@
 """Figures of chapter 01 (from serial to parallel): pure functions, data in, Figure out.
 
-* :func:`execution_model_figure` - the serial and the parallel execution model
-  (source figures 6-1-1 and 6-1-4), drawn with matplotlib patches;
+* :func:`execution_model_figure` - the serial (top) and the parallel (bottom) execution
+  model (source figures 6-1-1 and 6-1-4), drawn with matplotlib patches;
 * :func:`cpu_trends_figure` - 50 years of microprocessor trends (log scale) with the
   multicore turn around 2005, attribution printed under the plot (CC BY 4.0);
 * :func:`accuracy_compute_figure` - top-5 accuracy against multiply-accumulates per
-  forward pass, bubble area = parameters, one family highlighted (source figure 6-1-3);
-* :func:`bert_estimates_figure` - estimated and recorded BERT-Large training times.
+  forward pass, bubble area = parameters (with a key of sizes), one family highlighted and
+  its models labelled (source figure 6-1-3);
+* :func:`bert_estimates_figure` - estimated and recorded BERT-Large training times, a dot
+  plot on a time axis in words.
+
+Legends sit outside the axes, never on the data.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -28,12 +33,12 @@ __all__ = [
 
 
 # ------------------------------------------------------------ execution models
-def _box(ax, x, y, w, h, text, color, *, fontsize=9, alpha=0.18):
+def _box(ax, x, y, w, h, text, color, *, alpha=0.18, fontsize=None):
     from matplotlib.patches import FancyBboxPatch
 
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.01,rounding_size=0.02",
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.06",
                                 linewidth=1.2, edgecolor=color, facecolor=color, alpha=alpha))
-    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.01,rounding_size=0.02",
+    ax.add_patch(FancyBboxPatch((x, y), w, h, boxstyle="round,pad=0.02,rounding_size=0.06",
                                 linewidth=1.2, edgecolor=color, facecolor="none"))
     ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=fontsize)
 
@@ -43,23 +48,36 @@ def _arrow(ax, start, end, color="0.35"):
                 arrowprops=dict(arrowstyle="-|>", color=color, lw=1.2, shrinkA=0, shrinkB=0))
 
 
+#: Most instruction tiles drawn in one stream; longer streams show their ends around a "…".
+_MAX_TILES = 12
+
+
+def _tile_labels(first: int, last: int, most: int) -> list[str]:
+    """``t{first}`` ... ``t{last}``, or its first and last few around "…" if more than ``most``."""
+    labels = [f"t{i}" for i in range(first, last + 1)]
+    if len(labels) <= most:
+        return labels
+    head = (most - 1) // 2
+    return labels[:head] + ["…"] + labels[-(most - 1 - head):]
+
+
 def _instructions(ax, x, y, w, h, labels, color):
-    """A horizontal stream of instruction tiles (t_1 ... t_n)."""
-    n = len(labels)
-    tile = w / n
+    """A horizontal stream of instruction tiles (t1 ... tn)."""
+    tile = w / len(labels)
     for i, lab in enumerate(labels):
-        _box(ax, x + i * tile + 0.004, y, tile - 0.008, h, lab, color, fontsize=7, alpha=0.10)
+        _box(ax, x + i * tile + 0.02, y, tile - 0.04, h, lab, color, alpha=0.10, fontsize=10.5)
 
 
 @styled
 def execution_model_figure(n_cores: int = 4, *, n_instructions: int = 8):
-    """The serial (left) and the parallel (right) execution model.
+    """The serial (top) and the parallel (bottom) execution model.
 
     Serial (串行计算): the problem's instructions go one after another, with the input
     data, through ONE CPU core, which produces the results. Parallel (并行计算): a
     parallel algorithm splits the problem into ``n_cores`` parts whose instruction
     streams run at the same time on ``n_cores`` cores; the partial results are
-    combined.
+    combined. A long instruction stream shows its first and last instructions around
+    a "…"; the figure grows taller with the cores.
 
     Parameters
     ----------
@@ -82,48 +100,50 @@ def execution_model_figure(n_cores: int = 4, *, n_instructions: int = 8):
         raise ValueError(
             f"n_instructions must be a multiple of n_cores={n_cores}, got {n_instructions}"
         )
-    fig, (ax_s, ax_p) = new_figure(1, 2, size=(11.0, 4.2))
-    for ax in (ax_s, ax_p):
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
+    lane = 0.5  # inches per core in the parallel panel
+    h_s, h_p = 2.4, lane * n_cores + 0.65
+    fig, (ax_s, ax_p) = new_figure(2, 1, size=(9.6, h_s + h_p + 1.0), height_ratios=(h_s, h_p))
+    fig.get_layout_engine().set(hspace=0.12)
+    for ax, h in ((ax_s, h_s), (ax_p, h_p)):  # data units are about inches
+        ax.set_xlim(0, 9.4)
+        ax.set_ylim(0, h)
         ax.axis("off")
     c_problem, c_instr, c_core, c_result, c_algo = COLORS[4], COLORS[0], COLORS[1], COLORS[2], COLORS[3]
 
     # serial: problem -> instructions t1..tn -> one core -> results
-    _box(ax_s, 0.02, 0.42, 0.16, 0.16, "problem", c_problem)
-    _instructions(ax_s, 0.24, 0.60, 0.42, 0.09, [f"t{i + 1}" for i in range(n_instructions)], c_instr)
-    ax_s.text(0.45, 0.73, "instructions, one after another", ha="center", fontsize=8)
-    _box(ax_s, 0.24, 0.30, 0.42, 0.09, "input data", COLORS[5], fontsize=8)
-    _box(ax_s, 0.70, 0.40, 0.13, 0.20, "CPU\ncore", c_core)
-    _box(ax_s, 0.87, 0.42, 0.12, 0.16, "results", c_result, fontsize=8)
-    _arrow(ax_s, (0.18, 0.52), (0.24, 0.64))
-    _arrow(ax_s, (0.18, 0.48), (0.24, 0.35))
-    _arrow(ax_s, (0.66, 0.645), (0.70, 0.55))
-    _arrow(ax_s, (0.66, 0.345), (0.70, 0.45))
-    _arrow(ax_s, (0.83, 0.50), (0.87, 0.50))
-    ax_s.text(0.5, 0.10, "time ≈ n instructions × time per instruction", ha="center", fontsize=8,
-              style="italic")
+    mid = 1.25
+    _box(ax_s, 0.05, mid - 0.35, 1.15, 0.7, "problem", c_problem)
+    _instructions(ax_s, 1.6, mid + 0.25, 4.4, 0.45, _tile_labels(1, n_instructions, _MAX_TILES), c_instr)
+    ax_s.text(3.8, mid + 0.85, "instructions, one after another", ha="center")
+    _box(ax_s, 1.6, mid - 0.75, 4.4, 0.45, "input data", COLORS[5])
+    _box(ax_s, 6.45, mid - 0.45, 1.0, 0.9, "CPU\ncore", c_core)
+    _box(ax_s, 7.9, mid - 0.35, 1.4, 0.7, "results", c_result)
+    _arrow(ax_s, (1.2, mid + 0.1), (1.6, mid + 0.45))
+    _arrow(ax_s, (1.2, mid - 0.1), (1.6, mid - 0.5))
+    _arrow(ax_s, (6.0, mid + 0.45), (6.45, mid + 0.2))
+    _arrow(ax_s, (6.0, mid - 0.5), (6.45, mid - 0.2))
+    _arrow(ax_s, (7.45, mid), (7.9, mid))
+    ax_s.text(4.7, 0.1, "time ≈ n instructions × time per instruction", ha="center", style="italic")
     ax_s.set_title("serial: one core")
 
     # parallel: problem -> parallel algorithm -> n parts -> n cores -> combined results
-    _box(ax_p, 0.00, 0.42, 0.12, 0.16, "problem", c_problem, fontsize=8)
-    _box(ax_p, 0.15, 0.30, 0.12, 0.40, "parallel\nalgorithm", c_algo, fontsize=8)
-    _arrow(ax_p, (0.12, 0.50), (0.15, 0.50))
     per_core = n_instructions // n_cores
-    top, bottom = 0.90, 0.10
-    lane = (top - bottom) / n_cores
+    top = h_p - 0.1
+    mid = top - lane * n_cores / 2
+    _box(ax_p, 0.05, mid - 0.35, 1.15, 0.7, "problem", c_problem)
+    _box(ax_p, 1.55, mid - 0.6, 1.25, 1.2, "parallel\nalgorithm", c_algo)
+    _arrow(ax_p, (1.2, mid), (1.55, mid))
     for k in range(n_cores):
         yc = top - (k + 0.5) * lane
-        h = min(0.09, lane * 0.6)
-        labels = [f"t{k * per_core + i + 1}" for i in range(per_core)]
-        _instructions(ax_p, 0.31, yc - h / 2, 0.34, h, labels, c_instr)
-        _box(ax_p, 0.69, yc - h / 2, 0.10, h, f"core {k + 1}", c_core, fontsize=7)
-        _arrow(ax_p, (0.27, 0.50), (0.31, yc))
-        _arrow(ax_p, (0.65, yc), (0.69, yc))
-        _arrow(ax_p, (0.79, yc), (0.86, 0.50))
-    _box(ax_p, 0.86, 0.42, 0.13, 0.16, "combined\nresults", c_result, fontsize=8)
-    ax_p.text(0.48, 0.015, f"time ≈ (n / {n_cores}) × time per instruction + splitting and combining",
-              ha="center", fontsize=8, style="italic")
+        labels = _tile_labels(k * per_core + 1, (k + 1) * per_core, 6)
+        _instructions(ax_p, 3.25, yc - 0.17, 2.75, 0.34, labels, c_instr)
+        _box(ax_p, 6.4, yc - 0.17, 1.1, 0.34, f"core {k + 1}", c_core, fontsize=10.5)
+        _arrow(ax_p, (2.8, mid), (3.25, yc))
+        _arrow(ax_p, (6.0, yc), (6.4, yc))
+        _arrow(ax_p, (7.5, yc), (7.9, mid))
+    _box(ax_p, 7.9, mid - 0.4, 1.4, 0.8, "combined\nresults", c_result)
+    ax_p.text(4.7, 0.05, f"time ≈ (n / {n_cores}) × time per instruction + splitting and combining",
+              ha="center", style="italic")
     ax_p.set_title(f"parallel: {n_cores} cores")
     return fig
 
@@ -131,7 +151,7 @@ def execution_model_figure(n_cores: int = 4, *, n_instructions: int = 8):
 # ------------------------------------------------------------------ CPU trends
 _TREND_STYLE = {
     "transistors_thousands": ("transistors (thousands)", "^", COLORS[1]),
-    "single_thread_specint_x1000": ("single-thread performance (SpecINT × 10³)", "o", COLORS[0]),
+    "single_thread_specint_x1000": ("single-thread performance\n(SpecINT × 10³)", "o", COLORS[0]),
     "frequency_mhz": ("frequency (MHz)", "s", COLORS[2]),
     "typical_power_w": ("typical power (W)", "D", COLORS[3]),
     "logical_cores": ("logical cores", "v", COLORS[7]),
@@ -141,6 +161,8 @@ _TREND_STYLE = {
 @styled
 def cpu_trends_figure(trends: Mapping, *, turn_year: float = 2005.0, attribution: str = ""):
     """Microprocessor trends on a log scale, with the multicore turn marked.
+
+    The legend is right of the plot; the attribution is printed under it.
 
     Parameters
     ----------
@@ -158,6 +180,10 @@ def cpu_trends_figure(trends: Mapping, *, turn_year: float = 2005.0, attribution
     >>> fig.axes[0].get_yscale(), len(fig.axes[0].collections)
     ('log', 5)
     """
+    import textwrap
+
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
     from ..datasets import CpuTrend
 
     check_type(trends, "trends", Mapping, "a mapping of series name -> CpuTrend (load_cpu_trends())")
@@ -168,27 +194,30 @@ def cpu_trends_figure(trends: Mapping, *, turn_year: float = 2005.0, attribution
         check_type(value, f"trends[{key!r}]", CpuTrend, "a CpuTrend")
     turn_year = check_real(turn_year, "turn_year", 1900.0, 2100.0)
     check_type(attribution, "attribution", str, "a str")
-    fig, ax = new_figure(size=(8.0, 5.0))
+    lines = textwrap.wrap(attribution, 118) if attribution else []
+    height = 5.4 + 0.2 * len(lines)
+    fig, ax = new_figure(size=(9.6, height))
     for name, (label, marker, color) in _TREND_STYLE.items():
         if name in trends:
             t = trends[name]
-            ax.scatter(t.year, t.value, s=14, marker=marker, color=color, label=label, alpha=0.8)
+            ax.scatter(t.year, t.value, s=18, marker=marker, color=color, label=label, alpha=0.85)
     ax.set_yscale("log")
+    ax.set_ylim(0.3, 3e8)
+    ax.yaxis.set_major_locator(FixedLocator([10.0**k for k in range(0, 9, 2)]))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     ax.axvline(turn_year, color="0.3", ls="--", lw=1)
-    ax.annotate("multicore turn (Intel, AMD):\nfrequency and power flatten,\ncores multiply",
-                xy=(turn_year, 2e5), xytext=(1971, 2e5), fontsize=8, va="center",
+    ax.annotate("multicore turn:\nfrequency and power\nflatten, cores multiply",
+                xy=(turn_year, 2e6), xytext=(1972, 2e6), va="center",
                 bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.6"),
                 arrowprops=dict(arrowstyle="-|>", color="0.3"))
-    ax.set(xlabel="year", ylabel="value (log scale)",
-           title="50 years of microprocessor trends")
+    ax.set(xlabel="year", ylabel="value (log scale)", title="50 years of microprocessor trends")
     ax.set_xlim(1970, 2023)
-    ax.legend(fontsize=8, loc="upper left", framealpha=0.9)
-    if attribution:
-        import textwrap
-
-        fig.text(0.01, 0.005, "\n".join(textwrap.wrap(attribution, 150)), fontsize=6.5,
-                 color="0.3", ha="left", va="bottom")
-        fig.get_layout_engine().set(rect=(0, 0.05, 1, 0.95))
+    fig.legend(loc="outside right upper", markerscale=1.6)
+    if lines:
+        fig.text(0.01, 0.01, "\n".join(lines), color="0.3", ha="left", va="bottom", fontsize=10)
+        bottom = (0.2 * len(lines) + 0.1) / height
+        fig.get_layout_engine().set(rect=(0, bottom, 1, 1 - bottom))
     return fig
 
 
@@ -211,10 +240,26 @@ def _check_models(models) -> list:
     return check_sequence(models, "models", DnnModel, "a DnnModel (a row of load_dnn_models())")
 
 
+#: Looks of the families when none is highlighted: six colours (no two that are hard to tell
+#: apart) x two marker shapes.
+_FAMILY_LOOKS = [(c, m) for m in ("o", "s") for c in (COLORS[0], COLORS[1], COLORS[2], COLORS[3], COLORS[4], COLORS[7])]
+#: Parameter counts (millions) of the bubble-size key.
+_SIZE_KEY = (5, 25, 100)
+
+
+def _bubble_area(params_million):
+    """Marker area in points² of a model with ``params_million`` parameters (area ∝ parameters)."""
+    return 4.0 * np.asarray(params_million, dtype=float)
+
+
 @styled
 def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
                             flops: bool = False):
     """Top-5 accuracy against compute per forward pass; bubble area = parameters.
+
+    The x axis is logarithmic with plain labels at 1, 2, 5 x 10^k; the legend (the
+    families, or the highlighted one and "other families") and a key of bubble sizes (5M,
+    25M, 100M parameters) are right of the plot.
 
     Parameters
     ----------
@@ -222,8 +267,10 @@ def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
         Rows of :func:`course_lib.datasets.load_dnn_models`.
     highlight : str, optional
         A family to highlight, one of :func:`families`: the others turn grey and its
-        members are labelled (labels are moved apart, with a leader line, where points
-        crowd). ``None`` or ``""`` (the drop-down's "all families" entry) highlights none.
+        members are labelled (placed when the figure is drawn so that no two labels
+        overlap, away from the other bubbles where they can, with a leader line when a
+        label had to move). ``None`` or ``""`` (the drop-down's "all families" entry)
+        highlights none.
     flops : bool
         Plot FLOPs (2 x MACs) instead of multiply-accumulates on the x axis.
 
@@ -235,9 +282,14 @@ def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
     'multiply-accumulates per forward pass (GMAC)'
     >>> fig.axes[0].get_title()
     'accuracy vs compute, highlighted: ResNet'
-    >>> len(fig.axes[0].texts) - 1  # one label per ResNet model, plus the bubble note
+    >>> len(fig.axes[0].texts)  # one label per ResNet model
     9
     """
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import MaxNLocator
+
+    from .largebatch import plain_log_axis
+
     models = _check_models(models)
     names = families(models)
     if highlight is not None and not isinstance(highlight, str):
@@ -246,93 +298,159 @@ def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
     if highlight is not None and highlight not in names:
         raise ValueError(f"highlight must be one of {names} (or None / '' for none), got {highlight!r}")
     factor = 2.0 if flops else 1.0
-    fig, ax = new_figure(size=(8.0, 5.0))
+    fig, ax = new_figure(size=(9.6, 5.4))
     x = np.array([m.gmacs_per_forward for m in models]) * factor
     y = np.array([m.top5_pct for m in models])
-    p = np.array([m.params_million for m in models])
-    sizes = 4.0 * p  # area proportional to parameters
-    from matplotlib import colormaps
-
-    palette = colormaps["tab20"].colors
-    colour_of = {fam: palette[(2 * i) % 20 if i < 10 else (2 * (i - 10) + 1) % 20]
-                 for i, fam in enumerate(names)}
-    if highlight is not None:
-        colour_of[highlight] = COLORS[1]
-    for fam in names:
-        mask = np.array([m.family == fam for m in models])
+    sizes = _bubble_area([m.params_million for m in models])
+    family = np.array([m.family for m in models])
+    handles = []
+    for i, fam in enumerate(names):
+        mask = family == fam
         on = highlight is None or fam == highlight
-        ax.scatter(x[mask], y[mask], s=sizes[mask],
-                   color=colour_of[fam] if on else "0.8", alpha=0.55 if on else 0.35,
-                   edgecolors="0.2" if on else "0.7", linewidths=0.6,
+        color, marker = _FAMILY_LOOKS[i % len(_FAMILY_LOOKS)]
+        if highlight is not None:
+            color, marker = (COLORS[1], "o") if on else ("0.78", "o")
+        area = sizes[mask] * (np.pi / 4 if marker == "s" else 1.0)  # a square as big as the circle
+        ax.scatter(x[mask], y[mask], s=area, marker=marker, color=color,
+                   alpha=0.6 if on else 0.45, edgecolors="0.15" if on else "0.65", linewidths=0.7,
                    label=fam, zorder=3 if on else 2)
-    ax.set_xscale("log")
+        key = fam if on else "other families"  # highlighted: it and "other families"
+        if key not in (h.get_label() for h in handles):
+            handles.append(Line2D([], [], ls="", marker=marker, markersize=9, color=color,
+                                  markeredgecolor="0.15" if on else "0.65", alpha=0.8, label=key))
+    handles.sort(key=lambda h: h.get_label() == "other families")  # the highlighted family first
+    plain_log_axis(ax.xaxis, x.min() / 1.5, x.max() * 1.6)
+    ax.set_ylim(y.min() - 1.5, y.max() + 1.2)
+    ax.yaxis.set_major_locator(MaxNLocator(steps=[1, 2, 5, 10]))
     unit = "GFLOP (= 2 × GMAC)" if flops else "GMAC"
     what = "FLOPs" if flops else "multiply-accumulates"
-    ax.set(xlabel=f"{what} per forward pass ({unit}); the source figure's \"G-FLOPs\" are GMACs",
+    ax.set(xlabel=f"{what} per forward pass ({unit}), log scale\nthe source figure's \"G-FLOPs\" are GMACs",
            ylabel="top-5 accuracy on ImageNet (%)",
            title="accuracy vs compute" + (f", highlighted: {highlight}" if highlight else ""))
-    legend = ax.legend(fontsize=7, ncol=2, loc="lower right", markerscale=0.4, framealpha=0.9)
-    for handle in legend.legend_handles:
-        handle.set_sizes([30])
-    note = ax.text(0.01, 0.98, "bubble area ∝ parameters", transform=ax.transAxes, fontsize=7,
-                   va="top", color="0.3")
+    fig.legend(handles=handles, loc="outside right upper", title="family", handletextpad=0.3)
+    key = [Line2D([], [], ls="", marker="o", markersize=float(np.sqrt(_bubble_area(p))), color="0.6",
+                  markeredgecolor="0.2", alpha=0.7, label=f"{p}M") for p in _SIZE_KEY]
+    fig.legend(handles=key, loc="outside right lower", title="parameters\n(bubble area)",
+               labelspacing=1.3, borderpad=0.9, handletextpad=1.0)
     if highlight is not None:
-        mask = np.array([m.family == highlight for m in models])
-        _label_points(ax, x[mask], y[mask], [m.model for m, on in zip(models, mask, strict=True) if on],
-                      np.sqrt(sizes[mask]) / 2, avoid=[legend, note])
+        mask = family == highlight
+        texts = [ax.annotate(m.model, (m.gmacs_per_forward * factor, m.top5_pct), textcoords="offset points",
+                             xytext=(0, 0), va="center", zorder=5, in_layout=False,
+                             bbox=dict(boxstyle="square,pad=0.05", fc="white", ec="none", alpha=0.6),
+                             arrowprops=dict(arrowstyle="-", color="0.4", lw=0.7, shrinkA=1,
+                                             shrinkB=float(np.sqrt(sizes[j])) / 2))
+                 for j, m in enumerate(models) if mask[j]]
+        ax.add_artist(_point_labels_class()(texts, np.sqrt(sizes[mask]) / 2, np.column_stack([x, y]),
+                                            np.sqrt(sizes) / 2, mask))
     return fig
 
 
-def _label_points(ax, x, y, labels, radii, *, avoid=(), fontsize=7.0, pad=2.0, max_shift=10):
-    """Annotate data points ``(x, y)`` so that no two labels overlap.
+@functools.cache
+def _point_labels_class():
+    """The artist class that places point labels at draw time (matplotlib imported lazily)."""
+    from matplotlib.artist import Artist
 
-    Greedy placement in display space (points), top point first: each label goes to
-    the right of its bubble (radius ``radii``, in points), else to the left, else one
-    line further up or down, alternately, up to ``max_shift`` lines; a label that
-    had to move is joined to its point by a thin leader line. Labels also keep out
-    of the other bubbles, of the artists in ``avoid`` and of the axes' edges.
+    class PointLabels(Artist):
+        """Places the labels of the highlighted points when the figure is drawn.
+
+        It is drawn before the labels (lower z-order) and after the layout engine has
+        placed the axes, so it sees the final positions in the one draw that renders the
+        figure: no extra draw to settle the layout first (that would double a live
+        figure's redraw time). See :func:`_place_labels`.
+        """
+
+        def __init__(self, texts, radii, xy_all, radii_all, highlighted):
+            super().__init__()
+            self.set_zorder(4)  # after the bubbles (zorder <= 3), before the labels (zorder 5)
+            self.set_in_layout(False)
+            self._args = (texts, radii, xy_all, radii_all, highlighted)
+            self._placed_for = None
+
+        def draw(self, renderer):
+            # savefig draws twice (a dry run for the layout, then the picture): place once
+            # for a given axes box and resolution
+            key = (tuple(self.axes.bbox.bounds), self.figure.dpi)
+            if key != self._placed_for:
+                _place_labels(self.axes, *self._args, renderer)
+                self._placed_for = key
+
+    return PointLabels
+
+
+def _place_labels(ax, texts, radii, xy_all, radii_all, highlighted, renderer, *, max_shift=8):
+    """Put each label next to its point so that no two labels or leader lines cross.
+
+    Greedy, top point first. A label tries positions right and left of its bubble, above
+    and below it, then right and left one line further up or down at a time. A position
+    must stay inside the axes and off the labels already placed; among those the label
+    takes the cheapest: each line it moves away costs 1, a leader line crossing a label or
+    a highlighted bubble covered 10, a grey bubble covered 0.6. A label off its point's
+    line gets a leader line.
+    ``radii`` are in points, positions are computed in pixels.
     """
-    from matplotlib.font_manager import FontProperties
-    from matplotlib.textpath import TextToPath
+    to_px = ax.figure.dpi / 72.0
+    pts = ax.transData.transform(xy_all)
+    r_all = np.asarray(radii_all) * to_px
+    hard, soft = (pts[highlighted], r_all[highlighted]), (pts[~highlighted], r_all[~highlighted])
+    x0, y0, x1, y1 = ax.bbox.extents
+    rects: list[tuple] = []
+    leaders: list[tuple] = []
+    own = [ax.transData.transform(t.xy) for t in texts]
+    for i in np.argsort([-p[1] for p in own], kind="stable"):
+        text, (px, py), r = texts[i], own[i], radii[i] * to_px
+        w, _, _ = renderer.get_text_width_height_descent(text.get_text(), text.get_fontproperties(), False)
+        h = renderer.get_text_width_height_descent("lp", text.get_fontproperties(), False)[1]  # a line
+        line, pad = 1.2 * h, 3 * to_px
+        candidates = [(0.0, 1, 0.0, px + r + pad), (0.3, -1, 0.0, px - r - pad - w),
+                      (0.5, 0, r + pad + line / 2, px - w / 2), (0.6, 0, -r - pad - line / 2, px - w / 2)]
+        for k in range(1, max_shift + 1):
+            for sign in (1, -1):
+                candidates += [(k, 1, sign * k * line, px + r + pad), (k + 0.3, -1, sign * k * line, px - r - pad - w)]
+        best = None
+        for cost, side, dy, left in sorted(candidates, key=lambda c: c[0]):
+            if best is not None and cost >= best[0]:
+                break  # sorted: nothing further out can beat it
+            rect = (left, py + dy - line / 2, left + w, py + dy + line / 2)
+            if rect[0] < x0 or rect[2] > x1 or rect[1] < y0 or rect[3] > y1:
+                continue
+            if any(_overlap(rect, o) for o in rects):
+                continue
+            leader = ((rect[0] if side > 0 else rect[2], py + dy), (px, py)) if side and dy else None
+            crossings = sum(_segment_hits(seg, rect) for seg in leaders) + (
+                sum(_segment_hits(leader, o) for o in rects) if leader else 0)
+            covered = _hits_circles(rect, *hard) - _hits_circles(rect, np.array([[px, py]]), np.array([r]))
+            grey = _hits_circles(rect, *soft)
+            cost += 10.0 * (crossings + covered) + 0.6 * grey
+            if best is None or cost < best[0]:
+                best = (cost, side, dy, rect, leader)
+        if best is None:  # nowhere inside the axes is free: right of the bubble
+            best = (0.0, 1, 0.0, (px + r + pad, py - line / 2, px + r + pad + w, py + line / 2), None)
+        _, side, dy, rect, leader = best
+        rects.append(rect)
+        if leader:
+            leaders.append(leader)
+        dx = {1: radii[i] + 3, -1: -(radii[i] + 3), 0: 0.0}[side]
+        text.xyann = (dx, dy / to_px)
+        text.set_ha({1: "left", -1: "right", 0: "center"}[side])
+        text.arrow_patch.set_visible(leader is not None)
 
-    fig = ax.figure
-    fig.draw_without_rendering()  # settle the layout and the axis limits first
-    to_points = 72.0 / fig.dpi
-    xy = ax.transData.transform(np.column_stack([x, y])) * to_points
-    ax0, ay0, ax1, ay1 = ax.bbox.extents * to_points
-    blocked = [tuple(a.get_window_extent().extents * to_points) for a in avoid]
-    bubbles = [(px - r, py - r, px + r, py + r) for (px, py), r in zip(xy, radii, strict=True)]
-    font, measure = FontProperties(size=fontsize), TextToPath()
-    line = 1.3 * fontsize
 
-    def free(rect, own):
-        if rect[0] < ax0 or rect[2] > ax1 or rect[1] < ay0 or rect[3] > ay1:
-            return False
-        others = blocked + [b for j, b in enumerate(bubbles) if j != own]
-        return not any(rect[0] < o[2] and o[0] < rect[2] and rect[1] < o[3] and o[1] < rect[3]
-                       for o in others)
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
-    for i in np.argsort(-xy[:, 1], kind="stable"):
-        (px, py), r = xy[i], radii[i]
-        width = measure.get_text_width_height_descent(labels[i], font, ismath=False)[0]
-        choice = None
-        for k in range(2 * max_shift + 1):
-            dy = (k + 1) // 2 * line * (1 if k % 2 else -1)
-            for side in (1, -1):
-                left = px + r + pad if side > 0 else px - r - pad - width
-                rect = (left, py + dy - line / 2, left + width, py + dy + line / 2)
-                if free(rect, i):
-                    choice = (side, dy, rect)
-                    break
-            if choice:
-                break
-        side, dy, rect = choice or (1, 0.0, (px + r + pad, py - line / 2, px + r + pad + width,
-                                             py + line / 2))
-        blocked.append(rect)
-        arrow = None if dy == 0 else dict(arrowstyle="-", color="0.45", lw=0.6, shrinkA=1, shrinkB=r)
-        ax.annotate(labels[i], (x[i], y[i]), xytext=(side * (r + pad), dy), textcoords="offset points",
-                    ha="left" if side > 0 else "right", va="center", fontsize=fontsize,
-                    arrowprops=arrow, zorder=4, in_layout=False)
+
+def _segment_hits(segment, rect) -> bool:
+    """Whether a straight segment crosses a rectangle (sampled at 16 points)."""
+    (ax_, ay), (bx, by) = segment
+    t = np.linspace(0.0, 1.0, 16)[1:-1]
+    xs, ys = ax_ + (bx - ax_) * t, ay + (by - ay) * t
+    return bool(np.any((rect[0] < xs) & (xs < rect[2]) & (rect[1] < ys) & (ys < rect[3])))
+
+
+def _hits_circles(rect, centres, radii) -> int:
+    """How many of the circles (``centres`` an (n, 2) array, ``radii`` n) a rectangle overlaps."""
+    nearest = np.clip(centres, (rect[0], rect[1]), (rect[2], rect[3]))
+    return int(np.count_nonzero(np.sum((nearest - centres) ** 2, axis=1) < radii**2))
 
 
 # ------------------------------------------------------------ BERT estimates
@@ -340,17 +458,21 @@ def _label_points(ax, x, y, labels, radii, *, avoid=(), fontsize=7.0, pad=2.0, m
 def bert_estimates_figure(labels: Sequence[str], seconds: Sequence[float],
                           record_labels: Sequence[str] = (), record_seconds: Sequence[float] = (),
                           *, texts: Sequence[str] = ()):
-    """Horizontal bars of estimated training times (log scale), records as markers.
+    """Estimated training times and records as a dot plot on a log time axis.
 
-    ``texts``, if given, are printed at the end of each bar and marker (estimates
-    first, then records), e.g. the times in human units.
+    One row per time, estimates (dots) first, then records (diamonds); on a log axis the
+    length of a bar would mean nothing, so each time is a marker with its value beside it.
+    ``texts``, if given, are those values (estimates first, then records), e.g. the times
+    in human units; by default the times in words.
 
     Examples
     --------
     >>> fig = bert_estimates_figure(["1 CPU", "1 GPU"], [9e7, 3e6], ["record"], [2820])
-    >>> fig.axes[0].get_xscale(), len(fig.axes[0].patches)
-    ('log', 2)
+    >>> fig.axes[0].get_xscale(), len(fig.axes[0].patches), len(fig.axes[0].get_lines())
+    ('log', 0, 3)
     """
+    from .cost import _time_dots
+
     labels = check_sequence(labels, "labels")
     record_labels = check_sequence(record_labels, "record_labels")
     texts = check_sequence(texts, "texts")
@@ -360,25 +482,13 @@ def bert_estimates_figure(labels: Sequence[str], seconds: Sequence[float],
         raise ValueError("labels and seconds (and record_labels and record_seconds) must have equal lengths")
     if np.any(~np.isfinite(est)) or np.any(est <= 0) or np.any(rec <= 0):
         raise ValueError("seconds and record_seconds must be finite and > 0")
-    fig, ax = new_figure(size=(8.0, 0.6 * (est.size + rec.size) + 1.6))
-    ypos = np.arange(est.size + rec.size)[::-1]
-    ax.barh(ypos[: est.size], est, color=COLORS[0], alpha=0.7, label="estimate (6PD / sustained rate)")
-    ax.plot(rec, ypos[est.size:], "D", color=COLORS[1], label="record")
-    ax.set_yticks(ypos, [*labels, *record_labels])
-    ax.set_xscale("log")
-    marks = [(60, "1 min"), (3600, "1 h"), (86400, "1 day"), (30 * 86400, "1 month"),
-             (365.25 * 86400, "1 year")]
-    lo, hi = min(est.min(), rec.min(initial=np.inf)), max(est.max(), rec.max(initial=0))
-    for sec, name in marks:
-        if lo / 3 <= sec <= hi * 3:
-            ax.axvline(sec, color="0.6", lw=0.8, ls=":")
-            ax.text(sec, ypos[0] + 0.55, name, fontsize=7, ha="center", color="0.4")
-    if texts:
-        if len(texts) != est.size + rec.size:
-            raise ValueError("texts must have one entry per estimate and record")
-        for xv, yv, text in zip([*est, *rec], ypos, texts, strict=True):
-            ax.annotate(text, (xv, yv), textcoords="offset points", xytext=(6, -3), fontsize=8)
-    ax.set_xlim(right=max(est.max(), rec.max(initial=0)) * 30)
-    ax.set(xlabel="training time (s, log scale)", title="BERT-Large pre-training time")
-    ax.legend(fontsize=8, loc="lower right")
+    if texts and len(texts) != est.size + rec.size:
+        raise ValueError("texts must have one entry per estimate and record")
+    fig, ax = new_figure(size=(8.4, 0.5 * (est.size + rec.size) + 2.0))
+    styles = ([("o", COLORS[0], "estimate: 6PD / sustained rate")] * est.size
+              + [("D", COLORS[1], "record (measured)")] * rec.size)
+    _time_dots(ax, np.concatenate([est, rec]), [*labels, *record_labels], texts=list(texts) or None,
+               styles=styles)
+    ax.set(xlabel="training time, log scale", title="BERT-Large pre-training time")
+    fig.legend(loc="outside lower center", ncol=2)
     return fig
