@@ -14,6 +14,13 @@ most of the drift of a shared machine. The targets of issue 5:
 * conv2d >= 100 x faster than the plain loops of ``conv2d_direct`` (tiny shape; both
   timed by their median).
 
+``conv2d`` runs with its default ``algorithm="auto"``: on its first call for a shape and
+thread count (the warm-up) it times im2col, Winograd F(2x2,3x3) and F(4x4,3x3) where they
+apply, and keeps the fastest (:mod:`course_lib.conv_algorithms`). After the table, the
+choices are listed with the single timings behind them, and the ratios are held against
+the goals of issue 17: conv2d (auto) <= 1.0 x torch at 1 thread and <= 1.25 x at 2 threads
+(all cores), im2col <= 1.5 x memcpy.
+
 torch is optional: without it the torch rows say so and the rest still runs.
 """
 
@@ -28,6 +35,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from course_lib.conv_algorithms import ALGORITHM_CACHE, conv_key
 from course_lib.im2col import (
     col2im,
     conv2d,
@@ -51,6 +59,9 @@ TARGET_IM2COL = 1.5
 TARGET_TORCH_1 = 1.25
 TARGET_TORCH_ALL = 1.5
 TARGET_LOOPS = 100.0
+#: The goals of issue 17 for conv2d (auto) / torch: at 1 thread and at 2 threads (all cores).
+GOAL_TORCH_1 = 1.0
+GOAL_TORCH_ALL = 1.25
 
 
 def _time_once(fn: Callable[[], object]) -> float:
@@ -166,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
 
     table = Table()
     rng = np.random.default_rng(0)
+    goals: list[tuple[str, float | None, float, str]] = []  # (case, ratio, goal, what auto chose)
 
     # 1. im2col against a memcpy into a fresh array of the same bytes
     with threadpool_limits(1, user_api="blas"):
@@ -199,21 +211,27 @@ def main(argv: list[str] | None = None) -> int:
             target = TARGET_TORCH_1 if threads == 1 else TARGET_TORCH_ALL
             case = f"conv2d {_label(shape)} {threads}t"
             with threadpool_limits(threads, user_api="blas"):
+                key = conv_key(x.shape, wt.shape, s, p)  # what conv2d(auto) files its choice under
                 if torch is None:
                     t_a = statistics.median(
                         _time_once(lambda: conv2d(x, wt, b, s, p)) for _ in range(repeat)  # noqa: B023
                     )
                     table.add(case, t_a, "torch (absent)", None, None, target)
-                    continue
-                torch.set_num_threads(threads)
-                xt, wtt, bt = torch.from_numpy(x), torch.from_numpy(wt), torch.from_numpy(b)
-                with torch.no_grad():
-                    t_a, t_b, ratio = side_by_side(
-                        lambda: conv2d(x, wt, b, s, p),  # noqa: B023
-                        lambda: torch.nn.functional.conv2d(xt, wtt, bt, s, p),  # noqa: B023
-                        repeat,
-                    )
-                table.add(case, t_a, f"torch conv2d {threads}t", t_b, ratio, target)
+                    ratio = None
+                else:
+                    torch.set_num_threads(threads)
+                    xt, wtt, bt = torch.from_numpy(x), torch.from_numpy(wt), torch.from_numpy(b)
+                    with torch.no_grad():
+                        t_a, t_b, ratio = side_by_side(
+                            lambda: conv2d(x, wt, b, s, p),  # noqa: B023
+                            lambda: torch.nn.functional.conv2d(xt, wtt, bt, s, p),  # noqa: B023
+                            repeat,
+                        )
+                    table.add(case, t_a, f"torch conv2d {threads}t", t_b, ratio, target)
+            timed = ", ".join(f"{n} {t * 1e3:.3g} ms" for n, t in ALGORITHM_CACHE.timings(key).items())
+            choice = ALGORITHM_CACHE.choices().get(key, "?")
+            goals.append((case, ratio, GOAL_TORCH_1 if threads == 1 else GOAL_TORCH_ALL,
+                          f"{choice} (timed: {timed})"))
 
     # 2b. informative (no target): col2im vs torch fold, conv2d_backward vs torch autograd
     if torch is not None and not args.no_backward:
@@ -282,6 +300,16 @@ def main(argv: list[str] | None = None) -> int:
     print("\nratio = ours / reference (lower is better), except the last row: speedup of conv2d "
           "over the loops (higher is better). Rows without a target are for information; torch's "
           "backward time is its forward+backward minus its forward, timed apart.")
+    print("\nconv2d(algorithm='auto'): its choice per shape and thread count, and the goals of "
+          f"issue 17 (conv2d / torch <= {GOAL_TORCH_1:g} at 1 thread, <= {GOAL_TORCH_ALL:g} at "
+          f"{max(thread_counts)} threads):")
+    for case, ratio, goal, chose in goals:
+        verdict = "n/a (no torch)" if ratio is None else f"{ratio:5.2f} <= {goal:g} " + (
+            "met" if ratio <= goal else "MISSED")
+        print(f"  {case}: {verdict}; chose {chose}")
+    im2col_rows = [r for r in table.rows if r[2] == "fresh memcpy"]
+    print("  im2col / fresh memcpy: " + ", ".join(f"{r[4].strip()} ({r[6]})" for r in im2col_rows)
+          + f" (goal <= {TARGET_IM2COL:g})")
     if torch is not None:
         torch.set_num_threads(cores)
     return 0

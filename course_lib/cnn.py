@@ -31,7 +31,7 @@ class CNN:
     ``backward``, ``loss_and_grad``, ``predict``, ``accuracy``, ``views``, ``layer``,
     ``layer_range``, ``init_params`` and ``flops_per_sample`` behave as the MLP's, so
     :func:`train` trains it unchanged. Every convolution is
-    :func:`course_lib.im2col.conv2d` (im2col + GEMM) with "same" padding
+    :func:`course_lib.im2col.conv2d` (``algorithm="im2col"``: im2col + GEMM) with "same" padding
     (``kernel_size // 2``), and its gradients come from
     :func:`course_lib.im2col.conv2d_backward`.
 
@@ -169,7 +169,9 @@ class CNN:
 
         w, b = self.layer(params, i)
         if i < self.n_conv:
-            z = conv2d(a, w, b, stride=self.strides[i], padding=self.padding)
+            # im2col by name, never "auto": a timed choice could differ between processes,
+            # and training must be bitwise reproducible (parallel runs against serial ones)
+            z = conv2d(a, w, b, stride=self.strides[i], padding=self.padding, algorithm="im2col")
             np.maximum(z, 0, out=z)
             return z
         z = a.reshape(a.shape[0], -1) @ w

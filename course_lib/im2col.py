@@ -25,7 +25,8 @@ copy loop is not slowed down by short image rows. The work is done in blocks of
 (sample, channel) planes sized for the cache (at least one plane per block).
 :func:`conv2d` writes the columns of a block of samples (as many as fit in a few MB, at
 least one) into one reused buffer and multiplies it at once, so the big column matrix
-is never materialised.
+is never materialised. ``conv2d(..., algorithm=...)`` can also run Winograd's algorithm or
+choose the fastest per shape, as cuDNN does (:mod:`course_lib.conv_algorithms`).
 
 Examples
 --------
@@ -462,7 +463,7 @@ def _sample_block(g: ConvGeometry, itemsize: int) -> int:
 _THREADED_CALL = threading.Lock()
 
 
-def _threads_for(g: ConvGeometry, macs: int, n_blocks: int) -> int:
+def _threads_for(macs: int, n_blocks: int) -> int:
     """How many threads share the blocks: the BLAS thread count, for big enough work."""
     if n_blocks < 2 or macs < _PARALLEL_MACS:
         return 1
@@ -472,6 +473,28 @@ def _threads_for(g: ConvGeometry, macs: int, n_blocks: int) -> int:
 def _blocks(n: int, block: int) -> list[tuple[int, int]]:
     """(start, stop) of the blocks of samples."""
     return [(start, min(n, start + block)) for start in range(0, n, block)]
+
+
+def _chunks(blocks: list) -> list[tuple[int, list]]:
+    """(index, blocks) of at most _MIN_BLOCKS chunks of consecutive blocks.
+
+    A backward pass gives each chunk its own weight-gradient sum and adds the sums in
+    chunk order; the chunks depend on the shapes only, not on the number of threads.
+    """
+    n_chunks = min(len(blocks), _MIN_BLOCKS)
+    bounds = np.linspace(0, len(blocks), n_chunks + 1).round().astype(int)
+    return [(c, blocks[bounds[c] : bounds[c + 1]]) for c in range(n_chunks)]
+
+
+def _grad_out_arg(grad_out, expected: tuple, dtype) -> np.ndarray:
+    """Check a backward pass's grad_out against the output shape; contiguous, in ``dtype``."""
+    if not isinstance(grad_out, np.ndarray):
+        grad_out = np.asarray(grad_out)
+    if grad_out.shape != expected:
+        raise ValueError(f"grad_out must have the output shape {expected}, got {grad_out.shape}")
+    if grad_out.dtype not in (np.float32, np.float64):
+        raise TypeError(f"grad_out must have dtype float32 or float64, got {grad_out.dtype}")
+    return np.ascontiguousarray(grad_out, dtype=dtype)
 
 
 def _run_units(units: Sequence, threads: int, make_worker) -> None:
@@ -507,8 +530,9 @@ def _run_units(units: Sequence, threads: int, make_worker) -> None:
             future.result()
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> np.ndarray:
-    """2-D convolution (cross-correlation) as im2col + one GEMM per group.
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
+           algorithm: str = "auto", cache=None, verbose: bool = False) -> np.ndarray:
+    """2-D convolution (cross-correlation): im2col + one GEMM per group, or another algorithm.
 
     Parameters
     ----------
@@ -523,6 +547,14 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
     groups : int
         Split the channels into ``groups`` independent convolutions; ``groups = C_in``
         with ``C_out = C_in`` is a depthwise convolution.
+    algorithm : {"auto", "im2col", "winograd_f2", "winograd_f4", "direct"}
+        "auto" times the algorithms that apply once per shape and keeps the fastest, as
+        cuDNN's benchmark mode does (:mod:`course_lib.conv_algorithms`); any other name
+        forces that algorithm. Every algorithm gives the same result up to rounding.
+    cache : course_lib.conv_algorithms.AlgorithmCache, optional
+        Where "auto" keeps its choices (default: ``conv_algorithms.ALGORITHM_CACHE``).
+    verbose : bool
+        "auto" prints what it timed and chose.
 
     Returns
     -------
@@ -532,11 +564,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
 
     Notes
     -----
-    The batch is processed in blocks of B samples, as many as keep the block's column
-    matrix within a few MB (``_COLS_BYTES``) but at least one, so a single sample with
-    larger columns makes a block of its own: for each block, :func:`im2col` writes into
-    one reused buffer of shape (B, K, L) and
-    ``np.matmul`` multiplies the (C_out/groups, K/groups) weight matrix of each group
+    The "im2col" algorithm processes the batch in blocks of B samples, as many as keep
+    the block's column matrix within a few MB (``_COLS_BYTES``) but at least one, so a
+    single sample with larger columns makes a block of its own: for each block,
+    :func:`im2col` writes into one reused buffer of shape (B, K, L) and ``np.matmul`` multiplies the (C_out/groups, K/groups) weight matrix of each group
     with it, writing straight into the NCHW output (no transposes).
 
     Threads (intra-operator parallelism): conv2d uses as many threads as numpy's BLAS
@@ -560,6 +591,15 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
            [2., 1., 0.]])
     """
     x, weight, bias, groups, g = _conv_args(x, weight, bias, stride, padding, dilation, groups)
+    if algorithm == "im2col":
+        return _conv2d_im2col(x, weight, bias, groups, g)
+    from .conv_algorithms import run_algorithm  # the other algorithms, and the choice among them
+
+    return run_algorithm(algorithm, x, weight, bias, groups, g, cache=cache, verbose=verbose)
+
+
+def _conv2d_im2col(x: np.ndarray, weight: np.ndarray, bias, groups: int, g: ConvGeometry) -> np.ndarray:
+    """The "im2col" algorithm of :func:`conv2d`, on checked arguments."""
     c_out = weight.shape[0]
     out = np.empty((g.n, c_out, g.ho, g.wo), dtype=x.dtype)
     if out.size == 0:
@@ -585,7 +625,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> n
         return work
 
     blocks = _blocks(g.n, block)
-    _run_units(blocks, _threads_for(g, out.size * k_g, len(blocks)), make_worker)
+    _run_units(blocks, _threads_for(out.size * k_g, len(blocks)), make_worker)
     return out
 
 
@@ -631,16 +671,9 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
     """
     x, weight, _, groups, g = _conv_args(x, weight, None, stride, padding, dilation, groups)
     c_out = weight.shape[0]
-    expected = (g.n, c_out, g.ho, g.wo)
-    if not isinstance(grad_out, np.ndarray):
-        grad_out = np.asarray(grad_out)
-    if grad_out.shape != expected:
-        raise ValueError(f"grad_out must have the output shape {expected}, got {grad_out.shape}")
-    if grad_out.dtype not in (np.float32, np.float64):
-        raise TypeError(f"grad_out must have dtype float32 or float64, got {grad_out.dtype}")
+    grad_out = _grad_out_arg(grad_out, (g.n, c_out, g.ho, g.wo), x.dtype)
     if not isinstance(input_grad, (bool, np.bool_)):
         raise TypeError(f"input_grad must be True or False, got {input_grad!r}")
-    grad_out = np.ascontiguousarray(grad_out, dtype=x.dtype)
     L, cg_out, k_g = g.ho * g.wo, c_out // groups, g.rows // groups
     grad_x = np.empty(x.shape, dtype=x.dtype)
     grad_w = np.zeros((groups, cg_out, k_g), dtype=x.dtype)
@@ -650,14 +683,8 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
         return grad_x if input_grad else None, grad_w.reshape(weight.shape), grad_b
     w_t = weight.reshape(groups, cg_out, k_g).transpose(0, 2, 1)  # (G, K_g, C_out_g)
     block = _sample_block(g, x.dtype.itemsize)
-    blocks = _blocks(g.n, block)
-    # Blocks are grouped into at most _MIN_BLOCKS chunks of consecutive blocks, each
-    # with its own weight-gradient sum; the sums are added in chunk order at the end.
-    # The chunks depend on the shapes only, not on the number of threads.
-    n_chunks = min(len(blocks), _MIN_BLOCKS)
-    bounds = np.linspace(0, len(blocks), n_chunks + 1).round().astype(int)
-    chunks = [(c, blocks[bounds[c] : bounds[c + 1]]) for c in range(n_chunks)]
-    partial_w = np.zeros((n_chunks, groups, cg_out, k_g), dtype=x.dtype)
+    chunks = _chunks(_blocks(g.n, block))
+    partial_w = np.zeros((len(chunks), groups, cg_out, k_g), dtype=x.dtype)
 
     def make_worker():
         engine = _im2col_engine(x, g, block * g.c)
@@ -682,7 +709,7 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
 
         return work
 
-    _run_units(chunks, _threads_for(g, 2 * grad_out.size * k_g, n_chunks), make_worker)
+    _run_units(chunks, _threads_for(2 * grad_out.size * k_g, len(chunks)), make_worker)
     for part in partial_w:
         grad_w += part
     return grad_x if input_grad else None, grad_w.reshape(weight.shape), grad_b

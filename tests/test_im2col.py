@@ -11,6 +11,7 @@ References, all independent of the implementation under test:
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -314,9 +315,15 @@ def test_dtypes_are_kept_or_promoted():
     assert col2im(np.ones((1, 8, 9), np.float32), (1, 2, 4, 4), 2).dtype == np.float32
 
 
-def test_splitting_the_batch_among_threads_does_not_change_the_result():
+@pytest.mark.parametrize("algorithm", ["im2col", "winograd_f2", "winograd_f4"])
+def test_splitting_the_batch_among_threads_does_not_change_the_result(algorithm):
     """Big enough to be split along the batch among threads; bitwise the same as 1 thread,
-    and the process-wide BLAS thread count is restored afterwards."""
+    and the process-wide BLAS thread count is restored afterwards. The algorithm is named:
+    "auto" may choose differently for 1 and 2 threads (its key holds the thread count)."""
+    from course_lib.conv_algorithms import conv2d_winograd_backward
+
+    tile = {"winograd_f2": 2, "winograd_f4": 4}.get(algorithm)
+    backward = conv2d_backward if tile is None else functools.partial(conv2d_winograd_backward, tile=tile)
     rng = np.random.default_rng(2)
     x = rng.standard_normal((16, 32, 28, 28), dtype=np.float32)
     w = rng.standard_normal((32, 32, 3, 3), dtype=np.float32)
@@ -324,7 +331,7 @@ def test_splitting_the_batch_among_threads_does_not_change_the_result():
     results = []
     for threads in (1, 2):
         with threadpool_limits(threads, user_api="blas"):
-            results.append((conv2d(x, w, None, 1, 1), *conv2d_backward(g, x, w, 1, 1)))
+            results.append((conv2d(x, w, None, 1, 1, algorithm=algorithm), *backward(g, x, w, 1, 1)))
             assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == [threads]
     for a, b in zip(*results):
         np.testing.assert_array_equal(a, b)
@@ -465,6 +472,13 @@ def test_chapter_04_exercises_accept_hand_derived_answers_and_explain_mistakes()
     assert ex.ex5_critical_path(18).correct and not ex.ex5_critical_path(32).correct
     assert not ex.ex5_critical_path(8).correct  # the running example's path (section 2)
     assert "not answered" in ex.ex3_macs(None).message
+    # F(2x2,3x3): 16 products per channel pair for one 2x2 output tile, not 4 x 9 = 36
+    assert ex.WINOGRAD_LAYER == dict(c_in=64, c_out=128)
+    assert ex.ex7_winograd_multiplications(16 * 64 * 128).correct
+    assert ex.ex7_winograd_multiplications("131,072").correct
+    assert "36 products per channel pair" in ex.ex7_winograd_multiplications(36 * 64 * 128).message
+    assert "one pair of channels" in ex.ex7_winograd_multiplications(16).message
+    assert "FLOPs" in ex.ex7_winograd_multiplications(2 * 16 * 64 * 128).message
 
 
 def test_backward_without_the_input_gradient_gives_the_same_weight_gradients():

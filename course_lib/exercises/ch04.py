@@ -1,15 +1,17 @@
 """Exercises of chapter 04 (intra-operator parallelism).
 
 Expected values come from :mod:`course_lib.im2col`, :mod:`course_lib.cost`,
-:mod:`course_lib.dataflow` and :mod:`course_lib.roofline`; the layer of exercises 1-4 is
-:data:`LAYER`, the network of exercise 5 is :data:`DEEP_CNN_LAYERS` (deeper than the running
-example's :data:`CNN_LAYERS`, whose critical path section 2 prints), the device and GEMM of
-exercise 6 are :data:`DEVICE` and :data:`THIN_GEMM`.
+:mod:`course_lib.dataflow`, :mod:`course_lib.roofline` and :mod:`course_lib.conv_algorithms`;
+the layer of exercises 1-4 is :data:`LAYER`, the network of exercise 5 is
+:data:`DEEP_CNN_LAYERS` (deeper than the running example's :data:`CNN_LAYERS`, whose critical
+path section 2 prints), the device and GEMM of exercise 6 are :data:`DEVICE` and
+:data:`THIN_GEMM`, the channels of exercise 7 are :data:`WINOGRAD_LAYER`.
 GEMM sizes are written ℳ x 𝒦 by 𝒦 x 𝒩 as in the notebook (``gemm_sizes`` keys M, K, N).
 """
 
 from __future__ import annotations
 
+from ..conv_algorithms import multiplication_count
 from ..cost import conv2d_macs
 from ..dataflow import training_graph
 from ..im2col import conv_output_shape, gemm_sizes
@@ -28,6 +30,8 @@ __all__ = [
     "DEVICE",
     "THIN_GEMM",
     "ex6_attainable_rate",
+    "WINOGRAD_LAYER",
+    "ex7_winograd_multiplications",
 ]
 
 #: The convolution of exercises 1-4: a ResNet-style down-sampling layer.
@@ -40,6 +44,8 @@ DEEP_CNN_LAYERS = tuple((f"conv{i}", "conv") for i in range(7)) + (("fc", "linea
 DEVICE = dict(peak_tflops=20.0, memory_bandwidth_gb_s=800.0)
 #: ... and the float32 GEMM it runs, ℳ x 𝒦 by 𝒦 x 𝒩 with a thin inner dimension 𝒦.
 THIN_GEMM = dict(m=2048, k=16, n=2048)
+#: Exercise 7: the channels of a 3 x 3, stride-1 layer computed with Winograd's F(2 x 2, 3 x 3).
+WINOGRAD_LAYER = dict(c_in=64, c_out=128)
 
 
 def _out_hw(stride=LAYER["stride"], padding=LAYER["padding"]) -> tuple[int, int]:
@@ -157,5 +163,36 @@ def ex6_attainable_rate(answer) -> Result:
             roof.attainable(op.intensity / 2) / 1e12: "That counts MACs: 1 MAC = 2 FLOPs.",
             rate * 1e3: "Right rate, but in GFLOP/s: the answer is in TFLOP/s.",
             rate * 1e12: "Right rate, but in FLOP/s: the answer is in TFLOP/s.",
+        },
+    )
+
+
+def ex7_winograd_multiplications(answer) -> Result:
+    """Multiplications of F(2 x 2, 3 x 3)'s elementwise stage for ONE 2 x 2 output tile of a
+    layer with :data:`WINOGRAD_LAYER`'s channels (every output channel, from every input one)."""
+    c_in, c_out = WINOGRAD_LAYER["c_in"], WINOGRAD_LAYER["c_out"]
+    tile = ((1, c_in, 4, 4), (c_out, c_in, 3, 3))  # a 4 x 4 input tile -> one 2 x 2 output tile
+    expected = multiplication_count("winograd_f2", *tile)
+    per_pair = expected // (c_in * c_out)  # products per channel pair
+    return check_count(
+        answer,
+        expected,
+        name="multiplications per output tile",
+        noun="multiplication",
+        round_up=False,
+        hint="the transformed kernel U = G g G^T and the transformed input tile V = B^T d B are "
+        "4 x 4: one product per point, for every pair of input and output channels.",
+        mistakes={
+            multiplication_count("im2col", *tile): f"That is the direct count: 4 outputs x 9 taps = "
+            f"36 products per channel pair. F(2 x 2, 3 x 3) multiplies the {per_pair} transformed "
+            "values of the 4 x 4 tile instead (the transforms only add and subtract).",
+            per_pair: f"That is one pair of channels; the tile needs all {c_in} x {c_out} of them.",
+            36: f"That is the direct count for one channel pair (4 outputs x 9 taps), and the tile "
+            f"needs all {c_in} x {c_out} pairs.",
+            per_pair * c_in: f"That is one output channel; the layer has {c_out}.",
+            per_pair * c_out: f"That is one input channel; the layer has {c_in}.",
+            9 * expected: "The 9 taps are already inside the transformed kernel G g G^T (computed "
+            "once per kernel): count one product per transform point, not per tap.",
+            2 * expected: "That counts FLOPs (a multiply and an add); the question counts multiplications.",
         },
     )
