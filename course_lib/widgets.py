@@ -282,8 +282,12 @@ class LiveFigure:
         fig = self.plot(**self.fixed, **(self.values() if values is None else values))
         # The layout engine costs about a third of a redraw. Lay the figure out once (the
         # initial state) and reuse the axes positions while the figure keeps the same axes.
-        layout = getattr(self, "_layout", None)
-        if layout is not None and len(fig.axes) == len(layout):
+        # A new layout is made when the axes or their number of ticks change (longer
+        # category labels, say), and for the fallback's states, which are stored.
+        layout, signature = getattr(self, "_layout", None), _layout_signature(fig)
+        if stored or signature != getattr(self, "_signature", None):
+            layout = None
+        if layout is not None:
             _remove_layout_engine(fig)
             for ax, position in zip(fig.axes, layout):
                 ax.set_position(position)
@@ -299,8 +303,8 @@ class LiveFigure:
             canvas.figure = fig
             fig.set_canvas(canvas)
         png = figure_to_png(fig, self.dpi, compress_level=6 if stored else 1)
-        if layout is None or len(fig.axes) != len(layout):
-            self._layout = [ax.get_position() for ax in fig.axes]
+        if layout is None:
+            self._layout, self._signature = [ax.get_position() for ax in fig.axes], signature
         return png
 
     def _fallback(self) -> bytes:
@@ -310,7 +314,7 @@ class LiveFigure:
         for state in self.states:
             values = {**initial, **state}
             frames.append((self._caption(values, "moved"), self._render(values, stored=True)))
-        self._render(initial)  # leave the canvas and layout as the live figure uses them
+        self._render(initial, stored=True)  # leave the canvas and layout as the live figure uses them
         return stack_pngs(frames, self.dpi)
 
     def _caption(self, values: dict[str, Any], what: str) -> str:
@@ -450,6 +454,11 @@ def live_figure(
     {'p': 0.9, 'n': 16}
     """
     return LiveFigure(plot, sliders, fixed, dpi, states)
+
+
+def _layout_signature(fig) -> tuple:
+    """What a frozen layout depends on: the axes and how many ticks each one has."""
+    return tuple((len(ax.get_xticks()), len(ax.get_yticks())) for ax in fig.axes)
 
 
 def _remove_layout_engine(fig) -> None:

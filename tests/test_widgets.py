@@ -246,3 +246,22 @@ def test_redraws_compress_faster_but_show_the_same_pixels():
     redrawn, stored = fig.image.value, fig.initial_png
     assert redrawn != stored  # compress_level 1 vs 6
     assert (imread(io.BytesIO(redrawn)) == imread(io.BytesIO(stored))).all()
+
+
+def test_a_figure_whose_ticks_change_is_laid_out_again():
+    from course_lib.plots import new_figure
+
+    def bars(n):
+        fig, ax = new_figure()
+        ax.bar(range(n), range(1, n + 1))
+        ax.set_xticks(range(n), [f"{k}x{n - k}x2" for k in range(n)], rotation=90)
+        return fig
+
+    fig = live_figure(bars, [Slider("n", "n", 1, 20, 1, 4, kind="int")])
+    first = fig._layout
+    fig.controls["n"].value = 16  # more, longer category labels: a new layout
+    assert fig._layout is not first and fig._layout[0].height < first[0].height
+    relaid = fig._layout
+    fig.controls["n"].value = 4
+    fig.controls["n"].value = 16  # back to 16 ticks after 4: laid out again, same as before
+    assert [p.bounds for p in fig._layout] == [p.bounds for p in relaid]
