@@ -19,6 +19,7 @@ _SUBMODULES = frozenset(
     {
         "cnn",
         "comm",
+        "conv_algorithms",
         "critical_batch",
         "cost",
         "dataflow",
