@@ -191,3 +191,11 @@ def test_amdahl_figure_device_axis_is_base_2():
     ax_s, ax_e = amdahl_figure(0.9, 6, 8, n_max=64).axes
     assert [int(t) for t in ax_s.xaxis.get_majorticklocs()] == [1, 2, 4, 8, 16, 32, 64]
     assert [int(t) for t in ax_e.xaxis.get_majorticklocs()] == [1, 2, 4, 8, 16, 32, 64]
+
+
+@pytest.mark.parametrize("s", [11.3, 13.5, 2**3.75, 3.0, 1.0])
+def test_amdahl_figure_draws_every_s_the_base2_slider_reaches(s):
+    # s = 13.5 at N = 16: ratio * (N / s) rounds to 0.999...; the browser test hit it
+    fig = amdahl_figure(p=0.95, s=s, n=16, n_max=1024)
+    dashed = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"][0]
+    assert np.all(np.isfinite(dashed.get_ydata())) and dashed.get_ydata()[0] >= 1.0 - 1e-12

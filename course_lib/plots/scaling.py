@@ -97,7 +97,8 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     # s(N) = ratio * N is a speedup of the parallel part only where it is >= 1: start there
     start = min(max(1.0, 1.0 / ratio), hi)
     ns_real = np.geomspace(start, hi, _GRID)
-    real_devices = scaling.amdahl(p_val, ratio * ns_real)
+    # (ratio * start can round to just below 1: that is still s = 1)
+    real_devices = scaling.amdahl(p_val, np.maximum(ratio * ns_real, 1.0))
     limit = scaling.amdahl_limit(p_val)
     s_ideal_now = scaling.amdahl(p_val, n_val)
     s_now = scaling.amdahl(p_val, s)
