@@ -11,8 +11,9 @@ A number counts as the answer at the precision a learner would type: a token ``t
 earlier output (``20``, ``0.378``, ``1,024``, ``3.2e-05``, ``20.0%``) matches the expected
 value ``v`` if ``t`` has at least two significant digits and ``v`` rounded to that many
 significant digits equals ``t`` ("20" matches 20.0 and "0.38" matches 0.3783; "8" alone is
-too common to count). A percent is read both as printed and as a fraction (``20.0%`` is 0.2),
-since the checkers take either. A tuple answer such as ``(2, 8)`` matches the same numbers in
+too common to count). A percent is read as the fraction it is (``20.0%`` is 0.2, which the
+checkers also take as "20"); its digits alone are not the answer of a count (a measured
+"18%" of the peak does not give away "18 steps"). A tuple answer such as ``(2, 8)`` matches the same numbers in
 the same order with any of the separators a learner reads as a pair (``(2, 8)``, ``2x8``,
 ``2 × 8``). Words (``'Gustafson'``) and yes/no answers are not searched: they are one of the
 options the question names, so they are always "printed"; that no two exercises ask the same
@@ -105,15 +106,13 @@ def _significant(mantissa: str) -> int:
 
 
 def _tokens(text: str) -> list[Token]:
-    """Every number of ``text``; a percent is read as printed and as a fraction."""
+    """Every number of ``text``; a percent is read as the fraction it is."""
     tokens = []
     for m in _NUMBER.finditer(text):
         mantissa, exp = m.group("num"), m.group("exp") or ""
         value = float(mantissa.replace(",", "") + exp)
         digits = _significant(mantissa)
-        tokens.append(Token(value, digits, m.group(0)))
-        if m.group("pct"):
-            tokens.append(Token(value / 100, digits, m.group(0)))
+        tokens.append(Token(value / 100 if m.group("pct") else value, digits, m.group(0)))
     return tokens
 
 
@@ -286,7 +285,8 @@ def test_the_answer_is_read_from_the_checkers_message():
     assert _expected("(16, 128, 28, 28)") == (16, 128, 28, 28)
     assert _expected("'Gustafson'") is None and _expected("False") is None
     assert [t.text for t in _tokens("n =   4: e = 0.0113, 1,024 chips, 3.2e-05, v100, 20.0%")] == [
-        "4", "0.0113", "1,024", "3.2e-05", "20.0%", "20.0%"]
+        "4", "0.0113", "1,024", "3.2e-05", "20.0%"]
+    assert [t.value for t in _tokens("18% of the roofline")] == [0.18]  # not 18 (steps, say)
 
 
 # ------------------------------------------------------------ the givens are stated
