@@ -196,8 +196,9 @@ def test_gemm_sizes_figure_shows_dims_as_dots_and_the_blowup():
     fig = gemm_sizes_figure(batch=4, image=16, kernel=5, stride=1, c_in=8, c_out=16)
     ax_d, ax_m = fig.axes
     assert ax_d.get_xscale() == "log" and not ax_d.patches  # dots, not bars, on a log axis
-    (dots,) = ax_d.get_lines()
-    assert dots.get_xdata().tolist() == [4 * 16 * 16, 8 * 25, 16] and dots.get_marker() == "o"
+    dots = ax_d.get_lines()  # one marker per row, first row on top
+    assert [x for d in dots for x in d.get_xdata()] == [4 * 16 * 16, 8 * 25, 16]
+    assert {d.get_marker() for d in dots} == {"o"} and [d.get_ydata()[0] for d in dots] == [2, 1, 0]
     assert [t.get_text() for t in ax_d.texts] == ["1,024", "200", "16"]  # each value beside its dot
     heights = [p.get_height() for p in ax_m.patches]  # bars on a linear axis
     assert ax_m.get_yscale() == "linear" and heights[1] / heights[0] == pytest.approx(25.0)
@@ -210,7 +211,7 @@ def test_speed_figure_draws_dots_on_its_log_axis():
     fig = speed_bars_figure(["loops", "numpy"], [2.0, 0.004], title="t")
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and not ax.patches
-    assert ax.get_lines()[0].get_xdata().tolist() == [2.0, 0.004]
+    assert [x for line in ax.get_lines() for x in line.get_xdata()] == [2.0, 0.004]
     texts = _texts(fig)
     assert "2 s" in texts and any(t.startswith("4 ms") and "500× faster" in t for t in texts)
     assert speed_bars_figure(["a", "b"], [1e-3, 5e-5]).axes[0].texts[1].get_text().startswith("50 µs")

@@ -184,8 +184,7 @@ def test_time_ladder_figure_is_a_dot_plot():
 
 
 def test_time_axis_labels_do_not_crowd():
-    from course_lib.plots import new_figure
-    from course_lib.plots.cost import time_axis
+    from course_lib.plots import new_figure, time_axis
 
     fig, ax = new_figure(size=(8.0, 4.0))
     time_axis(ax.xaxis, 600.0, 3e11)  # 10 min .. 10,000 years: not every duration fits

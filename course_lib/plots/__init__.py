@@ -4,7 +4,9 @@ Figures are built with the object-oriented API (``Figure`` + Agg canvas, never
 ``pyplot``), so they hold no global state, need no ``plt.close`` and can be tested
 without a display or widgets. One submodule per chapter (``plots.scaling``, ...;
 chapter 03 also has ``plots.largebatch``, the critical batch size); this module holds what
-they share.
+they share: figure creation and rendering, the log axes (:func:`log2_axis` for counts in
+powers of two, :func:`plain_log_axis` for other amounts, :func:`time_axis` for durations in
+words) and :func:`dot_rows`, the dot plot used wherever values sit on a log axis.
 
 Matplotlib is imported only when a figure is drawn.
 """
@@ -13,7 +15,10 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from .._validate import check_positive, check_type
 from .style import COLORS, DPI, RC, display_width, styled
@@ -21,7 +26,8 @@ from .style import COLORS, DPI, RC, display_width, styled
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-__all__ = ["new_figure", "figure_to_png", "log2_axis", "show", "styled", "COLORS", "DPI"]
+__all__ = ["new_figure", "figure_to_png", "log2_axis", "plain_log_axis", "time_axis", "dot_rows", "show", "styled",
+           "COLORS", "DPI", "SUPERSCRIPT"]
 
 
 def new_figure(nrows: int = 1, ncols: int = 1, *, size: tuple[float, float] = (6.4, 4.0), **kw):
@@ -159,3 +165,160 @@ def show(fig: Figure, dpi: int = DPI) -> _FigureDisplay:
     """
     _check_figure(fig)
     return _FigureDisplay(fig, check_positive(dpi, "dpi"))
+
+
+# ------------------------------------------------------------------ log axes and dot plots
+_DAY = 86400.0
+_YEAR = 365.25 * _DAY
+#: Unicode superscript digits, for powers of ten without mathtext (cheap to draw).
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+#: Durations a time axis is ticked at, in words.
+_TIME_TICKS = (
+    (1e-6, "1 µs"), (1e-5, "10 µs"), (1e-4, "100 µs"), (1e-3, "1 ms"), (0.01, "10 ms"), (0.1, "100 ms"), (1.0, "1 s"), (10.0, "10 s"), (60.0, "1 min"),
+    (600.0, "10 min"), (3600.0, "1 h"), (_DAY, "1 day"),
+    (7 * _DAY, "1 week"), (30 * _DAY, "1 month"), (_YEAR, "1 year"), (10 * _YEAR, "10 years"),
+    (100 * _YEAR, "100 years"), (1e3 * _YEAR, "1,000 years"), (1e4 * _YEAR, "10,000 years"),
+    (1e5 * _YEAR, "100,000 years"), (1e6 * _YEAR, "1M years"), (1e7 * _YEAR, "10M years"),
+    (1e8 * _YEAR, "100M years"), (1e9 * _YEAR, "1B years"), (1e10 * _YEAR, "10B years"),
+)
+#: Which durations to keep first when not all fit.
+_TICK_PRIORITY = ("1 s", "1 min", "1 h", "1 day", "1 year", "1 month", "100 years", "10 years", "1 week",
+                  "10,000 years", "1,000 years", "1M years", "100,000 years", "100M years", "10M years",
+                  "10B years", "1B years", "1 ms", "100 ms", "10 s", "10 min", "10 ms", "1 µs", "100 µs",
+                  "10 µs")
+
+
+def plain_log_axis(axis, lo: float, hi: float, *, max_ticks: int = 8) -> None:
+    """Log scale from ``lo`` to ``hi``, ticks labelled as plain numbers, no minor ticks.
+
+    Ticks at 1, 2, 5 x 10^k, or at 1, 3 x 10^k, or at 10^k: the densest of these that
+    gives at most ``max_ticks``. For counts and amounts that are not powers of two
+    (steps, GFLOPs, ms).
+
+    Examples
+    --------
+    >>> from course_lib.plots import new_figure
+    >>> fig, ax = new_figure()
+    >>> plain_log_axis(ax.xaxis, 0.3, 60)
+    >>> [ax.xaxis.get_major_formatter()(t) for t in ax.xaxis.get_majorticklocs()]
+    ['0.5', '1', '2', '5', '10', '20', '50']
+    >>> plain_log_axis(ax.xaxis, 0.8, 2300)
+    >>> [ax.xaxis.get_major_formatter()(t) for t in ax.xaxis.get_majorticklocs()]
+    ['1', '3', '10', '30', '100', '300', '1000']
+    """
+    from matplotlib.axis import Axis
+
+    from .._validate import check_int, check_positive
+
+    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
+    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
+    if lo >= hi:
+        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
+    max_ticks = check_int(max_ticks, "max_ticks", 2)
+    k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
+    for steps in ((1, 2, 5), (1, 3), (1,)):
+        ticks = [m * 10.0**e for e in k for m in steps if lo <= m * 10.0**e <= hi]
+        if len(ticks) <= max_ticks:
+            break
+    _log_ticks(axis, lo, hi, {t: f"{t:g}" for t in ticks})
+
+
+def _log_ticks(axis, lo: float, hi: float, labels: dict) -> None:
+    """Log scale from ``lo`` to ``hi``, major ticks at the keys of ``labels`` written as its values.
+
+    No minor ticks (creating tick objects is most of the cost of redrawing a live figure).
+    The shared end of :func:`plain_log_axis` and :func:`time_axis`.
+    """
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
+    getattr(axis.axes, f"set_{axis.axis_name}lim")(lo, hi)
+    axis.set_major_locator(FixedLocator(sorted(labels)))
+    axis.set_minor_locator(NullLocator())
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: labels.get(v, "")))
+
+
+def time_axis(axis, lo: float, hi: float, *, length: float | None = None) -> None:
+    """Log scale from ``lo`` to ``hi`` seconds, ticks at durations in words (1 min, 1 h, 1 day ...).
+
+    The most familiar durations go first (1 s, 1 min, 1 h, 1 day, 1 year, ...); one whose
+    label would crowd another is skipped (the axis is about ``length`` inches long; by
+    default 60 % of the figure's width or height). Where fewer
+    than two named durations fall in the range, powers of ten of seconds are used instead.
+    No minor ticks.
+
+    Examples
+    --------
+    >>> from course_lib.plots import new_figure
+    >>> fig, ax = new_figure()
+    >>> time_axis(ax.yaxis, 30.0, 5e5)
+    >>> [ax.yaxis.get_major_formatter()(t) for t in ax.yaxis.get_majorticklocs()]
+    ['1 min', '10 min', '1 h', '1 day']
+    """
+    from matplotlib.axis import Axis
+
+    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
+    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
+    if lo >= hi:
+        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
+    if length is not None:
+        length = check_positive(length, "length")
+    horizontal = axis.axis_name == "x"
+    fig = axis.axes.figure
+    if length is None:
+        length = 0.6 * (fig.get_figwidth() if horizontal else fig.get_figheight())
+    per_decade = length / max(np.log10(hi / lo), 1e-9)  # inches
+
+    def size(name):  # inches a label needs along the axis: its width, or its height
+        return 0.085 * len(name) if horizontal else 0.22
+
+    named: dict[float, str] = {}
+    for t, name in sorted(_TIME_TICKS, key=lambda tick: _TICK_PRIORITY.index(tick[1])):
+        if lo <= t <= hi and all(abs(np.log10(t / u)) * per_decade >= (size(v) + size(name)) / 2 + 0.15
+                                 for u, v in named.items()):
+            named[t] = name
+    if len(named) < 2:
+        named = {10.0**k: f"10{str(k).translate(SUPERSCRIPT)} s"
+                 for k in range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)}
+    _log_ticks(axis, lo, hi, named)
+
+
+def dot_rows(ax, labels: Sequence[str], values, texts: Sequence[str], *, styles: Sequence | None = None) -> None:
+    """Rows of values as a dot plot: one marker per row (first row on top), its value written beside it.
+
+    Dots, not bars, wherever the value axis is logarithmic: there a bar's length depends
+    on where the axis starts, so it means nothing; a dot's position is the value. The
+    caller sets the value (x) axis. ``styles`` are one ``(marker, color, legend label)``
+    per row (rows with the same label share one legend entry; ``None``: no entry).
+
+    Examples
+    --------
+    >>> fig, ax = new_figure()
+    >>> dot_rows(ax, ["a", "b"], [10.0, 1e4], ["10", "10k"])
+    >>> [t.get_text() for t in ax.get_yticklabels()], [t.get_text() for t in ax.texts]
+    (['a', 'b'], ['10', '10k'])
+    """
+    from matplotlib.axes import Axes
+
+    from .._validate import as_real, check_sequence
+
+    check_type(ax, "ax", Axes, "a matplotlib Axes")
+    values = as_real(values, "values").reshape(-1)
+    labels = check_sequence(labels, "labels", str, "a row label (str)")
+    texts = check_sequence(texts, "texts", str, "a text written beside a dot (str)")
+    if not len(labels) == len(texts) == values.size:
+        raise ValueError(f"labels, values and texts must have equal lengths, got "
+                         f"{len(labels)}, {values.size} and {len(texts)}")
+    styles = list(styles) if styles is not None else [("o", COLORS[0], None)] * values.size
+    y = np.arange(values.size)[::-1]
+    seen = set()
+    for xi, yi, (marker, color, label), text in zip(values, y, styles, texts, strict=True):
+        ax.plot([xi], [yi], marker, color=color, markersize=9, zorder=3,
+                label=label if label and label not in seen else "_nolegend_")
+        seen.add(label)
+        ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(9, 0), va="center")
+    ax.set_yticks(y, labels)
+    ax.set_ylim(-0.6, values.size - 0.4)
+    ax.grid(True, axis="y", color="0.85", lw=0.8, ls=":")
+    ax.tick_params(axis="y", length=0)
+    ax.spines["left"].set_visible(False)

@@ -15,7 +15,7 @@ import numpy as np
 from .._validate import as_real, check_int, check_sequence, check_type
 from ..dataflow import DataflowGraph
 from ..im2col import gemm_sizes, im2col
-from . import COLORS, new_figure, styled
+from . import COLORS, dot_rows, new_figure, styled
 
 __all__ = [
     "dataflow_figure",
@@ -336,26 +336,14 @@ def _fmt_bytes(b: float) -> str:
     return f"{b:.0f} B"
 
 
-def _dots(ax, labels: Sequence[str], values: np.ndarray, texts: Sequence[str], *, color=COLORS[0]) -> None:
-    """Cleveland dot plot on a log x axis: one dot per row, its value written beside it.
-
-    Dots, not bars: on a log axis a bar's length depends on where the axis starts, so
-    it means nothing; a dot's position is the value.
-    """
+def _log_dots(ax, labels: Sequence[str], values, texts: Sequence[str]) -> None:
+    """A dot plot (:func:`~course_lib.plots.dot_rows`) on a plain log-10 x axis."""
     from matplotlib.ticker import LogLocator, NullLocator
 
-    y = np.arange(len(values))
-    ax.plot(values, y, "o", color=color, ms=10, zorder=3)
-    for yi, v, text in zip(y, values, texts):
-        ax.annotate(text, (v, yi), textcoords="offset points", xytext=(10, 0), va="center")
+    dot_rows(ax, labels, values, texts)
     ax.set_xscale("log")
     ax.xaxis.set_major_locator(LogLocator(base=10, numticks=8))
     ax.xaxis.set_minor_locator(NullLocator())
-    ax.set_yticks(y, list(labels))
-    ax.set_ylim(len(values) - 0.4, -0.6)
-    ax.grid(True, axis="y", alpha=0.5, ls=":")
-    ax.tick_params(axis="y", length=0)
-    ax.spines["left"].set_visible(False)
 
 
 @styled
@@ -373,7 +361,7 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
     dims = [(r"$\mathcal{M} = B\,H_o W_o$", s["M"]), (r"$\mathcal{K} = C_i\,k_h k_w$", s["K"]),
             (r"$\mathcal{N} = C_o$", s["N"])]
     values = np.array([float(d[1]) for d in dims])
-    _dots(ax_d, [d[0] for d in dims], values, [f"{v:,}" for _, v in dims])
+    _log_dots(ax_d, [d[0] for d in dims], values, [f"{v:,}" for _, v in dims])
     ax_d.set_xlim(values.min() / 3, values.max() * 40)
     ax_d.set_title(f"GEMM  $O = I\\,F$:  {s['macs']:.3g} multiply-adds")
     ax_d.set_xlabel("size (log scale)")
@@ -411,7 +399,7 @@ def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title:
     fig, ax = new_figure(size=(7.2, 0.6 * t.size + 1.5))
     slowest = t.max()
     texts = [_duration(v) + (f"   ({slowest / v:,.0f}× faster)" if v < slowest else "") for v in t]
-    _dots(ax, labels, t, texts)
+    _log_dots(ax, labels, t, texts)
     ax.set_xlim(t.min() / 3, t.max() * 40)
     ax.set_xlabel("seconds (log scale)")
     ax.set_title(title)

@@ -28,8 +28,17 @@ from .._validate import (
     check_sequence,
     check_type,
 )
-from . import COLORS, log2_axis, new_figure, styled
-from .largebatch import _log_ticks, plain_log_axis
+from . import (
+    _YEAR,
+    COLORS,
+    SUPERSCRIPT,
+    dot_rows,
+    log2_axis,
+    new_figure,
+    plain_log_axis,
+    styled,
+    time_axis,
+)
 
 __all__ = [
     "calculator_figure",
@@ -38,29 +47,9 @@ __all__ = [
     "human_count",
     "large_batch_figure",
     "levers_figure",
-    "time_axis",
     "time_ladder_figure",
     "transformer_calculator_figure",
 ]
-
-_DAY = 86400.0
-_YEAR = 365.25 * _DAY
-#: Durations a time axis is ticked at, in words.
-_TIME_TICKS = (
-    (1e-6, "1 µs"), (1e-5, "10 µs"), (1e-4, "100 µs"), (1e-3, "1 ms"), (0.01, "10 ms"), (0.1, "100 ms"), (1.0, "1 s"), (10.0, "10 s"), (60.0, "1 min"),
-    (600.0, "10 min"), (3600.0, "1 h"), (_DAY, "1 day"),
-    (7 * _DAY, "1 week"), (30 * _DAY, "1 month"), (_YEAR, "1 year"), (10 * _YEAR, "10 years"),
-    (100 * _YEAR, "100 years"), (1e3 * _YEAR, "1,000 years"), (1e4 * _YEAR, "10,000 years"),
-    (1e5 * _YEAR, "100,000 years"), (1e6 * _YEAR, "1M years"), (1e7 * _YEAR, "10M years"),
-    (1e8 * _YEAR, "100M years"), (1e9 * _YEAR, "1B years"), (1e10 * _YEAR, "10B years"),
-)
-#: Which durations to keep first when not all fit.
-_TICK_PRIORITY = ("1 s", "1 min", "1 h", "1 day", "1 year", "1 month", "100 years", "10 years", "1 week",
-                  "10,000 years", "1,000 years", "1M years", "100,000 years", "100M years", "10M years",
-                  "10B years", "1B years", "1 ms", "100 ms", "10 s", "10 min", "10 ms", "1 µs", "100 µs",
-                  "10 µs")
-_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-
 
 def human_count(value: float, digits: int = 3) -> str:
     """A count with a k / M / B / T suffix: ``42.6B`` tokens, ``115M`` samples, ``340M`` parameters.
@@ -87,75 +76,16 @@ def human_count(value: float, digits: int = 3) -> str:
 def _power_of_ten(value: float) -> str:
     """``2.83 × 10¹⁸`` (unicode, no mathtext: cheap to draw)."""
     exponent = int(np.floor(np.log10(abs(value))))
-    return f"{value / 10.0**exponent:.3g} × 10{str(exponent).translate(_SUPERSCRIPT)}"
-
-
-def time_axis(axis, lo: float, hi: float, *, length: float | None = None) -> None:
-    """Log scale from ``lo`` to ``hi`` seconds, ticks at durations in words (1 min, 1 h, 1 day ...).
-
-    The most familiar durations go first (1 s, 1 min, 1 h, 1 day, 1 year, ...); one whose
-    label would crowd another is skipped (the axis is about ``length`` inches long; by
-    default 60 % of the figure's width or height). Where fewer
-    than two named durations fall in the range, powers of ten of seconds are used instead.
-    No minor ticks.
-
-    Examples
-    --------
-    >>> from course_lib.plots import new_figure
-    >>> fig, ax = new_figure()
-    >>> time_axis(ax.yaxis, 30.0, 5e5)
-    >>> [ax.yaxis.get_major_formatter()(t) for t in ax.yaxis.get_majorticklocs()]
-    ['1 min', '10 min', '1 h', '1 day']
-    """
-    from matplotlib.axis import Axis
-
-    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
-    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
-    if lo >= hi:
-        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
-    if length is not None:
-        length = check_positive(length, "length")
-    horizontal = axis.axis_name == "x"
-    fig = axis.axes.figure
-    if length is None:
-        length = 0.6 * (fig.get_figwidth() if horizontal else fig.get_figheight())
-    per_decade = length / max(np.log10(hi / lo), 1e-9)  # inches
-
-    def size(name):  # inches a label needs along the axis: its width, or its height
-        return 0.085 * len(name) if horizontal else 0.22
-
-    named: dict[float, str] = {}
-    for t, name in sorted(_TIME_TICKS, key=lambda tick: _TICK_PRIORITY.index(tick[1])):
-        if lo <= t <= hi and all(abs(np.log10(t / u)) * per_decade >= (size(v) + size(name)) / 2 + 0.15
-                                 for u, v in named.items()):
-            named[t] = name
-    if len(named) < 2:
-        named = {10.0**k: f"10{str(k).translate(_SUPERSCRIPT)} s"
-                 for k in range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)}
-    _log_ticks(axis, lo, hi, named)
+    return f"{value / 10.0**exponent:.3g} × 10{str(exponent).translate(SUPERSCRIPT)}"
 
 
 def _time_dots(ax, seconds, labels, *, texts=None, styles=None) -> None:
-    """Rows of times on a log axis (a dot plot): one marker per row, its value beside it.
+    """Rows of times as a dot plot (:func:`~course_lib.plots.dot_rows`) on a :func:`~course_lib.plots.time_axis`.
 
-    ``seconds`` top to bottom, ``labels`` on the y axis, ``texts`` written right of the
-    dots (default: the time in words); ``styles`` are one ``(marker, color, label)`` per
-    row (rows with the same label share a legend entry). The x axis is a :func:`time_axis`
-    with room on the right for the texts.
+    ``texts`` default to the times in words; the axis leaves room on the right for them.
     """
     secs = np.asarray(seconds, dtype=float)
-    y = np.arange(secs.size)[::-1]
-    styles = styles or [("o", COLORS[0], None)] * secs.size
-    texts = texts or [_duration(s) for s in secs]
-    seen = set()
-    for xi, yi, (marker, color, label), text in zip(secs, y, styles, texts, strict=True):
-        ax.plot([xi], [yi], marker, color=color, markersize=9, zorder=3,
-                label=label if label and label not in seen else "_nolegend_")
-        seen.add(label)
-        ax.annotate(text, (xi, yi), textcoords="offset points", xytext=(9, 0), va="center")
-    ax.set_yticks(y, labels)
-    ax.set_ylim(-0.6, secs.size - 0.4)
-    ax.grid(True, axis="y", color="0.85", lw=0.8, ls=":")
+    dot_rows(ax, labels, secs, texts or [_duration(s) for s in secs], styles=styles)
     time_axis(ax.xaxis, secs.min() / 3, secs.max() * 40, length=0.55 * ax.figure.get_figwidth())
 
 

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._validate import as_real, check_type
-from . import COLORS, log2_axis, new_figure, styled
+from . import COLORS, log2_axis, new_figure, plain_log_axis, styled
 
-__all__ = ["critical_batch_figure", "plain_log_axis"]
+__all__ = ["critical_batch_figure"]
 
 
 @styled
@@ -119,53 +119,3 @@ def _time_panel(ax, curves) -> None:
            title="time to the target =\nsteps × time per step (model)")
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0, ncol=2,
               title="marker: the fastest batch")
-
-
-def plain_log_axis(axis, lo: float, hi: float, *, max_ticks: int = 8) -> None:
-    """Log scale from ``lo`` to ``hi``, ticks labelled as plain numbers, no minor ticks.
-
-    Ticks at 1, 2, 5 x 10^k, or at 1, 3 x 10^k, or at 10^k: the densest of these that
-    gives at most ``max_ticks``. For counts and amounts that are not powers of two
-    (steps, GFLOPs, ms).
-
-    Examples
-    --------
-    >>> from course_lib.plots import new_figure
-    >>> fig, ax = new_figure()
-    >>> plain_log_axis(ax.xaxis, 0.3, 60)
-    >>> [ax.xaxis.get_major_formatter()(t) for t in ax.xaxis.get_majorticklocs()]
-    ['0.5', '1', '2', '5', '10', '20', '50']
-    >>> plain_log_axis(ax.xaxis, 0.8, 2300)
-    >>> [ax.xaxis.get_major_formatter()(t) for t in ax.xaxis.get_majorticklocs()]
-    ['1', '3', '10', '30', '100', '300', '1000']
-    """
-    from matplotlib.axis import Axis
-
-    from .._validate import check_int, check_positive
-
-    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
-    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
-    if lo >= hi:
-        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
-    max_ticks = check_int(max_ticks, "max_ticks", 2)
-    k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
-    for steps in ((1, 2, 5), (1, 3), (1,)):
-        ticks = [m * 10.0**e for e in k for m in steps if lo <= m * 10.0**e <= hi]
-        if len(ticks) <= max_ticks:
-            break
-    _log_ticks(axis, lo, hi, {t: f"{t:g}" for t in ticks})
-
-
-def _log_ticks(axis, lo: float, hi: float, labels: dict) -> None:
-    """Log scale from ``lo`` to ``hi``, major ticks at the keys of ``labels`` written as its values.
-
-    No minor ticks (creating tick objects is most of the cost of redrawing a live figure).
-    The shared end of :func:`plain_log_axis` and :func:`course_lib.plots.cost.time_axis`.
-    """
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-
-    getattr(axis.axes, f"set_{axis.axis_name}scale")("log")
-    getattr(axis.axes, f"set_{axis.axis_name}lim")(lo, hi)
-    axis.set_major_locator(FixedLocator(sorted(labels)))
-    axis.set_minor_locator(NullLocator())
-    axis.set_major_formatter(FuncFormatter(lambda v, _pos: labels.get(v, "")))

@@ -288,7 +288,7 @@ def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
     from matplotlib.lines import Line2D
     from matplotlib.ticker import MaxNLocator
 
-    from .largebatch import plain_log_axis
+    from . import plain_log_axis
 
     models = _check_models(models)
     names = families(models)
