@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import os
 import signal
+import time
 
 import numpy as np
 import pytest
@@ -92,9 +93,9 @@ def test_error_inside_the_block_terminates_the_workers(small):
 
 def test_timeout_terminates_instead_of_hanging(small):
     model, params, x, y = small
-    pool = WorkerPool(model, x, y, 2, epochs=200, start_method=FAST, timeout=60)
+    pool = WorkerPool(model, x, y, 2, epochs=5000, start_method=FAST, timeout=60)
     pids = [pid for pid, _ in pool.worker_info]
-    pool._group.timeout = 0.01  # a gradient of 200 passes cannot arrive that fast
+    pool._group.timeout = 0.01  # a gradient of 5,000 passes (~1 s) cannot arrive that fast
     with pytest.raises(WorkerTimeout, match="no worker made progress for 0.01 s"):
         pool.gradient(params)
     _assert_no_children_left(pids)
@@ -103,10 +104,27 @@ def test_timeout_terminates_instead_of_hanging(small):
     pool.close()  # harmless after terminate
 
 
-def test_start_up_timeout(small):
+def _silent_worker(ctx, *args, **kwargs):
+    """A pool worker that never says it has started (stands in for a hung start-up)."""
+    time.sleep(60)
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(),
+                    reason="the stand-in worker is patched in; only fork inherits it")
+def test_start_up_timeout(small, monkeypatch):
+    """Workers that never answer: the pool gives up after ``timeout`` and stops them.
+
+    (A tiny timeout with real workers is a race: on a loaded machine forked workers can
+    answer before the parent first looks, and the pool is built instead of timing out.)
+    """
+    import course_lib.parallel.speedup as speedup
+
     model, _, x, y = small
-    with pytest.raises(WorkerTimeout, match="no worker made progress"):
-        WorkerPool(model, x, y, 2, start_method=FAST, timeout=1e-6)
+    monkeypatch.setattr(speedup, "_pool_worker", _silent_worker)
+    t0 = time.monotonic()
+    with pytest.raises(WorkerTimeout, match="no worker made progress for 0.5 s"):
+        WorkerPool(model, x, y, 2, start_method="fork", timeout=0.5)
+    assert time.monotonic() - t0 < 30  # stopped, not waited for
     assert mp.active_children() == []
 
 
