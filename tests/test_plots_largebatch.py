@@ -69,9 +69,7 @@ def test_axes_of_counts_have_plain_ticks():
 
 
 def test_plain_log_axis_thins_its_ticks_and_checks_its_range():
-    from course_lib.plots import plain_log_axis
-
-    from course_lib.plots import new_figure
+    from course_lib.plots import new_figure, plain_log_axis
 
     fig, ax = new_figure()
     plain_log_axis(ax.xaxis, 0.8, 2300, max_ticks=8)
