@@ -23,7 +23,7 @@ from typing import Any
 
 from ._validate import check_positive, check_sequence, check_type
 from .plots import figure_to_png
-from .plots.style import DPI, display_width
+from .plots.style import DPI, display_width, redraw
 
 __all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "fraction_steps", "glossary_table", "link_sliders",
            "live_figure", "stack_pngs"]
@@ -264,6 +264,7 @@ class LiveFigure:
         self.image = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
         self._quiet = False
+        self._layouts: dict[tuple, list] = {}  # layout signature -> axes positions
         self.initial_png = self._render(stored=True)
         self.image.value = self.initial_png
         self.image.width = str(display_width(self.initial_png, dpi))
@@ -279,15 +280,18 @@ class LiveFigure:
 
     def _render(self, values: dict[str, Any] | None = None, *, stored: bool = False) -> bytes:
         """The figure for the current (or given) values as PNG; ``stored`` ones compress harder."""
-        fig = self.plot(**self.fixed, **(self.values() if values is None else values))
+        kwargs = {**self.fixed, **(self.values() if values is None else values)}
+        # Stored renders are audited for the style rules; redraws are not (see redraw).
+        fig = self.plot(**kwargs) if stored else redraw(self.plot, **kwargs)
         # The layout engine costs about a third of a redraw. Lay the figure out once (the
-        # initial state) and reuse the axes positions while the figure keeps the same axes.
-        # A new layout is made when the axes or their number of ticks change (longer
-        # category labels, say), and for the fallback's states, which are stored.
-        layout, signature = getattr(self, "_layout", None), _layout_signature(fig)
-        if stored or signature != getattr(self, "_signature", None):
-            layout = None
+        # initial state) and reuse the axes positions while the text around the axes
+        # needs the same room (see _layout_signature). A new layout is made, and kept for
+        # when it is needed again, when that room changes (longer category labels, say),
+        # and for every stored state (the initial one and the fallback's).
+        signature = _layout_signature(fig)
+        layout = None if stored else self._layouts.get(signature)
         if layout is not None:
+            self._layout = layout
             _remove_layout_engine(fig)
             for ax, position in zip(fig.axes, layout):
                 ax.set_position(position)
@@ -304,7 +308,7 @@ class LiveFigure:
             fig.set_canvas(canvas)
         png = figure_to_png(fig, self.dpi, compress_level=6 if stored else 1)
         if layout is None:
-            self._layout, self._signature = [ax.get_position() for ax in fig.axes], signature
+            self._layout = self._layouts[signature] = [ax.get_position() for ax in fig.axes]
         return png
 
     def _fallback(self) -> bytes:
@@ -457,8 +461,30 @@ def live_figure(
 
 
 def _layout_signature(fig) -> tuple:
-    """What a frozen layout depends on: the axes and how many ticks each one has."""
-    return tuple((len(ax.get_xticks()), len(ax.get_yticks())) for ax in fig.axes)
+    """What a frozen layout depends on: the room the text around each axes needs.
+
+    That is the widest y tick label, the x tick labels' length when they are turned
+    (their height when they are not), how many lines each title, axis label and tick
+    label has, and how many legend entries there are. The number of ticks does not count
+    (a Gantt chart with 4 or 8 stages has the same margins), nor a title's length (a
+    title is centred: a number in it changes nothing around the axes). Tick labels are
+    formatted as they will be drawn (with the axis' offset, as in '1e6'), without drawing.
+    """
+
+    def lines(texts) -> int:
+        return max((t.count("\n") for t in texts), default=0)
+
+    signature = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.major.formatter
+            labels = formatter.format_ticks(axis.get_majorticklocs())
+            turned = axis.axis_name == "y" or axis.get_major_ticks(1)[0].label1.get_rotation() != 0
+            signature += [max((len(t) for t in labels), default=0) if turned else 0, lines(labels),
+                          len(formatter.get_offset()), lines([axis.label.get_text()])]
+        legend = ax.get_legend()
+        signature += [lines([ax.get_title()]), 0 if legend is None else len(legend.get_texts())]
+    return tuple(signature) + tuple(len(legend.get_texts()) for legend in fig.legends)
 
 
 def _remove_layout_engine(fig) -> None:

@@ -265,3 +265,61 @@ def test_a_figure_whose_ticks_change_is_laid_out_again():
     fig.controls["n"].value = 4
     fig.controls["n"].value = 16  # back to 16 ticks after 4: laid out again, same as before
     assert [p.bounds for p in fig._layout] == [p.bounds for p in relaid]
+
+
+def test_the_layout_follows_the_room_text_needs_not_the_tick_count():
+    """A redraw is laid out again only when the text around an axes needs other room.
+
+    More ticks of the same kind (a Gantt chart with 5 stages after 4) or a longer
+    centred title keep the layout; a wider y tick label or longer turned x tick labels
+    make a new one, which is kept and reused when that room is needed again.
+    """
+    from course_lib.plots import new_figure
+    from course_lib.widgets import _layout_signature
+
+    def bars(n, title="t", turned=False, big=False):
+        fig, ax = new_figure()
+        ax.bar(range(n), [1e6 if big else 1.0] * n)
+        ax.set_xticks(range(n), [f"c{k}" for k in range(n)], rotation=90 if turned else 0)
+        ax.set_title(title)
+        return fig
+
+    same = _layout_signature(bars(4))
+    assert _layout_signature(bars(5)) == same  # one tick more, same room
+    assert _layout_signature(bars(4, title="a much longer title 12.3 %")) == same
+    assert _layout_signature(bars(4, title="two\nlines")) != same
+    assert _layout_signature(bars(4, big=True)) != same  # wider y tick labels, an offset
+    assert _layout_signature(bars(12, turned=True)) != _layout_signature(bars(4, turned=True))
+
+    fig = live_figure(bars, [Slider("n", "n", 1, 20, 1, 4, kind="int")], turned=True)
+    first = fig._layout
+    fig.controls["n"].value = 5  # c0..c4: same room, same layout
+    assert fig._layout is first and set(fig._layouts) == {_layout_signature(bars(4, turned=True))}
+    fig.controls["n"].value = 12  # c10, c11: longer turned labels, a new layout
+    assert fig._layout is not first and len(fig._layouts) == 2
+    fig.controls["n"].value = 4
+    assert fig._layout is first  # reused from the cache, not laid out again
+
+
+def test_redraws_skip_the_audit_but_keep_the_style():
+    """A redraw is built under the course style (same pixels as a styled build) without
+    the audit; stored renders are audited."""
+    import warnings
+
+    from course_lib.plots import figure_to_png, new_figure
+    from course_lib.plots.style import StyleWarning, redraw, styled
+
+    assert figure_to_png(redraw(laws_figure, p=0.5, n=8)) == figure_to_png(laws_figure(p=0.5, n=8))
+
+    @styled
+    def narrow(p):  # breaks a style rule (3 in wide): the audit warns
+        fig, ax = new_figure(size=(3.0, 2.0))
+        ax.set_title(f"p = {p}")
+        return fig
+
+    with pytest.warns(StyleWarning, match="narrower than"):
+        fig = live_figure(narrow, [Slider("p", "p", 0, 1, 0.1, 0.5)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.controls["p"].value = 0.6  # a redraw: no audit, no warning
+    assert fig.message.value == "" and bytes(fig.image.value) != fig.initial_png
