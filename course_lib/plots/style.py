@@ -118,10 +118,11 @@ def styled(plot: F) -> F:
 def redraw(plot: Callable[..., Figure], **kwargs: Any) -> Figure:
     """Build ``plot(**kwargs)`` under the course style without :func:`audit`.
 
-    For a live figure's redraws: its first render went through the audit (and the
-    tests audit every plot function at its sliders' extremes), so the redraws skip the
-    check, which costs a tenth of a redraw. A function not decorated with :func:`styled`
-    is simply called.
+    For a live figure's redraws: its first render and its fallback's states went
+    through the audit, and what the audit checks (the figure's width, the type sizes)
+    is set by the plot function, not by the slider values; the redraws skip the check,
+    which costs about a tenth of a redraw. A function not decorated with
+    :func:`styled` is simply called.
 
     Examples
     --------
