@@ -187,3 +187,26 @@ def test_estimates_are_cached_and_shared_across_batch_and_replicas():
     assert half.allreduce < first.allreduce  # what does depend on N_d is computed anew
     with pytest.raises(ValueError, match="data"):  # arguments are checked before the cache
         hybrid.estimate_config(model, 4, 8, 1, **kw)
+
+
+@pytest.mark.parametrize("tensor", [1, 2, 3])
+@pytest.mark.parametrize("pipeline", [1, 2, 3])
+@pytest.mark.parametrize("batch_size", [7, 64, 1000])
+def test_cached_stage_memory_equals_the_memory_model_per_micro_batch(tensor, pipeline, batch_size):
+    """The estimate keeps one sample's activation bytes per stage and scales them by the
+    micro-batch size: the same integers as :func:`mlp_activation_bytes` at that size."""
+    from course_lib.memory import mlp_activation_bytes, model_state_bytes
+
+    model = MLP((64, 96, 96, 96, 10))
+    c = hybrid.estimate_config(model, batch_size, 1, pipeline, tensor=tensor, **FAST, memory=1e12,
+                               schedule="gpipe")
+    bounds = mp.partition_layers(model, pipeline)
+    stages = [MLP(model.sizes[lo : hi + 1]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    held = mp.simulate_uniform(pipeline, c.micro_batches).in_flight()  # GPipe: all M held
+    acts = [h * mlp_activation_bytes(s, c.micro_batch_size, tensor=tensor)
+            for h, s in zip(held, stages)]
+    states = [model_state_bytes(int(n), param_bytes=4, grad_bytes=4, k=0).total  # plain SGD
+              for n in hybrid.stage_params(model, bounds, tensor)]
+    assert c.memory_activations == max(acts)
+    assert c.memory_params == max(states)
+    assert c.memory == max(a + s for a, s in zip(acts, states))

@@ -304,19 +304,14 @@ def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flop
     arguments returning a frozen :class:`HybridConfig`)."""
     replica = -(-batch_size // data)
     mb = -(-replica // micro_batches)
-    bounds = partition_layers(model, pipeline)
     compute, bubble, tensor_allreduce, p2p, held = _replica_step(
         model, pipeline, tensor, mb, micro_batches, schedule, device_flops, bandwidth, latency)
-    item = model.dtype.itemsize
-
-    n_params = stage_params(model, bounds, tensor)
-    grads = n_params * item
+    bounds, n_params, params_mem, act_per_sample = _stage_memory(model, pipeline, tensor,
+                                                                 optimizer_states)
+    grads = n_params * model.dtype.itemsize
     allreduce = float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
-
-    params_mem = np.array([model_state_bytes(n, param_bytes=item, grad_bytes=item,
-                                             k=item * optimizer_states).total for n in n_params])
-    act_mem = np.array(held) * np.array([mlp_activation_bytes(_stage_model(model, lo, hi), mb, tensor=tensor)
-                                         for lo, hi in zip(bounds[:-1], bounds[1:])])
+    # activations are B x widths x bytes: exactly mb times those of one sample
+    act_mem = np.array(held) * (mb * act_per_sample)
     per_stage = params_mem + act_mem
     peak = float(per_stage.max())
     return HybridConfig(
@@ -339,6 +334,28 @@ def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flop
     )
 
 
+@functools.lru_cache(maxsize=256)
+def _stage_memory(model: MLP, pipeline: int, tensor: int, optimizer_states: int) -> tuple:
+    """What a split's memory does not owe to the batch, cached: ``(boundaries, parameters
+    per stage, their model-state bytes, activation bytes of one sample per stage)``."""
+    bounds = partition_layers(model, pipeline)
+    item = model.dtype.itemsize
+    n_params = stage_params(model, bounds, tensor)
+    params_mem = np.array([model_state_bytes(n, param_bytes=item, grad_bytes=item,
+                                             k=item * optimizer_states).total for n in n_params])
+    act_per_sample = np.array([mlp_activation_bytes(_stage_model(model, lo, hi), 1, tensor=tensor)
+                               for lo, hi in zip(bounds[:-1], bounds[1:])])
+    return bounds, n_params, params_mem, act_per_sample
+
+
+@functools.lru_cache(maxsize=256)
+def _stage_costs(model: MLP, pipeline: int, tensor: int) -> tuple:
+    """``(boundaries, forward FLOPs, backward FLOPs)`` of each stage of one sample, cached."""
+    bounds = partition_layers(model, pipeline)
+    f_flops, b_flops = stage_flops(model, bounds) if tensor == 1 else _tensor_stage_flops(model, bounds, tensor)
+    return bounds, f_flops, b_flops
+
+
 @functools.lru_cache(maxsize=4096)
 def _replica_step(model: MLP, pipeline: int, tensor: int, mb: int, micro_batches: int, schedule: str,
                   device_flops: float, bandwidth: float, latency: float) -> tuple:
@@ -348,8 +365,7 @@ def _replica_step(model: MLP, pipeline: int, tensor: int, mb: int, micro_batches
     so configurations of different ``B`` and ``N`` with the same micro-batches share it
     (halving ``B`` and ``N_d`` together keeps every simulation).
     """
-    bounds = partition_layers(model, pipeline)
-    f_flops, b_flops = stage_flops(model, bounds) if tensor == 1 else _tensor_stage_flops(model, bounds, tensor)
+    bounds, f_flops, b_flops = _stage_costs(model, pipeline, tensor)
     forward = f_flops * mb / device_flops
     backward = b_flops * mb / device_flops
     item = model.dtype.itemsize
