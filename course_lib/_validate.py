@@ -196,6 +196,27 @@ def check_type(value: Any, name: str, types: type | tuple[type, ...], what: str)
     return value
 
 
+def check_float_dtype(value: Any, name: str = "dtype") -> np.dtype:
+    """Return ``value`` as a numpy dtype if it is float32 or float64, else raise ``TypeError``.
+
+    The parameter dtype of the course's models (:class:`course_lib.models.MLP`,
+    :class:`course_lib.cnn.CNN`).
+
+    Examples
+    --------
+    >>> check_float_dtype("float32")
+    dtype('float32')
+    >>> check_float_dtype(np.int64)
+    Traceback (most recent call last):
+        ...
+    TypeError: dtype must be float32 or float64, got int64
+    """
+    dtype = np.dtype(value)
+    if dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name} must be float32 or float64, got {dtype}")
+    return dtype
+
+
 def check_real(
     value: Any,
     name: str,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import check_int
+from ._validate import check_float_dtype, check_int
 from .models import MLP, Slot, check_labels
 
 __all__ = ["CNN"]
@@ -90,9 +90,7 @@ class CNN:
         k = check_int(self.kernel_size, "kernel_size", 1)
         if k % 2 == 0:
             raise ValueError(f"kernel_size must be odd (symmetric 'same' padding), got {k}")
-        dtype = np.dtype(self.dtype)
-        if dtype not in (np.float32, np.float64):
-            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
+        dtype = check_float_dtype(self.dtype)
         object.__setattr__(self, "image_shape", image)
         object.__setattr__(self, "channels", channels)
         object.__setattr__(self, "strides", strides)
@@ -179,15 +177,8 @@ class CNN:
         return z
 
     def layer_backward(
-        self,
-        params: np.ndarray,
-        i: int,
-        a_in: np.ndarray,
-        a_out: np.ndarray,
-        grad_out: np.ndarray,
-        grad: np.ndarray,
-        *,
-        need_input_grad: bool = True,
+        self, params: np.ndarray, i: int, a_in: np.ndarray, a_out: np.ndarray,
+        grad_out: np.ndarray, grad: np.ndarray, *, need_input_grad: bool = True,
     ) -> np.ndarray | None:
         """Back-propagate through layer ``i``; ADDS its gradients into ``grad`` (see MLP)."""
         from .im2col import conv2d_backward

@@ -684,16 +684,8 @@ def sustained_flops(peak_flops: float, utilisation: float) -> float:
 
 
 def cnn_calculator_estimate(
-    model: str,
-    images_million: float,
-    epochs: int,
-    device_id: str,
-    devices: int,
-    utilisation: float,
-    efficiency: float,
-    *,
-    models: Sequence,
-    hardware: Sequence,
+    model: str, images_million: float, epochs: int, device_id: str, devices: int,
+    utilisation: float, efficiency: float, *, models: Sequence, hardware: Sequence,
 ) -> TrainingEstimate:
     """The estimate behind :func:`course_lib.plots.cost.cnn_calculator_figure` (same arguments).
 
@@ -726,14 +718,8 @@ def cnn_calculator_estimate(
 
 
 def transformer_calculator_estimate(
-    params_million: float,
-    tokens_million: float,
-    device_id: str,
-    devices: int,
-    utilisation: float,
-    efficiency: float,
-    *,
-    hardware: Sequence,
+    params_million: float, tokens_million: float, device_id: str, devices: int,
+    utilisation: float, efficiency: float, *, hardware: Sequence,
 ) -> TrainingEstimate:
     """The estimate behind :func:`course_lib.plots.cost.transformer_calculator_figure` (same arguments).
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import as_real, check_int, check_positive, check_type
+from ._validate import as_real, check_float_dtype, check_int, check_positive, check_type
 
 __all__ = [
     "MLP",
@@ -133,11 +133,8 @@ class MLP:
         sizes = tuple(check_int(s, f"sizes[{i}]", 1) for i, s in enumerate(self.sizes))
         if len(sizes) < 2:
             raise ValueError(f"sizes needs at least an input and an output width, got {sizes}")
-        dtype = np.dtype(self.dtype)
-        if dtype not in (np.float32, np.float64):
-            raise TypeError(f"dtype must be float32 or float64, got {dtype}")
         object.__setattr__(self, "sizes", sizes)
-        object.__setattr__(self, "dtype", dtype)
+        object.__setattr__(self, "dtype", check_float_dtype(self.dtype))
 
     # ----------------------------------------------------------------- layout
     @property

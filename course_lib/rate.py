@@ -70,16 +70,8 @@ class FlopRate:
 
 
 def measure_flop_rate(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    batch_size: int = 32,
-    lr: float = 0.1,
-    repeat: int = 5,
-    warmup: int = 1,
-    seed: int = 0,
-    threads: int | None = 1,
+    model: MLP, x: np.ndarray, y: np.ndarray, *, batch_size: int = 32, lr: float = 0.1,
+    repeat: int = 5, warmup: int = 1, seed: int = 0, threads: int | None = 1,
 ) -> FlopRate:
     """Time one training epoch of ``model`` and return the achieved FLOP rate.
 
@@ -127,15 +119,8 @@ def measure_flop_rate(
 
 
 def time_training_run(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    epochs: int,
-    batch_size: int = 32,
-    lr: float = 0.1,
-    seed: int = 0,
-    threads: int | None = 1,
+    model: MLP, x: np.ndarray, y: np.ndarray, *, epochs: int, batch_size: int = 32,
+    lr: float = 0.1, seed: int = 0, threads: int | None = 1,
 ) -> float:
     """Wall-clock seconds of ONE training run of ``epochs`` epochs (to check a prediction).
 

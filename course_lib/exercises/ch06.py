@@ -69,16 +69,17 @@ STAGE_ACTIVATIONS = {
 def ex_bubble(answer) -> Result:
     """Bubble share of a GPipe step with the N_p stages and M micro-batches of :data:`BUBBLE`."""
     s, m = BUBBLE["stages"], BUBBLE["micro_batches"]
+    bubble = bubble_fraction(s, m)
     return check(
         answer,
-        bubble_fraction(s, m),
+        bubble,
         name="bubble share",
         rtol=1e-3,
         hint="a step lasts M + N_p - 1 slots; every stage is busy in M of them.",
         mistakes={
             (s - 1) / m: "That is (N_p-1)/M: idle slots per busy slot. The share is idle slots "
             "over ALL slots of the step, M + N_p - 1.",
-            1 - bubble_fraction(s, m): "That is the busy share; the question asks for the idle share.",
+            1 - bubble: "That is the busy share; the question asks for the idle share.",
         },
     )
 

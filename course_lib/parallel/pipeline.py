@@ -281,19 +281,9 @@ def _resolve_boundaries(model, stages, boundaries) -> tuple[int, ...]:
 
 
 def train_microbatched(
-    model,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    micro_batches: int = 1,
-    data: int = 1,
-    batch_size: int = 32,
-    epochs: int = 1,
-    steps: int | None = None,
-    lr: float = 0.1,
-    seed: int = 0,
-    params: np.ndarray | None = None,
-    recompute: bool = False,
+    model, x: np.ndarray, y: np.ndarray, *, micro_batches: int = 1, data: int = 1,
+    batch_size: int = 32, epochs: int = 1, steps: int | None = None, lr: float = 0.1,
+    seed: int = 0, params: np.ndarray | None = None, recompute: bool = False,
 ) -> PipelineResult:
     """Serial reference of the pipeline: the same arithmetic in one process.
 

@@ -248,21 +248,10 @@ def tensor_backward(local, shards: list[LayerShard], acts: list[np.ndarray], dlo
 
 # ------------------------------------------------------------------ processes
 def train_tensor_parallel(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    workers: int,
-    batch_size: int,
-    steps: int | None = None,
-    epochs: int | None = None,
-    lr: float = 0.1,
-    seed: int = 0,
-    params: np.ndarray | None = None,
-    blas_threads: int | None = 1,
-    start_method: str | None = None,
-    timeout: float = 60.0,
-    progress: bool | None = None,
+    model: MLP, x: np.ndarray, y: np.ndarray, *, workers: int, batch_size: int,
+    steps: int | None = None, epochs: int | None = None, lr: float = 0.1, seed: int = 0,
+    params: np.ndarray | None = None, blas_threads: int | None = 1,
+    start_method: str | None = None, timeout: float = 60.0, progress: bool | None = None,
     fault: Fault | None = None,
 ) -> DataParallelResult:
     """Train with every pair of layers split over ``workers`` processes (Megatron-style).

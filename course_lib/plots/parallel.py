@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,6 +21,10 @@ from .. import comm, scaling
 from .._validate import as_real, check_int, check_positive, check_real, check_type
 from . import COLORS, log2_axis, new_figure, styled
 from .scaling import measured_speedup_figure
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = [
     "comm_dominance_figure",
@@ -48,6 +53,17 @@ def _arrow(ax, start, end, color="0.35", lw=1.5):
                 arrowprops=dict(arrowstyle="-|>", color=color, lw=lw, shrinkA=0, shrinkB=0, mutation_scale=14))
 
 
+def _diagram_axes(height: float, title: str) -> tuple[Figure, Axes]:
+    """``fig, ax`` of a diagram: 9.6 inches wide and ``height`` high, one axes titled ``title``,
+    without frame or ticks, its coordinates running over [0, 1] in x and y."""
+    fig, ax = new_figure(size=(9.6, height))
+    ax.set_axis_off()
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_title(title)
+    return fig, ax
+
+
 @styled
 def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     """One data-parallel step with ``workers`` workers and a global batch of ``batch_size``.
@@ -65,6 +81,12 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     >>> fig = data_parallel_diagram(3, 10)
     >>> fig.axes[0].get_title()
     'one data-parallel step: 3 workers, global batch B = 10'
+    >>> for text in fig.axes[0].texts:  # one box per worker, its shard from shard_bounds(10, 3)
+    ...     if text.get_text().startswith("worker"):
+    ...         print(text.get_text().splitlines()[1])
+    forward + backward on 4 samples
+    forward + backward on 3 samples
+    forward + backward on 3 samples
     """
     from .._validate import check_int
     from ..parallel.partition import shard_bounds
@@ -73,11 +95,7 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     batch_size = check_int(batch_size, "batch_size", workers, 64)
     shards = shard_bounds(batch_size, workers)
     height = 1.7 + 0.95 * workers
-    fig, ax = new_figure(size=(9.6, height))
-    ax.set_axis_off()
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0, 1)
-    ax.set_title(f"one data-parallel step: {workers} workers, global batch B = {batch_size}")
+    fig, ax = _diagram_axes(height, f"one data-parallel step: {workers} workers, global batch B = {batch_size}")
     top, bottom = 1 - 0.5 / (height - 0.6), 0.02  # room for the column headings
     row_h = (top - bottom) / workers
     sample_h = (top - bottom) / batch_size

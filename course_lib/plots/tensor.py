@@ -15,7 +15,7 @@ import numpy as np
 
 from .._validate import as_real, check_int, check_type
 from . import COLORS, new_figure, styled
-from .parallel import _arrow, _box
+from .parallel import _arrow, _box, _diagram_axes
 
 __all__ = ["scheme_bytes_figure", "tensor_split_diagram"]
 
@@ -60,11 +60,8 @@ def tensor_split_diagram(workers: int = 2, hidden: int = 8):
     cuts = [(lo / hidden, hi / hidden) for lo, hi in bounds]
     widths = ", ".join(str(hi - lo) for lo, hi in bounds)
     height = 2.2 + 0.85 * workers
-    fig, ax = new_figure(size=(9.6, height))
-    ax.set_axis_off()
-    ax.set_xlim(0, 1)
-    ax.set_ylim(0.0, 1.0)
-    ax.set_title(f"a pair of linear layers over {workers} workers (hidden width {hidden}: blocks of {widths})")
+    fig, ax = _diagram_axes(
+        height, f"a pair of linear layers over {workers} workers (hidden width {hidden}: blocks of {widths})")
     top, bottom = 1 - 0.75 / (height - 0.5), 0.02  # room for the labels of "f" and "g"
     row_h = (top - bottom) / workers
     mid = (top + bottom) / 2
