@@ -66,6 +66,13 @@ def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run,
         assert parent.stdout.readline().startswith("started")
         seen = wait_until(lambda: len(descendants(parent.pid)[1]) >= process_runs.WORKERS[run], 60)
         assert seen is not None, f"the workers of {run} did not start"
+        # Each worker leaves the parent's process group first thing in its entry point;
+        # before that (a spawned worker still importing numpy on a loaded machine) a
+        # group SIGKILL kills it too, and its segments wait for the next run's
+        # remove_stale_segments. The test is about workers that run: wait for that.
+        own_group = wait_until(lambda: all(_pgid(p) not in (None, parent.pid)
+                                           for p in descendants(parent.pid)[1]), 60)
+        assert own_group is not None, f"the workers of {run} never reached their entry point"
         time.sleep(0.5)  # well into the training loop
         everyone, workers = descendants(parent.pid)
         assert parent.poll() is None
@@ -89,6 +96,14 @@ def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run,
         for pid in descendants(parent.pid)[0]:
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def _pgid(pid: int) -> int | None:
+    """Process group of ``pid``, None once it is gone."""
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
 
 
 def _act_on_a_worker(before, count: int, act) -> threading.Thread:
