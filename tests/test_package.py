@@ -26,3 +26,24 @@ def test_no_module_is_longer_than_a_lecturer_can_read():
     long = {str(p.relative_to(root)): n for p in root.rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > 800}
     assert long == {}, f"modules over 800 lines: {long}"
+
+
+def test_only_the_workers_module_starts_processes():
+    """One process layer: multiprocessing's Process and Pool appear in
+    course_lib.parallel.workers only (every trainer and chapter 01's experiment start
+    their workers through its ProcessGroup, with its errors and clean-up)."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "course_lib"
+    starts = re.compile(r"(?<![\w.])(?:\w+\.)*(Process|Pool)\(")  # mp.Process(, ctx.Pool(, Pool(
+    found = {}
+    for path in root.rglob("*.py"):
+        rel = str(path.relative_to(root))
+        lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if starts.search(line.split("#")[0])]
+        if lines and rel != "parallel/workers.py":
+            found[rel] = lines
+    assert found == {}, f"processes started outside parallel/workers.py: {found}"
+    assert starts.search("proc = self.mp_context.Process(")  # the pattern sees the real one
+    assert not starts.search("with WorkerPool(model, x, y, 2) as pool:")  # a course class
