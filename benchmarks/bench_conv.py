@@ -44,6 +44,7 @@ from course_lib.im2col import (
     conv_output_shape,
     im2col,
 )
+from course_lib.parallel.workers import keep_freed_memory
 from course_lib.timing import available_cores
 
 #: (N, C, H, W, kernel, stride, padding, C_out): the issue's reference shapes. C_out
@@ -137,6 +138,23 @@ def _torch():
     return torch
 
 
+def _gemm_alone_row(table, shape, rng, repeat: int) -> None:
+    """The least the im2col algorithm can take: its matrix product alone (numpy's BLAS on
+    columns made beforehand, not timed), side by side with torch's whole convolution."""
+    import torch
+
+    n, c, h, w, k, s, p, co = shape
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = (rng.standard_normal((co, c, k, k), dtype=np.float32) * 0.1).astype(np.float32)
+    cols, w2 = im2col(x, k, s, p), wt.reshape(co, -1)
+    out = np.empty((n, co, cols.shape[2]), np.float32)
+    xt, wtt = torch.from_numpy(x), torch.from_numpy(wt)
+    with torch.no_grad():
+        t_a, t_b, ratio = side_by_side(lambda: np.matmul(w2, cols, out=out),
+                                       lambda: torch.nn.functional.conv2d(xt, wtt, None, s, p), repeat)
+    table.add(f"GEMM of im2col {_label(shape)} 1t", t_a, "torch conv2d 1t", t_b, ratio, None)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks conv", description=__doc__.split("\n")[0])
     parser.add_argument("--repeat", type=int, default=7, help="timed repeats per case (default 7)")
@@ -171,6 +189,14 @@ def main(argv: list[str] | None = None) -> int:
               "(install the 'engines' extra, e.g. pip install torch==2.13.0, CPU build)")
     else:
         print(f"torch {torch.__version__}")
+    # glibc returns a freed block of a few MB to the OS or keeps it depending on what was
+    # freed before (its thresholds move), so a fresh output array costs page faults in one
+    # run and not in the next: torch's 8x3x224x224 stem took 20 ms or 48 ms at 1 thread
+    # from one run to the next. Keep freed memory for both sides: the steady state of a
+    # training loop, and the same for every run.
+    kept = keep_freed_memory()
+    print("allocator: " + ("freed memory kept for reuse (keep_freed_memory), as in a training loop"
+                           if kept else "default (not glibc)"))
     if args.tiny:
         print("TINY smoke run: the tiny shape only, 1 repeat - the ratios below mean nothing")
     print(f"timing: {repeat} interleaved repeats per case, ratio = median of per-repeat ratios\n")
@@ -221,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     torch.set_num_threads(threads)
                     xt, wtt, bt = torch.from_numpy(x), torch.from_numpy(wt), torch.from_numpy(b)
+
                     with torch.no_grad():
                         t_a, t_b, ratio = side_by_side(
                             lambda: conv2d(x, wt, b, s, p),  # noqa: B023
@@ -232,6 +259,14 @@ def main(argv: list[str] | None = None) -> int:
             choice = ALGORITHM_CACHE.choices().get(key, "?")
             goals.append((case, ratio, GOAL_TORCH_1 if threads == 1 else GOAL_TORCH_ALL,
                           f"{choice} (timed: {timed})"))
+
+    # 2a. informative: the im2col algorithm's GEMM alone against torch's whole convolution
+    # (1 thread; after the timed rows above, so that its BLAS threads disturb none of them)
+    if torch is not None:
+        torch.set_num_threads(1)
+        with threadpool_limits(1, user_api="blas"):
+            for shape in shapes:
+                _gemm_alone_row(table, shape, rng, repeat)
 
     # 2b. informative (no target): col2im vs torch fold, conv2d_backward vs torch autograd
     if torch is not None and not args.no_backward:
@@ -299,7 +334,10 @@ def main(argv: list[str] | None = None) -> int:
     table.print()
     print("\nratio = ours / reference (lower is better), except the last row: speedup of conv2d "
           "over the loops (higher is better). Rows without a target are for information; torch's "
-          "backward time is its forward+backward minus its forward, timed apart.")
+          "backward time is its forward+backward minus its forward, timed apart. 'GEMM of im2col': "
+          "the im2col algorithm's matrix product by itself (numpy's BLAS on columns made "
+          "beforehand), the least the im2col algorithm can take; where it is above torch's whole "
+          "convolution, only an algorithm with fewer multiplications can reach torch.")
     print("\nconv2d(algorithm='auto'): its choice per shape and thread count, and the goals of "
           f"issue 17 (conv2d / torch <= {GOAL_TORCH_1:g} at 1 thread, <= {GOAL_TORCH_ALL:g} at "
           f"{max(thread_counts)} threads):")

@@ -54,9 +54,11 @@ def test_tiny_run_with_torch_prints_every_row(monkeypatch, capsys):
         torch.set_num_threads(threads_before)
     out = capsys.readouterr().out
     assert f"torch {torch.__version__}" in out and "TINY smoke run" in out
+    assert "allocator: freed memory kept for reuse" in out  # the same allocator state every run
     label = bench._label(bench.TINY)
     expected = [(f"im2col {label}", "fresh memcpy"), (f"im2col {label}", "torch unfold 1t")]
     expected += [(f"conv2d {label} {t}t", f"torch conv2d {t}t") for t in _threads(bench)]
+    expected += [(f"GEMM of im2col {label} 1t", "torch conv2d 1t")]  # the im2col algorithm's floor
     expected += [(f"col2im {label} 1t", "torch fold 1t")]
     expected += [(f"conv2d_backward {label} {t}t", f"torch backward {t}t") for t in _threads(bench)]
     expected += [(f"conv2d {label} 1t", "conv2d_direct")]
