@@ -461,7 +461,8 @@ def live_figure(
 
 
 def _layout_signature(fig) -> tuple:
-    """What a frozen layout depends on: the room the text around each axes needs.
+    """What a frozen layout depends on: the figure's size and the room the text around
+    each axes needs.
 
     That is the widest y tick label, the x tick labels' length when they are turned
     (their height when they are not), how many lines each title, axis label and tick
@@ -474,7 +475,7 @@ def _layout_signature(fig) -> tuple:
     def lines(texts) -> int:
         return max((t.count("\n") for t in texts), default=0)
 
-    signature = []
+    signature = [tuple(round(float(v), 3) for v in fig.get_size_inches())]  # positions are fractions
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             formatter = axis.major.formatter

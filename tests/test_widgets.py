@@ -323,3 +323,22 @@ def test_redraws_skip_the_audit_but_keep_the_style():
         warnings.simplefilter("error")
         fig.controls["p"].value = 0.6  # a redraw: no audit, no warning
     assert fig.message.value == "" and bytes(fig.image.value) != fig.initial_png
+
+
+def test_a_figure_that_changes_size_is_laid_out_for_its_size():
+    """Axes positions are fractions of the figure: a taller figure gets its own layout
+    (a layout frozen for another height put 06's Gantt title off the top at 1 stage)."""
+    from course_lib.plots.pipeline import schedule_figure
+    from course_lib.widgets import _layout_signature
+
+    def sig(stages):
+        return _layout_signature(schedule_figure(stages=stages, micro_batches=8))
+
+    assert sig(4) == sig(5) == sig(10)  # one chart height up to 10 stages: one layout
+    assert sig(12) != sig(4)  # a taller chart
+    assert sig(12) != sig(13)  # same labels ("stage 11", "stage 12"), a taller figure
+    fig = live_figure(schedule_figure, [Slider("stages", "N_p", 1, 16, 1, 4, kind="int")], micro_batches=8)
+    fig.controls["stages"].value = 12
+    assert len(fig._layouts) == 2
+    fig.controls["stages"].value = 1
+    assert len(fig._layouts) == 2  # back at the first height: its layout is reused

@@ -222,7 +222,10 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     backward = check_positive(backward_ratio, "backward_ratio", allow_zero=True)
     pipeline_schedule.check_schedule(schedule)
     tl = _uniform(stages, micro_batches, schedule, backward)
-    width, row_in = 9.6, max(0.22, min(0.45, 2.4 / stages))
+    held = int(tl.in_flight()[0])
+    # The chart keeps one height up to 10 stages (2.4 in, rows share it), so that the
+    # figure does not jump while the stages slider moves; beyond, 0.22 in a row.
+    width, row_in = 9.6, max(0.22, 2.4 / stages)
     gantt_h = row_in * stages
     fig, axes = new_figure(2, 2, size=(width, gantt_h + 4.0),
                            gridspec_kw=dict(height_ratios=(gantt_h + 0.9, 2.1), width_ratios=(3.0, 1.0)))
@@ -234,7 +237,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     name = _SCHEDULE_NAME[schedule]
     ax_g.set_xlabel("time [units of one forward]")
     ax_g.set_title(f"{name}, $N_p$ = {stages}, M = {micro_batches}: bubble (hatched) {tl.bubble():.1%}; "
-                   f"stage 0 holds {tl.in_flight()[0]} micro-batches' activations", pad=24)
+                   f"stage 0 holds {held} micro-batch{'' if held == 1 else 'es'}' activations", pad=24)
 
     top = max(max_micro, micro_batches)
     ms = np.unique(np.round(np.geomspace(1, top, 60)).astype(int))
