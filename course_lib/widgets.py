@@ -465,7 +465,8 @@ def _layout_signature(fig) -> tuple:
     each axes needs.
 
     That is the widest y tick label, the x tick labels' length when they are turned
-    (their height when they are not), how many lines each title, axis label and tick
+    (when they are level: the first and the last, which stick out past the axes' ends),
+    how many lines each title, axis label and tick
     label has, and how many legend entries there are. The number of ticks does not count
     (a Gantt chart with 4 or 8 stages has the same margins), nor a title's length (a
     title is centred: a number in it changes nothing around the axes). Tick labels are
@@ -479,9 +480,13 @@ def _layout_signature(fig) -> tuple:
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             formatter = axis.major.formatter
-            labels = formatter.format_ticks(axis.get_majorticklocs())
+            lo, hi = sorted(axis.get_view_interval())
+            locs = [v for v in axis.get_majorticklocs() if lo <= v <= hi]
+            labels = formatter.format_ticks(locs)
             turned = axis.axis_name == "y" or axis.get_major_ticks(1)[0].label1.get_rotation() != 0
-            signature += [max((len(t) for t in labels), default=0) if turned else 0, lines(labels),
+            # level labels stick out past the axes' ends by half their width
+            ends = (len(labels[0]), len(labels[-1])) if labels and not turned else ()
+            signature += [max((len(t) for t in labels), default=0) if turned else ends, lines(labels),
                           len(formatter.get_offset()), lines([axis.label.get_text()])]
         legend = ax.get_legend()
         signature += [lines([ax.get_title()]), 0 if legend is None else len(legend.get_texts())]

@@ -290,6 +290,7 @@ def test_the_layout_follows_the_room_text_needs_not_the_tick_count():
     assert _layout_signature(bars(4, title="two\nlines")) != same
     assert _layout_signature(bars(4, big=True)) != same  # wider y tick labels, an offset
     assert _layout_signature(bars(12, turned=True)) != _layout_signature(bars(4, turned=True))
+    assert _layout_signature(bars(12)) != same  # level labels: the last one (c11) sticks out more
 
     fig = live_figure(bars, [Slider("n", "n", 1, 20, 1, 4, kind="int")], turned=True)
     first = fig._layout
