@@ -287,11 +287,12 @@ class LiveFigure:
         fig = self.plot(**kwargs) if stored else redraw(self.plot, **kwargs)
         # The layout engine costs about a third of a redraw. Lay the figure out once (the
         # initial state) and reuse the axes positions while the text around the axes
-        # needs the same room (see _layout_signature). A new layout is made, and kept for
-        # when it is needed again, when that room changes (longer category labels, say),
-        # and for every stored state (the initial one and the fallback's).
+        # needs no more room than a layout already made had (see _layout_signature and
+        # _roomy_layout). A new layout is made, and kept, when the text needs more room
+        # (longer category labels, say), and for every stored state (the initial one and
+        # the fallback's, which therefore often lay out the widest labels in advance).
         signature = _layout_signature(fig)
-        layout = None if stored else self._layouts.get(signature)
+        layout = None if stored else _roomy_layout(self._layouts, signature)
         if layout is not None:
             self._layout = layout
             _remove_layout_engine(fig)
@@ -484,10 +485,10 @@ def _layout_signature(fig) -> tuple:
     """What a frozen layout depends on: the figure's size and the room the text around
     each axes needs.
 
-    That is the widest y tick label, the x tick labels' length when they are turned
-    (when they are level: the first and the last, which stick out past the axes' ends),
-    how many lines each title, axis label and tick
-    label has, and how many legend entries there are. The number of ticks does not count
+    Returned as ``(exact, room)``. ``room`` holds the widest y tick label and the longest
+    turned x tick label of each axes; ``exact`` the rest: the size, the first and last
+    level x tick labels (they stick out past the axes' ends), how many lines each title,
+    axis label and tick label has, and how many legend entries there are. The number of ticks does not count
     (a Gantt chart with 4 or 8 stages has the same margins), nor a title's length (a
     title is centred: a number in it changes nothing around the axes). Tick labels are
     formatted as they will be drawn (with the axis' offset, as in '1e6'), without drawing.
@@ -497,20 +498,37 @@ def _layout_signature(fig) -> tuple:
         return max((t.count("\n") for t in texts), default=0)
 
     signature = [tuple(round(float(v), 3) for v in fig.get_size_inches())]  # positions are fractions
+    room = []  # widths a roomier layout also serves (see _roomy_layout)
     for ax in fig.axes:
         for axis in (ax.xaxis, ax.yaxis):
             formatter = axis.major.formatter
             lo, hi = sorted(axis.get_view_interval())
             locs = [v for v in axis.get_majorticklocs() if lo <= v <= hi]
-            labels = formatter.format_ticks(locs)
-            turned = axis.axis_name == "y" or axis.get_major_ticks(1)[0].label1.get_rotation() != 0
+            first = axis.get_major_ticks(1)[0].label1
+            labels = formatter.format_ticks(locs) if first.get_visible() else []  # hidden: no room
+            turned = axis.axis_name == "y" or first.get_rotation() != 0
             # level labels stick out past the axes' ends by half their width
             ends = (len(labels[0]), len(labels[-1])) if labels and not turned else ()
-            signature += [max((len(t) for t in labels), default=0) if turned else ends, lines(labels),
-                          len(formatter.get_offset()), lines([axis.label.get_text()])]
+            if turned:
+                room.append(max((len(t) for t in labels), default=0))
+            signature += [ends, lines(labels), len(formatter.get_offset()), lines([axis.label.get_text()])]
         legend = ax.get_legend()
         signature += [lines([ax.get_title()]), 0 if legend is None else len(legend.get_texts())]
-    return tuple(signature) + tuple(len(legend.get_texts()) for legend in fig.legends)
+    signature += [len(legend.get_texts()) for legend in fig.legends]
+    return tuple(signature), tuple(room)
+
+
+def _roomy_layout(layouts: dict, signature: tuple) -> list | None:
+    """A layout kept in ``layouts`` (signature -> axes positions) that serves ``signature``.
+
+    Either the one made for it, or one made for the same figure with at least as much
+    room for every y tick label and turned x tick label (the least such room): a little
+    more margin than needed, and an axes that stays put while a slider moves.
+    """
+    exact, room = signature
+    fits = [(sum(r), positions) for (e, r), positions in layouts.items()
+            if e == exact and all(a >= b for a, b in zip(r, room))]
+    return min(fits, key=lambda item: item[0])[1] if fits else None
 
 
 def _remove_layout_engine(fig) -> None:

@@ -382,3 +382,28 @@ def test_a_redraw_lets_its_figure_go_while_it_is_young():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_shorter_labels_reuse_a_roomier_layout():
+    """Labels that need less room than a layout already made (06's explorer: its stored
+    state at N = 256 has the longest split names) reuse it instead of a new layout."""
+    from course_lib.plots import new_figure
+    from course_lib.widgets import _layout_signature, _roomy_layout
+
+    def bars(n):
+        fig, ax = new_figure()
+        ax.bar(range(n), [1.0] * n)
+        ax.set_xticks(range(n), [f"split {k}" for k in range(n)], rotation=90)
+        return fig
+
+    fig = live_figure(bars, [Slider("n", "n", 1, 20, 1, 12, kind="int")])
+    first = fig._layout
+    fig.controls["n"].value = 4  # "split 3" is shorter than "split 11": the roomier layout serves
+    assert fig._layout is first and len(fig._layouts) == 1
+    fig.controls["n"].value = 16  # no longer than "split 11": still the same
+    assert fig._layout is first
+    # never a layout with less room, never one made for another figure size
+    assert _roomy_layout(fig._layouts, _layout_signature(bars(4))) is first
+    (exact, room), = fig._layouts
+    assert _roomy_layout(fig._layouts, (exact, tuple(r + 1 for r in room))) is None
+    assert _roomy_layout(fig._layouts, (("other",) + exact[1:], room)) is None
