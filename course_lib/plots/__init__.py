@@ -149,10 +149,9 @@ def _quick_png(fig: Figure, dpi: float, level: int) -> bytes:
     import struct
     import zlib
 
-    from matplotlib import cbook
-
-    canvas = fig.canvas
-    with cbook._setattr_cm(fig, dpi=dpi), cbook._setattr_cm(canvas, _device_pixel_ratio=1):
+    canvas, shown_dpi = fig.canvas, fig.dpi
+    fig.set_dpi(dpi)  # as savefig does, for the time of the drawing
+    try:
         canvas.draw()
         rgba = np.asarray(canvas.buffer_rgba())
         pixels = rgba[..., :3] if (rgba[..., 3] == 255).all() else rgba
@@ -160,6 +159,8 @@ def _quick_png(fig: Figure, dpi: float, level: int) -> bytes:
         rows = np.empty((height, 1 + width * channels), np.uint8)
         rows[:, 0] = 0  # filter type 0 (none) for every row
         rows[:, 1:] = pixels.reshape(height, -1)
+    finally:
+        fig.set_dpi(shown_dpi)
 
     def chunk(tag: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
