@@ -316,12 +316,15 @@ class LiveFigure:
 
     def _fallback(self) -> bytes:
         """The initial state and each of ``states``, one under the other, each captioned."""
-        initial = self.values()
+        initial, kept, layout = self.values(), dict(self._layouts), self._layout
         frames = [(self._caption(initial, "as first shown"), self.initial_png)]
         for state in self.states:
             values = {**initial, **state}
             frames.append((self._caption(values, "moved"), self._render(values, stored=True)))
-        self._render(initial, stored=True)  # leave the canvas and layout as the live figure uses them
+        # a state with the initial state's signature replaced its layout: put it back,
+        # so that the live figure at its initial values is the initial PNG's pixels
+        self._layouts.update(kept)
+        self._layout = layout
         return stack_pngs(frames, self.dpi)
 
     def _caption(self, values: dict[str, Any], what: str) -> str:
@@ -488,10 +491,11 @@ def _layout_signature(fig) -> tuple:
     Returned as ``(exact, room)``. ``room`` holds the widest y tick label and the longest
     turned x tick label of each axes; ``exact`` the rest: the size, the first and last
     level x tick labels (they stick out past the axes' ends), how many lines each title,
-    axis label and tick label has, and how many legend entries there are. The number of ticks does not count
-    (a Gantt chart with 4 or 8 stages has the same margins), nor a title's length (a
-    title is centred: a number in it changes nothing around the axes). Tick labels are
-    formatted as they will be drawn (with the axis' offset, as in '1e6'), without drawing.
+    axis label and tick label has, and how many legend entries there are. The number of
+    ticks does not count (a Gantt chart with 4 or 8 stages has the same margins), nor a
+    title's length (a title is centred: a number in it changes nothing around the axes),
+    nor hidden tick labels. Tick labels are formatted as they will be drawn (with the
+    axis' offset, as in '1e6'), without drawing.
     """
 
     def lines(texts) -> int:

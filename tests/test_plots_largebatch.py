@@ -96,3 +96,17 @@ def test_plain_log_axis_thins_its_ticks_and_checks_its_range():
 def test_bad_input(args, kwargs, exc, name):
     with pytest.raises(exc, match=name):
         critical_batch_figure(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["plain_log_axis", "time_axis"])
+def test_log_axes_check_their_axis_and_range_alike(name):
+    import course_lib.plots as plots
+
+    set_axis = getattr(plots, name)
+    fig, ax = plots.new_figure()
+    with pytest.raises(TypeError, match="axis must be a matplotlib Axis"):
+        set_axis(ax, 1.0, 10.0)  # the Axes, not ax.xaxis
+    with pytest.raises(ValueError, match="lo must be < hi, got 10 and 1"):
+        set_axis(ax.yaxis, 10.0, 1.0)
+    with pytest.raises(ValueError, match="lo"):
+        set_axis(ax.yaxis, 0.0, 1.0)

@@ -2,8 +2,9 @@
 
 import pytest
 
+from course_lib.plots.pipeline import schedule_figure
 from course_lib.plots.scaling import amdahl_figure, laws_figure
-from course_lib.widgets import WIDGET_VIEW_MIME, Slider, live_figure
+from course_lib.widgets import WIDGET_VIEW_MIME, Choice, Slider, live_figure
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -227,6 +228,13 @@ def test_fallback_shows_the_states_under_the_initial_one_and_the_widget_starts_a
     assert fig._caption(fig.values(), "as first shown") == "as first shown: p = 0.9, N = 16"
     fig.controls["n"].value = 64  # the live figure still works after drawing the states
     assert fig.values() == {"p": 0.9, "n": 64}
+    fig.controls["n"].value = 16  # back at the initial values: the initial state's layout again
+    assert (_pixels(bytes(fig.image.value)) == _pixels(fig.initial_png)).all()
+    sched = live_figure(schedule_figure, [Choice("schedule", "s", ["gpipe", "1f1b"], "gpipe")],
+                        stages=4, micro_batches=8, states=[{"schedule": "1f1b"}])  # one signature
+    sched.controls["schedule"].value = "1f1b"
+    sched.controls["schedule"].value = "gpipe"
+    assert (_pixels(bytes(sched.image.value)) == _pixels(sched.initial_png)).all()
     with pytest.raises(ValueError, match="at most 2 states"):
         live_figure(laws_figure, _sliders(), states=[{"n": 2}, {"n": 4}, {"n": 8}])
     with pytest.raises(ValueError, match="each state sets some of the sliders"):

@@ -249,14 +249,9 @@ def plain_log_axis(axis, lo: float, hi: float, *, max_ticks: int = 8) -> None:
     >>> [ax.xaxis.get_major_formatter()(t) for t in ax.xaxis.get_majorticklocs()]
     ['1', '3', '10', '30', '100', '300', '1000']
     """
-    from matplotlib.axis import Axis
+    from .._validate import check_int
 
-    from .._validate import check_int, check_positive
-
-    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
-    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
-    if lo >= hi:
-        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
+    lo, hi = _check_log_range(axis, lo, hi)
     max_ticks = check_int(max_ticks, "max_ticks", 2)
     k = np.arange(np.floor(np.log10(lo)), np.ceil(np.log10(hi)) + 1)
     for steps in ((1, 2, 5), (1, 3), (1,)):
@@ -264,6 +259,18 @@ def plain_log_axis(axis, lo: float, hi: float, *, max_ticks: int = 8) -> None:
         if len(ticks) <= max_ticks:
             break
     _log_ticks(axis, lo, hi, {t: f"{t:g}" for t in ticks})
+
+
+def _check_log_range(axis, lo, hi) -> tuple[float, float]:
+    """The checks of :func:`plain_log_axis` and :func:`time_axis`: a matplotlib Axis and
+    0 < ``lo`` < ``hi``; returns ``(lo, hi)`` as floats."""
+    from matplotlib.axis import Axis
+
+    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
+    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
+    if lo >= hi:
+        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
+    return lo, hi
 
 
 def _log_ticks(axis, lo: float, hi: float, labels: dict) -> None:
@@ -298,12 +305,7 @@ def time_axis(axis, lo: float, hi: float, *, length: float | None = None) -> Non
     >>> [ax.yaxis.get_major_formatter()(t) for t in ax.yaxis.get_majorticklocs()]
     ['1 min', '10 min', '1 h', '1 day']
     """
-    from matplotlib.axis import Axis
-
-    check_type(axis, "axis", Axis, "a matplotlib Axis (ax.xaxis or ax.yaxis)")
-    lo, hi = check_positive(lo, "lo"), check_positive(hi, "hi")
-    if lo >= hi:
-        raise ValueError(f"lo must be < hi, got {lo:g} and {hi:g}")
+    lo, hi = _check_log_range(axis, lo, hi)
     if length is not None:
         length = check_positive(length, "length")
     horizontal = axis.axis_name == "x"
