@@ -210,3 +210,12 @@ def test_cached_stage_memory_equals_the_memory_model_per_micro_batch(tensor, pip
     assert c.memory_activations == max(acts)
     assert c.memory_params == max(states)
     assert c.memory == max(a + s for a, s in zip(acts, states))
+
+
+def test_cached_stage_arrays_cannot_be_changed_by_a_caller():
+    model = MLP((64, 96, 96, 96, 10))
+    _, n_params, params_mem, per_sample = hybrid._stage_memory(model, 2, 1, 0)
+    _, f_flops, b_flops = hybrid._stage_costs(model, 2, 1)
+    for a in (n_params, params_mem, per_sample, f_flops, b_flops):
+        with pytest.raises(ValueError, match="read-only"):
+            a[0] = 0

@@ -337,23 +337,32 @@ def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flop
 @functools.lru_cache(maxsize=256)
 def _stage_memory(model: MLP, pipeline: int, tensor: int, optimizer_states: int) -> tuple:
     """What a split's memory does not owe to the batch, cached: ``(boundaries, parameters
-    per stage, their model-state bytes, activation bytes of one sample per stage)``."""
-    bounds = partition_layers(model, pipeline)
+    per stage, their model-state bytes, activation bytes of one sample per stage)``;
+    the arrays are read-only (they are shared by every caller)."""
+    bounds = _stage_costs(model, pipeline, tensor)[0]
     item = model.dtype.itemsize
     n_params = stage_params(model, bounds, tensor)
     params_mem = np.array([model_state_bytes(n, param_bytes=item, grad_bytes=item,
                                              k=item * optimizer_states).total for n in n_params])
     act_per_sample = np.array([mlp_activation_bytes(_stage_model(model, lo, hi), 1, tensor=tensor)
                                for lo, hi in zip(bounds[:-1], bounds[1:])])
-    return bounds, n_params, params_mem, act_per_sample
+    return bounds, *_read_only(n_params, params_mem, act_per_sample)
 
 
 @functools.lru_cache(maxsize=256)
 def _stage_costs(model: MLP, pipeline: int, tensor: int) -> tuple:
-    """``(boundaries, forward FLOPs, backward FLOPs)`` of each stage of one sample, cached."""
+    """``(boundaries, forward FLOPs, backward FLOPs)`` of each stage of one sample, cached
+    (the arrays read-only)."""
     bounds = partition_layers(model, pipeline)
     f_flops, b_flops = stage_flops(model, bounds) if tensor == 1 else _tensor_stage_flops(model, bounds, tensor)
-    return bounds, f_flops, b_flops
+    return bounds, *_read_only(f_flops, b_flops)
+
+
+def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """``arrays`` marked read-only: a cached result cannot be changed by one of its callers."""
+    for a in arrays:
+        a.setflags(write=False)
+    return arrays
 
 
 @functools.lru_cache(maxsize=4096)

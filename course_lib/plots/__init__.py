@@ -112,8 +112,10 @@ def figure_to_png(fig: Figure, dpi: int = DPI, *, compress_level: int = 6) -> by
 
     ``compress_level`` is zlib's (0-9): 6 for figures stored in notebooks (matplotlib's
     own writer, which tries a filter per row for a smaller file). At 0 or 1, for a live
-    figure's redraws, the pixels are the same but the rows go to zlib unfiltered: half
-    the encoding time of matplotlib's writer at level 1, for a file of about the same size.
+    figure's redraws (drawn with a fixed layout, no layout engine), the pixels are the
+    same but the rows go to zlib unfiltered: half the encoding time of matplotlib's
+    writer at level 1, for a file of about the same size. A figure that still has a
+    layout engine goes through ``savefig`` at any level (it lays the figure out first).
 
     Examples
     --------
