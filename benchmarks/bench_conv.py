@@ -247,7 +247,6 @@ def main(argv: list[str] | None = None) -> int:
                 else:
                     torch.set_num_threads(threads)
                     xt, wtt, bt = torch.from_numpy(x), torch.from_numpy(wt), torch.from_numpy(b)
-
                     with torch.no_grad():
                         t_a, t_b, ratio = side_by_side(
                             lambda: conv2d(x, wt, b, s, p),  # noqa: B023

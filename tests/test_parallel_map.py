@@ -95,7 +95,7 @@ def test_timeout_terminates_instead_of_hanging(small):
     model, params, x, y = small
     pool = WorkerPool(model, x, y, 2, epochs=5000, start_method=FAST, timeout=60)
     pids = [pid for pid, _ in pool.worker_info]
-    pool._group.timeout = 0.01  # a gradient of 5,000 passes (~1 s) cannot arrive that fast
+    pool._group.timeout = 0.01  # a gradient of 5,000 passes cannot arrive within 10 ms
     with pytest.raises(WorkerTimeout, match="no worker made progress for 0.01 s"):
         pool.gradient(params)
     _assert_no_children_left(pids)
