@@ -19,6 +19,10 @@ SLIDE_TYPES = {"slide", "subslide", "fragment", "-", "skip", "notes"}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
+def _is_notes(cell):
+    return cell["metadata"].get("slideshow", {}).get("slide_type") == "notes"
+
+
 def _load(path):
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -63,8 +67,8 @@ def test_learning_goals_first_and_summary_last(path):
     cells = _load(path)["cells"]
     assert cells[0]["cell_type"] == "markdown" and "Learning goals" in _source(cells[0])
     assert cells[0]["metadata"]["slideshow"]["slide_type"] == "slide"
-    last_md = [c for c in cells if c["cell_type"] == "markdown"][-1]
-    assert "Summary" in _source(last_md) or "summary" in _source(last_md)
+    last_md = [c for c in cells if c["cell_type"] == "markdown" and not _is_notes(c)][-1]
+    assert re.search(r"^## Summary", _source(last_md), re.M), "the last cell a student sees is not the summary"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
@@ -213,33 +217,86 @@ def test_the_glossary_check_catches_a_synonym():
     assert not _CJK.findall(_glossed_prose('the source says "组合式并行"\n> 引文'))
 
 
+def _closed(cell):
+    """(summary, body) when the cell is one closed <details> block (cells.details_parts)."""
+    from course_lib.tools.cells import details_parts
+
+    return details_parts(cell)
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
-def test_speaker_notes_are_collapsed_for_students(path):
-    """Lecturers' notes (slide type "notes") open collapsed in JupyterLab."""
+def test_no_markdown_cell_relies_on_collapsing(path):
+    """Hidden text stays hidden only inside <details>: JupyterLab expands a collapsed
+    Markdown cell when Run All renders it, and GitHub and nbviewer ignore the collapse."""
     for i, cell in enumerate(_load(path)["cells"]):
-        if cell["metadata"].get("slideshow", {}).get("slide_type") == "notes":
-            assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, f"notes cell {i} is open"
+        if cell["cell_type"] == "markdown":
+            assert not cell["metadata"].get("jupyter", {}).get("source_hidden"), (
+                f"{path.name} cell {i} is collapsed: put what it hides in a <details> block instead")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_speaker_notes_are_closed_details(path):
+    """Lecturers' notes (slide type "notes") are closed <details> blocks in the notebook
+    (the student edition drops them; the slides show them open in the speaker view)."""
+    notes = [(i, c) for i, c in enumerate(_load(path)["cells"])
+             if c["metadata"].get("slideshow", {}).get("slide_type") == "notes"]
+    assert notes, "no speaker notes"
+    for i, cell in notes:
+        parts = _closed(cell)
+        assert parts, f"notes cell {i} is not one closed <details> block: {_source(cell)[:80]!r}"
+        assert not parts[1].lower().startswith("speaker notes"), f"notes cell {i} repeats its summary"
+
+
+def _sections(cells):
+    """Index of each "## " heading's cell and the cells of its section."""
+    starts = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+              and re.search(r"^## ", _source(c), re.M)]
+    return [(start, cells[start:end]) for start, end in zip(starts, [*starts[1:], len(cells)])]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_every_section_has_speaker_notes(path):
+    """Every "## " section has at least one notes cell: the lecturer has something to say
+    on each part of the deck (issue 25: chapter 06 had one note in 37 slides)."""
+    cells = _load(path)["cells"]
+    missing = [
+        re.search(r"^## (.*)$", _source(cells[start]), re.M).group(1)
+        for start, section in _sections(cells)
+        if not any(c["metadata"].get("slideshow", {}).get("slide_type") == "notes" for c in section)
+    ]
+    assert not missing, f"{path.name}: sections without speaker notes: {missing}"
+
+
+def test_the_section_rule_sees_a_section_without_notes():
+    notes = {"cell_type": "markdown", "metadata": {"slideshow": {"slide_type": "notes"}}, "source": "x"}
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": "# T\n## Goals"}, notes,
+             {"cell_type": "markdown", "metadata": {}, "source": "## 1 · A"},
+             {"cell_type": "code", "metadata": {}, "source": "## not a heading"}]
+    sections = _sections(cells)
+    assert [start for start, _ in sections] == [0, 2]
+    assert [any(c is notes for c in section) for _, section in sections] == [True, False]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
 def test_every_chapter_ends_with_a_questionnaire_and_hidden_answers(path):
-    """fast.ai-style: 5-8 conceptual questions before the summary, answers collapsed below them."""
+    """fast.ai-style: 5-8 conceptual questions before the summary, answers closed below them."""
     cells = _load(path)["cells"]
     starts = [i for i, c in enumerate(cells) if c["cell_type"] == "markdown" and _source(c).startswith("## Questionnaire")]
     assert len(starts) == 1, "one questionnaire per chapter"
     q, a = cells[starts[0]], cells[starts[0] + 1]
     questions = re.findall(r"^\d+\. ", _source(q), flags=re.M)
-    answers = re.findall(r"^\d+\. ", _source(a), flags=re.M)
+    answers = re.findall(r"^\d+\. ", (_closed(a) or ("", ""))[1], flags=re.M)
     assert 5 <= len(questions) <= 8 and len(answers) == len(questions)
     assert "questionnaire-answers" in a["metadata"].get("tags", [])
-    assert a["metadata"].get("jupyter", {}).get("source_hidden") is True
-    later = [c for c in cells[starts[0] + 2:] if c["cell_type"] == "markdown"]
+    assert _closed(a), "the answers must be one closed <details> block (they stay closed after Run All)"
+    later = [c for c in cells[starts[0] + 2:] if c["cell_type"] == "markdown" and not _is_notes(c)]
     assert later and _source(later[0]).startswith("## Summary")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
-def test_every_try_it_prompt_asks_and_has_a_collapsed_answer(path):
-    """No open-ended "things to try" without feedback: each prompt is followed by a revealed answer."""
+def test_every_try_it_prompt_asks_and_has_a_closed_answer(path):
+    """No open-ended "things to try" without feedback: each prompt is followed by an answer
+    that stays closed until opened (also after Run All)."""
     cells = _load(path)["cells"]
     for i, cell in enumerate(cells):
         text = _source(cell)
@@ -249,7 +306,20 @@ def test_every_try_it_prompt_asks_and_has_a_collapsed_answer(path):
             nxt = cells[i + 1]
             assert "?" in text, f"cell {i}: the prompt asks no question"
             assert "try-answer" in nxt["metadata"].get("tags", []), f"cell {i}: no answer cell follows"
-            assert nxt["metadata"].get("jupyter", {}).get("source_hidden") is True
+    for i, cell in enumerate(cells):
+        if "try-answer" not in cell["metadata"].get("tags", []):
+            continue
+        if cell["cell_type"] == "markdown":
+            assert _closed(cell), f"answer cell {i} is not one closed <details> block"
+            continue
+        # Code: Lab re-opens a cell's collapsed output when the cell runs, so the answer
+        # is folded by %%solution (one closed <details> output) and its code collapsed.
+        assert _source(cell).startswith("%%solution\n"), f"answer cell {i} does not fold its output"
+        assert cell["metadata"].get("jupyter", {}).get("source_hidden") is True, f"answer cell {i} shows its code"
+        for out in cell["outputs"]:
+            html = "".join(out.get("data", {}).get("text/html", ""))
+            assert out["output_type"] == "display_data" and html.startswith("<details><summary>"), (
+                f"answer cell {i}: a stored output is not folded: re-execute the notebook")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
