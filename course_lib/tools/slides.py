@@ -11,9 +11,10 @@ renderer from CDNs and falls apart without a network. Here those front-end packa
 (:data:`VENDOR_PACKAGES`, pinned) are installed once with ``npm`` into
 ``build/slides/vendor`` and the decks point at them with relative URLs; the template
 ``course_lib/templates/ddl_reveal`` extends nbconvert's ``reveal`` template without its
-mermaid CDN import. A live figure shows its saved widget state (sliders and the figure
-as last drawn); without widget state nbconvert falls back to the static PNG that
-:func:`course_lib.widgets.live_figure` stores beside the widget view.
+mermaid CDN import. A slide show has no kernel, so a live figure appears as the static
+PNG that :func:`course_lib.widgets.live_figure` stores beside the widget view, without
+sliders that would move nothing; speaker notes, stored in the notebook as closed
+``<details>`` blocks, are shown open, with their formulas as text (:func:`deck_notebook`).
 
 The module also holds :func:`slide_structure`, which says from the cell metadata alone
 how many slides a deck must have; the browser tests compare it with the rendered deck.
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .._validate import check_sequence, check_type
-from .cells import cell_tags, slide_type
+from .cells import cell_source, cell_tags, details_parts, slide_type
 
 __all__ = [
     "Deck",
@@ -44,11 +45,13 @@ __all__ = [
     "SLIDE_TYPES",
     "VENDOR_PACKAGES",
     "build_slides",
+    "deck_notebook",
     "deck_title",
     "ensure_vendor",
     "export_deck",
     "exporter_config",
     "kept_cells",
+    "math_as_text",
     "missing_vendor_packages",
     "notebook_title",
     "slide_problems",
@@ -216,6 +219,170 @@ def notebook_title(nb: Any, default: str = "") -> str:
             if match:
                 return match.group(1)
     return default
+
+
+# ------------------------------------------------------------------ what a deck shows
+WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
+#: Static forms of an output that a slide shows instead of a widget view (a slide show has
+#: no kernel, so a widget's controls would move nothing).
+STATIC_MIMES = ("image/png", "text/html")
+
+_TEX_SYMBOLS = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
+    "eta": "η", "theta": "θ", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν", "pi": "π",
+    "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
+    "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Pi": "Π", "Sigma": "Σ", "Phi": "Φ",
+    "Omega": "Ω", "times": "×", "cdot": "·", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
+    "approx": "≈", "ne": "≠", "neq": "≠", "in": "∈", "notin": "∉", "infty": "∞", "to": "→",
+    "rightarrow": "→", "leftarrow": "←", "Rightarrow": "⇒", "sum": "Σ", "prod": "Π",
+    "ldots": "…", "dots": "…", "cdots": "⋯", "pm": "±", "sim": "~", "propto": "∝", "ll": "≪",
+    "gg": "≫", "lfloor": "⌊", "rfloor": "⌋", "lceil": "⌈", "rceil": "⌉", "log": "log",
+    "ln": "ln", "exp": "exp", "max": "max", "min": "min", "quad": " ", "qquad": " ",
+    "{": "{", "}": "}", ",": " ", ";": " ", ":": " ", "!": "", "%": "%", " ": " ", "\\": " ",
+}
+_TEX_TEXT = ("text", "textrm", "mathrm", "mathit", "mathbf", "mathsf", "operatorname", "textit", "textbf")
+_TEX_IGNORED = ("left", "right", "big", "Big", "bigl", "bigr", "Bigl", "Bigr", "displaystyle", "limits")
+_MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?!\s)(.+?)(?<![\\\s])\$(?!\d)", re.S)
+_MARKDOWN_SPECIAL = {"*": "&#42;", "_": "&#95;", "`": "&#96;", "\\": "&#92;", "~": "&#126;"}
+
+
+def _tex_char(ch: str) -> str:
+    return _MARKDOWN_SPECIAL.get(ch) or html.escape(ch)
+
+
+def _tex_group(tex: str, i: int) -> tuple[str, int]:
+    """HTML of the TeX argument starting at ``tex[i]`` ({...}, a command or one
+    character) and the index after it."""
+    while i < len(tex) and tex[i] == " ":
+        i += 1
+    if i >= len(tex):
+        return "", i
+    if tex[i] == "{":
+        depth, j = 0, i
+        while j < len(tex):
+            if tex[j] == "\\":  # \{ and \} are characters, not braces
+                j += 2
+                continue
+            depth += {"{": 1, "}": -1}.get(tex[j], 0)
+            if depth == 0:
+                break
+            j += 1
+        return _tex_html(tex[i + 1 : j]), j + 1
+    if tex[i] == "\\":
+        match = re.compile(r"\\([A-Za-z]+|.)").match(tex, i)
+        return _tex_html(match.group(0)), match.end()
+    return _tex_char(tex[i]), i + 1
+
+
+def _tex_paren(html_text: str) -> str:
+    plain = re.sub(r"<[^>]+>", "", html_text)
+    return f"({html_text})" if re.search(r"[\s+\-−·×/]", plain.strip()) else html_text
+
+
+def _tex_html(tex: str) -> str:
+    """HTML text of a TeX formula: Greek letters and operators as characters,
+    sub- and superscripts as ``<sub>``/``<sup>``, ``\\frac{a}{b}`` as ``a/b``."""
+    out, i = [], 0
+    while i < len(tex):
+        ch = tex[i]
+        if ch == "\\":
+            match = re.compile(r"\\([A-Za-z]+|.)").match(tex, i)
+            name, i = match.group(1), match.end()
+            if name in ("frac", "dfrac", "tfrac"):
+                num, i = _tex_group(tex, i)
+                den, i = _tex_group(tex, i)
+                out.append(f"{_tex_paren(num)}/{_tex_paren(den)}")
+            elif name == "sqrt":
+                arg, i = _tex_group(tex, i)
+                out.append(f"√{_tex_paren(arg)}")
+            elif name in _TEX_TEXT:
+                arg, i = _tex_group(tex, i)
+                out.append(arg)
+            elif name in _TEX_IGNORED:
+                pass
+            else:
+                out.append(_TEX_SYMBOLS.get(name, _tex_char("\\") + html.escape(name)))
+        elif ch in "_^":
+            arg, i = _tex_group(tex, i + 1)
+            tag = "sub" if ch == "_" else "sup"
+            out.append(f"<{tag}>{arg}</{tag}>")
+        elif ch == "{":
+            arg, i = _tex_group(tex, i)
+            out.append(arg)
+        elif ch == "}":
+            i += 1
+        else:
+            out.append(_tex_char(ch))
+            i += 1
+    return "".join(out)
+
+
+def math_as_text(markdown: str) -> str:
+    r"""Markdown with every ``$...$`` and ``$$...$$`` formula turned into HTML text.
+
+    reveal.js's speaker view shows the notes' HTML in a window of its own, which has no
+    MathJax: a formula left as TeX would vanish there ("has only . Then ...").
+    As text (Greek letters and operators as characters, sub- and superscripts as
+    ``<sub>``/``<sup>``, fractions as ``a/b``) it reads the same in the speaker view,
+    the deck and the printout. Each formula becomes a ``<span class="ddl-math">``.
+
+    Examples
+    --------
+    >>> math_as_text("idle share $2(N_p-1)/(2(M+N_p-1))$, bandwidth term $2m/\\beta$")
+    'idle share <span class="ddl-math">2(N<sub>p</sub>-1)/(2(M+N<sub>p</sub>-1))</span>, bandwidth term <span class="ddl-math">2m/β</span>'
+    >>> math_as_text(r"$\frac{t_f + t_b}{2}$, $N \in \{1, 2\}$ and $10^{-3}$ cost \$5")
+    '<span class="ddl-math">(t<sub>f</sub> + t<sub>b</sub>)/2</span>, <span class="ddl-math">N ∈ {1, 2}</span> and <span class="ddl-math">10<sup>-3</sup></span> cost \\$5'
+    """
+    check_type(markdown, "markdown", str, "Markdown text (str)")
+
+    def one(match: re.Match) -> str:
+        return f'<span class="ddl-math">{_tex_html((match.group(1) or match.group(2)).strip())}</span>'
+
+    return _MATH.sub(one, markdown)
+
+
+def deck_notebook(nb: Any) -> Any:
+    """A copy of notebook ``nb`` as the deck shows it (``nb`` is not modified).
+
+    - A speaker-notes cell (slide type ``notes``) is stored in the notebook as a closed
+      ``<details>`` block (so it stays closed in JupyterLab and on GitHub); the deck takes
+      its body, so the speaker view shows the notes open, with their formulas as text
+      (:func:`math_as_text`).
+    - An output that holds a widget view and a static form of it (a live figure's PNG, a
+      table's HTML) keeps only the static form: a slide show has no kernel, so the
+      widget's sliders would move nothing. The notebook's saved widget state goes too
+      when no widget view is left.
+
+    Examples
+    --------
+    >>> nb = {"metadata": {"widgets": {}}, "cells": [
+    ...     {"cell_type": "markdown", "metadata": {"slideshow": {"slide_type": "notes"}},
+    ...      "source": "<details><summary>Speaker notes</summary>\\n\\nAsk for $N_p$.\\n\\n</details>"},
+    ...     {"cell_type": "code", "metadata": {}, "source": "fig", "outputs": [{"output_type": "display_data",
+    ...      "metadata": {}, "data": {WIDGET_VIEW_MIME: {}, "image/png": "iVBO", "text/plain": "<live figure>"}}]}]}
+    >>> out = deck_notebook(nb)
+    >>> out["cells"][0]["source"], sorted(out["cells"][1]["outputs"][0]["data"]), "widgets" in out["metadata"]
+    ('Ask for <span class="ddl-math">N<sub>p</sub></span>.', ['image/png', 'text/plain'], False)
+    """
+    import copy
+
+    _check_notebook(nb)
+    out = copy.deepcopy(nb)
+    views_left = False
+    for cell in out["cells"]:
+        if slide_type(cell) == "notes" and cell.get("cell_type") == "markdown":
+            parts = details_parts(cell)
+            cell["source"] = math_as_text(parts[1] if parts else cell_source(cell))
+        for output in cell.get("outputs", []) or []:
+            data = output.get("data", {})
+            if WIDGET_VIEW_MIME in data:
+                if any(mime in data for mime in STATIC_MIMES):
+                    del data[WIDGET_VIEW_MIME]
+                else:
+                    views_left = True
+    if not views_left:
+        out.get("metadata", {}).pop("widgets", None)
+    return out
 
 
 # ------------------------------------------------------------------ vendor folder
@@ -398,7 +565,7 @@ def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path) -> Path:
     deck_dir.mkdir(parents=True, exist_ok=True)
     # nbconvert's reveal template titles the page with nb.metadata.title, else the name.
     metadata = NotebookNode({**nb.get("metadata", {}), "title": deck_title(nb, name)})
-    nb = NotebookNode({**nb, "metadata": metadata})
+    nb = NotebookNode(deck_notebook({**nb, "metadata": metadata}))
     exporter = SlidesExporter(config=exporter_config(deck_dir, vendor_dir))
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name, "path": str(deck_dir)}})
     out = deck_dir / f"{name}.slides.html"
