@@ -26,6 +26,7 @@ the same layer-wise idea to Adam's update and is what trained BERT with batches 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -186,6 +187,28 @@ class _Optimizer:
         self.t = 0
         """Updates made so far."""
         self._size: int | None = None
+
+    def fresh(self):
+        """A copy with the same settings and no state: no updates made, no buffers.
+
+        What a trainer keeps of an optimizer passed to it (a template: each run and each
+        worker starts from this, never from the state of an earlier run).
+
+        Examples
+        --------
+        >>> opt = SGD(0.1, momentum=0.9); opt.step(np.ones(3), np.ones(3))
+        >>> new = opt.fresh()
+        >>> new.t, new._velocity, new.momentum, opt.t
+        (0, None, 0.9, 1)
+        """
+        new = copy.copy(self)
+        new.t, new._size = 0, None
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                setattr(new, name, None)
+        if hasattr(new, "last_trust_ratios"):
+            new.last_trust_ratios = {}
+        return new
 
     def current_lr(self) -> float:
         """Learning rate of the next update."""

@@ -147,10 +147,11 @@ def test_an_error_in_a_worker_comes_back_with_its_traceback(small):
     with pytest.raises(WorkerError, match="worker 0 raised") as info:
         with WorkerPool(model, x, y, 2, start_method=FAST, timeout=30) as pool:
             pids = [pid for pid, _ in pool.worker_info]
-            pool._group.send(0, "not parameters")  # past the pool's own check
+            pool._group.send(0, "not a request")  # past the pool's own protocol
             pool._group.recv(0)
     _assert_no_children_left(pids)
-    assert "epoch_gradient" in info.value.remote_traceback
+    assert "_pool_worker" in info.value.remote_traceback
+    assert "expects True (parameters ready) or None, got 'not a request'" in str(info.value)
 
 
 def test_bad_parameters_of_the_pool(small):

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from course_lib.parallel.partition import (
     batch_schedule,
+    batch_sizes,
     chunk_bounds,
     micro_rows,
     replica_rows,
@@ -110,3 +111,17 @@ def test_sum_rows_adds_in_row_order(rows, lo, width):
         expected += data[r, lo:hi]
     assert np.array_equal(out[lo:hi], expected)  # bitwise: the same order
     assert np.isnan(out[:lo]).all() and np.isnan(out[hi:]).all()
+
+
+@given(st.integers(1, 60), st.integers(1, 60), st.integers(0, 50), st.integers(0, 5))
+def test_batch_sizes_are_the_sizes_of_the_drawn_batches(n, batch, steps, seed):
+    batch = min(batch, n)
+    drawn = [idx.size for idx in batch_schedule(n, batch, seed, steps=steps)]
+    assert batch_sizes(n, batch, steps).tolist() == drawn
+
+
+@pytest.mark.parametrize(("args", "name"), [((0, 1, 1), "n_samples"), ((3, 4, 1), "batch_size"),
+                                            ((3, 1, -1), "steps"), ((3.5, 1, 1), "n_samples")])
+def test_batch_sizes_bad_arguments(args, name):
+    with pytest.raises((TypeError, ValueError), match=name):
+        batch_sizes(*args)

@@ -274,6 +274,8 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
         check_int(fault.rank, "fault.rank", 0, workers - 1)
     if optimizer is not None and not callable(getattr(optimizer, "step", None)):
         raise TypeError(f"optimizer must have a step(params, grad) method, got {type(optimizer).__name__}")
+    if callable(getattr(optimizer, "fresh", None)):
+        optimizer = optimizer.fresh()  # a template: no state of an earlier run goes into a worker
     zero_stage = check_int(zero_stage, "zero_stage", 0, 1)
     if zero_stage == 1 and optimizer is not None and not isinstance(optimizer, SGD):
         raise ValueError(

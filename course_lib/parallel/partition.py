@@ -22,6 +22,7 @@ from .._validate import check_int
 
 __all__ = [
     "batch_schedule",
+    "batch_sizes",
     "chunk_bounds",
     "micro_rows",
     "replica_rows",
@@ -115,6 +116,28 @@ def batch_schedule(n_samples: int, batch_size: int, seed: int, *, steps: int | N
         if k == 0:
             order = rng.permutation(n_samples)
         yield order[starts[k] : starts[k] + batch_size]
+
+
+def batch_sizes(n_samples: int, batch_size: int, steps: int) -> np.ndarray:
+    """The size of every step's batch in :func:`batch_schedule`, without drawing the batches.
+
+    Every batch holds ``batch_size`` samples except the last of each epoch, which holds
+    what is left.
+
+    Examples
+    --------
+    >>> batch_sizes(5, 2, 4).tolist()
+    [2, 2, 1, 2]
+    >>> batch_sizes(6, 3, 3).tolist()
+    [3, 3, 3]
+    """
+    n_samples = check_int(n_samples, "n_samples", 1)
+    batch_size = check_int(batch_size, "batch_size", 1, n_samples)
+    steps = check_int(steps, "steps", 0)
+    per_epoch = steps_per_epoch(n_samples, batch_size)
+    sizes = np.full(steps, batch_size, dtype=np.int64)
+    sizes[per_epoch - 1 :: per_epoch] = n_samples - (per_epoch - 1) * batch_size
+    return sizes
 
 
 def steps_per_epoch(n_samples: int, batch_size: int) -> int:

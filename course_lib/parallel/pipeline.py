@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
-from .partition import batch_schedule, replica_rows, steps_per_epoch, sum_rows
+from .partition import batch_schedule, batch_sizes, replica_rows, steps_per_epoch, sum_rows
 from .pipeline_schedule import (
     StageOp,
     Timeline,
@@ -260,15 +260,15 @@ def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro
     if steps is None:
         steps = epochs * steps_per_epoch(x.shape[0], min(batch_size, x.shape[0]))
     steps = check_int(steps, "steps", 1, _MAX_STEPS)
-    plan = list(batch_schedule(x.shape[0], min(batch_size, x.shape[0]), seed, steps=steps))
-    short = min(idx.size for idx in plan)
+    sizes = batch_sizes(x.shape[0], min(batch_size, x.shape[0]), steps)
+    short = int(sizes.min())
     if short < replicas:
         raise ValueError(
             f"every batch needs at least data = {replicas} samples (one per replica); the last "
             f"batch of an epoch has {short}: choose batch_size so that it divides the "
             f"{x.shape[0]} samples better, or use steps"
         )
-    return x, y, plan, micro_batches, replicas
+    return x, y, sizes, micro_batches, replicas
 
 
 def _resolve_boundaries(model, stages, boundaries) -> tuple[int, ...]:
@@ -314,15 +314,16 @@ def train_microbatched(
     """
     from ..models import sgd_step, softmax_cross_entropy
 
-    x, y, plan, micro_batches, data = _check_training_args(
+    x, y, sizes, micro_batches, data = _check_training_args(
         model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
     )
+    plan = batch_schedule(x.shape[0], min(batch_size, x.shape[0]), seed, steps=sizes.size)
     recompute = _check_flag(recompute, "recompute")
     p = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
     model._check_flat(p, "params")
     grads = np.zeros((data, p.size), dtype=p.dtype)
     total_grad = np.zeros_like(p)
-    losses, seconds, redo, peak = [], [], np.zeros((len(plan), 1)), 0
+    losses, seconds, redo, peak = [], [], np.zeros((sizes.size, 1)), 0
     for k, idx in enumerate(plan):
         t0 = time.perf_counter()
         grads.fill(0)
@@ -380,11 +381,14 @@ class _StageJob:
     replicas: int
     schedule: str
     micro_batches: int
-    plan: list
+    n_samples: int
+    batch_size: int
+    seed: int
+    steps: int
     lr: float
     params: object  # SharedSpec (replicas, n_params): each replica's parameters
     x: object  # SharedSpec of the inputs (stage 0 reads it)
-    y: np.ndarray | None  # labels (the last stage reads them)
+    y: object  # SharedSpec of the labels (the last stage reads them)
     acts: tuple  # SharedSpec per boundary: activations, (batch, width), rows = samples
     grads: tuple  # SharedSpec per boundary: gradients of those activations
     reduce: object  # SharedSpec (2, replicas, n_params) for the all-reduce, or None
@@ -392,8 +396,13 @@ class _StageJob:
     blas_threads: int | None
     recompute: bool = False
 
+    def plan(self):
+        """Every step's sample indices, derived from the seed in the stage itself (the
+        parent's plan is never pickled into a starting process: it would block its start)."""
+        return batch_schedule(self.n_samples, self.batch_size, self.seed, steps=self.steps)
 
-_MAX_STEPS = 10**7  # the plan holds every step's indices in memory
+
+_MAX_STEPS = 10**7  # the result holds every step's timings in memory
 _MSG = struct.Struct("<qq")  # (step, micro-batch) of a hand-over
 
 
@@ -432,6 +441,7 @@ class _Stage:
 
         self.params = attach([job.params], 0)[self.d]
         self.x = attach([job.x], 0, self.first)
+        self.y = attach([job.y], 0, self.last)
         self.act_in = attach(job.acts, self.s - 1, not self.first)
         self.act_out = attach(job.acts, self.s, not self.last)
         self.grad_in = attach(job.grads, self.s, not self.last)
@@ -440,8 +450,8 @@ class _Stage:
         self.own = np.zeros(job.model.n_params, job.model.dtype) if self.reduce is None else None
         self.stash: dict[int, list] = {}
         self.peak_bytes = 0
-        self.recompute_seconds = np.zeros(len(job.plan))
-        self.sent = np.zeros(len(job.plan), dtype=np.int64)  # bytes handed over, per step
+        self.recompute_seconds = np.zeros(job.steps)
+        self.sent = np.zeros(job.steps, dtype=np.int64)  # bytes handed over, per step
 
     def forward(self, step: int, m: int, rows: tuple[int, int], idx: np.ndarray) -> tuple[float, float]:
         """Forward of micro-batch ``m`` through this stage's layers; hand the output on."""
@@ -476,7 +486,7 @@ class _Stage:
             acts = _layer_outputs(model, self.params, self.lo, self.hi, acts[0])
             self.recompute_seconds[step] += time.perf_counter() - t0
         if self.last:
-            loss, g = self.loss_fn(acts[-1], self.job.y[idx[r0:r1]], "sum")
+            loss, g = self.loss_fn(acts[-1], self.y[idx[r0:r1]], "sum")
             g *= scale
         else:
             g = self.grad_in[r0:r1]
@@ -515,7 +525,7 @@ def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, 
         sl = st.params_slice
         total = np.zeros(sl.stop - sl.start, dtype=job.model.dtype)
         order = {}
-        for step, idx in enumerate(job.plan):
+        for step, idx in enumerate(job.plan()):
             if job.fault is not None:
                 job.fault.maybe_fire(ctx.rank, step)
             grad = st.own if st.reduce is None else st.reduce[step % 2, st.d]
@@ -659,7 +669,7 @@ def train_pipeline(
     from .shm import SharedArray
     from .workers import Fault, PipeBarrier, ProcessGroup, check_start_method
 
-    x, y, plan, micro_batches, data = _check_training_args(
+    x, y, sizes, micro_batches, data = _check_training_args(
         model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
     )
     bounds = _resolve_boundaries(model, stages, boundaries)
@@ -676,8 +686,9 @@ def train_pipeline(
     method = check_start_method(start_method)
     p0 = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
     model._check_flat(p0, "params")
-    ops_per_worker = sum(
-        2 * len(replica_rows(idx.size, data, micro_batches)[-1]) for idx in plan
+    ops_per_worker = sum(  # two sizes at most: every batch, and the last of an epoch
+        2 * len(replica_rows(int(size), data, micro_batches)[-1]) * int(np.sum(sizes == size))
+        for size in np.unique(sizes)
     )
     world = data * n_stages
 
@@ -687,6 +698,7 @@ def train_pipeline(
             SharedArray((data, p0.size), model.dtype, init=np.broadcast_to(p0, (data, p0.size)))
         )
         shared_x = stack.enter_context(SharedArray(x.shape, model.dtype, init=x))
+        shared_y = stack.enter_context(SharedArray(y.shape, np.int64, init=y))
         widths = [model.sizes[b] for b in bounds[1:-1]]
         acts = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
         grads = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
@@ -706,8 +718,9 @@ def train_pipeline(
                 stack.callback(barrier.close)
         job = _StageJob(
             model=model, boundaries=bounds, replicas=data, schedule=schedule,
-            micro_batches=micro_batches, plan=plan, lr=float(lr), params=shared_params.spec,
-            x=shared_x.spec, y=y, acts=tuple(a.spec for a in acts),
+            micro_batches=micro_batches, n_samples=x.shape[0], batch_size=min(batch_size, x.shape[0]),
+            seed=int(seed), steps=sizes.size, lr=float(lr), params=shared_params.spec,
+            x=shared_x.spec, y=shared_y.spec, acts=tuple(a.spec for a in acts),
             grads=tuple(g.spec for g in grads), reduce=None if reduce is None else reduce.spec,
             fault=fault, blas_threads=blas_threads, recompute=recompute,
         )
@@ -725,7 +738,7 @@ def train_pipeline(
         group = ProcessGroup(
             stage_worker, world, args=(job,), rank_args=rank_args, start_method=method,
             timeout=timeout, name="ddl-stage", preload=PRELOAD,
-            shared=[shared_params, shared_x, *acts, *grads, *([reduce] if reduce is not None else [])],
+            shared=[shared_params, shared_x, shared_y, *acts, *grads, *([reduce] if reduce is not None else [])],
         )
         with group:
             results = group.join(
@@ -744,7 +757,6 @@ def train_pipeline(
     timeline = Timeline(shifted, n_stages, micro_batches, schedule, "measured", data)
     # the loss of a step: the sum of every replica's last stage, over the batch
     per_replica = np.array([results[d * n_stages + n_stages - 1][1] for d in range(data)])
-    sizes = np.array([idx.size for idx in plan], dtype=float)
     losses = (per_replica.sum(axis=0) / sizes).tolist()
     in_sync = all(np.array_equal(final[0], final[d]) for d in range(1, data))
     stored = np.array([memory[0] for _, _, memory in results], dtype=np.int64)

@@ -44,6 +44,7 @@ from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
 from ..timing import available_cores, blas_threads
 from .data import train_data_parallel, train_serial
 from .partition import shard_bounds
+from .shm import SharedArray
 from .workers import ProcessGroup, check_start_method
 
 __all__ = [
@@ -130,22 +131,27 @@ def epoch_gradient(
 
 
 # ----------------------------------------------------------------- worker side
-def _pool_worker(ctx, sizes, x, y, *, batch_size: int, epochs: int) -> None:
+def _pool_worker(ctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
     """Body of one pool worker (a child process): owns one shard, computes on request.
 
-    Protocol on its channel: it first sends ``(pid, blas_threads)``; then for every
-    parameter buffer it receives it sends ``(loss, grad, seconds)``; ``None`` tells it
-    to return. An exception ends it; the parent re-raises it as ``WorkerError``.
+    ``data`` names the shared arrays (inputs, labels, parameters) and ``shard`` is this
+    worker's ``(lo, hi)`` rows. Protocol on its channel: it first sends ``(pid,
+    blas_threads)``; then, each time it receives ``True`` (the parameters are in shared
+    memory), it sends ``(loss, grad, seconds)`` of its shard; ``None`` tells it to return.
+    An exception ends it; the parent re-raises it as ``WorkerError``.
     """
     from ..timing import current_blas_threads
 
-    with blas_threads(1):
+    (lo, hi), (x_spec, y_spec, p_spec) = shard, data
+    with blas_threads(1), x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as params:
         ctx.channel.send((os.getpid(), current_blas_threads()))
         model = MLP(sizes)
         served = 0
-        while (params := ctx.channel.recv()) is not None:
+        while (request := ctx.channel.recv()) is not None:
+            if request is not True:
+                raise ValueError(f"a pool worker expects True (parameters ready) or None, got {request!r}")
             t0 = time.perf_counter()
-            loss, grad = epoch_gradient(model, params, x, y, batch_size=batch_size, epochs=epochs)
+            loss, grad = epoch_gradient(model, params, x[lo:hi], y[lo:hi], batch_size=batch_size, epochs=epochs)
             ctx.channel.send((loss, grad, time.perf_counter() - t0))
             served += 1
             ctx.progress(served)
@@ -165,7 +171,7 @@ class WorkerPool:
     ----------
     model : MLP
     x, y : numpy.ndarray
-        The data; worker ``k`` receives only its shard, once, when it starts.
+        The data, copied once into shared memory; worker ``k`` reads only its shard.
     processes : int
         Number of worker processes, 1 .. 4 x available cores.
     batch_size, epochs : int
@@ -218,13 +224,20 @@ class WorkerPool:
         self.bounds = shard_bounds(self.n_samples, self.processes)
         self.last_worker_seconds: list[float] = []
         t0 = time.perf_counter()
-        self._group = ProcessGroup(
-            _pool_worker, self.processes, args=(model.sizes,),
-            rank_args=[(x[a:b], y[a:b]) for a, b in self.bounds],
-            kwargs=dict(batch_size=batch_size, epochs=epochs), start_method=self.start_method,
-            timeout=self.timeout, name="ddl-pool", channels=True, preload=_PRELOAD,
-        )
+        self._group, self._shared = None, []
         try:
+            # Data and parameters go through shared memory: a starting worker receives
+            # only their names (see course_lib.parallel.workers, "Why starting a worker
+            # cannot block"), and each gradient request is one short message.
+            self._shared = [SharedArray(x.shape, x.dtype, x), SharedArray(y.shape, np.int64, y),
+                            SharedArray(model.n_params, model.dtype)]
+            self._group = ProcessGroup(
+                _pool_worker, self.processes, args=(model.sizes, [a.spec for a in self._shared]),
+                rank_args=[((a, b),) for a, b in self.bounds],
+                kwargs=dict(batch_size=batch_size, epochs=epochs), start_method=self.start_method,
+                timeout=self.timeout, name="ddl-pool", channels=True, preload=_PRELOAD,
+                shared=self._shared,
+            )
             self._group.start()
             self.worker_info = [self._group.recv(r) for r in range(self.processes)]
         except BaseException:
@@ -238,8 +251,9 @@ class WorkerPool:
             raise RuntimeError("the worker pool is closed")
         self.model._check_flat(params, "params")
         try:
+            np.copyto(self._shared[2].array, params)
             for rank in range(self.processes):
-                self._group.send(rank, params)
+                self._group.send(rank, True)
             parts = [self._group.recv(rank) for rank in range(self.processes)]
         except BaseException:
             self.terminate()
@@ -262,12 +276,19 @@ class WorkerPool:
             group.join()
         finally:
             group.close()
+            self._release()
 
     def terminate(self) -> None:
         """Stop every worker now and reap it (idempotent)."""
         group, self._group = self._group, None
         if group is not None:
             group.close()
+        self._release()
+
+    def _release(self) -> None:
+        shared, self._shared = self._shared, []
+        for a in shared:
+            a.close()
 
     def __enter__(self) -> WorkerPool:
         return self

@@ -12,6 +12,32 @@ through :class:`ProcessGroup`, so that each gets the same guarantees:
 * on any error and on ``KeyboardInterrupt`` (the notebook's stop button) every worker is
   stopped (SIGTERM, then SIGKILL) and reaped. Workers ignore SIGINT: the parent decides.
 
+Why starting a worker cannot block
+----------------------------------
+Under spawn and forkserver the parent pickles each worker's arguments and writes them
+into a pipe that the new process reads. Under spawn the parent itself holds that pipe's
+read end until the write returns: if the child dies before it has read everything and
+the data are larger than the pipe's buffer (64 KiB on Linux, 16 KiB at first on macOS),
+the write never returns and the notebook freezes. So what goes into a worker at start
+is kept small: shapes, seeds, shared-memory names, never data or per-step plans (they
+go through :mod:`course_lib.parallel.shm` or are derived in the worker from the seed).
+:class:`ProcessGroup` measures every worker's pickled arguments before it starts
+anything (:attr:`ProcessGroup.start_bytes`) and refuses more than
+:data:`MAX_START_BYTES` with a ``ValueError``. Under forkserver a child killed before it
+read its arguments makes the parent's write fail (a broken pipe): the group then reports
+that worker as :class:`WorkerDied` with its signal, like any other death.
+
+Every wait has an end
+---------------------
+The parent never waits without a limit: :meth:`ProcessGroup.join` and
+:meth:`ProcessGroup.recv` watch every worker's result pipe and process sentinel with
+``timeout``; :meth:`ProcessGroup.send` sends only small messages (at most
+:data:`MAX_START_BYTES` pickled, so they fit a pipe's buffer and never block); clean-up
+joins with a grace period, then SIGKILL. A worker's own waits end by one of three: its
+own ``wait_timeout`` (barriers, receives that poll), the parent stopping it (the parent
+sees a dead or silent worker within ``timeout`` and stops all), or the parent's death
+(the watcher below).
+
 Why a worker never outlives its parent
 --------------------------------------
 Whatever kills the parent (SIGKILL, a kernel restart, a crash), the operating system
@@ -55,6 +81,7 @@ Fault(kind='hang', rank=1, step=2)
 from __future__ import annotations
 
 import contextlib
+import io
 import multiprocessing as mp
 import multiprocessing.connection
 import os
@@ -81,6 +108,7 @@ __all__ = [
     "FaultInjected",
     "PipeBarrier",
     "ProcessGroup",
+    "MAX_START_BYTES",
     "ProcessGroupError",
     "WorkerContext",
     "WorkerDied",
@@ -93,6 +121,10 @@ __all__ = [
 ]
 
 _POLL_S = 0.1  # how often the parent looks at the progress counters
+#: The most bytes a worker's pickled arguments (or a message :meth:`ProcessGroup.send`
+#: sends) may take: well inside every platform's pipe buffer, so that the parent's
+#: write returns whether or not the child is still alive to read it.
+MAX_START_BYTES = 16 * 1024
 _TERMINATE_GRACE_S = 2.0  # SIGTERM -> wait this long -> SIGKILL
 
 
@@ -248,6 +280,68 @@ def _check_importable(target: Callable, start_method: str) -> None:
             f"module for start_method={start_method!r} (the worker re-imports it by name); "
             "functions defined in a notebook or inside another function cannot be found there"
         )
+
+
+# ------------------------------------------------------------- what goes in a start
+class _SizingPickler(mp.reduction.ForkingPickler):
+    """Pickles as the start methods do, counting every pipe end as the small handle that
+    spawn and forkserver send in its place (a file-descriptor number)."""
+
+    def persistent_id(self, obj):
+        if isinstance(obj, mp.connection.Connection):
+            return obj.fileno()
+        return None
+
+
+def pickled_size(obj) -> int:
+    """Bytes ``obj`` takes when pickled into a starting worker (pipe ends as handles).
+
+    Examples
+    --------
+    >>> pickled_size(np.zeros(4096, np.float32)) > 16_000   # data: too big for a start
+    True
+    >>> pickled_size(SharedSpec("ddl_1_ab", (4096,), "<f4")) < 200   # its name: fine
+    True
+    """
+    buffer = io.BytesIO()
+    _SizingPickler(buffer).dump(obj)
+    return buffer.tell()
+
+
+try:  # sending file descriptors (forkserver) is POSIX only
+    from multiprocessing import forkserver as _forkserver
+    from multiprocessing import popen_forkserver as _popen_forkserver
+except ImportError:  # pragma: no cover - Windows
+    _popen_forkserver = None
+
+if _popen_forkserver is not None:
+
+    class _ForkServerPopen(_popen_forkserver.Popen):
+        """forkserver's launch, surviving a child killed before it read its arguments.
+
+        The server forks the child, then closes its copy of the child's argument pipe:
+        if the child is killed before the parent writes, the write fails with a broken
+        pipe. The child did exist, and the server reports its exit status on the
+        sentinel as usual: read its pid, so that ``join`` names its rank and signal.
+        """
+
+        def _launch(self, process_obj):
+            try:
+                super()._launch(process_obj)
+            except BrokenPipeError:
+                self.pid = _forkserver.read_signed(self.sentinel)
+
+    class _ForkServerProcess(mp.context.ForkServerProcess):
+        @staticmethod
+        def _Popen(process_obj):
+            return _ForkServerPopen(process_obj)
+
+
+def _process_class(mp_context):
+    """The context's Process class; under forkserver :class:`_ForkServerProcess`."""
+    if mp_context.get_start_method() == "forkserver" and _popen_forkserver is not None:
+        return _ForkServerProcess
+    return mp_context.Process
 
 
 # --------------------------------------------------------------------- barrier
@@ -533,6 +627,9 @@ class ProcessGroup:
         self.shared = tuple(shared)
         self.channels = bool(channels)
         self._channels: list = []
+        self.start_bytes = self._measure_start_bytes()
+        """Bytes of each worker's pickled arguments (None where they cannot be pickled,
+        which only ``fork`` allows): at most :data:`MAX_START_BYTES` each."""
         self.mp_context = mp.get_context(self.start_method)
         """The multiprocessing context of the workers: create Barriers, Pipes here."""
         self._counters: SharedArray | None = None
@@ -540,6 +637,25 @@ class ProcessGroup:
         self._conns: list = []
         self._started = False
         self.start_time: float | None = None
+
+    def _measure_start_bytes(self) -> list[int | None]:
+        sizes: list[int | None] = []
+        for rank in range(self.world_size):
+            try:
+                size = pickled_size((self.target, self.args + self.rank_args[rank], self.kwargs))
+            except Exception:  # noqa: BLE001 - fork copies instead of pickling
+                if self.start_method != "fork":
+                    raise
+                size = None
+            if size is not None and size > MAX_START_BYTES:
+                raise ValueError(
+                    f"the arguments of worker {rank} (args, rank_args[{rank}], kwargs) pickle to "
+                    f"{size:,} bytes; at most MAX_START_BYTES = {MAX_START_BYTES:,} may go into a "
+                    "worker at start (a worker killed while reading more would block the start): "
+                    "pass arrays as SharedArray specs and derive plans in the worker"
+                )
+            sizes.append(size)
+        return sizes
 
     # -------------------------------------------------------------- lifecycle
     @property
@@ -579,7 +695,7 @@ class ProcessGroup:
                     self._channels.append(parent_end)
                 wctx = WorkerContext(rank, self.world_size, self.timeout, self._counters.spec,
                                      _segments=segments, channel=channel)
-                proc = self.mp_context.Process(
+                proc = _process_class(self.mp_context)(
                     target=_bootstrap,
                     args=(self.target, wctx, send_end, self.args + self.rank_args[rank], self.kwargs),
                     name=f"{self.name}-{rank}",
@@ -664,7 +780,18 @@ class ProcessGroup:
             self.close()
 
     def send(self, rank: int, message) -> None:
-        """Send ``message`` (picklable) to worker ``rank``'s channel (``channels=True``)."""
+        """Send ``message`` (picklable) to worker ``rank``'s channel (``channels=True``).
+
+        Only small messages (at most :data:`MAX_START_BYTES` pickled, else ValueError):
+        they fit the pipe's buffer, so the send returns even if the worker never reads
+        it (hung or dead). Send data through shared memory and a short note here.
+        """
+        size = pickled_size(message)
+        if size > MAX_START_BYTES:
+            raise ValueError(
+                f"message must pickle to at most MAX_START_BYTES = {MAX_START_BYTES:,} bytes, got "
+                f"{size:,}: send arrays through a SharedArray and only a short note on the channel"
+            )
         try:
             self._channels[rank].send(message)
         except (BrokenPipeError, ConnectionResetError, OSError):
