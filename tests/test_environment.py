@@ -67,3 +67,22 @@ def test_no_hard_pins():
     project = _pyproject()["project"]
     for line in project["dependencies"] + sum(project["optional-dependencies"].values(), []):
         assert "==" not in line, f"hard pin in pyproject.toml: {line}"
+
+
+def test_every_test_has_a_time_limit(request):
+    """pytest-timeout is a test dependency and gives every test a limit: a stuck test fails
+    by name instead of hanging the suite (and with it CI)."""
+    project = _pyproject()
+    assert any(Requirement(r).name == "pytest-timeout" for r in project["project"]["optional-dependencies"]["test"])
+    limit = project["tool"]["pytest"]["ini_options"]["timeout"]
+    assert 60 <= limit <= 1800
+    assert request.config.pluginmanager.hasplugin("timeout"), "pytest-timeout is not active"
+    assert float(request.config.getini("timeout")) == limit
+
+
+@pytest.mark.timeout(2)
+@pytest.mark.xfail(strict=True, reason="a test that outlives its limit must fail, not hang")
+def test_a_stuck_test_is_stopped_by_its_time_limit():
+    import time
+
+    time.sleep(30)
