@@ -354,3 +354,23 @@ def test_stored_figures_are_2x_and_shown_at_display_size(path):
             assert width >= MIN_WIDTH_IN * DISPLAY_DPI * DENSITY, f"cell {i}: figure {width} px wide"
             assert shown == round(width / DENSITY), f"cell {i}: {width} px figure shown at {shown} px"
             assert shown <= MAX_WIDTH_IN * DISPLAY_DPI, f"cell {i}: shown {shown} px wide"
+
+
+def test_answers_render_inside_details_in_nbconvert():
+    """nbviewer and the HTML export render what a closed block holds: the answers' Markdown
+    list is parsed (the blank line after </summary> makes it Markdown, not raw HTML) and
+    their math reaches MathJax unescaped, inside the <details> element."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    answers = [nbformat.from_dict({**c, "source": _source(c)}) for p in NOTEBOOKS for c in _load(p)["cells"]
+               if {"questionnaire-answers", "try-answer"} & set(c["metadata"].get("tags", []))
+               and c["cell_type"] == "markdown"]
+    assert len(answers) >= len(NOTEBOOKS)
+    body, _ = HTMLExporter(template_name="lab").from_notebook_node(nbformat.v4.new_notebook(cells=answers))
+    blocks = re.findall(r"<details><summary>[^<]+</summary>(.*?)</details>", body, re.S)
+    assert len(blocks) == len(answers)
+    for block in blocks:
+        assert re.search(r"<(ol|ul)>\s*<li>", block), f"Markdown not parsed inside <details>: {block[:120]!r}"
+    assert sum("$" in b for b in blocks) >= len(NOTEBOOKS) - 1, "math missing from the answers"
+    assert not any("&#36;" in b or "\\$" in b for b in blocks)
