@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_lib doctor | notation | student | slides``."""
+"""Command line: ``python -m course_lib doctor | notation | student | slides | lab-settings``."""
 
 from __future__ import annotations
 
@@ -10,9 +10,11 @@ USAGE = """usage: python -m course_lib COMMAND [options]
 commands:
   doctor   check the environment (Python, JupyterLab, widgets, BLAS, cores, /dev/shm ...)
   notation write the notation page notebooks/notation.md from data/notation.csv
-  student  write the student edition (no solutions, notes or stored answers) to build/student/
+  student  write the student edition (no solutions, notes or stored answers) to build/student/,
+           a folder that installs and opens on its own (its README.md says how)
   slides   export every notebook to an offline reveal.js deck under build/slides/
            (python -m course_lib slides --help for the options)
+  lab-settings  switch off JupyterLab's news pop-up in this environment (make install runs it)
 """
 
 
@@ -30,8 +32,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pathlib import Path
 
         from .datasets import notation_markdown
+        from .tools.paths import RepoNotFoundError, repo_root
 
-        target = Path(rest[0]) if rest else Path(__file__).resolve().parent.parent / "notebooks" / "notation.md"
+        try:
+            target = Path(rest[0]) if rest else repo_root() / "notebooks" / "notation.md"
+        except RepoNotFoundError as exc:
+            print(f"notation: error: {exc}", file=sys.stderr)
+            return 2
         target.write_text(notation_markdown(), encoding="utf-8")
         print(f"wrote {target}")
         return 0
@@ -43,6 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .tools.slides import main as slides_main
 
         return slides_main(rest)
+    if command == "lab-settings":
+        from .tools.labsettings import main as lab_settings_main
+
+        return lab_settings_main(rest)
     print(f"unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
     return 2
 

@@ -100,6 +100,7 @@ SKIP = {
     "course_lib.datasets.load_notation": "takes no arguments",
     "course_lib.datasets.notation_markdown": "takes no arguments",
     "course_lib.tools.student.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
+    "course_lib.tools.labsettings.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
 }
 #: Besides: exception classes (any message is a valid argument) are not called.
 

@@ -68,7 +68,12 @@ def test_missing_torch_gives_install_hint(monkeypatch):
         train_data_parallel(MODEL, X, Y, workers=2, batch_size=8, steps=1, backend="gloo")
 
 
-def test_bad_arguments_checked_before_starting_anything():
+@pytest.mark.parametrize("torch_installed", [True, False], ids=["with-torch", "without-torch"])
+def test_bad_arguments_checked_before_starting_anything(monkeypatch, torch_installed):
+    """Bad arguments are reported before any process starts and before torch is looked
+    for: a learner without torch is told what is wrong with the call (the ImportError's
+    install hint comes only for a call that is otherwise fine)."""
+    monkeypatch.setattr(data, "torch_available", lambda: torch_installed)
     with pytest.raises(ValueError, match="workers"):
         train_data_parallel(MODEL, X, Y, workers=0, batch_size=8, steps=1, backend="gloo")
     with pytest.raises(ValueError, match="batch_size"):

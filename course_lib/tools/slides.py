@@ -38,6 +38,7 @@ from typing import Any
 
 from .._validate import check_sequence, check_type
 from .cells import cell_source, cell_tags, details_parts, slide_type
+from .paths import repo_root
 
 __all__ = [
     "Deck",
@@ -88,7 +89,6 @@ SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "ddl_reveal"
-ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass(frozen=True)
@@ -675,17 +675,20 @@ def main(argv: Sequence[str] = ()) -> int:
     )
     parser.add_argument("notebooks", nargs="*", type=Path,
                         help="notebooks to export (default: notebooks/*.ipynb)")
-    parser.add_argument("-o", "--output", type=Path, default=ROOT / "build" / "slides",
-                        help="output folder (default: build/slides)")
+    parser.add_argument("-o", "--output", type=Path, default=None,
+                        help="output folder (default: build/slides at the repository root)")
     parser.add_argument("--vendor", type=Path, default=None,
                         help="folder of the front-end packages (default: OUTPUT/vendor)")
     parser.add_argument("--no-execute", action="store_true",
                         help="export the stored outputs instead of running each notebook")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     args = parser.parse_args(list(argv))
-    notebooks = args.notebooks or sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
     t0 = time.perf_counter()
     try:
+        if args.output is None or not args.notebooks:  # paths from the repository root
+            root = repo_root()
+            args.output = args.output or root / "build" / "slides"
+        notebooks = args.notebooks or sorted((root / "notebooks").glob("[0-9]*.ipynb"))
         decks = build_slides(notebooks, args.output, vendor_dir=args.vendor,
                              execute=not args.no_execute, timeout=args.timeout)
     except (RuntimeError, ValueError) as exc:

@@ -1,20 +1,30 @@
-"""The student edition: the notebooks without solutions, speaker notes or answers.
+"""The student edition: the course without solutions, speaker notes or stored answers.
 
-``python -m course_lib student`` (``make student``) writes ``build/student/``: every
-notebook of ``notebooks/`` with
+``python -m course_lib student`` (``make student``) writes ``build/student/``, a folder that a
+student copies anywhere and opens with the two commands of its own ``README.md``
+(``make install``, ``make lab``). It holds
 
-- the worked solutions removed (cells tagged ``solution``),
-- the speaker notes and talking points removed (slide type ``notes``),
-- the outputs of the exercise cells (``answer = None`` and its checker) cleared, so no
-  verdict is stored in the file, and the ``nbval-check-output`` tag taken off them,
+- ``notebooks/``: every notebook of ``notebooks/`` with
 
-and everything else as it is, stored outputs included (figures, tables). The notation
-page is copied beside them, so the links in the notebooks work. Give ``build/student/`` to
-students; lecturers keep ``notebooks/`` (solutions collapsed, notes collapsed) and the
-slides (``make slides``), whose speaker view (key S) shows the notes.
+  - the worked solutions removed (cells tagged ``solution``),
+  - the speaker notes and talking points removed (slide type ``notes``),
+  - the outputs of the exercise cells (``answer = None`` and its checker) cleared, so no
+    verdict is stored in the file, and the ``nbval-check-output`` tag taken off them,
+  - sentences about the removed solutions and lecturer-only commands rewritten or dropped
+    (:data:`STUDENT_TEXT`: "A worked solution is hidden below each exercise" becomes "Run the
+    cell to check your answer."),
 
-CI runs the student edition under nbval, so an edition in which a later cell needs a
-removed one fails.
+  and everything else as it is, stored outputs included (figures, tables); the notation page
+  beside them, so the links in the notebooks work;
+- ``course_lib/`` (the package's source), ``data/``, ``benchmarks/``, ``pyproject.toml`` and
+  the licences, so that ``pip install -e .`` in the folder installs the course;
+- ``README.md`` and ``Makefile`` from ``templates/student/``.
+
+Give ``build/student/`` (or an archive of it) to students; lecturers keep ``notebooks/``
+(solutions and notes collapsed) and the slides (``make slides``), whose speaker view (key S)
+shows the notes. CI copies the edition out of the repository, installs it as its README
+says and runs its notebooks under nbval, so an edition in which a later cell needs a removed
+one, or that needs a file it does not hold, fails.
 """
 
 from __future__ import annotations
@@ -22,6 +32,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import os
 import re
 import shutil
 import sys
@@ -31,13 +42,44 @@ from typing import Any
 
 from .._validate import check_type
 from .cells import cell_source, cell_tags, slide_type
+from .paths import repo_root
 
-__all__ = ["EXERCISE_CELL", "is_exercise_cell", "main", "student_notebook", "write_student_edition"]
+__all__ = [
+    "EDITION_FILES",
+    "EXERCISE_CELL",
+    "STUDENT_TEXT",
+    "is_exercise_cell",
+    "main",
+    "student_notebook",
+    "student_text",
+    "write_student_edition",
+]
 
 #: The first line of an exercise cell (the course's convention, see the README).
 EXERCISE_CELL = re.compile(r"^\s*answer\s*=\s*None\b")
 
-ROOT = Path(__file__).resolve().parents[2]
+#: Sentences of the lecturer's edition that the student edition rewrites: (pattern, new text).
+#: They speak of the worked solutions (removed in this edition) or of commands of the
+#: repository that the edition does not hold. tests/test_student.py checks that no Markdown
+#: cell of the edition still mentions a solution.
+STUDENT_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
+    # "A worked solution is hidden below each exercise (click the collapsed cell to reveal it)."
+    # "The solution cells are hidden (click to expand) - try first." (01)
+    # "Solutions are hidden below each exercise (click to expand)." (03)
+    (re.compile(r"\b(?:(?:An?|The)\s+)?(?:worked\s+)?[Ss]olutions?(?:\s+cells?)?\s+(?:is|are)\s+hidden"
+                r"(?:\s+below\s+each\s+exercise)?(?:\s*\([^)]*\))?(?:\s*-\s*try\s+first)?\."),
+     "Run the cell to check your answer."),
+    # "(The solution prints the steps too: compare the two ratios.)" (03, exercise 8)
+    (re.compile(r"\s*\(The\s+solution\s[^)]*\)"), ""),
+    # "For slides of every chapter, see `make slides` (README, section for lecturers)." (07)
+    (re.compile(r"\s*For\s+slides\s+of\s+every\s+chapter,\s+see\s+`make\s+slides`[^.]*\."), ""),
+)
+
+#: What the edition holds besides its notebooks: copied from the course folder as they are.
+EDITION_FILES = ("course_lib", "data", "benchmarks", "pyproject.toml", "LICENSE", "LICENSE-CONTENT")
+#: The edition's own README.md and Makefile.
+TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "student"
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
 
 
 def is_exercise_cell(cell: Mapping[str, Any]) -> bool:
@@ -53,6 +95,23 @@ def is_exercise_cell(cell: Mapping[str, Any]) -> bool:
     return bool(EXERCISE_CELL.match(cell_source(cell))) and cell.get("cell_type") == "code"
 
 
+def student_text(markdown: str) -> str:
+    """Markdown of the lecturer's edition as the student edition says it (:data:`STUDENT_TEXT`).
+
+    Examples
+    --------
+    >>> student_text("Replace `None` and run the cell. A worked solution is hidden below each\\n"
+    ...              "exercise (click the collapsed cell to reveal it).")
+    'Replace `None` and run the cell. Run the cell to check your answer.'
+    >>> student_text("How many samples? (The solution prints the steps too: compare the two ratios.)")
+    'How many samples?'
+    """
+    check_type(markdown, "markdown", str, "Markdown text (str)")
+    for pattern, new in STUDENT_TEXT:
+        markdown = pattern.sub(new, markdown)
+    return markdown
+
+
 def _removed(cell: Mapping[str, Any]) -> bool:
     return "solution" in cell_tags(cell) or slide_type(cell) == "notes"
 
@@ -61,7 +120,8 @@ def student_notebook(nb: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of notebook ``nb`` (a dict as in the .ipynb file) for students.
 
     Solutions and notes go; exercise cells lose their outputs, execution count and the
-    ``nbval-check-output`` tag; every other cell is copied unchanged.
+    ``nbval-check-output`` tag; Markdown cells say what this edition holds
+    (:func:`student_text`); every other cell is copied unchanged.
 
     Examples
     --------
@@ -91,48 +151,89 @@ def student_notebook(nb: Mapping[str, Any]) -> dict[str, Any]:
             cell["execution_count"] = None
             tags = cell.setdefault("metadata", {}).get("tags", []) or []
             cell["metadata"]["tags"] = [t for t in tags if t != "nbval-check-output"]
+        if cell.get("cell_type") == "markdown":
+            text = student_text(cell_source(cell))
+            if text != cell_source(cell):  # same form as the file's: a list of lines or a str
+                cell["source"] = text.splitlines(keepends=True) if isinstance(cell["source"], list) else text
         cells.append(cell)
     out["cells"] = cells
     return out
 
 
-def write_student_edition(source: Path | str = ROOT / "notebooks",
-                          target: Path | str = ROOT / "build" / "student") -> list[Path]:
-    """Write the student edition of every notebook in ``source`` to ``target``.
+def _check_target(root: Path, target: Path) -> None:
+    """Refuse a target whose removal would delete the course or another project."""
+    root, target = root.resolve(), target.resolve()
+    if target == root or root.is_relative_to(target):
+        raise ValueError(f"target must not be the course folder or one that holds it, got {target}")
+    for name in ("notebooks", "data", "course_lib", "benchmarks"):
+        if target.is_relative_to(root / name):
+            raise ValueError(f"target must lie outside the course's {name}/ (it is emptied first), got {target}")
+    if (target / ".git").exists():
+        raise ValueError(f"target {target} is a git checkout: choose an empty folder (it is emptied first)")
 
-    ``target`` is emptied first; Markdown pages beside the notebooks (the notation page)
-    are copied as they are. Returns the notebooks written, in chapter order.
+
+def write_student_edition(root: Path | str | None = None, target: Path | str | None = None) -> list[Path]:
+    """Write the student edition of the course folder ``root`` to ``target``.
+
+    Parameters
+    ----------
+    root : Path, optional
+        The course folder (``notebooks/``, ``course_lib/``, ``data/`` ...); the repository
+        (:func:`course_lib.tools.paths.repo_root`) by default.
+    target : Path, optional
+        Output folder, ``root/build/student`` by default. It is emptied first; it may not
+        be the course folder, hold it, or lie inside one of its source folders.
+
+    Returns
+    -------
+    list of Path
+        The notebooks written, in chapter order (``target/notebooks/*.ipynb``).
     """
-    source, target = Path(source), Path(target)
+    root = repo_root() if root is None else Path(check_type(root, "root", (str, os.PathLike), "a path"))
+    target = root / "build" / "student" if target is None else Path(
+        check_type(target, "target", (str, os.PathLike), "a path"))
+    source = root / "notebooks"
     if not source.is_dir():
-        raise ValueError(f"source must be a folder of notebooks, got {source}")
-    if target.resolve() == source.resolve():
-        raise ValueError("target must differ from source (the edition would overwrite the notebooks)")
+        raise ValueError(f"root must be a course folder holding notebooks/, got {root}")
+    missing = [name for name in EDITION_FILES if not (root / name).exists()]
+    if missing:
+        raise ValueError(f"root must be a course folder, {root} has no {', '.join(missing)}")
+    _check_target(root, target)
     if target.exists():
         shutil.rmtree(target)
-    target.mkdir(parents=True)
+    (target / "notebooks").mkdir(parents=True)
     written = []
     for path in sorted(source.glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
-        out = target / path.name
+        out = target / "notebooks" / path.name
         out.write_text(json.dumps(student_notebook(nb), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(out)
     for page in sorted(source.glob("*.md")):
-        shutil.copy2(page, target / page.name)
+        shutil.copy2(page, target / "notebooks" / page.name)
+    for name in EDITION_FILES:
+        if (root / name).is_dir():
+            shutil.copytree(root / name, target / name, ignore=_IGNORED)
+        else:
+            shutil.copy2(root / name, target / name)
+    for template in sorted(TEMPLATE_DIR.iterdir()):
+        shutil.copy2(template, target / template.name)
     return written
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m course_lib student [--source DIR] [--out DIR]``."""
+    """``python -m course_lib student [--root DIR] [--out DIR]``."""
     parser = argparse.ArgumentParser(prog="python -m course_lib student",
-                                     description="Write the student edition of the notebooks.")
-    parser.add_argument("--source", default=str(ROOT / "notebooks"), help="notebook folder (default: notebooks/)")
-    parser.add_argument("--out", default=str(ROOT / "build" / "student"), help="output folder (default: build/student/)")
+                                     description="Write the student edition of the course (a folder that runs on its own).")
+    parser.add_argument("--root", default=None, help="course folder (default: the repository this runs in)")
+    parser.add_argument("--out", default=None, help="output folder (default: build/student/ in the course folder)")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        written = write_student_edition(args.source, args.out)
+        root = Path(args.root) if args.root else repo_root()
+        out = Path(args.out) if args.out else root / "build" / "student"
+        written = write_student_edition(root, out)
     except ValueError as exc:
-        print(f"student: {exc}", file=sys.stderr)
+        print(f"student: error: {exc}", file=sys.stderr)
         return 2
-    print(f"wrote {len(written)} notebooks to {args.out}")
+    print(f"student: wrote {len(written)} notebooks to {out / 'notebooks'}; {out / 'README.md'} says how to "
+          "install and open it")
     return 0
