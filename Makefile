@@ -1,4 +1,5 @@
 # ddl-course: the two user commands are `make lab` and `make test` (see README.md).
+# Students who were given the student edition (`make student`) use the Makefile in that folder.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -15,7 +16,8 @@ help:
 	@echo "make notebooks  re-execute every notebook in place (refreshes stored outputs)"
 	@echo "make bench      run the side-by-side benchmarks in benchmarks/"
 	@echo "make slides     export every notebook to an offline reveal.js deck in build/slides/"
-	@echo "make student    write the student edition (no solutions, notes or answers) to build/student/"
+	@echo "make student    write the student edition to build/student/ (no solutions or notes; installs and"
+	@echo "                opens on its own: give students that folder, its README says how)"
 	@echo "make browser-deps  install playwright and Debian's chromium for the browser tests"
 	@echo "make lint       ruff check"
 
@@ -26,11 +28,15 @@ $(BIN)/python:
 $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --upgrade --quiet pip
 	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m course_lib lab-settings
 	touch $(STAMP)
 
 install: $(STAMP)
 
+# lab-settings: JupyterLab's news pop-up off in .venv (course_lib/tools/labsettings.py); run
+# here too, so that a .venv installed before the setting existed gets it.
 lab: $(STAMP)
+	$(BIN)/python -m course_lib lab-settings
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
 # Unit and property tests, the library's doctests, and every notebook under nbval.
@@ -58,8 +64,10 @@ clean:
 slides: $(STAMP)
 	$(BIN)/python -m course_lib slides
 
-# The student edition: notebooks without solutions, speaker notes or stored answers, in
-# build/student/ (give this folder to students; lecturers keep notebooks/ and the slides).
+# The student edition in build/student/: the notebooks without solutions, speaker notes or
+# stored answers, with course_lib, data/, its own README.md and Makefile (`make install`,
+# `make lab`), so it runs wherever it is copied. Give this folder to students; lecturers keep
+# notebooks/ and the slides.
 student: $(STAMP)
 	$(BIN)/python -m course_lib student
 
