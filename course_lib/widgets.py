@@ -17,17 +17,22 @@ duplicate figure. Only notebooks import this module (it imports ipywidgets).
 from __future__ import annotations
 
 import gc
+import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from traitlets import Any as AnyTrait
+from traitlets import HasTraits, TraitError, validate
+
 from ._validate import check_positive, check_sequence, check_type
 from .plots import figure_to_png
 from .plots.style import DPI, display_width, redraw
+from .quantity import unit_kind
 
-__all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "fraction_steps", "glossary_table", "link_sliders",
-           "live_figure", "stack_pngs"]
+__all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "ValueSlider", "fraction_steps", "glossary_table",
+           "link_sliders", "live_figure", "stack_pngs"]
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -43,24 +48,35 @@ class Slider:
     label : str
         Short label shown beside the slider (e.g. ``"p"``).
     min, max, step, value : float
-        Range, step and initial value. For ``kind="log2"`` and ``kind="log"`` they are
-        exponents (of 2 and of 10) except ``value``, which is the actual initial value.
+        Range, step and initial value. For ``kind="log2"`` and ``kind="log"`` ``min`` and
+        ``max`` are exponents (of 2 and of 10: ``np.log10(400)`` reaches 400 exactly);
+        ``value`` is always the actual initial value, which the slider starts at exactly.
         For ``kind="fraction"`` ``step`` is the step below 0.9 (see :func:`fraction_steps`).
     unit : str
-        Unit shown after the label, e.g. ``"devices"``; empty for pure numbers.
+        Unit of the value, e.g. ``"devices"``, ``"MB"``, ``"billion"``; empty for pure
+        numbers. Sizes, rates and times are shown with their unit in the value box
+        (``120 GB``, ``150 GB/s``), counts in millions or billions with a suffix (``7.5B``);
+        other units after the label (``N [devices]``).
     help : str
         One sentence shown as the slider's tooltip.
     kind : {"float", "int", "log2", "log", "fraction"}
         A float slider; an integer slider; powers of two (integers 1, 2, 4, ... when
-        ``step`` is a whole number, else any positive number on a base-2 scale); any
-        positive number on a base-10 scale (a bandwidth from 1 to 400 Gbit/s); or a
-        fraction whose steps get finer towards 1 (0.9, 0.95, 0.99, 0.995, 0.999, ...).
+        ``step`` is a whole number); any positive number on a log scale (base 2 with a
+        fractional ``step``, or base 10: a bandwidth from 1 to 400 Gbit/s), whose stops
+        are round values 1, 2, 5, 10, 20, ... and the range's ends; or a fraction whose
+        steps get finer towards 1 (0.9, 0.95, 0.99, 0.995, 0.999, ...). The last three
+        kinds take any value in range typed into their value box and keep it exactly
+        (see :class:`ValueSlider`); ``step`` of a base-10 or fractional base-2 log slider
+        is not used.
     readout_format : str
-        Format of the value shown beside the slider; by default ``".2f"`` for floats,
-        ``".3g"`` on a log scale.
+        Format of the value shown beside the slider (``".1f"``); by default the value with
+        up to 4 significant digits, or with its unit as described under ``unit``.
     follows : (str, callable) or None
         ``(name, rule)``: when the control ``name`` changes, this slider moves to
         ``rule(new value)`` (e.g. a device's sustained fraction when the device changes).
+    scales_with : str or None
+        Name of a control: when it changes, this slider moves by the same factor, so
+        that their ratio stays (Amdahl's ``s`` keeps ``s / N`` when ``N`` moves).
     """
 
     name: str
@@ -74,6 +90,7 @@ class Slider:
     kind: str = "float"
     readout_format: str | None = None
     follows: tuple[str, Callable[[Any], float]] | None = None
+    scales_with: str | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -93,12 +110,88 @@ class Slider:
                 and isinstance(self.follows[0], str) and callable(self.follows[1])):
             raise TypeError(f"slider {self.name!r}: follows must be (control name, callable), "
                             f"got {self.follows!r}")
+        if self.scales_with is not None and not isinstance(self.scales_with, str):
+            raise TypeError(f"slider {self.name!r}: scales_with must be a control name (str), "
+                            f"got {self.scales_with!r}")
+        if self.kind == "float" and not _on_steps(self.value, self.min, self.step):
+            raise ValueError(f"slider {self.name!r}: value {self.value:g} is not on the steps of {self.step:g} "
+                             f"from {self.min:g} (the browser would move it there); use a finer step")
 
     @property
     def bounds(self) -> tuple[float, float]:
-        """Smallest and largest value the slider can take."""
+        """Smallest and largest value the slider can take (an exponent's float noise removed)."""
         base = {"log2": 2.0, "log": 10.0}.get(self.kind)
-        return (base**self.min, base**self.max) if base else (self.min, self.max)
+        return (_tidy(base**self.min), _tidy(base**self.max)) if base else (self.min, self.max)
+
+    @property
+    def typed(self) -> bool:
+        """Whether the slider is a :class:`ValueSlider` (exact values, a box to type one)."""
+        return self.kind in ("log2", "log", "fraction")
+
+    @property
+    def shows_unit(self) -> bool:
+        """Whether the value box shows the unit (``120 GB``, ``7.5B``) instead of the label."""
+        return self.typed and self.readout_format is None and bool(self.unit) and (
+            self.unit in _SCALED or unit_kind(self.unit)[0] != "count")
+
+    def grid(self) -> list:
+        """The slider's stops, without the initial value: powers of two, 1-2-5 values or fractions."""
+        lo, hi = self.bounds
+        if self.kind == "fraction":
+            return fraction_steps(self.min, self.max, self.step)
+        if self.integer:  # whole powers of two
+            k = math.ceil(self.min - 1e-9)
+            return [int(round(2.0**e)) for e in _arange(k, self.max, self.step)]
+        inner = [m * 10.0**e for e in range(math.floor(math.log10(lo)) - 1, math.ceil(math.log10(hi)) + 1)
+                 for m in (1, 2, 5)]
+        return sorted({lo, hi, *(_tidy(v) for v in inner if lo < v < hi)})
+
+    def format(self, value: float) -> str:
+        """The value as the box beside the slider shows it: ``7.5B``, ``120 GB``, ``150 GB/s``, ``0.95``.
+
+        Counts in millions or billions go through :func:`course_lib.plots.cost.human_count`,
+        sizes through the course's byte formatter (as ``ModelStates`` prints them).
+
+        Examples
+        --------
+        >>> Slider("p", "parameters", -1, 3, 0.01, 7.5, unit="billion", kind="log").format(7.5)
+        '7.5B'
+        >>> Slider("b", "β", 0, 10, 0.01, 150, unit="GB/s", kind="log2").format(150)
+        '150 GB/s'
+        """
+        if self.readout_format:
+            return format(value, self.readout_format)
+        if self.shows_unit:
+            kind, factor = unit_kind(self.unit)
+            if self.unit in _SCALED:
+                from .plots.cost import human_count
+
+                return human_count(value * factor)
+            if kind == "bytes":
+                from .memory import _text  # the course's one formatter of sizes
+
+                return _text(value * factor)
+            return f"{_short(value)} {self.unit}"
+        return _short(value)
+
+    def parse(self, text: str):
+        """A value typed into the box, in the slider's unit; ``ValueError`` says why not.
+
+        Read by :func:`course_lib.quantity.read_quantity` (``13``, ``13B``, ``1.5 GB``,
+        ``3,75``, ``95%``); it must lie in the slider's range, and be whole for an
+        integer slider.
+        """
+        from .quantity import read_quantity
+
+        value = read_quantity(text, self.unit)
+        lo, hi = self.bounds
+        if not lo <= value <= hi:
+            raise ValueError(f"{text.strip()!r} is outside {self.format(lo)} to {self.format(hi)}")
+        if self.integer:
+            if abs(value - round(value)) > 1e-9:
+                raise ValueError(f"{self.label} is a whole number, got {text.strip()!r}")
+            return int(round(value))
+        return value
 
     @property
     def integer(self) -> bool:
@@ -107,8 +200,8 @@ class Slider:
 
     @property
     def description(self) -> str:
-        """Text shown beside the slider: label and unit."""
-        return f"{self.label} [{self.unit}]" if self.unit else self.label
+        """Text shown beside the slider: the label, and the unit unless the value box shows it."""
+        return f"{self.label} [{self.unit}]" if self.unit and not self.shows_unit else self.label
 
     def make_widget(self):
         """The ipywidgets slider for this description."""
@@ -125,16 +218,8 @@ class Slider:
             return w.IntSlider(
                 min=int(self.min), max=int(self.max), step=int(self.step), value=int(self.value), **common
             )
-        if self.kind in ("log2", "log"):
-            default = ".0f" if self.integer else ".3g"
-            return w.FloatLogSlider(
-                base=2 if self.kind == "log2" else 10, min=self.min, max=self.max, step=self.step,
-                value=self.value, readout_format=self.readout_format or default, **common,
-            )
-        if self.kind == "fraction":
-            steps = fraction_steps(self.min, self.max, self.step)
-            value = min(steps, key=lambda v: abs(v - self.value))
-            return w.SelectionSlider(options=[(f"{v:g}", v) for v in steps], value=value, **common)
+        if self.typed:
+            return ValueSlider(self)
         return w.FloatSlider(
             min=self.min, max=self.max, step=self.step, value=self.value,
             readout_format=self.readout_format or ".2f", **common,
@@ -149,6 +234,141 @@ class Slider:
 
 #: The kinds of :class:`Slider`.
 KINDS = ("float", "int", "log2", "log", "fraction")
+#: Count units whose values the box shows with a suffix (7.5 billion: ``7.5B``).
+_SCALED = ("thousand", "million", "billion", "trillion")
+
+
+def _tidy(x: float) -> float:
+    """``x`` to 12 significant digits: 10**log10(400) is 400, not 400.00000000000006."""
+    return float(f"{x:.12g}")
+
+
+def _arange(start: float, stop: float, step: float) -> list[float]:
+    n = int(math.floor((stop - start) / step + 1e-9))
+    return [start + k * step for k in range(n + 1)]
+
+
+def _on_steps(value: float, lo: float, step: float) -> bool:
+    k = (value - lo) / step
+    return abs(k - round(k)) < 1e-6
+
+
+def _short(v: float) -> str:
+    """A number as a readout shows it: whole numbers in full (``1,024``), others to 4 digits.
+
+    Examples
+    --------
+    >>> _short(65536), _short(12), _short(0.95), _short(1700.93), _short(0.0012345)
+    ('65,536', '12', '0.95', '1,701', '0.001234')
+    """
+    v = float(v)
+    if not math.isfinite(v):
+        return str(v)
+    if v.is_integer() and abs(v) < 1e15:
+        return f"{int(v):,}"
+    r = float(f"{v:.4g}")
+    decimals = max(0, 3 - math.floor(math.log10(abs(r))))
+    text = f"{r:,.{decimals}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+class ValueSlider(HasTraits):
+    """A slider over round values that holds any value in its range exactly, with a box to type one.
+
+    ipywidgets' ``FloatLogSlider`` snaps every value - the initial one and a typed one - to
+    ``base**(k*step)`` in the browser (7.5 became 7.58578, a typed 13 became 12.9). Here the
+    slider is a ``SelectionSlider`` over the stops of :meth:`Slider.grid` plus the initial
+    value (the browser sends the index of a stop, never a number), and a text box beside it
+    shows the value formatted (:meth:`Slider.format`) and takes a typed one
+    (:meth:`Slider.parse`), which becomes a stop of its own while it is the value.
+    ``value`` is a trait: observe it, link it, set it from code (any value in range).
+
+    Examples
+    --------
+    >>> s = ValueSlider(Slider("bw", "link", 0, 2.6, 0.01, 25, unit="Gbit/s", kind="log"))
+    >>> s.value, s.box.value, s.slider.options[:4]
+    (25.0, '25 Gbit/s', (('1 Gbit/s', 1.0), ('2 Gbit/s', 2.0), ('5 Gbit/s', 5.0), ('10 Gbit/s', 10.0)))
+    >>> s.box.value = "13"; s.value
+    13.0
+    """
+
+    value = AnyTrait()
+
+    def __init__(self, spec: Slider):
+        import ipywidgets as w
+
+        super().__init__()
+        self.spec = check_type(spec, "spec", Slider, "a Slider of kind 'log', 'log2' or 'fraction'")
+        if not spec.typed:
+            raise ValueError(f"spec: a ValueSlider takes a slider of kind 'log', 'log2' or 'fraction', got {spec.kind!r}")
+        self.initial = spec.convert(spec.value)
+        self._syncing = False
+        self.slider = w.SelectionSlider(
+            options=self._options(self.initial), value=self.initial, readout=False,
+            description=spec.description, tooltip=spec.help, continuous_update=True,
+            style={"description_width": "initial"}, layout=w.Layout(width="370px"))
+        self.box = w.Text(value=spec.format(self.initial), continuous_update=False,
+                          tooltip=f"type a value, e.g. {spec.format(self.initial)}, and press Enter",
+                          layout=w.Layout(width="88px"))
+        self.note = w.HTML()
+        self.widget = w.HBox([self.slider, self.box, self.note])
+        self.value = self.initial
+        self.slider.observe(self._slid, names="value")
+        self.box.observe(self._typed, names="value")
+        self.observe(self._moved, names="value")
+
+    @property
+    def description(self) -> str:
+        return self.slider.description
+
+    @property
+    def tooltip(self) -> str:
+        return self.slider.tooltip
+
+    def _options(self, current) -> list[tuple[str, Any]]:
+        values = sorted({*self.spec.grid(), self.initial, current})
+        return [(self.spec.format(v), v) for v in values]
+
+    @validate("value")
+    def _check_value(self, proposal):
+        v = proposal["value"]
+        lo, hi = self.spec.bounds
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+            raise TraitError(f"slider {self.spec.name!r}: value must be a number in [{lo:g}, {hi:g}], got {v!r}")
+        return self.spec.convert(v)
+
+    def _slid(self, change) -> None:
+        if not self._syncing and change["new"] is not None:
+            self.value = change["new"]
+
+    def _typed(self, change) -> None:
+        if self._syncing:
+            return
+        try:
+            value = self.spec.parse(change["new"])
+        except ValueError as exc:
+            self.note.value = f"<span style='color:#b00'>{html.escape(str(exc))}</span>"
+            self._show(self.value)
+            return
+        self.note.value = ""
+        if value == self.value:
+            self._show(value)
+        self.value = value
+
+    def _moved(self, change) -> None:
+        self._show(change["new"])
+
+    def _show(self, value) -> None:
+        """Put the slider on ``value`` (a stop of its own if it is none) and the box's text."""
+        self._syncing = True
+        try:
+            with self.slider.hold_sync():
+                if value not in [v for _, v in self.slider.options]:
+                    self.slider.options = self._options(value)
+                self.slider.value = value
+            self.box.value = self.spec.format(value)
+        finally:
+            self._syncing = False
 
 
 def fraction_steps(lo: float = 0.0, hi: float = 1.0, step: float = 0.05) -> list[float]:
@@ -258,6 +478,8 @@ class LiveFigure:
         for s in sliders:
             if isinstance(s, Slider) and s.follows is not None and s.follows[0] not in names:
                 raise ValueError(f"slider {s.name!r} follows {s.follows[0]!r}, which is not a control here")
+            if isinstance(s, Slider) and s.scales_with is not None and s.scales_with not in names:
+                raise ValueError(f"slider {s.name!r} scales with {s.scales_with!r}, which is not a control here")
         self.plot, self.sliders, self.fixed, self.dpi = plot, tuple(sliders), dict(fixed or {}), dpi
         self.states = _check_states(states, self.sliders)
         self.controls = {s.name: s.make_widget() for s in self.sliders}
@@ -273,7 +495,7 @@ class LiveFigure:
         self._let_go()
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
-        self.widget = w.VBox([*self.controls.values(), self.message, self.image])
+        self.widget = w.VBox([getattr(c, "widget", c) for c in self.controls.values()] + [self.message, self.image])
         self.widget.add_class("ddl-live-figure")
 
     def values(self) -> dict[str, Any]:
@@ -368,9 +590,15 @@ class LiveFigure:
         self._quiet = True
         try:
             for s in self.sliders:
-                if isinstance(s, Slider) and s.follows is not None and s.follows[0] == moved:
-                    lo, hi = s.bounds
-                    self.controls[s.name].value = min(max(float(s.follows[1](change["new"])), lo), hi)
+                if not isinstance(s, Slider):
+                    continue
+                lo, hi = s.bounds
+                if s.follows is not None and s.follows[0] == moved:
+                    self.controls[s.name].value = s.convert(min(max(float(s.follows[1](change["new"])), lo), hi))
+                elif s.scales_with == moved and change["old"]:
+                    ratio = float(change["new"]) / float(change["old"])
+                    target = _tidy(float(self.controls[s.name].value) * ratio)
+                    self.controls[s.name].value = s.convert(min(max(target, lo), hi))
         finally:
             self._quiet = False
 

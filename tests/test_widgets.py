@@ -1,5 +1,6 @@
 """course_lib.widgets: live figures redraw on slider changes and carry a static PNG."""
 
+import numpy as np
 import pytest
 
 from course_lib.plots.pipeline import schedule_figure
@@ -178,9 +179,8 @@ def test_fraction_slider_reaches_the_region_near_one():
 
 def test_log_sliders_give_floats_unless_whole_powers_of_two():
     link = Slider("bandwidth", "link", 0, 2.6, 0.01, 25, kind="log", unit="Gbit/s")
-    assert link.bounds == (1.0, 10**2.6) and not link.integer
+    assert link.bounds == (1.0, 398.107170553) and not link.integer
     assert link.convert(link.make_widget().value) == 25.0
-    assert link.make_widget().readout_format == ".3g"
     beta = Slider("beta", "β", 0, 10, 0.01, 12.5, kind="log2")
     assert beta.convert(12.5) == 12.5  # fractional steps: not rounded to 12
     assert Slider("n", "N", 0, 10, 1, 16, kind="log2").convert(16.0000001) == 16
@@ -415,3 +415,147 @@ def test_shorter_labels_reuse_a_roomier_layout():
     (exact, room), = fig._layouts
     assert _roomy_layout(fig._layouts, (exact, tuple(r + 1 for r in room))) is None
     assert _roomy_layout(fig._layouts, (("other",) + exact[1:], room)) is None
+
+
+# ------------------------------------------------------------------ issue 25: sliders hold the text's values
+_TYPED_SPECS = [  # every kind whose slider is a ValueSlider, at an initial value off its grid
+    Slider("params_billion", "parameters", -1, 3, 0.01, 7.5, unit="billion", kind="log"),
+    Slider("s", "s", 0, 10, 0.25, 12, unit="x", kind="log2"),
+    Slider("bandwidth_gbit", "link", 0, 2.6, 0.01, 25, unit="Gbit/s", kind="log"),
+    Slider("gradient_mb", "gradients", 0, 14, 0.01, 1360, unit="MB", kind="log2"),
+    Slider("bandwidth_gb_s", "β", 0, 10, 0.01, 150, unit="GB/s", kind="log2"),
+    Slider("images_million", "images", -2, 1.3, 0.01, 1.281167, unit="million", kind="log"),
+    Slider("n", "N", 0, 10, 1, 16, unit="devices", kind="log2"),
+    Slider("p", "p", 0.5, 1.0, 0.05, 0.953, unit="fraction", kind="fraction"),
+]
+
+
+@pytest.mark.parametrize("spec", _TYPED_SPECS, ids=lambda s: s.name)
+def test_a_slider_starts_exactly_at_its_value_and_the_browser_cannot_move_it(spec):
+    """The browser sends a SelectionSlider's index, never a number: the initial value is
+    one of the stops, exactly, and nothing snaps it (FloatLogSlider made 7.5 7.58578)."""
+    import ipywidgets as w
+
+    control = spec.make_widget()
+    assert control.value == spec.value and type(control.value) is type(spec.convert(spec.value))
+    assert isinstance(control.slider, w.SelectionSlider) and not control.slider.readout
+    labels, values = zip(*control.slider.options)
+    assert values[control.slider.index] == spec.value  # what the index the browser holds means
+    assert list(values) == sorted(values) and len(set(values)) == len(values)
+    assert control.box.value == spec.format(spec.value) == labels[control.slider.index]
+    lo, hi = spec.bounds
+    assert values[0] == lo and values[-1] == hi  # the range's ends are stops
+
+
+def test_log_stops_are_round_values_and_powers_of_two_stay_powers_of_two():
+    link = Slider("bandwidth_gbit", "link", 0, 2.6, 0.01, 25, unit="Gbit/s", kind="log")
+    assert link.grid() == [1, 2, 5, 10, 20, 50, 100, 200, 398.107170553]
+    to400 = Slider("bandwidth_gbit", "link", 0, np.log10(400), 0.01, 25, unit="Gbit/s", kind="log")
+    assert to400.bounds == (1.0, 400.0) and to400.grid()[-1] == 400.0 and to400.format(400.0) == "400 Gbit/s"
+    assert Slider("n", "N", 0, 10, 1, 16, kind="log2").grid() == [2**k for k in range(11)]
+    assert Slider("s", "s", 0, 10, 0.25, 12, kind="log2").grid()[:6] == [1, 2, 5, 10, 20, 50]
+
+
+def test_readouts_use_the_course_formatters():
+    from course_lib.memory import model_state_bytes
+    from course_lib.plots.cost import human_count
+
+    params, grads, beta, link, s, n = (_TYPED_SPECS[0], _TYPED_SPECS[3], _TYPED_SPECS[4], _TYPED_SPECS[2],
+                                       _TYPED_SPECS[1], _TYPED_SPECS[6])
+    assert params.format(7.5) == human_count(7.5e9) == "7.5B"
+    assert grads.format(1360) == "1.36 GB"  # the byte formatter ModelStates prints with
+    assert repr(model_state_bytes(7.5e9, 64, 0)).endswith("total=120 GB)")
+    assert beta.format(150) == "150 GB/s" and link.format(25) == "25 Gbit/s"
+    assert s.format(12) == "12" and n.format(1024) == "1,024" and _TYPED_SPECS[5].format(1.281167) == "1.28M"
+    # a unit the value box shows is not repeated beside the label; the others are
+    assert params.description == "parameters" and beta.description == "β"
+    assert s.description == "s [x]" and n.description == "N [devices]"
+
+
+@pytest.mark.parametrize(("spec", "typed", "kept"), [
+    (_TYPED_SPECS[0], "13", 13.0), (_TYPED_SPECS[0], "13B", 13.0), (_TYPED_SPECS[0], "13 billion", 13.0),
+    (_TYPED_SPECS[0], "7,25", 7.25), (_TYPED_SPECS[3], "1.5 GB", 1500.0), (_TYPED_SPECS[2], "33", 33.0),
+    (_TYPED_SPECS[1], "12.5x", 12.5), (_TYPED_SPECS[7], "0.953", 0.953), (_TYPED_SPECS[7], "97%", 0.97),
+    (_TYPED_SPECS[6], "12", 12),
+], ids=lambda v: str(v) if not isinstance(v, Slider) else v.name)
+def test_a_typed_value_is_kept_exactly(spec, typed, kept):
+    control = spec.make_widget()
+    control.box.value = typed
+    assert control.value == kept and type(control.value) is type(kept)
+    assert control.slider.value == kept and control.box.value == spec.format(kept) and control.note.value == ""
+    control.slider.value = control.slider.options[0][1]  # the slider still moves over its stops
+    assert control.value == spec.bounds[0]
+
+
+@pytest.mark.parametrize(("typed", "words"), [("a lot", "does not start with a number"),
+                                              ("5000", "outside"), ("3 ms", "a time")])
+def test_a_value_that_cannot_be_used_is_explained_and_the_value_stays(typed, words):
+    control = _TYPED_SPECS[0].make_widget()
+    control.box.value = typed
+    assert control.value == 7.5 and control.box.value == "7.5B" and words in control.note.value
+    control.box.value = "8"
+    assert control.value == 8.0 and control.note.value == ""
+
+
+def test_a_whole_powers_of_two_slider_takes_only_whole_typed_values():
+    control = Slider("n", "N", 0, 10, 1, 16, kind="log2").make_widget()
+    control.box.value = "12.5"
+    assert control.value == 16 and "whole number" in control.note.value
+
+
+def test_live_figure_starts_at_every_given_value_and_redraws_on_typed_ones():
+    from course_lib.datasets import load_hardware
+    from course_lib.plots.memory import zero_memory_figure
+
+    fig = live_figure(zero_memory_figure, [
+        Slider("params_billion", "parameters", -1, 3, 0.01, 7.5, unit="billion", kind="log"),
+        Slider("devices", "N", 0, 10, 1, 64, unit="devices", kind="log2"),
+        Slider("zero_stage", "ZeRO stage", 0, 3, 1, 0, kind="int"),
+        Choice("device_id", "device", [("A100", "a100_sxm_80gb")], "a100_sxm_80gb"),
+    ], hardware=load_hardware())
+    assert fig.values() == {"params_billion": 7.5, "devices": 64, "zero_stage": 0, "device_id": "a100_sxm_80gb"}
+    first = bytes(fig.image.value)
+    fig.controls["params_billion"].box.value = "13"
+    assert fig.values()["params_billion"] == 13.0 and bytes(fig.image.value) != first
+    fig.controls["params_billion"].value = 7.5  # from code, as link_sliders does
+    assert (_pixels(bytes(fig.image.value)) == _pixels(fig.initial_png)).all()
+    assert fig.controls["params_billion"].box.value == "7.5B"
+
+
+def test_s_keeps_its_ratio_to_n_when_n_moves():
+    renders = []
+
+    def plot(p, s, n):
+        renders.append((s, n))
+        return amdahl_figure(p=p, s=s, n=n, n_max=1024)
+
+    fig = live_figure(plot, [
+        Slider("p", "p", 0.0, 1.0, 0.05, 0.95, kind="fraction"),
+        Slider("s", "s", 0, 10, 0.25, 12, unit="x", kind="log2", scales_with="n"),
+        Slider("n", "N", 0, 10, 1, 16, unit="devices", kind="log2")])
+    renders.clear()
+    fig.controls["n"].value = 64
+    assert fig.values() == {"p": 0.95, "s": 48.0, "n": 64} and renders == [(48.0, 64)]  # one redraw
+    fig.controls["s"].box.value = "32"  # s on its own: a new ratio, 1/2
+    fig.controls["n"].value = 1024
+    assert fig.values()["s"] == 512.0
+    fig.controls["n"].value = 1
+    assert fig.values()["s"] == 1.0  # clamped at the slider's lowest value
+    with pytest.raises(ValueError, match="scales with 'm'"):
+        live_figure(plot, [Slider("s", "s", 0, 10, 0.25, 12, kind="log2", scales_with="m")])
+
+
+def test_a_float_slider_value_off_its_steps_is_refused():
+    with pytest.raises(ValueError, match="not on the steps of 0.01"):
+        Slider("u", "utilisation", 0.01, 1, 0.01, 0.333)
+    Slider("u", "utilisation", 0.01, 1, 0.01, 0.52)  # on the steps: fine
+
+
+def test_linked_value_sliders_move_together():
+    from course_lib.widgets import link_sliders
+
+    specs = [Slider("p", "p", 0.0, 1.0, 0.05, 0.95, kind="fraction"), Slider("n", "N", 0, 10, 1, 16, kind="log2")]
+    a, b = live_figure(laws_figure, specs), live_figure(laws_figure, specs)
+    link_sliders(a, b, ["p", "n"])
+    a.controls["p"].box.value = "0.97"
+    assert b.values() == {"p": 0.97, "n": 16} and b.controls["p"].box.value == "0.97"
