@@ -166,3 +166,15 @@ def test_jupyterlab_honours_the_settings(tmp_path):
             os.killpg(server.pid, signal.SIGKILL)
             server.wait(timeout=30)
         log.close()
+
+
+def test_the_conda_and_binder_routes_apply_the_same_settings():
+    """README's conda commands include the one command; Binder runs it from postBuild."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    conda = readme[readme.index("### With conda"):]
+    block = conda[conda.index("```bash"):conda.index("```", conda.index("```bash") + 3)]
+    lines = [line.split("#")[0].strip() for line in block.splitlines()[1:]]
+    assert lines.index("python -m course_lib lab-settings") < lines.index("jupyter lab notebooks/"), block
+    post_build = ROOT / "postBuild"
+    assert os.access(post_build, os.X_OK), "repo2docker runs postBuild only when it is executable"
+    assert "\npython -m course_lib lab-settings\n" in post_build.read_text(encoding="utf-8")
