@@ -44,6 +44,51 @@ HIDDEN_JS = """() => window.jupyterapp.shell.currentWidget.content.widgets.map((
   input: w.inputHidden, output: w.model.type === 'code' ? w.outputHidden : null,
   visible: w.model.type === 'code' && !w.outputHidden ? w.outputArea.node.innerText : ''}))"""
 
+# Every <details> of the notebook (answers, speaker notes, folded solution outputs) and
+# every Markdown cell that must hold one: questionnaire and Try-it answers, speaker notes.
+DETAILS_JS = """() => {
+  const out = {details: [], answers: []};
+  window.jupyterapp.shell.currentWidget.content.widgets.forEach((w, i) => {
+    const tags = w.model.getMetadata('tags') || [];
+    const slide = (w.model.getMetadata('slideshow') || {}).slide_type || '';
+    const found = [...w.node.querySelectorAll('details')];
+    if (w.model.type === 'markdown' && (slide === 'notes' || tags.includes('questionnaire-answers')
+                                        || tags.includes('try-answer')))
+      out.answers.push({index: i, rendered: w.rendered, details: found.length,
+                        text: w.node.querySelector('.jp-RenderedMarkdown')?.innerText.trim() || ''});
+    for (const d of found) {
+      const summary = d.querySelector(':scope > summary');
+      out.details.push({index: i, open: d.open, summary: summary ? summary.innerText.trim() : null,
+                        shown: d.innerText.trim(), held: d.textContent.length});
+    }
+  });
+  return out;
+}"""
+
+# Anything that lies over the notebook: a notification (the news pop-up), a dialog.
+OVERLAY_JS = """() => [...document.querySelectorAll(
+    '.jp-toast-container .Toastify__toast, .Toastify__toast, .jp-Dialog, .jp-Notification-Toast')]
+  .filter(e => e.getClientRects().length > 0)
+  .map(e => (e.className.baseVal ?? e.className) + ': ' + e.innerText.trim().slice(0, 120))"""
+
+# Open the first questionnaire answer, return what it shows (its Markdown list and math
+# rendered?), and close it again.
+OPEN_ANSWER_JS = r"""async () => {
+  const w = window.jupyterapp.shell.currentWidget.content.widgets.find(
+    w => (w.model.getMetadata('tags') || []).includes('questionnaire-answers'));
+  const d = w.node.querySelector('details');
+  d.open = true;
+  const deadline = performance.now() + 20000;
+  const math = () => d.querySelectorAll('mjx-container, .MathJax, .MathJax_CHTML').length;
+  const wantsMath = w.model.sharedModel.getSource().includes('$');
+  while (wantsMath && math() === 0 && performance.now() < deadline)
+    await new Promise(r => setTimeout(r, 100));
+  const result = {items: d.querySelectorAll('ol > li, ul > li').length, math: math(), wantsMath: wantsMath,
+                  raw: /\$[^$\s][^$]*\$/.test(d.innerText), shown: d.innerText.length};
+  d.open = false;
+  return result;
+}"""
+
 OPEN_JS = """async (path) => {
   const app = window.jupyterapp;
   const panel = await app.commands.execute('docmanager:open', {path: path, factory: 'Notebook'});
@@ -94,12 +139,11 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
             "window.jupyterapp.shell.currentWidget?.sessionContext?.session?.kernel?.status === 'idle'",
             timeout=120_000,
         )
-        # Speaker notes, talking points and collapsed answers open collapsed (JupyterLab
-        # expands a markdown cell's source when Run All renders it, so this is checked first).
-        opened = page.evaluate(HIDDEN_JS)
-        open_notes = [c["index"] for c in opened if (c["slide"] == "notes" or "questionnaire-answers" in c["tags"]
-                                                      or "try-answer" in c["tags"]) and not c["input"]]
-        assert not open_notes, f"{notebook.name}: cells {open_notes} (notes or answers) open uncollapsed"
+        # Nothing lies over the notebook (JupyterLab's news pop-up, a dialog), and every
+        # answer and speaker note is a closed <details> before Run All ...
+        overlays = page.evaluate(OVERLAY_JS)
+        assert not overlays, f"{notebook.name}: something covers the notebook after opening: {overlays}"
+        _assert_answers_closed(page, notebook, "after opening")
         # The command's promise resolves when the last cell has finished, or when a cell
         # failed (Lab then drops the rest of the queue).
         evaluate(page, "() => window.jupyterapp.commands.execute('notebook:run-all-cells')",
@@ -126,6 +170,15 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
         verdicts = [c["index"] for c in shown if "solution" in c["tags"] and "✓" in c["visible"]]
         assert not open_code, f"{notebook.name}: solution cells {open_code} show their code after Run All"
         assert not verdicts, f"{notebook.name}: solution cells {verdicts} show their verdict after Run All"
+        # ... and after it: Run All renders every Markdown cell again (it used to expand the
+        # collapsed ones) and re-opens collapsed outputs; every <details> stays closed.
+        _assert_answers_closed(page, notebook, "after Run All")
+        shown = evaluate(page, OPEN_ANSWER_JS, timeout_s=30)
+        assert shown["items"] >= 5, f"{notebook.name}: the opened answers show no Markdown list: {shown}"
+        assert not shown["wantsMath"] or shown["math"] > 0, f"{notebook.name}: math in the answers not typeset: {shown}"
+        assert not shown["raw"], f"{notebook.name}: raw $...$ in the opened answers"
+        overlays = page.evaluate(OVERLAY_JS)
+        assert not overlays, f"{notebook.name}: something covers the notebook after Run All: {overlays}"
 
         expected = _live_figure_count(cells)
         figures = page.locator(f'[id="{panel_id}"] .ddl-live-figure')
@@ -154,6 +207,23 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
         _close_notebook(page, failure)
         raise
     _close_notebook(page)
+
+
+def _assert_answers_closed(page, notebook, when: str) -> None:
+    """Every answer and speaker note is rendered as a closed <details>, and no <details> of
+    the notebook is open or shows more than its summary line."""
+    found = page.evaluate(DETAILS_JS)
+    answers = found["answers"]
+    assert answers, f"{notebook.name}: no answer or notes cells found {when}"
+    plain = [a["index"] for a in answers if not a["rendered"] or a["details"] != 1]
+    assert not plain, f"{notebook.name} {when}: answer/notes cells {plain} are not one rendered <details>"
+    opened = [d["index"] for d in found["details"] if d["open"]]
+    assert not opened, f"{notebook.name} {when}: <details> open in cells {opened}"
+    visible = [(d["index"], d["shown"][:80]) for d in found["details"]
+               if d["summary"] is None or d["shown"] != d["summary"] or d["held"] <= len(d["summary"])]
+    assert not visible, f"{notebook.name} {when}: answer text visible beside its summary: {visible}"
+    texts = [a["text"] for a in answers]
+    assert all(texts), f"{notebook.name} {when}: an answer cell shows nothing, not even its summary"
 
 
 def _close_notebook(page, failure: BaseException | None = None) -> None:

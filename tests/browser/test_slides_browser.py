@@ -1,6 +1,8 @@
 """The offline decks in a real browser, opened from file://: no failed or remote request,
 no console error, reveal.js initialised with as many slides as the cell metadata says,
-math typeset, every figure drawn, speaker notes present. A screenshot of each title
+math typeset, every figure drawn (live figures as their static PNG, no slider on a slide),
+no code line wider than its slide, speaker notes present, and readable with their formulas
+in the speaker view. A screenshot of each title
 slide goes to test-artifacts/slides/."""
 
 from __future__ import annotations
@@ -36,6 +38,31 @@ REVEAL_JS = """(url) => new Promise((resolve, reject) => {
   }), reject);
 })"""
 
+# Visit every slide and measure its code: a <pre> (or its <code>) whose content is wider
+# than its box is cut off or scrolls sideways. Returns the offenders and how many were seen.
+OVERFLOW_JS = """(url) => new Promise((resolve, reject) => {
+  setTimeout(() => reject(new Error('require(reveal.js) did not answer in 60 s')), 60000);
+  require([url], R => {
+    const bad = []; let seen = 0;
+    const columns = [...document.querySelectorAll('.reveal .slides > section')];
+    columns.forEach((column, h) => {
+      const rows = Math.max(1, column.querySelectorAll(':scope > section').length);
+      for (let v = 0; v < rows; v++) {
+        R.slide(h, v);
+        for (const el of R.getCurrentSlide().querySelectorAll('pre, pre > code')) {
+          if (el.clientWidth === 0) continue;
+          seen++;
+          if (el.scrollWidth > el.clientWidth + 1)
+            bad.push(`slide ${h}/${v}: ${el.scrollWidth} > ${el.clientWidth} px: ` +
+                     el.textContent.split('\\n').sort((a, b) => b.length - a.length)[0].slice(0, 100));
+        }
+      }
+    });
+    R.slide(0, 0);
+    resolve({bad: bad, seen: seen});
+  }, reject);
+})"""
+
 
 def expected_counts(nb):
     """What the deck must show, from the notebook (after the removed cells)."""
@@ -45,8 +72,9 @@ def expected_counts(nb):
         if cell.cell_type != "code" or {"remove-output"} & set(cell.metadata.get("tags", [])):
             continue
         figures += sum("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+    # (speaker notes carry their formulas as text: MathJax has nothing to do there)
     math = sum(bool(MATH.search(c.source)) for c in kept if c.cell_type == "markdown"
-               and c.metadata.get("slideshow", {}).get("slide_type") != "skip")
+               and c.metadata.get("slideshow", {}).get("slide_type") not in ("skip", "notes"))
     notes = sum(c.metadata.get("slideshow", {}).get("slide_type") == "notes" for c in kept)
     return figures, math, notes
 
@@ -105,6 +133,14 @@ def test_deck_offline(decks, deck_page, notebook):
     )
     assert page.evaluate("document.querySelectorAll('.reveal .slides img').length") >= figures
     assert page.evaluate("document.querySelectorAll('.reveal aside.notes').length") == notes
+    # A slide show has no kernel: live figures are their static PNG, no slider is on a slide.
+    sliders = page.evaluate("document.querySelectorAll('.reveal .slides .widget-slider, .reveal .slides "
+                            ".jupyter-widgets').length")
+    assert sliders == 0, f"{sliders} widget controls on the slides (they would move nothing)"
+    # Every code line fits its slide (the template wraps long lines).
+    code = evaluate(page, OVERFLOW_JS, reveal_url, timeout_s=90)
+    assert code["seen"] > 0, "no code block measured on any slide"
+    assert not code["bad"], f"code wider than its slide: {code['bad'][:5]}"
 
     page.wait_for_timeout(300)  # let late requests and console messages arrive
     assert not log["remote"], f"the deck requested remote URLs: {log['remote'][:5]}"
@@ -129,18 +165,22 @@ def test_index_lists_decks_in_chapter_order(decks, deck_page):
 
 
 def test_speaker_view_shows_notes(decks, browser):
-    """Key S opens reveal's speaker view (a pop-up) with the current slide's notes."""
-    with_notes = [d for d in decks.values() if expected_counts(nbformat.read(d.source, as_version=4))[2]]
-    if not with_notes:
-        pytest.skip("no notebook has speaker notes")
-    deck = with_notes[0]
+    """Key S opens reveal's speaker view (a pop-up) with the current slide's notes, open,
+    and their formulas readable: reveal's notes window runs no MathJax, so the deck carries
+    each formula as text (course_lib.tools.slides.math_as_text). Chapter 06's bubble note
+    has the most formulas."""
+    with_math = [d for d in decks.values() if d.source.name.startswith("06_")]
+    if not with_math:
+        pytest.skip("chapter 06 is not among the decks")
+    deck = with_math[0]
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
         page = context.new_page()
         page.goto(deck.path.as_uri())
         page.wait_for_selector(".reveal.ready")
         target = page.evaluate(
-            "() => { const a = document.querySelector('.reveal .slides section section aside.notes');"
+            "() => { const a = [...document.querySelectorAll('.reveal .slides section section aside.notes')]"
+            ".find(n => n.querySelector('.ddl-math sub'));"
             " const s = a.closest('section'); const h = [...document.querySelectorAll('.reveal .slides > section')];"
             " const col = h.indexOf(s.parentElement); return [col, [...s.parentElement.children]"
             ".filter(e => e.tagName === 'SECTION').indexOf(s), a.innerText.trim()]; }"
@@ -155,5 +195,19 @@ def test_speaker_view_shows_notes(decks, browser):
             "t => { const n = document.querySelector('.speaker-controls-notes'); return n && n.innerText.includes(t); }",
             arg=text.splitlines()[0][:40], timeout=20_000,
         )
+        # The formulas are there, as text with subscripts, and each one takes up room: none
+        # vanished ("has only . Then ..." was the symptom of TeX in a window without MathJax).
+        formulas = popup.evaluate(
+            "() => [...document.querySelectorAll('.speaker-controls-notes .ddl-math')]"
+            ".map(e => [e.innerText, e.getBoundingClientRect().width, e.querySelectorAll('sub').length])"
+        )
+        assert len(formulas) >= 5, f"the note shows {len(formulas)} formulas: {formulas}"
+        assert all(t.strip() and w > 0 for t, w, _ in formulas), f"a formula did not render: {formulas}"
+        assert any(subs for _, _, subs in formulas), f"no subscript in the note's formulas: {formulas}"
+        notes_text = popup.evaluate("document.querySelector('.speaker-controls-notes').innerText")
+        assert "$" not in notes_text and "\\" not in notes_text, f"TeX left in the speaker view: {notes_text[:200]}"
+        assert "N" in notes_text and "p" in notes_text
+        assert not popup.evaluate("document.querySelectorAll('.speaker-controls-notes details').length"), (
+            "the note is still folded in a <details>")
     finally:
         context.close()
