@@ -48,7 +48,9 @@ def test_command_line_entry_point():
 
 def test_cli_usage_and_unknown_command(capsys):
     assert cli.main([]) == 2
-    assert "doctor" in capsys.readouterr().out
+    usage = capsys.readouterr().out
+    for command in ("doctor", "notation", "student", "slides", "lab-settings"):
+        assert f"\n  {command} " in usage, command
     assert cli.main(["--help"]) == 0
     assert cli.main(["frobnicate"]) == 2
     assert "unknown command 'frobnicate'" in capsys.readouterr().err

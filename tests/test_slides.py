@@ -14,6 +14,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import SLIDES_TIME_LIMIT
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -329,3 +330,22 @@ def test_command_line(tmp_path, vendor, capsys):
     proc = subprocess.run([sys.executable, "-m", "course_lib", "slides", "--help"], capture_output=True,
                           text=True, cwd=ROOT, timeout=60, check=False)
     assert proc.returncode == 0 and "--no-execute" in proc.stdout
+
+
+# ------------------------------------------------------------------ the decks of `make slides`
+@pytest.mark.slow
+@pytest.mark.timeout(SLIDES_TIME_LIMIT + 300)
+def test_make_slides_decks_load_only_files_of_their_vendor_folder(readme_slides):
+    """The decks that `make slides` wrote (built once per session by the readme_slides
+    fixture, tests/conftest.py): each loads only local files, and every one of them exists in
+    the vendor folder that npm filled - the decks open offline."""
+    decks = sorted(readme_slides.deck_dir.glob("*.slides.html"))
+    assert decks
+    vendor = (readme_slides.deck_dir / "vendor").resolve()
+    for deck in decks:
+        html = deck.read_text(encoding="utf-8")
+        urls = re.findall(r'<(?:script|link)\b[^>]*?(?:src|href)="([^"]+)"', html)
+        assert urls and not [u for u in urls if re.match(r"(https?:)?//", u)], deck.name
+        for url in urls:
+            target = (deck.parent / url.split("?")[0]).resolve()
+            assert target.is_relative_to(vendor) and target.exists(), f"{deck.name}: {url}"

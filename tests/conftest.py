@@ -1,0 +1,91 @@
+"""Fixtures shared by several test files.
+
+``readme_slides``: the README's slide commands, run once per session as a lecturer types them
+(tests/test_readme_commands.py checks where their output went, tests/test_slides.py what the
+decks hold).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+#: Seconds the README's slide commands may take together (``make slides`` executes every
+#: notebook; the first run also fetches the front-end packages with npm). Tests that use
+#: :func:`readme_slides` set a pytest-timeout above this.
+SLIDES_TIME_LIMIT = 1500
+#: The one-deck command of the README (section "For lecturers"), as typed at the root.
+ONE_DECK = [".venv/bin/python", "-m", "course_lib", "slides", "notebooks/02_scaling_laws.ipynb"]
+
+
+def readme_commands_unavailable() -> str | None:
+    """Why the README's commands cannot run here as typed (None if they can)."""
+    if Path(sys.prefix).resolve() != VENV.resolve():
+        return f"the README's commands run in the course's .venv; these tests run in {sys.prefix}"
+    if shutil.which("make") is None:
+        return "make is not installed"
+    stale = subprocess.run(["make", "-q", ".venv/.install-stamp"], cwd=ROOT, capture_output=True, timeout=60)
+    if stale.returncode != 0:
+        return ".venv is older than pyproject.toml (make would reinstall first): run `make install`"
+    return None
+
+
+def missing_npm() -> str | None:
+    """Why ``make slides`` cannot fetch its front-end packages (None if it can or need not)."""
+    from course_lib.tools import slides
+
+    if slides.missing_vendor_packages(ROOT / "build" / "slides" / "vendor") and shutil.which("npm") is None:
+        return "make slides needs npm once to fetch reveal.js, MathJax ... (apt-get install npm)"
+    return None
+
+
+@dataclass(frozen=True)
+class SlideRun:
+    """What the README's slide commands did (see :func:`readme_slides`)."""
+
+    started: float  # time.time() before the first command
+    one_deck: subprocess.CompletedProcess
+    one_deck_files: dict[str, float]  # build/slides/*.html after the one-deck command -> mtime
+    make_slides: subprocess.CompletedProcess
+    deck_dir: Path
+
+
+@pytest.fixture(scope="session")
+def readme_slides() -> SlideRun:
+    """The README's slide commands, run once per session from the repository root as typed:
+    first the one-deck command, then ``make slides`` (no arguments). Skipped when they
+    cannot run here as typed (not the course's .venv, no make, no npm for the first fetch),
+    except that a missing npm fails where ``DDL_REQUIRE_BROWSER=1`` (CI)."""
+    reason = readme_commands_unavailable()
+    if reason:
+        pytest.skip(reason)
+    reason = missing_npm()
+    if reason:
+        if os.environ.get("DDL_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"DDL_REQUIRE_BROWSER=1 but {reason}")
+        pytest.skip(reason)
+    deck_dir = ROOT / "build" / "slides"
+    started = time.time()
+    deadline = time.monotonic() + SLIDES_TIME_LIMIT
+
+    def run(cmd: list[str]) -> subprocess.CompletedProcess:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
+                              timeout=max(60.0, deadline - time.monotonic()))
+        if proc.returncode != 0:
+            pytest.fail(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                        f"{proc.stderr[-3000:]}", pytrace=False)
+        return proc
+
+    one_deck = run(ONE_DECK)
+    files = {p.name: p.stat().st_mtime for p in deck_dir.glob("*.html")} if deck_dir.is_dir() else {}
+    make_slides = run(["make", "slides"])
+    return SlideRun(started, one_deck, files, make_slides, deck_dir)
