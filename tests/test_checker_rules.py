@@ -301,3 +301,119 @@ def test_measured_overhead_accepts_the_printed_numbers_and_names_the_mistakes():
     assert "speedup s" in _lower(ch01.ex5_measured_efficiency(1.8717, m))
     assert "share 1 - η" in ch01.ex5_measured_efficiency(1 - 0.93585, m).message
     assert not ch01.ex5_measured_efficiency(0.2, m).correct
+
+
+# ------------------------------------------------------------------ issue 25: the reported faults
+@pytest.mark.parametrize("answer", ["Gustafson", "Gustafson's law", "gustafson law", "Gustafson’s Law", "GUSTAFSON"])
+def test_which_law_takes_the_name_in_any_usual_form(answer):
+    from course_lib.exercises.ch02 import ex6_which_law
+
+    assert ex6_which_law(answer).correct
+    assert not ex6_which_law("Amdahl's law").correct
+
+
+def test_karp_flatt_of_the_pipes_accepts_e_from_the_printed_step_times_and_at_2_decimals():
+    from course_lib.exercises.ch05 import ex2_karp_flatt
+    from course_lib.scaling import karp_flatt
+
+    serial, pipes = 0.0201, 0.017249  # printed as 20.1 ms and 17.2 ms
+    speedup = serial / pipes
+    exact = karp_flatt(speedup, 2)
+    by_hand = karp_flatt(20.1 / 17.2, 2)  # from the printed times
+    assert round(exact, 4) == 0.7163 and round(by_hand, 4) == 0.7114
+    kw = dict(speedup=speedup, workers=2, step_seconds=(serial, pipes))
+    for answer in (exact, 0.7165, round(by_hand, 4), 0.72, "72%", "0,72"):
+        assert ex2_karp_flatt(answer, **kw).correct, answer
+    for wrong in (0.69, 0.74, 0.5, 1 - speedup / 2):  # 0.70 is within the printed times' rounding
+        assert not ex2_karp_flatt(wrong, **kw).correct, wrong
+    assert not ex2_karp_flatt(0.73, **kw).correct  # a 2-decimal answer is judged at 2 decimals, no more
+
+
+def test_ring_allreduce_with_another_parameter_count_gets_a_word_on_the_count_not_on_latency():
+    from course_lib import comm
+    from course_lib.exercises.ch05 import EX6_SETUP, ex6_ring_allreduce_ms
+
+    s = EX6_SETUP
+
+    def ring_ms(params, latency=s["latency"]):
+        return 1e3 * comm.ring_allreduce_time(2 * params, s["devices"], s["bandwidth"], latency)
+
+    assert s["params"] == 340e6
+    assert ex6_ring_allreduce_ms(ring_ms(340e6)).correct and ex6_ring_allreduce_ms("8.65 ms").correct
+    with_335 = ex6_ring_allreduce_ms(ring_ms(335e6))
+    assert not with_335.correct and "335 M parameters" in with_335.message and "Latency" not in with_335.message
+    no_latency = ex6_ring_allreduce_ms(ring_ms(340e6, latency=0.0))
+    assert "Latency left out" in no_latency.message
+
+
+def test_zero_stage_2_over_31_gpus_is_not_the_answer_for_32():
+    from course_lib.exercises.ch05 import EX7_ZERO, ex7_zero_gb
+    from course_lib.memory import model_state_bytes
+
+    g = EX7_ZERO
+    right = model_state_bytes(g["n_params"], g["devices"], g["zero_stage"]).total / 1e9
+    off_by_one = model_state_bytes(g["n_params"], g["devices"] - 1, g["zero_stage"]).total / 1e9
+    assert ex7_zero_gb(right).correct and ex7_zero_gb(round(right, 1)).correct
+    result = ex7_zero_gb(off_by_one)
+    assert not result.correct and "31 GPUs" in result.message
+
+
+@pytest.mark.parametrize("answer", [(2, 16), (2, 16, 1), "2x16x1", "(2, 16, 1)", "2 x 16"])
+def test_best_grid_takes_the_tensor_degree_1_and_uses_the_course_notation(answer):
+    from course_lib.exercises.ch06 import _best_split, ex_best_split
+
+    best = _best_split()
+    assert (best.data, best.pipeline) == (2, 16)
+    result = ex_best_split(answer)
+    assert result.correct and "(N_d, N_p)" in result.message and "(D, P)" not in result.message
+    assert "N_t = 1" in ex_best_split((2, 16, 2)).message
+
+
+@pytest.mark.parametrize(("name", "answer"), [
+    ("ex3_ring_bytes", "{v} MB"), ("ex3_ring_bytes", "{kb} kB"), ("ex6_ring_allreduce_ms", "{v} ms"),
+    ("ex6_ring_allreduce_ms", "{s} s"), ("ex7_zero_gb", "{v} GB"), ("ex7_zero_gb", "{v}GB"),
+    ("ex7_zero_gb", "{comma}"), ("ex6_ring_allreduce_ms", "{comma} ms"),
+])
+def test_answers_with_a_unit_or_a_decimal_comma_are_read_as_meant(name, answer):
+    from course_lib.exercises import ch05
+    from course_lib.memory import model_state_bytes
+
+    g = ch05.EX7_ZERO
+    right = {  # in the checker's unit: GB, MB, ms
+        "ex7_zero_gb": model_state_bytes(g["n_params"], g["devices"], g["zero_stage"]).total / 1e9,
+        "ex3_ring_bytes": ch05.comm.ring_allreduce_time(ch05.RUNNING_EXAMPLE.n_params * 4, 8, 1.0, 0.0) / 1e6,
+        "ex6_ring_allreduce_ms": ch05._ex6_expected(),
+    }[name]
+    text = answer.format(v=f"{right:.6g}", kb=f"{right * 1e3:.6g}", s=f"{right / 1e3:.6g}",
+                         comma=f"{right:.6g}".replace(".", ","))
+    result = getattr(ch05, name)(text)
+    assert result.correct, (text, result.message)
+    assert "leave out the quotes" not in getattr(ch05, name)(text + " per step").message
+
+
+@pytest.mark.parametrize(("answer", "words"), [
+    ("5.7 MB", "is a size in bytes"), ("a lot", "does not start with a number"), ("3 parsecs", "unknown unit"),
+])
+def test_text_that_is_no_number_gets_the_reason_not_leave_out_the_quotes(answer, words):
+    from course_lib.exercises.ch05 import ex6_ring_allreduce_ms
+
+    message = ex6_ring_allreduce_ms(answer).message
+    assert words in message and "leave out the quotes" not in message
+
+
+@pytest.mark.parametrize(("answer", "expected", "unit", "words"), [
+    (8.65e-3, 8.65, "ms", "right value in s"), (5.7e6, 5.7, "MB", "right value in B"),
+    (5.7e-3, 5.7, "MB", "right value in GB"), (5.436, 5.7, "MB", "That is MiB"), (72, 0.72, "", "not a percent"),
+])
+def test_a_right_value_in_another_unit_gets_a_word_on_units(answer, expected, unit, words):
+    from course_lib.exercises import check
+
+    result = check(answer, expected, unit=unit)
+    assert not result.correct and words in result.message
+
+
+def test_factors_and_percents_typed_with_their_sign():
+    from course_lib.exercises import check
+
+    assert check("33x", 33.0).correct and check("4x", 4).correct and check("4 ×", 4).correct
+    assert check("72%", 0.72).correct and check("3,75", 3.75).correct and check("1,024", 1024).correct

@@ -331,6 +331,7 @@ def _stated_givens():
         ("04_intra_operator_parallelism.ipynb", 5, [f"{n_conv} convolutions and a linear classifier",
                                                     "`ex.DEEP_CNN_LAYERS`"]),
         ("05_data_parallelism.ipynb", 6, [f"{8 * a5['bytes_per_param']}-bit gradients",
+                                          f"{a5['params'] / 1e6:g} million parameters",
                                           f"{a5['bytes_per_param']} bytes per parameter",
                                           f"the {a5['devices']} GPUs", f"{a5['bandwidth'] / 1e9:g} GB/s",
                                           f"{a5['latency'] * 1e6:g} µs"]),

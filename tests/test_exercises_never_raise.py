@@ -176,6 +176,10 @@ _ODD_VALUES = st.one_of(
     st.sampled_from(list(ODD.values())),
     st.text(max_size=12),
     st.text("0123456789.,%x×X*()[] -+eby", max_size=12),  # nearly numbers, pairs, percents
+    st.builds(lambda x, u: f"{x:g}{u}", st.floats(allow_nan=True, allow_infinity=True),  # numbers with units
+              st.sampled_from(["", " MB", "MB", " MiB", " GB", " B", " ms", " s", " µs", "x", " x", "%", " GB/s",
+                               " Gbit/s", " TFLOP/s", " devices", " days", " h", "B", " parsecs", " ms ms"])),
+    st.builds(lambda x: f"{x:.3f}".replace(".", ","), st.floats(-1e6, 1e6)),  # decimal commas
     st.floats(allow_nan=True, allow_infinity=True),
     st.integers(min_value=-(10**450), max_value=10**450),
     st.lists(st.one_of(st.integers(), st.text(max_size=3), st.none()), max_size=4),
@@ -210,7 +214,11 @@ def test_quoted_answers_are_read_as_meant_or_get_a_hint_about_quotes():
     assert "Answer True or False" in ex5_mean_of_means("perhaps").message
     best = _best_split()
     assert ex_best_split(f"{best.data}x{best.pipeline}").correct
-    assert "leave out the quotes" in ex_best_split("two by sixteen").message
+    # "leave out the quotes" only where it helps: an expression of numbers Python computes
+    assert "leave out the quotes" not in ex_best_split("two by sixteen").message
+    assert "as numbers" in ex_best_split("two by sixteen").message
+    from course_lib.exercises.ch02 import ex1_limit
+    assert "leave out the quotes" in ex1_limit("1 / (1 - 0.96) + 1").message
 
 
 def test_learner_measurement_that_cannot_be_used_gets_feedback():
@@ -244,3 +252,39 @@ def test_odd_known_mistakes_and_alternatives_get_feedback(answer, other, expecte
             check_count(answer, expected, noun="micro-batch", round_up=False, hint="h"),
         ):
             assert isinstance(result, Result) and result.message.strip()
+
+
+_UNITS_OF_A_KIND = {"bytes": ["B", "kB", "MB", "GB", "KiB", "MiB", "GiB"], "s": ["s", "ms", "µs", "h", "days"],
+                    "bytes/s": ["GB/s", "MB/s", "Gbit/s"], "FLOP/s": ["GFLOP/s", "TFLOP/s"],
+                    "FLOP": ["FLOP", "GFLOP", "GFLOPs"]}
+
+
+@settings(max_examples=200, deadline=None, database=None)
+@given(value=st.floats(1e-3, 1e6), kind=st.sampled_from(sorted(_UNITS_OF_A_KIND)), data=st.data())
+def test_a_right_value_typed_with_any_unit_of_its_kind_is_right(value, kind, data):
+    """``check`` reads "5.7 MB" into the unit asked, whatever unit of that kind is typed,
+    with a decimal point or a decimal comma."""
+    from course_lib.exercises import check
+    from course_lib.quantity import unit_kind
+
+    asked = data.draw(st.sampled_from(_UNITS_OF_A_KIND[kind]))
+    typed = data.draw(st.sampled_from(_UNITS_OF_A_KIND[kind]))
+    number = value * unit_kind(asked)[1] / unit_kind(typed)[1]
+    text = f"{number:.9g} {typed}"
+    assert check(text, value, unit=asked, rtol=1e-6).correct, text
+    if "." in text and "e" not in text and len(text.split(" ")[0].split(".")[1]) != 3:
+        assert check(text.replace(".", ","), value, unit=asked, rtol=1e-6).correct, text
+
+
+@settings(max_examples=100, deadline=None, database=None)
+@given(value=st.floats(1e-3, 1e6), typed=st.sampled_from(["MB", "ms", "GB/s", "TFLOP/s", "days"]),
+       asked=st.sampled_from(["MB", "ms", "GB/s", "TFLOP/s", "days", "", "devices"]))
+def test_a_value_with_a_unit_of_another_kind_gets_the_reason_never_leave_out_the_quotes(value, typed, asked):
+    from course_lib.exercises import check
+    from course_lib.quantity import unit_kind
+
+    if unit_kind(typed)[0] == unit_kind(asked)[0]:
+        return
+    result = check(f"{value:g} {typed}", value, unit=asked)
+    assert not result.correct and "leave out the quotes" not in result.message
+    assert "Could not read" in result.message and " is asked" in result.message

@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from ..quantity import read_quantity, unit_kind
+
 __all__ = ["Result", "check", "check_count", "checker", "shown_tolerance"]
 
 #: Words that answer a yes/no question.
@@ -36,6 +38,10 @@ _YES_NO = {"true": True, "yes": True, "y": True, "false": False, "no": False, "n
 #: Decimal byte units and their binary twins: (decimal, binary, power of 10, power of 2).
 _BYTE_UNITS = (("kB", "KiB", 3, 10), ("KB", "KiB", 3, 10), ("MB", "MiB", 6, 20),
                ("GB", "GiB", 9, 30), ("TB", "TiB", 12, 40))
+#: Units a right answer is often given in by mistake, by kind (see course_lib.quantity).
+_OTHER_UNITS = {"bytes": ("B", "kB", "MB", "GB", "TB"), "s": ("s", "ms", "µs", "min", "h", "days"),
+                "FLOP": ("FLOP", "GFLOP", "TFLOP", "PFLOP"), "FLOP/s": ("FLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"),
+                "bytes/s": ("B/s", "MB/s", "GB/s", "Gbit/s")}
 #: Separators of a pair or grid typed as text: "2x8", "2×8", "2 x 8", "(2, 8)", "2 by 8".
 _GRID_SPLIT = re.compile(r"\s*(?:[x×X*,;]|by)\s*|\s+")
 
@@ -118,23 +124,25 @@ def check(
                              "and run the cell again.")
     # Any exception of the comparison becomes feedback: an answer can be anything the
     # learner typed (10**400 overflows a float, an object's == may raise ...).
+    unit = unit if isinstance(unit, str) else ""
     try:
-        ok = _matches(answer, expected, rtol, atol)
+        ok = _matches(answer, expected, rtol, atol, unit)
     except Exception as exc:  # a checker never raises on an answer
         return Result(
             False,
             f"✗ {name}: could not compare {_show(answer)} with the answer "
-            f"({type(exc).__name__}: {_text(exc)}).{_kind_hint(answer, expected)}",
+            f"({type(exc).__name__}: {_text(exc)}).{_kind_hint(answer, expected, unit)}",
         )
     if ok:
         return Result(True, f"✓ Correct: {name} = {_fmt(expected)}{suffix}.")
     for right, note in _items(accept):
-        if _safe_match(answer, right, rtol, atol):
+        if _safe_match(answer, right, rtol, atol, unit):
             return Result(True, f"✓ Correct: {name} = {_fmt(right)}{suffix} ({note}).")
-    text = f"✗ {name} = {_fmt(answer)}{suffix} is not right.{_kind_hint(answer, expected)}"
-    why = next((why for wrong, why in _items(mistakes) if _safe_match(answer, wrong, rtol, atol)), "")
+    shown = _fmt(answer) if _kind_hint(answer, expected, unit) else _fmt(_coerce(answer, expected, unit))
+    text = f"✗ {name} = {shown}{suffix} is not right.{_kind_hint(answer, expected, unit)}"
+    why = _closest_mistake(answer, _items(mistakes), rtol, atol, unit)
     rights = [expected, *(right for right, _ in _items(accept))]
-    why = why or _general_mistake(answer, rights, rtol, atol, unit)  # a percent, MiB for MB
+    why = why or _general_mistake(answer, rights, rtol, atol, unit)  # a percent, another unit
     return Result(False, f"{text} {why}" if why else f"{text} Hint: {hint}" if hint else text)
 
 
@@ -181,7 +189,7 @@ def check_count(
     suffix = f" {unit}" if unit else ""
     mistakes = dict(_items(mistakes))
     try:
-        value = _number(answer)
+        value = _number(answer, unit)
         if value is not None and abs(value - round(value)) > 1e-9 * max(1e3, abs(value)):
             how = "; round up (" if round_up else " ("
             text = (f"✗ {name} = {_fmt(answer)}{suffix} is not right. A {noun} count is a whole "
@@ -253,8 +261,8 @@ def checker(fn: Callable[..., Result]) -> Callable[..., Result]:
     return wrapper
 
 
-def _matches(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
-    answer = _coerce(answer, expected)
+def _matches(answer: Any, expected: Any, rtol: float, atol: float, unit: str = "") -> bool:
+    answer = _coerce(answer, expected, unit)
     if isinstance(expected, str):
         return " ".join(str(answer).lower().split()) == " ".join(expected.lower().split())
     if isinstance(expected, (bool, np.bool_)):
@@ -273,11 +281,28 @@ def _matches(answer: Any, expected: Any, rtol: float, atol: float) -> bool:
     return answer == expected
 
 
-def _safe_match(answer: Any, value: Any, rtol: float, atol: float) -> bool:
+def _safe_match(answer: Any, value: Any, rtol: float, atol: float, unit: str = "") -> bool:
     try:
-        return _matches(answer, value, rtol, atol)
+        return _matches(answer, value, rtol, atol, unit)
     except Exception:  # an uncomparable answer matches nothing
         return False
+
+
+def _closest_mistake(answer: Any, mistakes: list[tuple[Any, str]], rtol: float, atol: float, unit: str) -> str:
+    """The hint of the known mistake the answer matches; of several, the nearest one.
+
+    Two mistakes can lie within the tolerance of each other (a ring time without the
+    latency, and one with a slightly wrong parameter count): the answer's own digits
+    tell them apart.
+    """
+    matched = [(wrong, why) for wrong, why in mistakes if _safe_match(answer, wrong, rtol, atol, unit)]
+    if len(matched) < 2:
+        return matched[0][1] if matched else ""
+    x = _number(answer, unit)
+    try:
+        return min(matched, key=lambda m: abs(float(m[0]) - x) if x is not None else 0.0)[1]
+    except Exception:  # mistakes that are not numbers: the first one
+        return matched[0][1]
 
 
 def _items(table: Any) -> list[tuple[Any, Any]]:
@@ -287,8 +312,12 @@ def _items(table: Any) -> list[tuple[Any, Any]]:
         return []
 
 
-def _coerce(answer: Any, expected: Any) -> Any:
-    """``answer`` typed as text, read as the kind of ``expected`` where it can be."""
+def _coerce(answer: Any, expected: Any, unit: str = "") -> Any:
+    """``answer`` typed as text, read as the kind of ``expected`` where it can be.
+
+    A number may carry a unit (``"5.7 MB"``, converted to ``unit``), a factor's ``x``
+    (``"33x"``), a percent sign or a decimal comma (:func:`course_lib.quantity.read_quantity`).
+    """
     if not isinstance(answer, str):
         return answer
     text = answer.strip().strip("'\"").strip()
@@ -297,25 +326,31 @@ def _coerce(answer: Any, expected: Any) -> Any:
     if isinstance(expected, (tuple, list, np.ndarray)):  # a pair or grid: "2x8", "(2, 8)"
         parts = [_text_number(p) for p in _GRID_SPLIT.split(text.strip("()[] ")) if p]
         return tuple(parts) if parts and None not in parts else answer
-    value = _text_number(text) if isinstance(expected, (int, float, np.number)) else None
+    value = _text_number(text, unit) if isinstance(expected, (int, float, np.number)) else None
     return answer if value is None else value
 
 
-def _text_number(text: str) -> float | None:
-    """A number typed as text: ``"0.2"``, ``"20%"``, ``"1,024"``; None if it is none."""
-    scale = 0.01 if text.endswith("%") else 1.0
-    text = text.removesuffix("%").strip()
-    if re.fullmatch(r"[+-]?\d{1,3}(,\d{3})+(\.\d*)?", text):
-        text = text.replace(",", "")
+def _text_number(text: str, unit: str = "") -> float | None:
+    """A number typed as text, in ``unit``: ``"0.2"``, ``"20%"``, ``"1,024"``, ``"3,75"``,
+    ``"5.7 MB"``, ``"33x"``; None if it is none (:func:`_reading_problem` says why)."""
     try:
-        return float(text) * scale
-    except (ValueError, OverflowError):
+        return float(text) if text.strip().lower() in ("inf", "+inf", "-inf", "nan") else read_quantity(text, unit)
+    except (ValueError, TypeError, OverflowError):
         return None
 
 
-def _number(value: Any) -> float | None:
+def _reading_problem(text: str, unit: str) -> str:
+    """Why ``text`` is no number in ``unit``, in words."""
+    try:
+        read_quantity(text.strip().strip("'\"").strip(), unit)
+    except (ValueError, TypeError) as exc:
+        return _text(exc)
+    return ""
+
+
+def _number(value: Any, unit: str = "") -> float | None:
     """``value`` (text included) as a finite real number, or None."""
-    value = _coerce(value, 0.0)
+    value = _coerce(value, 0.0, unit)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
         return None
     try:
@@ -327,7 +362,7 @@ def _number(value: Any) -> float | None:
 
 def _general_mistake(answer: Any, rights: list[Any], rtol: float, atol: float, unit: str) -> str:
     """The hint for a right answer in the wrong form: a percent, or the binary byte unit."""
-    x = _number(answer)
+    x = _number(answer, unit)
     reals = [float(r) for r in rights if _number(r) is not None and not isinstance(r, str)]
     if x is None or not reals:
         return ""
@@ -338,6 +373,11 @@ def _general_mistake(answer: Any, rights: list[Any], rtol: float, atol: float, u
                                            (binary, decimal, 2**p2 / 10**p10, f"2^{p2}")):
             if unit == asked and any(_safe_match(x, r * factor, rtol, atol) for r in reals):
                 return f"That is {other}; the question asks {asked} ({desc} bytes)."
+    kind, factor = unit_kind(unit)
+    if kind != "count":  # bytes for MB, seconds for ms, ...: the right value in another unit
+        for other in _OTHER_UNITS.get(kind, ()):
+            if other != unit and any(_safe_match(x, r * factor / unit_kind(other)[1], rtol, atol) for r in reals):
+                return f"That is the right value in {other}; the question asks {unit}."
     return ""
 
 
@@ -385,15 +425,42 @@ def _cut(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _kind_hint(answer: Any, expected: Any) -> str:
-    """A word on the answer's kind when it cannot be right whatever its value."""
+def _kind_hint(answer: Any, expected: Any, unit: str = "") -> str:
+    """A word on the answer's kind when it cannot be right whatever its value.
+
+    Text that is not read as a number gets the reason (a unit of another kind, an unknown
+    word); "leave out the quotes" only where that helps: the text is a Python expression
+    of numbers (``"1 / (1 - 0.95)"``), which the notebook would compute without them.
+    """
     try:
-        if not isinstance(_coerce(answer, expected), str):
-            return ""  # not text, or text read as what is asked ("False", "2x8", "20%")
+        if not isinstance(_coerce(answer, expected, unit), str):
+            return ""  # not text, or text read as what is asked ("False", "2x8", "20%", "5.7 MB")
+        text = str(answer).strip().strip("'\"").strip()
     except Exception:  # an odd str subclass: no word on it
         return ""
     if isinstance(expected, (bool, np.bool_)):
         return " Answer True or False (yes or no will do too)."
-    if not isinstance(expected, str):
-        return " The answer is a number (or numbers), not text: leave out the quotes."
-    return ""
+    if isinstance(expected, str):
+        return ""
+    if _is_arithmetic(text):
+        return " The answer is a number (or numbers), not text: leave out the quotes, and Python computes it."
+    if isinstance(expected, (tuple, list, np.ndarray)):
+        return f" Could not read {_cut(repr(text), 40)} as numbers: give them as a tuple, e.g. (2, 8)."
+    why = _reading_problem(text, unit)
+    example = f"8.65 or '8.65 {unit}'" if unit and unit_kind(unit)[0] != "count" else "3.75"
+    return f" Could not read {_cut(repr(text), 40)} as a number{f' of {unit}' if unit else ''}" + (
+        f" ({why})" if why else "") + f": type a number, e.g. {example}."
+
+
+def _is_arithmetic(text: str) -> bool:
+    """Whether ``text`` is a Python expression of numbers and + - * / ** ( ) only."""
+    import ast
+
+    try:
+        tree = ast.parse(text, mode="eval")
+    except (SyntaxError, ValueError):
+        return False
+    allowed = (ast.Expression, ast.BinOp, ast.UnaryOp, ast.Constant, ast.operator, ast.unaryop)
+    return all(isinstance(n, allowed) for n in ast.walk(tree)) and not (
+        isinstance(tree.body, ast.Constant)) and all(
+        isinstance(n.value, (int, float)) for n in ast.walk(tree) if isinstance(n, ast.Constant))

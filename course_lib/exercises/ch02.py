@@ -6,6 +6,8 @@ them is a case the chapter has already printed the answer of.
 
 from __future__ import annotations
 
+import re
+
 from ..datasets import lamb_scaling_table
 from ..scaling import amdahl, amdahl_limit, devices_needed, efficiency, gustafson
 from . import Result, check, check_count
@@ -121,7 +123,13 @@ def ex5_lamb_efficiency(answer) -> Result:
 
 
 def ex6_which_law(answer) -> Result:
-    """Which law describes training with a fixed per-device batch as devices are added?"""
+    """Which law describes training with a fixed per-device batch as devices are added?
+
+    The name will do in any usual form: ``"Gustafson"``, ``"Gustafson's law"``, ``"gustafson law"``.
+    """
+    if isinstance(answer, str):  # "Gustafson's law" -> "gustafson"
+        answer = re.sub(r"[’'`]s\b|\blaw\b|[^a-z\s-]", " ", answer.lower())
+        answer = " ".join(answer.replace("-", " ").split())
     return check(
         answer,
         "Gustafson",

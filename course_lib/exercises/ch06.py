@@ -7,13 +7,15 @@ The givens of each exercise are module constants, so the notebook can print them
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import comm
 from ..memory import transformer_activation_bytes
 from ..models import MLP
 from ..parallel.hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
 from ..parallel.pipeline_schedule import bubble_fraction, partition_layers, simulate_uniform
 from ..parallel.tensor import tensor_parallel_bytes
-from . import Result, check, check_count
+from . import Result, _coerce, _fmt, check, check_count
 
 __all__ = [
     "BEST_SPLIT",
@@ -162,8 +164,19 @@ def _best_split():
 
 
 def ex_best_split(answer) -> Result:
-    """The fastest (D, P) for the scaled-up running example on the devices and batch of :data:`BEST_SPLIT`."""
+    """The fastest grid (N_d, N_p) for the scaled-up running example on the devices and batch of
+    :data:`BEST_SPLIT`; a grid (N_d, N_p, 1) with the tensor degree N_t = 1 is the same grid."""
     best = _best_split()
+    triple = _coerce(answer, (0, 0, 0))
+    if isinstance(triple, (tuple, list, np.ndarray)) and len(triple) == 3:
+        try:
+            if float(triple[2]) != 1:
+                return Result(False, f"✗ best grid (N_d, N_p) = {_fmt(tuple(triple))} is not right. This question "
+                                     "has no tensor parallelism: N_t = 1, and N_d x N_p = "
+                                     f"{BEST_SPLIT['devices']}.")
+            answer = tuple(triple[:2])  # (N_d, N_p, N_t = 1)
+        except (TypeError, ValueError):
+            pass  # not numbers: check() explains
     model = MLP(BEST_SPLIT["sizes"])
     grad_gb = model.n_params * model.dtype.itemsize / 1e9
     n = BEST_SPLIT["devices"]
@@ -177,7 +190,7 @@ def ex_best_split(answer) -> Result:
     return check(
         answer,
         (best.data, best.pipeline),
-        name="best split (D, P)",
+        name="best grid (N_d, N_p)",
         rtol=0,
         atol=0.01,
         hint=f"enumerate_configs lists every N_d x N_p = {n}; take the fastest that fits in memory "
