@@ -44,8 +44,7 @@ from course_lib.im2col import (
     conv_output_shape,
     im2col,
 )
-from course_lib.parallel.workers import keep_freed_memory
-from course_lib.timing import available_cores
+from course_lib.timing import available_cores, keep_freed_memory
 
 #: (N, C, H, W, kernel, stride, padding, C_out): the issue's reference shapes. C_out
 #: follows the ResNet layers they come from (stem 3 -> 64, then C_out = C_in).

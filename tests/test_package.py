@@ -47,3 +47,27 @@ def test_only_the_workers_module_starts_processes():
     assert found == {}, f"processes started outside parallel/workers.py: {found}"
     assert starts.search("proc = self.mp_context.Process(")  # the pattern sees the real one
     assert not starts.search("with WorkerPool(model, x, y, 2) as pool:")  # a course class
+
+
+def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory():
+    """Contexts, pipes, barriers and shared memory are made by the process layer only
+    (workers, shm and the one launcher every trainer uses); the doctor may inspect the
+    start method."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "course_lib"
+    makes = re.compile(r"(?<![\w])(get_context|Pipe|(?:Pipe)?Barrier|SharedMemory)\(")
+    allowed = {"parallel/workers.py", "parallel/shm.py", "parallel/launch.py"}
+    found = {}
+    for path in root.rglob("*.py"):
+        rel = str(path.relative_to(root))
+        code = [line.split("#")[0] for line in path.read_text(encoding="utf-8").splitlines()]
+        hits = [n for n, line in enumerate(code, 1) if makes.search(line)
+                and not (rel == "tools/doctor.py" and "get_context().get_start_method()" in line)]
+        if hits and rel not in allowed:
+            found[rel] = hits
+    assert found == {}, f"made outside the process layer: {found}"
+    for seen in ("ctx = multiprocessing.get_context(method)", "a, b = self.context.Pipe(duplex=duplex)",
+                 "barrier = PipeBarrier(parties, self.context)", "shared_memory.SharedMemory(name=name)"):
+        assert makes.search(seen), seen  # the pattern sees the real calls

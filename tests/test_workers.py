@@ -345,7 +345,7 @@ def test_keep_freed_memory_stops_page_faults_in_fresh_processes():
     code = textwrap.dedent("""
         import resource, sys
         import numpy as np
-        from course_lib.parallel.workers import keep_freed_memory
+        from course_lib.timing import keep_freed_memory
         if sys.argv[1] == "keep":
             assert keep_freed_memory()
         def step():  # like a training step: several 4 MB temporaries alive at once
@@ -364,3 +364,26 @@ def test_keep_freed_memory_stops_page_faults_in_fresh_processes():
         faults[mode] = int(out.stdout)
     assert faults["default"] > 20 * 1000  # thousands of 4-kB pages faulted in per step
     assert faults["keep"] < 200
+
+
+def test_start_up_has_its_own_limit_and_is_not_taken_for_a_hang(no_leaks):
+    # a spawned worker needs far longer than 0.1 s to start (a new interpreter, numpy):
+    # the hang time-out counts only from the moment every worker has started
+    with ProcessGroup(demo_worker, 2, args=(3,), start_method="spawn", timeout=0.1, start_timeout=120) as g:
+        assert g.join() == [0.0, 1.0]
+
+
+def test_a_worker_that_does_not_start_in_time_is_named(no_leaks):
+    t0 = time.monotonic()
+    with pytest.raises(WorkerTimeout, match=r"worker \[0, 1\] did not start within 0.01 s"):
+        with ProcessGroup(demo_worker, 2, args=(3,), start_method="spawn", start_timeout=0.01) as g:
+            pids = g.pids
+            g.join()
+    assert time.monotonic() - t0 < 30
+    assert all(_pid_gone(p) for p in pids)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), "1"])
+def test_bad_start_timeout(bad):
+    with pytest.raises((TypeError, ValueError), match="start_timeout"):
+        ProcessGroup(demo_worker, 1, args=(1,), start_timeout=bad)

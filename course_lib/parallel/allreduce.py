@@ -33,7 +33,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from .._validate import check_int, check_type
+from .._validate import check_int
 from .partition import chunk_bounds, sum_rows
 from .workers import WorkerContext
 
@@ -57,9 +57,6 @@ class ShmAllReduce:
     """
 
     def __init__(self, wctx: WorkerContext, grads: np.ndarray, reduced: np.ndarray, barrier):
-        check_type(wctx, "wctx", WorkerContext, "a WorkerContext")
-        check_type(grads, "grads", np.ndarray, "a numpy array (workers, n)")
-        check_type(reduced, "reduced", np.ndarray, "a numpy array (n,)")
         self.wctx, self.grads, self.reduced, self.barrier = wctx, grads, reduced, barrier
         self.lo, self.hi = chunk_bounds(reduced.size, wctx.world_size)[wctx.rank]
 
@@ -92,8 +89,6 @@ class PipeAllReduce:
     (notebook 05, "Communication: pipes to one reducer vs shared memory")."""
 
     def __init__(self, wctx: WorkerContext, n: int, dtype, conns: list, barrier):
-        check_type(wctx, "wctx", WorkerContext, "a WorkerContext")
-        n = check_int(n, "n", 0, 2**40)
         self.wctx, self.conns, self.barrier = wctx, conns, barrier
         self.grad = np.zeros(n, dtype=dtype)
         self.total = np.zeros(n, dtype=dtype) if wctx.rank == 0 else None

@@ -57,7 +57,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import math
-import multiprocessing
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,7 +68,7 @@ from ..models import MLP
 from ..optim import SGD
 from ..progress import ProgressBar
 from ..timing import blas_threads as _blas
-from ..timing import current_blas_threads
+from ..timing import current_blas_threads, keep_freed_memory
 from .allreduce import (
     TORCH_MISSING,
     GlooAllReduce,
@@ -78,16 +77,9 @@ from .allreduce import (
     free_port,
     torch_available,
 )
+from .launch import Launcher, StepClock
 from .partition import batch_schedule, shard_bounds, steps_per_epoch, sum_rows
-from .shm import SharedArray
-from .workers import (
-    Fault,
-    PipeBarrier,
-    ProcessGroup,
-    WorkerContext,
-    check_start_method,
-    keep_freed_memory,
-)
+from .workers import Fault, WorkerContext, check_start_method
 
 __all__ = [
     "BACKENDS",
@@ -97,6 +89,7 @@ __all__ = [
     "check_job",
     "model_state_nbytes",
     "collect",
+    "run_worker",
     "start_params",
     "train_data_parallel",
     "train_serial",
@@ -355,7 +348,7 @@ def train_serial(
     Notes
     -----
     Like every worker, the calling process is set to keep freed memory for reuse
-    (:func:`course_lib.parallel.workers.keep_freed_memory`), so that serial and parallel runs pay
+    (:func:`course_lib.timing.keep_freed_memory`), so that serial and parallel runs pay
     the same for their temporary arrays; otherwise glibc re-faults them every step.
     """
     t_call = time.perf_counter()
@@ -521,50 +514,30 @@ def train_data_parallel(
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if job.zero_stage and backend != "shm":
         raise ValueError(f"zero_stage=1 needs backend='shm' (its reduce-scatter and all-gather), got {backend!r}")
-    if backend == "gloo":
-        if not torch_available():
-            raise ImportError(TORCH_MISSING)
     start_method = check_start_method(start_method)
     timeout = check_positive(timeout, "timeout")
+    if backend == "gloo" and not torch_available():  # after every argument check: a bad call
+        raise ImportError(TORCH_MISSING)  # hears what is wrong with it, not to install torch
     p0 = start_params(model, params, job.seed)
     t_wall = time.time()
-    ctx = multiprocessing.get_context(start_method)
-    arrays: list[SharedArray] = []
-    pipes: list = []
-    barrier = None
-    try:
-        for shape, dtype, init in (
-            (x.shape, x.dtype, x), (y.shape, np.int64, y), (p0.shape, p0.dtype, p0),
-        ):
-            arrays.append(SharedArray(shape, dtype, init))
-        specs = [a.spec for a in arrays]
-        barrier = PipeBarrier(job.workers, ctx)
+    with Launcher(start_method) as launch:
+        specs = [launch.shared(x.shape, x.dtype, x).spec, launch.shared(y.shape, np.int64, y).spec,
+                 launch.shared(p0.shape, p0.dtype, p0).spec]
+        barrier = launch.barrier(job.workers)
         if backend == "shm":
-            grads = SharedArray((job.workers, p0.size), p0.dtype)
-            reduced = SharedArray(p0.size, p0.dtype)
-            arrays += [grads, reduced]
+            grads = launch.shared((job.workers, p0.size), p0.dtype)
+            reduced = launch.shared(p0.size, p0.dtype)
             comm_args = [("shm", grads.spec, reduced.spec)] * job.workers
         elif backend == "pipe":
-            pipes = [ctx.Pipe(duplex=True) for _ in range(job.workers - 1)]
+            pipes = [launch.pipe(duplex=True) for _ in range(job.workers - 1)]
             comm_args = [("pipe", [a for a, _ in pipes])] + [("pipe", [b]) for _, b in pipes]
         else:
             comm_args = [("gloo", f"tcp://127.0.0.1:{free_port()}")] * job.workers
-        group = ProcessGroup(
-            _worker, job.workers, args=(job, specs, barrier),
-            rank_args=[(c,) for c in comm_args], start_method=start_method,
-            timeout=timeout, name=f"ddl-dp-{backend}", preload=PRELOAD, shared=arrays,
+        results = launch.run(
+            _worker, job.workers, args=(job, specs, barrier), rank_args=[(c,) for c in comm_args],
+            timeout=timeout, name=f"ddl-dp-{backend}", preload=PRELOAD, progress_total=2 * job.steps,
+            progress=progress, progress_label=f"data parallel ({backend})",
         )
-        with group:
-            results = group.join(progress_total=2 * job.steps, progress_display=progress,
-                                 progress_label=f"data parallel ({backend})")
-    finally:
-        for a, b in pipes:
-            a.close()
-            b.close()
-        if barrier is not None:
-            barrier.close()
-        for a in arrays:
-            a.close()
     return collect(results, job, backend, start_method, t_call, t_wall)
 
 
@@ -614,86 +587,72 @@ def model_state_nbytes(params: np.ndarray, grad: np.ndarray, optimizer) -> dict[
     return {"parameters": int(params.nbytes), "gradients": int(grad.nbytes), "optimizer_states": int(state)}
 
 
-def _zero_loop():
-    from .zero import zero_worker_loop  # imported in the worker only when ZeRO runs
-
-    return zero_worker_loop
-
-
 # ----------------------------------------------------------------- worker side
-
-
 def _worker(wctx: WorkerContext, job: Job, specs, barrier, comm_args) -> dict:
-    """One data-parallel worker (runs in a child process)."""
+    """One data-parallel worker (runs in a child process): attach, communicate, report."""
     x_spec, y_spec, p_spec = specs
     with x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as p0:
         if comm_args[0] == "shm":
             _, g_spec, r_spec = comm_args
             with g_spec.attach() as grads, r_spec.attach() as reduced:
                 comm = ShmAllReduce(wctx, grads, reduced, barrier)
-                loop = worker_loop if job.zero_stage == 0 else _zero_loop()
-                report = loop(wctx, job, x, y, p0, comm)
+                report = run_worker(wctx, job, x, y, p0, comm)
                 del comm
         elif comm_args[0] == "pipe":
             comm = PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier)
-            report = worker_loop(wctx, job, x, y, p0, comm)
+            report = run_worker(wctx, job, x, y, p0, comm)
             del comm
         else:  # "gloo": torch.distributed, rendezvous over TCP on 127.0.0.1
             with GlooAllReduce.joined(wctx.rank, wctx.world_size, comm_args[1], wctx.wait_timeout):
                 comm = GlooAllReduce(p0.size, p0.dtype)
-                report = worker_loop(wctx, job, x, y, p0, comm)
+                report = run_worker(wctx, job, x, y, p0, comm)
                 del comm
     return report
 
 
-def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
-    """The training loop every data-parallel worker runs (notebook 05, "Run it").
-
-    Per step: compute the gradient sum of this worker's shard, wait for the others,
-    all-reduce, apply the same update as every replica. ``comm`` is one of
-    :mod:`course_lib.parallel.allreduce` (shared memory, pipes or torch gloo).
-    """
-    check_type(wctx, "wctx", WorkerContext, "a WorkerContext")
-    check_type(job, "job", Job, "a Job (check_job)")
-    model = job.model
+def run_worker(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
+    """Run one worker's step loop (:func:`worker_loop`, or ZeRO's) under a
+    :class:`~course_lib.parallel.launch.StepClock` and the job's BLAS limit; return the
+    report the parent assembles (:func:`collect`): timings, losses, bytes, memory, digest."""
+    clock = StepClock(wctx, job.steps, job.fault)
+    if job.zero_stage:
+        from .zero import zero_worker_loop as loop  # imported in the worker only when ZeRO runs
+    else:
+        loop = worker_loop
     with _blas(job.blas_threads):
-        params = p0.copy()
-        update, opt = np.zeros_like(params), job.new_optimizer()
-        grad = comm.gradient_buffer()
-        payload = np.full(job.steps, grad.nbytes)  # one all-reduce of the gradient per step
-        timings = np.zeros((job.steps, 4))
-        losses, samples = np.zeros(job.steps), np.zeros(job.steps, dtype=int)
         blas = current_blas_threads()  # reported, so tests can check the limit took effect
-        comm.start()  # start the clock together
-        ready = time.time()
-        for step, idx in enumerate(job.schedule()):
-            if job.fault is not None:
-                job.fault.maybe_fire(wctx.rank, step)
-            t0 = time.perf_counter()
-            lo, hi = shard_bounds(idx.size, job.workers)[wctx.rank]  # the last batch may be smaller
-            sub, samples[step] = idx[lo:hi], idx.size
-            losses[step], _ = model.loss_and_grad(params, x[sub], y[sub], reduction="sum", out=grad)
-            t1 = time.perf_counter()
-            wctx.progress(2 * step + 1)  # a hung worker is then the one with the lowest count
-            comm.wait()
-            t2 = time.perf_counter()
-            total = comm.allreduce()
-            t3 = time.perf_counter()
-            job.update(params, total, idx.size, opt, update)  # every replica: the same update
-            t4 = time.perf_counter()
-            timings[step] = (t1 - t0 + t4 - t3, t2 - t1, t3 - t2, t4 - t0)
-            wctx.progress(2 * step + 2)
+        params, grad, opt = loop(wctx, job, x, y, p0, comm, clock)
         memory = model_state_nbytes(params, grad, opt)  # what this worker holds
-        del total, grad
-    digest = hashlib.sha256(params.tobytes()).hexdigest()
     return {
-        "timings": timings,
-        "losses": losses,
-        "samples": samples,
-        "bytes": payload,
-        "digest": digest,
-        "ready": ready,
-        "blas_threads": blas,
-        "memory": memory,
+        "timings": clock.phases("compute", "waiting", "communication", "step"),
+        "losses": clock.counts["loss"], "samples": clock.counts["samples"].astype(int),
+        "bytes": clock.counts["bytes"], "digest": hashlib.sha256(params.tobytes()).hexdigest(),
+        "ready": clock.ready, "blas_threads": blas, "memory": memory,
         "params": params if wctx.rank == 0 else None,
     }
+
+
+def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm, clock: StepClock):
+    """The training loop every data-parallel worker runs (notebook 05, "Run it").
+
+    Per step: the gradient sum of this worker's shard, wait for the others, all-reduce,
+    the same update on every replica. ``comm`` is one of
+    :mod:`course_lib.parallel.allreduce` (shared memory, pipes or torch gloo); ``clock``
+    times the phases (:class:`~course_lib.parallel.launch.StepClock`).
+    """
+    params = p0.copy()
+    update, opt = np.zeros_like(params), job.new_optimizer()
+    grad = comm.gradient_buffer()
+    comm.start()  # start the clock together
+    for idx in clock.steps(job.schedule()):
+        lo, hi = shard_bounds(idx.size, job.workers)[wctx.rank]  # the last batch may be smaller
+        with clock("compute"):
+            loss, _ = job.model.loss_and_grad(params, x[idx[lo:hi]], y[idx[lo:hi]], reduction="sum", out=grad)
+        with clock("waiting"):
+            comm.wait()
+        with clock("communication"):
+            total = comm.allreduce()
+        with clock("compute"):
+            job.update(params, total, idx.size, opt, update)  # every replica: the same update
+        clock.add(loss=loss, samples=idx.size, bytes=grad.nbytes)
+    return params, grad, opt

@@ -31,7 +31,6 @@ bitwise those of ``recompute=False``; the result reports the measured cost
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import struct
 import time
 from collections.abc import Sequence
@@ -40,6 +39,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
+from ..models import sgd_step, softmax_cross_entropy
+from .launch import Launcher, StepClock
 from .partition import batch_schedule, batch_sizes, replica_rows, steps_per_epoch, sum_rows
 from .pipeline_schedule import (
     StageOp,
@@ -55,6 +56,7 @@ __all__ = [
     "PipelineResult",
     "RecomputeOverhead",
     "recompute_overhead",
+    "Stage",
     "stage_worker",
     "train_microbatched",
     "train_pipeline",
@@ -312,8 +314,6 @@ def train_microbatched(
     >>> bool(np.allclose(four.params, one.params, rtol=0, atol=1e-5))
     True
     """
-    from ..models import sgd_step, softmax_cross_entropy
-
     x, y, sizes, micro_batches, data = _check_training_args(
         model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
     )
@@ -406,158 +406,152 @@ _MAX_STEPS = 10**7  # the result holds every step's timings in memory
 _MSG = struct.Struct("<qq")  # (step, micro-batch) of a hand-over
 
 
-def _wait_for(conn, ctx, what: str, step: int, micro: int) -> None:
-    if not conn.poll(ctx.wait_timeout):
-        raise TimeoutError(f"stage {ctx.rank} waited {ctx.wait_timeout:g} s for {what} of micro-batch {micro}")
-    got = _MSG.unpack(conn.recv_bytes())
-    if got != (step, micro):  # pragma: no cover - would be a bug in the schedules
-        raise RuntimeError(f"stage {ctx.rank} expected {what} of (step, micro) {(step, micro)}, got {got}")
+class _Stash(dict):
+    """Activations kept from a micro-batch's forward until its backward; ``peak_bytes``
+    is the most they ever held at once (what 1F1B keeps small)."""
+
+    peak_bytes = 0
+
+    def __setitem__(self, micro, acts):
+        super().__setitem__(micro, acts)
+        self.peak_bytes = max(self.peak_bytes, sum(_nbytes(a) for a in self.values()))
 
 
-class _Stage:
-    """The buffers of one stage and its forward / backward of one micro-batch.
+class Stage:
+    """One pipeline stage of one replica: its layers, its buffers, and its forward and
+    backward of one micro-batch (notebook 06, "Model parallelism: split the layers").
 
-    Activations and their gradients travel through shared arrays, one per boundary
-    between stages; a small message on a pipe says "micro-batch ``m`` of step ``k`` is
-    ready". ``stash`` keeps each micro-batch's activations from its forward until its
-    backward (what 1F1B keeps small); with ``job.recompute`` only the stage's input, and
-    the backward recomputes the rest (notebook section "06 · Memory: activation
-    recomputation"). ``peak_bytes`` and ``recompute_seconds`` (per step) measure both.
+    Stage ``s`` of replica ``d`` owns layers ``lo .. hi - 1``. Activations and their
+    gradients travel through shared arrays, one per boundary between stages; a short
+    message on a pipe says "micro-batch ``m`` is ready" (:meth:`receive`,
+    :meth:`hand_over`). ``stash`` keeps each micro-batch's activations from its forward
+    until its backward; with ``job.recompute`` only the stage's input, and the backward
+    recomputes the rest (section "06 · Memory: activation recomputation").
     """
 
-    def __init__(self, ctx, job: _StageJob, stack: contextlib.ExitStack, pipes):
-        from ..models import softmax_cross_entropy
-
-        self.ctx, self.job, self.loss_fn = ctx, job, softmax_cross_entropy
+    def __init__(self, ctx, job: _StageJob, stack: contextlib.ExitStack, pipes, clock):
+        self.ctx, self.job, self.clock, self.model = ctx, job, clock, job.model
         self.recv_act, self.send_act, self.recv_grad, self.send_grad = pipes
-        n_stages = len(job.boundaries) - 1
-        self.d, self.s = divmod(ctx.rank, n_stages)
+        self.n_stages = len(job.boundaries) - 1
+        self.d, self.s = divmod(ctx.rank, self.n_stages)
         self.lo, self.hi = job.boundaries[self.s], job.boundaries[self.s + 1]
-        self.first, self.last = self.s == 0, self.s == n_stages - 1
+        self.first, self.last = self.s == 0, self.s == self.n_stages - 1
         self.params_slice = job.model.layer_range(self.lo, self.hi)
 
         def attach(specs, k, needed=True):  # map shared array specs[k] if this stage uses it
             return stack.enter_context(specs[k].attach()) if needed else None
 
         self.params = attach([job.params], 0)[self.d]
-        self.x = attach([job.x], 0, self.first)
-        self.y = attach([job.y], 0, self.last)
+        self.x, self.y = attach([job.x], 0, self.first), attach([job.y], 0, self.last)
         self.act_in = attach(job.acts, self.s - 1, not self.first)
         self.act_out = attach(job.acts, self.s, not self.last)
         self.grad_in = attach(job.grads, self.s, not self.last)
         self.grad_out = attach(job.grads, self.s - 1, not self.first)
         self.reduce = attach([job.reduce], 0, job.reduce is not None)
         self.own = np.zeros(job.model.n_params, job.model.dtype) if self.reduce is None else None
-        self.stash: dict[int, list] = {}
-        self.peak_bytes = 0
-        self.recompute_seconds = np.zeros(job.steps)
-        self.sent = np.zeros(job.steps, dtype=np.int64)  # bytes handed over, per step
+        self.total = np.zeros(self.params_slice.stop - self.params_slice.start, dtype=job.model.dtype)
+        self.stash, self._orders = _Stash(), {}
 
-    def forward(self, step: int, m: int, rows: tuple[int, int], idx: np.ndarray) -> tuple[float, float]:
-        """Forward of micro-batch ``m`` through this stage's layers; hand the output on."""
-        (r0, r1), model = rows, self.job.model
-        if not self.first:
-            _wait_for(self.recv_act, self.ctx, "activations", step, m)
-        t0 = time.perf_counter()
-        acts = _layer_outputs(model, self.params, self.lo, self.hi,
-                              self.x[idx[r0:r1]] if self.first else self.act_in[r0:r1])
-        self.stash[m] = acts[:1] if self.job.recompute else acts
-        self.peak_bytes = max(self.peak_bytes, sum(_nbytes(a) for a in self.stash.values()))
+    def order(self, micro_batches: int) -> list[tuple[str, int]]:
+        """This stage's operations of one step (:func:`schedule_order`), computed once."""
+        if micro_batches not in self._orders:
+            self._orders[micro_batches] = schedule_order(self.n_stages, micro_batches, self.job.schedule)[self.s]
+        return self._orders[micro_batches]
+
+    def gradient_buffer(self) -> np.ndarray:
+        """This step's flat gradient, my layers' slice zeroed (hybrid runs: in shared
+        memory, where the other replicas read it, alternating between two steps)."""
+        grad = self.own if self.reduce is None else self.reduce[self.clock.step % 2, self.d]
+        grad[self.params_slice] = 0
+        return grad
+
+    def receive(self, conn, what: str, micro: int, buffer: np.ndarray) -> np.ndarray:
+        """Wait for the neighbour's message that ``buffer`` holds micro-batch ``micro``."""
+        step, ctx = self.clock.step, self.ctx
+        if not conn.poll(ctx.wait_timeout):
+            raise TimeoutError(f"stage {ctx.rank} waited {ctx.wait_timeout:g} s for {what} of micro-batch {micro}")
+        got = _MSG.unpack(conn.recv_bytes())
+        if got != (step, micro):  # pragma: no cover - would be a bug in the schedules
+            raise RuntimeError(f"stage {ctx.rank} expected {what} of (step, micro) {(step, micro)}, got {got}")
+        return buffer
+
+    def hand_over(self, conn, buffer: np.ndarray, values: np.ndarray, micro: int) -> None:
+        """Write ``values`` into the shared ``buffer`` and tell the neighbour."""
+        buffer[...] = values
+        self.clock.add(bytes=values.nbytes)
+        conn.send_bytes(_MSG.pack(self.clock.step, micro))
+
+    def forward(self, m: int, rows: tuple[int, int], idx: np.ndarray) -> None:
+        """Forward of micro-batch ``m`` through my layers; hand the output to the next stage."""
+        r0, r1 = rows
+        a = self.x[idx[r0:r1]] if self.first else self.receive(self.recv_act, "activations", m, self.act_in[r0:r1])
+        with self.clock.op("F", m):
+            acts = _layer_outputs(self.model, self.params, self.lo, self.hi, a)
+            self.stash[m] = acts[:1] if self.job.recompute else acts
         if not self.last:
-            self.act_out[r0:r1] = acts[-1]
-            self.sent[step] += acts[-1].nbytes
-        t1 = time.perf_counter()
-        if not self.last:
-            self.send_act.send_bytes(_MSG.pack(step, m))
-        return t0, t1
+            self.hand_over(self.send_act, self.act_out[r0:r1], acts[-1], m)
 
-    def backward(self, step: int, m: int, rows: tuple[int, int], idx: np.ndarray, grad: np.ndarray,
-                 scale) -> tuple[float, float, float]:
-        """Backward of micro-batch ``m``: accumulate into ``grad``, hand the input gradient back.
-
-        Returns the start and end times and (last stage) the micro-batch's summed loss.
-        """
-        (r0, r1), model, loss = rows, self.job.model, 0.0
-        if not self.last:
-            _wait_for(self.recv_grad, self.ctx, "gradients", step, m)
-        t0 = time.perf_counter()
-        acts = self.stash.pop(m)
-        if self.job.recompute:  # the forward again, from the stored input: same operations
-            acts = _layer_outputs(model, self.params, self.lo, self.hi, acts[0])
-            self.recompute_seconds[step] += time.perf_counter() - t0
-        if self.last:
-            loss, g = self.loss_fn(acts[-1], self.y[idx[r0:r1]], "sum")
-            g *= scale
-        else:
-            g = self.grad_in[r0:r1]
-        for i in reversed(range(self.lo, self.hi)):
-            g = model.layer_backward(self.params, i, acts[i - self.lo], acts[i - self.lo + 1], g, grad,
-                                     need_input_grad=i > 0)
+    def backward(self, m: int, rows: tuple[int, int], idx: np.ndarray, grad: np.ndarray, scale) -> None:
+        """Backward of micro-batch ``m``: add my layers' gradients into ``grad``, hand the
+        gradient of my input back to the previous stage."""
+        r0, r1 = rows
+        g = None if self.last else self.receive(self.recv_grad, "gradients", m, self.grad_in[r0:r1])
+        with self.clock.op("B", m):
+            acts = self.stash.pop(m)
+            if self.job.recompute:  # the forward again, from the stored input: same operations
+                with self.clock("recompute"):
+                    acts = _layer_outputs(self.model, self.params, self.lo, self.hi, acts[0])
+            if self.last:
+                loss, g = softmax_cross_entropy(acts[-1], self.y[idx[r0:r1]], "sum")
+                g *= scale
+                self.clock.add(loss=loss)
+            for i in reversed(range(self.lo, self.hi)):
+                g = self.model.layer_backward(self.params, i, acts[i - self.lo], acts[i - self.lo + 1], g,
+                                              grad, need_input_grad=i > 0)
         if not self.first:
-            self.grad_out[r0:r1] = g
-            self.sent[step] += g.nbytes
-        t1 = time.perf_counter()
-        if not self.first:
-            self.send_grad.send_bytes(_MSG.pack(step, m))
-        return t0, t1, loss
+            self.hand_over(self.send_grad, self.grad_out[r0:r1], g, m)
 
 
-def stage_worker(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
-    """One pipeline stage of one replica, in its own process (notebook 06, "Model parallelism: split the layers").
+def stage_worker(st: Stage, job: _StageJob, barrier, clock) -> None:
+    """The loop of one pipeline stage (notebook 06, "Model parallelism: split the layers").
 
-    Every step: the schedule's forwards and backwards of this stage, each a timed
-    operation; then (hybrid runs) the all-reduce of this stage's gradient with the same
-    stage of the other replicas; then the update of this stage's own parameters.
-    Returns the recorded operations, the last stage's losses and the stage's memory
-    and recomputation figures (section "06 · Memory: activation recomputation").
+    Every step: this stage's forwards and backwards in the schedule's order, then
+    (hybrid runs) the all-reduce of this stage's gradient with the same stage of the other
+    replicas, then the update of this stage's own parameters.
     """
-    from ..models import sgd_step
-    from ..timing import blas_threads
-    from .workers import WorkerContext
+    for idx in clock.steps(job.plan()):
+        grad = st.gradient_buffer()
+        rows = replica_rows(idx.size, job.replicas, job.micro_batches)[st.d]  # my micro-batches
+        scale = np.asarray(1.0 / idx.size, dtype=job.model.dtype)
+        for kind, m in st.order(len(rows)):
+            if kind == "F":
+                st.forward(m, rows[m], idx)
+            else:
+                st.backward(m, rows[m], idx, grad, scale)
+        update = grad[st.params_slice]
+        if st.reduce is not None:  # hybrid: add my gradient to the other replicas' of my stage
+            with clock.op("A"):
+                barrier.wait(st.d, st.ctx.wait_timeout)
+                update = sum_rows(st.reduce[clock.step % 2, :, st.params_slice], st.total)
+        with clock.op("U"):
+            sgd_step(st.params[st.params_slice], update, job.lr)
 
-    check_type(ctx, "ctx", WorkerContext, "a WorkerContext")
-    check_type(job, "job", _StageJob, "the job train_pipeline builds")
-    n_stages = len(job.boundaries) - 1
-    ops, losses, done = [], [], 0
+
+def _stage_process(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
+    """Entry point of a stage process: its clock, its :class:`Stage`, :func:`stage_worker`;
+    returns the recorded operations, the losses and the memory and recomputation figures."""
+    from ..timing import blas_threads
+
+    clock = StepClock(ctx, job.steps, job.fault, per_op=True)
     with contextlib.ExitStack() as stack:
         stack.enter_context(blas_threads(job.blas_threads))
-        st = _Stage(ctx, job, stack, (recv_act, send_act, recv_grad, send_grad))
-        sl = st.params_slice
-        total = np.zeros(sl.stop - sl.start, dtype=job.model.dtype)
-        order = {}
-        for step, idx in enumerate(job.plan()):
-            if job.fault is not None:
-                job.fault.maybe_fire(ctx.rank, step)
-            grad = st.own if st.reduce is None else st.reduce[step % 2, st.d]
-            grad[sl] = 0
-            rows = replica_rows(idx.size, job.replicas, job.micro_batches)[st.d]
-            scale = np.asarray(1.0 / idx.size, dtype=job.model.dtype)
-            if len(rows) not in order:
-                order[len(rows)] = schedule_order(n_stages, len(rows), job.schedule)[st.s]
-            step_loss = 0.0
-            for kind, m in order[len(rows)]:                       # compute
-                if kind == "F":
-                    t0, t1 = st.forward(step, m, rows[m], idx)
-                else:
-                    t0, t1, loss = st.backward(step, m, rows[m], idx, grad, scale)
-                    step_loss += loss
-                ops.append((kind, m, t0, t1, step))
-                done += 1
-                ctx.progress(done)
-            update = grad[sl]
-            if st.reduce is not None:                                 # communicate
-                t0 = time.perf_counter()
-                barrier.wait(st.d, ctx.wait_timeout)
-                update = sum_rows(st.reduce[step % 2, :, sl], total)
-                ops.append(("A", -1, t0, time.perf_counter(), step))
-            t0 = time.perf_counter()                                  # update
-            sgd_step(st.params[sl], update, job.lr)
-            ops.append(("U", -1, t0, time.perf_counter(), step))
-            if st.last:
-                losses.append(step_loss)
-        memory = (st.peak_bytes, st.recompute_seconds, st.sent)
-        del st, grad, update
-    return ops, losses, memory
+        st = Stage(ctx, job, stack, (recv_act, send_act, recv_grad, send_grad), clock)
+        stage_worker(st, job, barrier, clock)
+        peak = st.stash.peak_bytes
+        del st
+    zeros = np.zeros(job.steps)
+    memory = (peak, clock.timings.get("recompute", zeros), clock.counts.get("bytes", zeros).astype(np.int64))
+    return clock.ops, clock.counts.get("loss", zeros).tolist(), memory
 
 
 PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.pipeline", "threadpoolctl")
@@ -666,8 +660,7 @@ def train_pipeline(
     >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), len(res.timeline.steps)
     (True, 5)
     """
-    from .shm import SharedArray
-    from .workers import Fault, PipeBarrier, ProcessGroup, check_start_method
+    from .workers import Fault, check_start_method
 
     x, y, sizes, micro_batches, data = _check_training_args(
         model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
@@ -692,30 +685,18 @@ def train_pipeline(
     )
     world = data * n_stages
 
-    ctx = multiprocessing.get_context(method)
-    with contextlib.ExitStack() as stack:
-        shared_params = stack.enter_context(
-            SharedArray((data, p0.size), model.dtype, init=np.broadcast_to(p0, (data, p0.size)))
-        )
-        shared_x = stack.enter_context(SharedArray(x.shape, model.dtype, init=x))
-        shared_y = stack.enter_context(SharedArray(y.shape, np.int64, init=y))
+    ops_per_worker += sizes.size * (2 if data > 1 else 1)  # every step's update (and all-reduce)
+    with Launcher(method) as launch:
+        shared_params = launch.shared((data, p0.size), model.dtype, np.broadcast_to(p0, (data, p0.size)))
+        shared_x, shared_y = launch.shared(x.shape, model.dtype, x), launch.shared(y.shape, np.int64, y)
         widths = [model.sizes[b] for b in bounds[1:-1]]
-        acts = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
-        grads = [stack.enter_context(SharedArray((batch_size, w), model.dtype)) for w in widths]
-        reduce = (
-            stack.enter_context(SharedArray((2, data, p0.size), model.dtype)) if data > 1 else None
-        )
+        acts = [launch.shared((batch_size, w), model.dtype) for w in widths]
+        grads = [launch.shared((batch_size, w), model.dtype) for w in widths]
+        reduce = launch.shared((2, data, p0.size), model.dtype) if data > 1 else None
         # per replica and boundary b: (recv, send) from stage b to b + 1, and back
-        pipes_f = [[ctx.Pipe(duplex=False) for _ in widths] for _ in range(data)]
-        pipes_b = [[ctx.Pipe(duplex=False) for _ in widths] for _ in range(data)]
-        for per_replica in pipes_f + pipes_b:
-            for pair in per_replica:
-                for conn in pair:
-                    stack.callback(conn.close)
-        barriers = [PipeBarrier(data, ctx) if data > 1 else None for _ in range(n_stages)]
-        for barrier in barriers:
-            if barrier is not None:
-                stack.callback(barrier.close)
+        pipes_f = [[launch.pipe() for _ in widths] for _ in range(data)]
+        pipes_b = [[launch.pipe() for _ in widths] for _ in range(data)]
+        barriers = [launch.barrier(data) if data > 1 else None for _ in range(n_stages)]
         job = _StageJob(
             model=model, boundaries=bounds, replicas=data, schedule=schedule,
             micro_batches=micro_batches, n_samples=x.shape[0], batch_size=min(batch_size, x.shape[0]),
@@ -735,17 +716,11 @@ def train_pipeline(
                     b[s - 1][1] if s > 0 else None,
                     barriers[s],
                 ))
-        group = ProcessGroup(
-            stage_worker, world, args=(job,), rank_args=rank_args, start_method=method,
-            timeout=timeout, name="ddl-stage", preload=PRELOAD,
-            shared=[shared_params, shared_x, shared_y, *acts, *grads, *([reduce] if reduce is not None else [])],
+        results = launch.run(
+            _stage_process, world, args=(job,), rank_args=rank_args, timeout=timeout, name="ddl-stage",
+            preload=PRELOAD, progress_total=ops_per_worker, progress_label="pipeline ops", progress=progress,
         )
-        with group:
-            results = group.join(
-                progress_total=ops_per_worker, progress_label="pipeline ops", progress_display=progress
-            )
         final = shared_params.array.copy()
-        del barriers
 
     records = [
         StageOp(r % n_stages, kind, m, t0, t1, step, r // n_stages)

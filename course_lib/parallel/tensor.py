@@ -43,7 +43,6 @@ True
 from __future__ import annotations
 
 import hashlib
-import multiprocessing
 import time
 from dataclasses import dataclass
 
@@ -55,9 +54,9 @@ from ..timing import blas_threads as _blas
 from ..timing import current_blas_threads
 from .allreduce import ShmAllReduce
 from .data import DataParallelResult, Job, check_job, start_params
+from .launch import Launcher, StepClock
 from .partition import shard_bounds
-from .shm import SharedArray
-from .workers import Fault, PipeBarrier, ProcessGroup, WorkerContext, check_start_method
+from .workers import Fault, WorkerContext, check_start_method
 
 __all__ = [
     "LayerShard",
@@ -178,27 +177,6 @@ def tensor_parallel_bytes(model: MLP, batch_size: int) -> int:
 
 
 # ------------------------------------------------------------------ the maths
-def _check_blocks(local, shards, allreduce, **arrays) -> None:
-    """Types of the teaching-core arguments, each named (the maths itself stays bare)."""
-    check_type(shards, "shards", list, "a list of LayerShard (layer_shards)")
-    if not all(isinstance(s, LayerShard) for s in shards):
-        raise TypeError("shards must be a list of LayerShard (layer_shards)")
-    for name, blocks in (("local", local), *((k, v) for k, v in arrays.items() if k == "grads")):
-        if not isinstance(blocks, list) or len(blocks) != len(shards) or not all(
-            isinstance(wb, tuple) and len(wb) == 2 and all(isinstance(a, np.ndarray) for a in wb)
-            for wb in blocks
-        ):
-            raise TypeError(f"{name} must be a list of (W, b) numpy arrays, one per shard")
-    for name, value in arrays.items():
-        if name == "acts":
-            if not isinstance(value, list) or not all(isinstance(a, np.ndarray) for a in value):
-                raise TypeError("acts must be the list of arrays tensor_forward returns")
-        elif name != "grads":
-            check_type(value, name, np.ndarray, "a numpy array (batch, width)")
-    if not callable(allreduce):
-        raise TypeError(f"allreduce must be callable (part -> sum over workers), got {type(allreduce).__name__}")
-
-
 def tensor_forward(local, shards: list[LayerShard], x: np.ndarray, allreduce) -> list[np.ndarray]:
     """Forward pass of one worker (notebook 06, "Tensor parallelism").
 
@@ -208,7 +186,6 @@ def tensor_forward(local, shards: list[LayerShard], x: np.ndarray, allreduce) ->
     output after a pair's all-reduce); ``acts[-1]`` are the logits, the same on every
     worker.
     """
-    _check_blocks(local, shards, allreduce, x=x)
     acts, last = [x], len(shards) - 1
     for s, (w, b) in zip(shards, local, strict=True):
         if s.role == "column":  # my hidden columns: no communication ("f": identity)
@@ -231,7 +208,6 @@ def tensor_backward(local, shards: list[LayerShard], acts: list[np.ndarray], dlo
     """Backward pass of one worker: ADD its blocks' gradients into ``grads`` (same
     layout as ``local``). The input gradient of a pair is an all-reduce ("f" backward),
     except before the first layer (notebook 06, "Tensor parallelism")."""
-    _check_blocks(local, shards, allreduce, acts=acts, dlogits=dlogits, grads=grads)
     g, last = dlogits, len(shards) - 1
     for s in reversed(shards):
         (w, _), (gw, gb) = local[s.layer], grads[s.layer]
@@ -289,27 +265,16 @@ def train_tensor_parallel(
     timeout = check_positive(timeout, "timeout")
     p0 = start_params(model, params, job.seed)
     t_wall = time.time()
-    ctx = multiprocessing.get_context(start_method)
-    width = job.batch_size * max(model.sizes)
-    arrays: list[SharedArray] = []
-    barrier = None
-    try:
-        for shape, dtype, init in ((x.shape, x.dtype, x), (y.shape, np.int64, y), (p0.shape, p0.dtype, p0),
-                                   ((job.workers, width), p0.dtype, None), (width, p0.dtype, None)):
-            arrays.append(SharedArray(shape, dtype, init))
-        barrier = PipeBarrier(job.workers, ctx)
-        group = ProcessGroup(
-            _worker, job.workers, args=(job, [a.spec for a in arrays], barrier), start_method=start_method,
-            timeout=timeout, name="ddl-tp", preload=PRELOAD, shared=arrays,
+    width = job.batch_size * max(model.sizes)  # the widest activation all-reduced
+    with Launcher(start_method) as launch:
+        arrays = [launch.shared(x.shape, x.dtype, x), launch.shared(y.shape, np.int64, y),
+                  launch.shared(p0.shape, p0.dtype, p0), launch.shared((job.workers, width), p0.dtype),
+                  launch.shared(width, p0.dtype)]
+        results = launch.run(
+            _worker, job.workers, args=(job, [a.spec for a in arrays], launch.barrier(job.workers)),
+            timeout=timeout, name="ddl-tp", preload=PRELOAD, progress_total=2 * job.steps,
+            progress=progress, progress_label="tensor parallel",
         )
-        with group:
-            results = group.join(progress_total=2 * job.steps, progress_display=progress,
-                                 progress_label="tensor parallel")
-    finally:
-        if barrier is not None:
-            barrier.close()
-        for a in arrays:
-            a.close()
     timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
     return DataParallelResult(
         params=gather_params(model, [r["blocks"] for r in results]),
@@ -325,70 +290,58 @@ def train_tensor_parallel(
 
 class _ActivationAllReduce:
     """``allreduce(part)``: :class:`ShmAllReduce` over the first ``part.size`` elements of
-    the shared rows; counts the payload bytes and the seconds spent waiting and reducing."""
+    the shared rows; the clock times the waiting and the reduction and counts the bytes."""
 
-    def __init__(self, wctx: WorkerContext, rows: np.ndarray, reduced: np.ndarray, barrier):
-        self.wctx, self.rows, self.reduced, self.barrier = wctx, rows, reduced, barrier
-        self.bytes, self.waiting, self.seconds = 0, 0.0, 0.0
+    def __init__(self, wctx: WorkerContext, rows: np.ndarray, reduced: np.ndarray, barrier, clock: StepClock):
+        self.wctx, self.rows, self.reduced, self.barrier, self.clock = wctx, rows, reduced, barrier, clock
 
     def __call__(self, part: np.ndarray) -> np.ndarray:
-        t0 = time.perf_counter()
         n = part.size
-        np.copyto(self.rows[self.wctx.rank, :n], part.reshape(-1))
         comm = ShmAllReduce(self.wctx, self.rows[:, :n], self.reduced[:n], self.barrier)
-        comm.wait()  # every worker has written its part
-        t1 = time.perf_counter()
-        total = comm.allreduce().reshape(part.shape).copy()  # copied before the next write
-        self.bytes += part.nbytes
-        self.waiting += t1 - t0
-        self.seconds += time.perf_counter() - t1
+        with self.clock("waiting"):
+            np.copyto(self.rows[self.wctx.rank, :n], part.reshape(-1))
+            comm.wait()  # every worker has written its part
+        with self.clock("communication"):
+            total = comm.allreduce().reshape(part.shape).copy()  # copied before the next write
+        self.clock.add(bytes=part.nbytes)
         return total
 
 
 def _worker(wctx: WorkerContext, job: Job, specs, barrier) -> dict:
-    """One tensor-parallel worker (runs in a child process)."""
+    """One tensor-parallel worker (runs in a child process): attach, run the loop, report."""
     x_spec, y_spec, p_spec, rows_spec, red_spec = specs
+    clock = StepClock(wctx, job.steps, job.fault)
     with x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as p0, \
-            rows_spec.attach() as rows, red_spec.attach() as reduced:
-        allreduce = _ActivationAllReduce(wctx, rows, reduced, barrier)
-        report = tensor_worker_loop(wctx, job, x, y, p0, allreduce)
+            rows_spec.attach() as rows, red_spec.attach() as reduced, _blas(job.blas_threads):
+        blas = current_blas_threads()  # reported, so tests can check the limit took effect
+        allreduce = _ActivationAllReduce(wctx, rows, reduced, barrier, clock)
+        shards, local = tensor_worker_loop(wctx, job, x, y, p0, allreduce, clock)
         del allreduce
-    return report
+    same = [a for s, (w, b) in zip(shards, local, strict=True) if s.role != "column"
+            for a in ((b,) if s.role == "row" else (w, b))]  # what every worker holds whole
+    digest = hashlib.sha256(b"".join(a.tobytes() for a in same))
+    return {"timings": clock.phases("compute", "waiting", "communication", "step"),
+            "losses": clock.counts["loss"], "bytes": clock.counts.get("bytes", np.zeros(job.steps)).astype(int),
+            "blocks": local, "ready": clock.ready, "digest": digest.hexdigest(), "blas_threads": blas}
 
 
-def tensor_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, allreduce) -> dict:
+def tensor_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, allreduce, clock: StepClock):
     """The loop every tensor-parallel worker runs: forward with my blocks, loss, backward,
     update my blocks (notebook 06, "Tensor parallelism")."""
     shards = layer_shards(job.model, job.workers, wctx.rank)
-    with _blas(job.blas_threads):
-        local = _local_params(job.model, p0, shards)
-        grads = [(np.zeros_like(w), np.zeros_like(b)) for w, b in local]
-        timings, losses, sent = np.zeros((job.steps, 4)), np.zeros(job.steps), np.zeros(job.steps, int)
-        blas = current_blas_threads()  # reported, so tests can check the limit took effect
-        allreduce.barrier.wait(wctx.rank, wctx.wait_timeout)  # start the clock together
-        ready = time.time()
-        for step, idx in enumerate(job.schedule()):
-            if job.fault is not None:
-                job.fault.maybe_fire(wctx.rank, step)
-            wctx.progress(2 * step + 1)  # a hung worker is then the one with the lowest count
-            t0, w0, c0, b0 = time.perf_counter(), allreduce.waiting, allreduce.seconds, allreduce.bytes
+    local = _local_params(job.model, p0, shards)
+    grads = [(np.zeros_like(w), np.zeros_like(b)) for w, b in local]
+    allreduce.barrier.wait(wctx.rank, wctx.wait_timeout)  # start the clock together
+    for idx in clock.steps(job.schedule()):
+        with clock("compute"):  # the all-reduces inside time themselves
             acts = tensor_forward(local, shards, x[idx], allreduce)
             loss, dlogits = softmax_cross_entropy(acts[-1], y[idx], reduction="sum")
             for gw, gb in grads:
                 gw.fill(0)
                 gb.fill(0)
             tensor_backward(local, shards, acts, dlogits, grads, allreduce)
-            scale = job.scale(idx.size)
             for (w, b), (gw, gb) in zip(local, grads, strict=True):
-                w -= gw * scale
-                b -= gb * scale
-            losses[step], sent[step] = loss / idx.size, allreduce.bytes - b0
-            wait, comm = allreduce.waiting - w0, allreduce.seconds - c0
-            total = time.perf_counter() - t0
-            timings[step] = (total - wait - comm, wait, comm, total)
-            wctx.progress(2 * step + 2)
-    same = [a for s, (w, b) in zip(shards, local, strict=True) if s.role != "column"
-            for a in ((b,) if s.role == "row" else (w, b))]  # what every worker holds whole
-    digest = hashlib.sha256(b"".join(a.tobytes() for a in same))
-    return {"timings": timings, "losses": losses, "bytes": sent, "blocks": local, "ready": ready,
-            "digest": digest.hexdigest(), "blas_threads": blas}
+                w -= gw * job.scale(idx.size)
+                b -= gb * job.scale(idx.size)
+        clock.add(loss=loss / idx.size)
+    return shards, local

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..models import MLP
 from .allreduce import TORCH_MISSING, GlooAllReduce, torch_available
-from .data import check_job, worker_loop
+from .data import check_job, run_worker
 from .workers import WorkerContext
 
 __all__ = ["main"]
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     with GlooAllReduce.joined(rank, world, "env://", args.timeout):
         wctx = WorkerContext(rank, world, args.timeout)
         comm = GlooAllReduce(model.n_params, model.dtype)
-        report = worker_loop(wctx, job, x, y, model.init_params(args.seed), comm)
+        report = run_worker(wctx, job, x, y, model.init_params(args.seed), comm)
     if rank == 0:
         step = float(np.median(report["timings"][1:, 3]))
         print(f"{world} workers, global batch {job.batch_size}: {1 / step:.2f} steps/s, "

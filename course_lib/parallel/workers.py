@@ -12,31 +12,18 @@ through :class:`ProcessGroup`, so that each gets the same guarantees:
 * on any error and on ``KeyboardInterrupt`` (the notebook's stop button) every worker is
   stopped (SIGTERM, then SIGKILL) and reaped. Workers ignore SIGINT: the parent decides.
 
-Why starting a worker cannot block
-----------------------------------
-Under spawn and forkserver the parent pickles each worker's arguments and writes them
-into a pipe that the new process reads. Under spawn the parent itself holds that pipe's
-read end until the write returns: if the child dies before it has read everything and
-the data are larger than the pipe's buffer (64 KiB on Linux, 16 KiB at first on macOS),
-the write never returns and the notebook freezes. So what goes into a worker at start
-is kept small: shapes, seeds, shared-memory names, never data or per-step plans (they
-go through :mod:`course_lib.parallel.shm` or are derived in the worker from the seed).
-:class:`ProcessGroup` measures every worker's pickled arguments before it starts
-anything (:attr:`ProcessGroup.start_bytes`) and refuses more than
-:data:`MAX_START_BYTES` with a ``ValueError``. Under forkserver a child killed before it
-read its arguments makes the parent's write fail (a broken pipe): the group then reports
-that worker as :class:`WorkerDied` with its signal, like any other death.
-
-Every wait has an end
----------------------
-The parent never waits without a limit: :meth:`ProcessGroup.join` and
-:meth:`ProcessGroup.recv` watch every worker's result pipe and process sentinel with
-``timeout``; :meth:`ProcessGroup.send` sends only small messages (at most
-:data:`MAX_START_BYTES` pickled, so they fit a pipe's buffer and never block); clean-up
-joins with a grace period, then SIGKILL. A worker's own waits end by one of three: its
-own ``wait_timeout`` (barriers, receives that poll), the parent stopping it (the parent
-sees a dead or silent worker within ``timeout`` and stops all), or the parent's death
-(the watcher below).
+Why starting a worker cannot block, and every wait has an end
+-------------------------------------------------------------
+Under spawn the parent writes each worker's pickled arguments into a pipe whose read end
+it holds itself until the write returns: if the child dies before reading them and they
+exceed the pipe's buffer (64 KiB on Linux, 16 KiB at first on macOS), the notebook
+freezes. So a starting worker receives only shapes, seeds and shared-memory names
+(:attr:`ProcessGroup.start_bytes`, refused above :data:`MAX_START_BYTES` before anything
+starts); under forkserver a child killed before its arguments are written is reported as
+:class:`WorkerDied` with its signal. The parent never waits without a limit (``timeout``,
+``start_timeout``, small messages only in :meth:`ProcessGroup.send`, a grace period and
+SIGKILL at clean-up); a worker's waits end by its own ``wait_timeout``, by the parent
+stopping it, or by the parent's death (below).
 
 Why a worker never outlives its parent
 --------------------------------------
@@ -52,7 +39,8 @@ sends SIGKILL to the kernel's whole process group, which would kill the workers 
 they could clean up: so each worker moves into a process group of its own at start-up,
 outlives the kernel by those milliseconds, cleans up and exits.
 
-Synchronisation uses pipes only (:class:`PipeBarrier`, and the pipes a trainer creates):
+Synchronisation uses pipes only (:class:`course_lib.parallel.launch.PipeBarrier`, and the
+pipes a trainer creates):
 ``multiprocessing.Barrier`` keeps four named semaphores in ``/dev/shm`` under spawn and
 forkserver, which a killed run would leave behind.
 
@@ -99,14 +87,13 @@ import numpy as np
 
 from .._validate import check_int, check_positive, check_type
 from ..progress import ProgressBar
+from ..timing import keep_freed_memory
 from .shm import SharedArray, SharedSpec, remove_stale_segments, unlink_segment
 
 __all__ = [
     "PARENT_GONE_EXIT",
-    "BarrierTimeout",
     "Fault",
     "FaultInjected",
-    "PipeBarrier",
     "ProcessGroup",
     "MAX_START_BYTES",
     "ProcessGroupError",
@@ -117,13 +104,10 @@ __all__ = [
     "check_start_method",
     "default_start_method",
     "demo_worker",
-    "keep_freed_memory",
 ]
 
 _POLL_S = 0.1  # how often the parent looks at the progress counters
-#: The most bytes a worker's pickled arguments (or a message :meth:`ProcessGroup.send`
-#: sends) may take: well inside every platform's pipe buffer, so that the parent's
-#: write returns whether or not the child is still alive to read it.
+#: Most bytes of a worker's pickled arguments or a message to it: inside every pipe buffer.
 MAX_START_BYTES = 16 * 1024
 _TERMINATE_GRACE_S = 2.0  # SIGTERM -> wait this long -> SIGKILL
 
@@ -176,10 +160,16 @@ class WorkerDied(ProcessGroupError):
 
 
 class WorkerTimeout(ProcessGroupError):
-    """No worker reported progress for ``timeout`` seconds (hang or deadlock)."""
+    """No worker reported progress for ``timeout`` seconds (hang or deadlock), or a
+    worker did not start within ``start_timeout`` seconds."""
 
-    def __init__(self, timeout: float, progress: Sequence[int], finished: Sequence[bool]):
+    def __init__(self, timeout: float, progress: Sequence[int], finished: Sequence[bool],
+                 starting: Sequence[int] = ()):
         self.timeout, self.progress = timeout, list(progress)
+        if starting:
+            super().__init__(f"worker {list(starting)} did not start within {timeout:g} s; stopped "
+                             "all workers. Increase `start_timeout` if your machine is just busy.")
+            return
         waiting = [r for r, done in enumerate(finished) if not done]
         lowest = min(self.progress[r] for r in waiting)
         behind = [r for r in waiting if self.progress[r] == lowest]
@@ -317,13 +307,9 @@ except ImportError:  # pragma: no cover - Windows
 if _popen_forkserver is not None:
 
     class _ForkServerPopen(_popen_forkserver.Popen):
-        """forkserver's launch, surviving a child killed before it read its arguments.
-
-        The server forks the child, then closes its copy of the child's argument pipe:
-        if the child is killed before the parent writes, the write fails with a broken
-        pipe. The child did exist, and the server reports its exit status on the
-        sentinel as usual: read its pid, so that ``join`` names its rank and signal.
-        """
+        """forkserver's launch, surviving a child killed before its arguments are written
+        (a broken pipe): the server reports the child's pid and exit status on the
+        sentinel as usual, so ``join`` names its rank and signal."""
 
         def _launch(self, process_obj):
             try:
@@ -342,65 +328,6 @@ def _process_class(mp_context):
     if mp_context.get_start_method() == "forkserver" and _popen_forkserver is not None:
         return _ForkServerProcess
     return mp_context.Process
-
-
-# --------------------------------------------------------------------- barrier
-class BarrierTimeout(TimeoutError):
-    """A worker waited longer than its timeout at a :class:`PipeBarrier`."""
-
-
-class PipeBarrier:
-    """A barrier for ``parties`` worker processes, built on pipes only.
-
-    A dissemination barrier: in round ``k`` (``k = 0 .. ceil(log2 parties) - 1``) party
-    ``r`` sends one empty message to party ``(r + 2**k) % parties`` and waits for one
-    from ``(r - 2**k) % parties``. After the last round every party has heard, directly
-    or through others, from all the rest, so none leaves before all have arrived. Two
-    parties need one message each way per wait. Pipes are file descriptors: the OS
-    closes them with the last process that holds them, so a killed run leaves nothing
-    behind (``multiprocessing.Barrier`` uses named semaphores, which can stay in
-    ``/dev/shm``).
-
-    Parameters
-    ----------
-    parties : int
-        Number of workers that call :meth:`wait`, >= 1.
-    mp_context : multiprocessing context
-        The context the workers are started with (``ProcessGroup.mp_context``).
-
-    Examples
-    --------
-    >>> import multiprocessing
-    >>> barrier = PipeBarrier(1, multiprocessing.get_context("fork"))
-    >>> barrier.wait(0, timeout=1.0)   # one party: returns at once
-    >>> barrier.close()
-    """
-
-    def __init__(self, parties: int, mp_context):
-        self.parties = check_int(parties, "parties", 1)
-        rounds = (self.parties - 1).bit_length()
-        self._inbox = [[mp_context.Pipe(duplex=False) for _ in range(self.parties)]
-                       for _ in range(rounds)]
-
-    def wait(self, rank: int, timeout: float) -> None:
-        """Block until all ``parties`` have called ``wait`` (``rank``: this party's number).
-
-        Raises :class:`BarrierTimeout` if a round takes longer than ``timeout`` seconds.
-        """
-        n = self.parties
-        for k, inbox in enumerate(self._inbox):
-            inbox[(rank + (1 << k)) % n][1].send_bytes(b"")
-            reader = inbox[rank][0]
-            if not reader.poll(timeout):
-                raise BarrierTimeout(f"party {rank} of {n} waited {timeout:g} s at a barrier")
-            reader.recv_bytes()
-
-    def close(self) -> None:
-        """Close this process's ends of the pipes (idempotent)."""
-        for inbox in self._inbox:
-            for pair in inbox:
-                for conn in pair:
-                    conn.close()
 
 
 # ------------------------------------------------------------------ worker side
@@ -434,33 +361,7 @@ class WorkerContext:
         A no-op outside a :class:`ProcessGroup` (e.g. a process started by torchrun).
         """
         if self._counters is not None:
-            self._counters[self.rank] = value
-
-
-def keep_freed_memory() -> bool:
-    """Stop glibc from handing freed memory back to the OS after every step (Linux).
-
-    A fresh process (spawn, forkserver) starts with glibc's default thresholds: a
-    temporary array of a few MB is mapped with ``mmap`` and unmapped when freed, so
-    every training step page-faults its temporaries in again (about 2,000 faults and
-    20-25% of the step for the running example at batch 512, measured). A process
-    forked from a kernel that has already freed big arrays has higher thresholds and
-    does not pay this - which made fork look faster than spawn. Raising the mmap and
-    trim thresholds keeps freed blocks for reuse. Returns False where it does not apply
-    (not glibc).
-    """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None)
-        libc.gnu_get_libc_version  # noqa: B018 - glibc only (musl has no mallopt)
-        m_trim_threshold, m_mmap_threshold = -1, -3
-        ok = libc.mallopt(m_mmap_threshold, 32 << 20) == 1  # 32 MB: glibc's maximum
-        return libc.mallopt(m_trim_threshold, 128 << 20) == 1 and ok
-    except (OSError, AttributeError):  # pragma: no cover - other C libraries
-        return False
+            self._counters[0, self.rank] = value
 
 
 #: Exit code of a worker that ended because its parent died.
@@ -506,6 +407,7 @@ def _bootstrap(target, wctx: WorkerContext, conn, args, kwargs) -> None:
     try:
         with wctx._counter_spec.attach() as counters:
             object.__setattr__(wctx, "_counters", counters)
+            counters[1, wctx.rank] = 1  # started: from now on the parent watches for hangs
             try:
                 message = ("ok", target(wctx, *args, **kwargs))
             finally:
@@ -575,7 +477,12 @@ class ProcessGroup:
         None: :func:`default_start_method`.
     timeout : float
         Seconds without progress (see :meth:`WorkerContext.progress`) or a finished
-        worker after which :meth:`join` gives up with :class:`WorkerTimeout`.
+        worker after which :meth:`join` gives up with :class:`WorkerTimeout`, counted
+        from the moment every worker has started.
+    start_timeout : float or None
+        Seconds the workers may take to start (a new interpreter importing numpy takes
+        0.3 s on a quiet machine, seconds on a busy one); then :class:`WorkerTimeout`.
+        None: ``max(timeout, 120)``.
     name : str
         Process name prefix (shown by ``ps``).
     preload : sequence of str
@@ -608,11 +515,14 @@ class ProcessGroup:
         preload: Sequence[str] = ("course_lib.parallel.workers",),
         shared: Sequence[SharedArray] = (),
         channels: bool = False,
+        start_timeout: float | None = None,
     ):
         self.world_size = check_int(world_size, "world_size", 1)
         self.start_method = check_start_method(start_method)
         _check_importable(target, self.start_method)
         self.timeout = check_positive(timeout, "timeout")
+        self.start_timeout = max(self.timeout, 120.0) if start_timeout is None else check_positive(
+            start_timeout, "start_timeout")
         if rank_args is not None and len(rank_args) != self.world_size:
             raise ValueError(
                 f"rank_args must have one tuple per worker ({self.world_size}), got {len(rank_args)}"
@@ -668,7 +578,14 @@ class ProcessGroup:
         """The workers' current progress counters."""
         if self._counters is None:
             return [0] * self.world_size
-        return self._counters.array.tolist()
+        return self._counters.array[0].tolist()
+
+    @property
+    def started(self) -> list[bool]:
+        """Whether each worker has reached its target (its start-up is over)."""
+        if self._counters is None:
+            return [False] * self.world_size
+        return [bool(v) for v in self._counters.array[1]]
 
     def start(self) -> ProcessGroup:
         """Start the workers (once)."""
@@ -685,7 +602,7 @@ class ProcessGroup:
         if self.start_method == "forkserver" and self.preload:
             self.mp_context.set_forkserver_preload(self.preload)
         try:
-            self._counters = SharedArray(self.world_size, np.int64)
+            self._counters = SharedArray((2, self.world_size), np.int64)  # progress, started
             segments = tuple(a.name for a in (*self.shared, self._counters) if a._shm is not None)
             for rank in range(self.world_size):
                 recv_end, send_end = self.mp_context.Pipe(duplex=False)
@@ -743,6 +660,7 @@ class ProcessGroup:
         pending = set(range(n))
         last_seen = self.progress
         last_change = time.monotonic()
+        starting = True  # start-up has its own limit: a slow import is not a hang
         bar = ProgressBar(progress_total, progress_label, progress_display)
         try:
             while pending:
@@ -764,6 +682,14 @@ class ProcessGroup:
                         self._procs[r].join(1.0)
                         raise WorkerDied(r, self._procs[r].exitcode)
                 now_seen = self.progress
+                if starting:
+                    late = [r for r, ok in enumerate(self.started) if not ok and r in pending]
+                    if not late:
+                        starting, last_change = False, time.monotonic()
+                    elif time.perf_counter() - self.start_time > self.start_timeout:
+                        raise WorkerTimeout(self.start_timeout, now_seen, [False] * n, starting=late)
+                    bar.tick()
+                    continue
                 if now_seen != last_seen:
                     last_seen, last_change = now_seen, time.monotonic()
                     bar.update(min(now_seen))

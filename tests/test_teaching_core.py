@@ -1,0 +1,111 @@
+"""The code a notebook displays is the lecture's pseudo-code.
+
+Every ``inspect.getsource(...)`` target of every notebook (a function, or each method of a
+class) has at most 25 lines of body, docstring left out, and none of the machinery:
+timers, progress reports, fault injection, argument checks or report assembly live beside
+it (``course_lib.parallel.launch``: the step clock and the launcher), never inside.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import json
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MAX_BODY = 25
+#: What belongs to the machinery, not to the algorithm.
+MACHINERY = re.compile(
+    r"time\.perf_counter|time\.time\(|\.progress\(|maybe_fire|check_type\(|check_int\(|"
+    r"isinstance\(|timings\[|hashlib|_check_\w+\(|ProgressBar"
+)
+
+
+def _displayed() -> list[tuple[str, str]]:
+    """(notebook, dotted target) of every getsource call in the notebooks' code."""
+    found = []
+    for path in NOTEBOOKS:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+        aliases = dict(re.findall(r"from (course_lib[\w.]*) import (\w+)", code))
+        imported = {name: f"{module}.{name}" for module, name in aliases.items()}
+        for module, names in re.findall(r"from (course_lib[\w.]*) import ([\w, ()\n]+)", code):
+            for name in re.findall(r"\w+", names):
+                imported[name] = f"{module}.{name}"
+        for target in re.findall(r"getsource\(([\w.]+)\)", code):
+            head, _, rest = target.partition(".")
+            dotted = imported.get(head, f"course_lib.{head}") + (f".{rest}" if rest else "")
+            found.append((path.stem, dotted))
+    return found
+
+
+def _resolve(dotted: str):
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(dotted)
+
+
+def body_lines(func) -> list[str]:
+    """The lines of ``func``'s body, its docstring, blank lines and comment lines left out."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    node = tree.body[0]
+    body = node.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant):
+        body = body[1:]
+    if not body:
+        return []
+    lines = textwrap.dedent(inspect.getsource(func)).splitlines()[body[0].lineno - 1 : body[-1].end_lineno]
+    return [line for line in lines if line.strip() and not line.strip().startswith("#")]
+
+
+def _functions(obj):
+    if inspect.isclass(obj):
+        return [f for name, f in vars(obj).items() if inspect.isfunction(f)]
+    return [obj]
+
+
+DISPLAYED = _displayed()
+
+
+def test_the_notebooks_display_the_teaching_core():
+    targets = {dotted.rsplit(".", 1)[-1] for _, dotted in DISPLAYED}
+    for name in ("worker_loop", "zero_worker_loop", "tensor_forward", "stage_worker"):
+        assert name in targets, f"no notebook displays {name}"
+
+
+@pytest.mark.parametrize(("notebook", "dotted"), DISPLAYED, ids=[d for _, d in DISPLAYED])
+def test_displayed_code_is_short_and_free_of_machinery(notebook, dotted):
+    for func in _functions(_resolve(dotted)):
+        lines = body_lines(func)
+        assert len(lines) <= MAX_BODY, (
+            f"{notebook} displays {func.__qualname__}: {len(lines)} lines of body (at most {MAX_BODY})")
+        machinery = [line.strip() for line in lines if MACHINERY.search(line.split("#")[0])]
+        assert machinery == [], f"{notebook} displays {func.__qualname__} with machinery inside: {machinery}"
+
+
+def test_the_body_counter_sees_what_it_should():
+    def sample(a):
+        """Doc."""
+        # a comment
+
+        b = a + 1
+        t0 = time.perf_counter()  # noqa: F821
+        return b, t0
+
+    assert body_lines(sample) == ["    b = a + 1", "    t0 = time.perf_counter()  # noqa: F821",
+                                  "    return b, t0"]
+    assert MACHINERY.search(body_lines(sample)[1])
