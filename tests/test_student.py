@@ -60,10 +60,12 @@ def test_the_edition_drops_solutions_and_notes_and_clears_answers(path):
     assert "Speaker notes" not in text and "Talking points" not in text
 
 
-def test_exercise_cells_are_recognised_by_their_first_line():
+def test_exercise_cells_are_recognised_by_their_answer_line():
     assert is_exercise_cell({"cell_type": "code", "source": ["answer = None  # days\n", "ex.ex3(answer)"]})
+    assert is_exercise_cell({"cell_type": "code", "source": "params = None  # P: yours\nanswer = None  # days"})
     assert not is_exercise_cell({"cell_type": "markdown", "source": "answer = None"})
-    assert not is_exercise_cell({"cell_type": "code", "source": "x = 1\nanswer = None"})
+    assert not is_exercise_cell({"cell_type": "code", "source": "answer = 1 / serial\nex.ex1(answer)"})
+    assert not is_exercise_cell({"cell_type": "code", "source": "if x:\n    answer = None"})
 
 
 def _course(folder: Path) -> Path:

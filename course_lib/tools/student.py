@@ -55,8 +55,9 @@ __all__ = [
     "write_student_edition",
 ]
 
-#: The first line of an exercise cell (the course's convention, see the README).
-EXERCISE_CELL = re.compile(r"^\s*answer\s*=\s*None\b")
+#: The line of an exercise cell in which the learner types the answer (the course's
+#: convention, see the README); givens the learner chooses may come on lines before it.
+EXERCISE_CELL = re.compile(r"^answer\s*=\s*None\b", re.M)
 
 #: Sentences of the lecturer's edition that the student edition rewrites: (pattern, new text).
 #: They speak of the worked solutions (removed in this edition) or of commands of the
@@ -83,16 +84,18 @@ _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_
 
 
 def is_exercise_cell(cell: Mapping[str, Any]) -> bool:
-    """True for the code cell in which a learner types an answer (``answer = None``).
+    """True for the code cell in which a learner types an answer (a line ``answer = None``).
 
     Examples
     --------
     >>> is_exercise_cell({"cell_type": "code", "source": "answer = None  # yours"})
     True
+    >>> is_exercise_cell({"cell_type": "code", "source": "days = None  # your given\\nanswer = None"})
+    True
     >>> is_exercise_cell({"cell_type": "code", "source": "answer = 10"})
     False
     """
-    return bool(EXERCISE_CELL.match(cell_source(cell))) and cell.get("cell_type") == "code"
+    return bool(EXERCISE_CELL.search(cell_source(cell))) and cell.get("cell_type") == "code"
 
 
 def student_text(markdown: str) -> str:
