@@ -211,6 +211,8 @@ def check_float_dtype(value: Any, name: str = "dtype") -> np.dtype:
         ...
     TypeError: dtype must be float32 or float64, got int64
     """
+    if value is None:  # numpy reads None as float64: never what a caller meant
+        raise TypeError(f"{name} must be float32 or float64, got None")
     dtype = np.dtype(value)
     if dtype not in (np.float32, np.float64):
         raise TypeError(f"{name} must be float32 or float64, got {dtype}")

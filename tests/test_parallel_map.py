@@ -120,7 +120,7 @@ def test_start_up_timeout(small, monkeypatch):
     import course_lib.parallel.speedup as speedup
 
     model, _, x, y = small
-    monkeypatch.setattr(speedup, "_pool_worker", _silent_worker)
+    monkeypatch.setattr(speedup, "pool_worker", _silent_worker)
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout, match="no worker made progress for 0.5 s"):
         WorkerPool(model, x, y, 2, start_method="fork", timeout=0.5)
@@ -150,7 +150,7 @@ def test_an_error_in_a_worker_comes_back_with_its_traceback(small):
             pool._group.send(0, "not a request")  # past the pool's own protocol
             pool._group.recv(0)
     _assert_no_children_left(pids)
-    assert "_pool_worker" in info.value.remote_traceback
+    assert "pool_worker" in info.value.remote_traceback
     assert "expects True (parameters ready) or None, got 'not a request'" in str(info.value)
 
 

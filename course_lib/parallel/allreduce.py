@@ -33,7 +33,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from .._validate import check_int
+from .._validate import check_float_dtype, check_int
 from .partition import chunk_bounds, sum_rows
 from .workers import WorkerContext
 
@@ -127,11 +127,13 @@ class GlooAllReduce:
     """
 
     def __init__(self, n: int, dtype, separate_waiting: bool = False):
+        grad = np.zeros(check_int(n, "n", 0, 2**40), dtype=check_float_dtype(dtype))  # checks first,
+        if not torch_available():  # then the install hint
+            raise ImportError(TORCH_MISSING)
         import torch
         import torch.distributed as dist
 
-        self.dist, self.separate_waiting = dist, separate_waiting
-        self.grad = np.zeros(check_int(n, "n", 0, 2**40), dtype=dtype)
+        self.dist, self.separate_waiting, self.grad = dist, separate_waiting, grad
         self.tensor = torch.from_numpy(self.grad)  # same memory, no copy
 
     @staticmethod

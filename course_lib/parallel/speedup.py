@@ -41,7 +41,7 @@ import numpy as np
 from .._validate import check_int, check_positive, check_type
 from ..models import MLP
 from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
-from ..timing import available_cores, blas_threads
+from ..timing import available_cores, blas_threads, current_blas_threads
 from .data import train_data_parallel, train_serial
 from .partition import shard_bounds
 from .shm import SharedArray
@@ -57,6 +57,7 @@ __all__ = [
     "measure_parallel_speedup",
     "measure_scaling",
     "parallel_epoch_gradient",
+    "pool_worker",
 ]
 
 _PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.speedup", "threadpoolctl")
@@ -131,30 +132,23 @@ def epoch_gradient(
 
 
 # ----------------------------------------------------------------- worker side
-def _pool_worker(ctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
-    """Body of one pool worker (a child process): owns one shard, computes on request.
+def pool_worker(ctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
+    """Chapter 01's first parallel program: one process of the pool, owning one shard.
 
     ``data`` names the shared arrays (inputs, labels, parameters) and ``shard`` is this
-    worker's ``(lo, hi)`` rows. Protocol on its channel: it first sends ``(pid,
-    blas_threads)``; then, each time it receives ``True`` (the parameters are in shared
-    memory), it sends ``(loss, grad, seconds)`` of its shard; ``None`` tells it to return.
-    An exception ends it; the parent re-raises it as ``WorkerError``.
+    worker's ``(lo, hi)`` rows. It first says hello on its channel (its pid and BLAS
+    threads); then, each time it receives ``True`` (the parameters are in shared memory),
+    it sends back the loss and gradient summed over its shard; ``None`` ends it.
     """
-    from ..timing import current_blas_threads
-
     (lo, hi), (x_spec, y_spec, p_spec) = shard, data
     with blas_threads(1), x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as params:
         ctx.channel.send((os.getpid(), current_blas_threads()))
         model = MLP(sizes)
-        served = 0
         while (request := ctx.channel.recv()) is not None:
             if request is not True:
                 raise ValueError(f"a pool worker expects True (parameters ready) or None, got {request!r}")
-            t0 = time.perf_counter()
             loss, grad = epoch_gradient(model, params, x[lo:hi], y[lo:hi], batch_size=batch_size, epochs=epochs)
-            ctx.channel.send((loss, grad, time.perf_counter() - t0))
-            served += 1
-            ctx.progress(served)
+            ctx.channel.send((loss, grad))  # my shard's part of the sum
 
 
 # ----------------------------------------------------------------- parent side
@@ -222,7 +216,6 @@ class WorkerPool:
         y = model._check_y(y, x.shape[0])
         self.n_samples = int(x.shape[0])
         self.bounds = shard_bounds(self.n_samples, self.processes)
-        self.last_worker_seconds: list[float] = []
         t0 = time.perf_counter()
         self._group, self._shared = None, []
         try:
@@ -232,7 +225,7 @@ class WorkerPool:
             self._shared = [SharedArray(x.shape, x.dtype, x), SharedArray(y.shape, np.int64, y),
                             SharedArray(model.n_params, model.dtype)]
             self._group = ProcessGroup(
-                _pool_worker, self.processes, args=(model.sizes, [a.spec for a in self._shared]),
+                pool_worker, self.processes, args=(model.sizes, [a.spec for a in self._shared]),
                 rank_args=[((a, b),) for a, b in self.bounds],
                 kwargs=dict(batch_size=batch_size, epochs=epochs), start_method=self.start_method,
                 timeout=self.timeout, name="ddl-pool", channels=True, preload=_PRELOAD,
@@ -258,7 +251,6 @@ class WorkerPool:
         except BaseException:
             self.terminate()
             raise
-        self.last_worker_seconds = [seconds for _, _, seconds in parts]
         loss = sum(part[0] for part in parts)
         grad = parts[0][1]
         for part in parts[1:]:
