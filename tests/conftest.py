@@ -57,6 +57,7 @@ class SlideRun:
     one_deck_files: dict[str, float]  # build/slides/*.html after the one-deck command -> mtime
     make_slides: subprocess.CompletedProcess
     deck_dir: Path
+    seconds: float = 0.0  # how long `make slides` took (every notebook executed)
 
 
 @pytest.fixture(scope="session")
@@ -87,5 +88,6 @@ def readme_slides() -> SlideRun:
 
     one_deck = run(ONE_DECK)
     files = {p.name: p.stat().st_mtime for p in deck_dir.glob("*.html")} if deck_dir.is_dir() else {}
+    t0 = time.monotonic()
     make_slides = run(["make", "slides"])
-    return SlideRun(started, one_deck, files, make_slides, deck_dir)
+    return SlideRun(started, one_deck, files, make_slides, deck_dir, time.monotonic() - t0)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import socket
 import statistics
 import subprocess
@@ -34,7 +33,6 @@ from browser_support import (
     LATENCIES,
     LATENCY_GOAL_MS,
     SLIDE_BUILD,
-    VENDOR_DIR,
     browser_missing,
     notebooks,
     unavailable,
@@ -119,16 +117,17 @@ def _prepare_notebook(src: Path, dst: Path) -> None:
 @pytest.fixture(scope="session")
 def lab_server(browser, tmp_path_factory):
     """JupyterLab from this environment on 127.0.0.1, a random port and a token, serving
-    copies of the notebooks, with temporary settings (news, autosave and windowing off)."""
+    copies of the notebooks, with temporary user settings (autosave and windowing off)."""
     t0 = time.perf_counter()
     tmp = tmp_path_factory.mktemp("lab")
     root = tmp / "root"
     (root / "notebooks").mkdir(parents=True)
     for nb in notebooks():
         _prepare_notebook(nb, root / "notebooks" / nb.name)
+    # The news pop-up is NOT switched off here: the course environment's own settings
+    # (python -m course_lib lab-settings, run by make install) must do it, and the tests
+    # check that nothing covers the notebook.
     settings = tmp / "settings"
-    _write_json(settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings",
-                {"fetchNews": "false", "checkForUpdates": False})
     _write_json(settings / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings",
                 {"autosave": False})
     # Render every cell (no virtual scrolling), so every live figure is in the DOM.
@@ -140,7 +139,7 @@ def lab_server(browser, tmp_path_factory):
         sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
         "--LabApp.expose_app_in_browser=True", f"--LabApp.workspaces_dir={tmp / 'workspaces'}",
-        f"--LabApp.user_settings_dir={settings}", "--LabApp.news_url=None",
+        f"--LabApp.user_settings_dir={settings}",
     ]
     if hasattr(os, "getuid") and os.getuid() == 0:
         cmd.append("--allow-root")
@@ -187,34 +186,32 @@ def lab_page(browser, lab_server):
 
 # ------------------------------------------------------------------ slide decks
 @pytest.fixture(scope="session")
-def decks(tmp_path_factory):
-    """Every notebook executed in a fresh kernel and exported to an offline deck, once.
-
-    This is what ``make slides`` does (about a minute for the seven notebooks on two
-    cores), so decks built from a fresh execution - not only from the stored outputs -
-    are what the slide tests check; the build time goes to the report. The front-end
-    packages are installed once into build/slides/vendor (the cache that ``make slides``
-    uses too), which needs npm the first time.
+def decks(readme_slides):
+    """The decks that the README's ``make slides`` built from a fresh execution of every
+    notebook (``readme_slides`` in tests/conftest.py runs the README's commands once per
+    test run, so the decks are built once, not once per test); the slide tests open them.
     """
+    import nbformat
+
     from course_lib.tools import slides
 
     reason = browser_missing()
     if reason:
         unavailable(reason)
-    if slides.missing_vendor_packages(VENDOR_DIR) and shutil.which("npm") is None:
-        unavailable("slide tests need npm once to fetch reveal.js, MathJax ...: apt-get install npm")
     if not notebooks():
         pytest.skip("no notebooks in notebooks/")
-    out = tmp_path_factory.mktemp("slides")
-    t0 = time.perf_counter()
-    try:
-        built = slides.build_slides(notebooks(), out, vendor_dir=VENDOR_DIR, execute=True, log=lambda msg: None)
-    except RuntimeError as exc:
-        pytest.fail(f"building the decks failed: {exc}", pytrace=False)
-    SLIDE_BUILD["seconds"] = time.perf_counter() - t0
+    built = {}
+    for path in notebooks():
+        html = readme_slides.deck_dir / f"{path.stem}.slides.html"
+        if not html.is_file():
+            pytest.fail(f"make slides wrote no {html.name}", pytrace=False)
+        nb = nbformat.read(path, as_version=4)
+        built[path.name] = slides.Deck(path, html, slides.deck_title(nb, path.stem),
+                                       slides.slide_structure(nb.cells), 0.0)
+    SLIDE_BUILD["seconds"] = readme_slides.seconds
     SLIDE_BUILD["notebooks"] = len(built)
     SLIDE_BUILD["executed"] = True
-    return {deck.source.name: deck for deck in built}
+    return built
 
 
 # ------------------------------------------------------------------ report
