@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_lib doctor | notation | student | slides | lab-settings``."""
+"""Command line: ``python -m course_lib doctor | notation | student | slides | lab-settings | cores``."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ commands:
   slides   export every notebook to an offline reveal.js deck under build/slides/
            (python -m course_lib slides --help for the options)
   lab-settings  switch off JupyterLab's news pop-up in this environment (make install runs it)
+  cores    are this machine's cores free to measure speedups on? (exit 1 if not; make notebooks
+           runs it first, so that no contended measurement is stored)
 """
 
 
@@ -54,6 +56,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .tools.labsettings import main as lab_settings_main
 
         return lab_settings_main(rest)
+    if command == "cores":
+        from .parallel.speedup import check_cores
+
+        check = check_cores()
+        print(f"cores: {check}")
+        return 0 if check.free else 1
     print(f"unknown command {command!r}\n\n{USAGE}", end="", file=sys.stderr)
     return 2
 

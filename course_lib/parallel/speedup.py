@@ -30,6 +30,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import time
@@ -48,10 +49,12 @@ from .shm import SharedArray
 from .workers import ProcessGroup, check_start_method
 
 __all__ = [
+    "CoreCheck",
     "GradientWorkload",
     "ScalingMeasurement",
     "SpeedupMeasurement",
     "WorkerPool",
+    "check_cores",
     "default_process_counts",
     "epoch_gradient",
     "measure_parallel_speedup",
@@ -149,6 +152,87 @@ def pool_worker(ctx, sizes, data, shard, *, batch_size: int, epochs: int) -> Non
                 raise ValueError(f"a pool worker expects True (parameters ready) or None, got {request!r}")
             loss, grad = epoch_gradient(model, params, x[lo:hi], y[lo:hi], batch_size=batch_size, epochs=epochs)
             ctx.channel.send((loss, grad))  # my shard's part of the sum
+
+
+# ------------------------------------------------------------ are the cores free?
+def _busy_worker(ctx, spins: int) -> float:
+    """Spin a fixed pure-Python loop; return its own seconds (start-up not counted)."""
+    t0 = time.perf_counter()
+    total = 0
+    for i in range(spins):
+        total += i & 7
+    return time.perf_counter() - t0
+
+
+@dataclass(frozen=True)
+class CoreCheck:
+    """Whether this machine's cores are free to measure speedups on (:func:`check_cores`).
+
+    Attributes
+    ----------
+    cores : int
+        Cores this process may use.
+    load : float
+        The one-minute load average before the check (NaN where the OS has none).
+    slowdown : float
+        Time of one busy loop when ``cores`` of them run side by side, over its time
+        alone: about 1 when every core is free, about 2 when half the machine is taken.
+    """
+
+    cores: int
+    load: float
+    slowdown: float
+
+    #: Most slowdown of loops side by side, and most load per core, of a machine whose
+    #: cores are free (the load is a one-minute average: it also holds this notebook's own
+    #: last minute, so only a full core's worth per core counts as other work).
+    MAX_SLOWDOWN = 1.25
+    MAX_LOAD_PER_CORE = 1.0
+
+    @property
+    def free(self) -> bool:
+        """True when the speedups measured now are this machine's, not a shared one's."""
+        quiet_load = math.isnan(self.load) or self.load < self.MAX_LOAD_PER_CORE * self.cores
+        return self.slowdown <= self.MAX_SLOWDOWN and quiet_load
+
+    def __str__(self) -> str:
+        seen = (f"{self.cores} busy loops side by side took {self.slowdown:.2f}x the time of one alone; "
+                f"load average {self.load:.2f}")
+        if self.free:
+            return f"your {self.cores} cores are free ({seen}): the speedups below are your machine's."
+        return (f"your {self.cores} cores were shared with other work ({seen}): the speedups below "
+                "are not your machine's. Close other programs and run the cell again.")
+
+
+def check_cores(seconds: float = 0.2, *, start_method: str | None = None) -> CoreCheck:
+    """Are the cores free? Busy loops of about ``seconds`` each, one alone, then one per
+    core side by side (processes of :class:`~course_lib.parallel.workers.ProcessGroup`).
+
+    Examples
+    --------
+    >>> check = check_cores(0.05)
+    >>> check.cores >= 1 and check.slowdown > 0
+    True
+    """
+    seconds = check_positive(seconds, "seconds")
+    cores = available_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # pragma: no cover - Windows
+        load = float("nan")
+    spins = 200_000
+    t0 = time.perf_counter()
+    _busy_worker(None, spins)
+    spins = max(10_000, int(spins * seconds / max(time.perf_counter() - t0, 1e-6)))
+
+    def run(n: int) -> float:
+        with ProcessGroup(_busy_worker, n, args=(spins,), start_method=start_method, timeout=60,
+                          name="ddl-busy") as group:
+            return statistics.median(group.join())
+
+    alone = run(1)
+    together = run(cores)
+    return CoreCheck(cores, float(load), together / alone)
 
 
 # ----------------------------------------------------------------- parent side
