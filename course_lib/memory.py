@@ -35,6 +35,7 @@ from typing import Any
 
 from ._validate import check_int, check_positive, check_real, check_sequence, check_type
 from .models import MLP
+from .schedule import partition_layers
 
 __all__ = [
     "ZERO_STAGES",
@@ -176,7 +177,7 @@ def mlp_activation_bytes(model, batch_size: int, *, segments: int | None = None,
     layer widths ``model.sizes``, times the bytes of ``model.dtype``.
 
     With activation recomputation (激活重计算) in ``segments`` segments (the split of
-    :func:`course_lib.parallel.pipeline_schedule.partition_layers`, i.e. the stages of
+    :func:`course_lib.schedule.partition_layers`, i.e. the stages of
     a pipeline) the forward pass stores only each segment's input; the backward pass
     re-runs one segment's forward at a time. The peak is the stored inputs plus the
     largest segment's recomputed outputs - all but its last, which is the next
@@ -222,8 +223,6 @@ def mlp_activation_bytes(model, batch_size: int, *, segments: int | None = None,
     item = model.dtype.itemsize
     if segments is None:
         return batch_size * (model.sizes[0] + sum(outputs)) * item
-    from .parallel.pipeline_schedule import partition_layers
-
     bounds = partition_layers(model, check_int(segments, "segments", 1, model.n_layers))
     widths = [model.sizes[0]] + outputs  # acts[j] of MLP.forward on one device
     stored = sum(widths[lo] for lo in bounds[:-1])

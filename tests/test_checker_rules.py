@@ -25,9 +25,9 @@ from course_lib.exercises import (
     check_count,
     shown_tolerance,
 )
-from course_lib.parallel.pipeline_schedule import bubble_fraction
 from course_lib.parallel.speedup import ScalingMeasurement
 from course_lib.scaling import amdahl_limit, devices_needed, gustafson, karp_flatt
+from course_lib.schedule import bubble_fraction
 
 PERCENT = "give a fraction, not a percent"
 

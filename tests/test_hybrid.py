@@ -1,21 +1,20 @@
-"""course_lib.parallel.hybrid: data x pipeline grids and the chapter's comparison table."""
+"""course_lib.planner: data x pipeline grids and the chapter's comparison table."""
 
 import math
 
 import numpy as np
 import pytest
 
-from course_lib import comm
+from course_lib import comm, planner
+from course_lib import schedule as mp
 from course_lib.models import MLP
-from course_lib.parallel import hybrid
-from course_lib.parallel import pipeline_schedule as mp
 
 FAST = dict(device_flops=1e10, bandwidth=1e9, latency=1e-5)
 
 
 def test_one_device_is_the_serial_step():
     model = MLP((64, 64, 64, 10))
-    c = hybrid.estimate_config(model, 100, 1, 1, micro_batches=1, **FAST)
+    c = planner.estimate_config(model, 100, 1, 1, micro_batches=1, **FAST)
     assert c.compute == pytest.approx(100 * model.flops_per_sample()["total"] / 1e10)
     assert c.bubble == 0 and c.p2p == 0 and c.allreduce == 0
     params = model.n_params * 4
@@ -25,14 +24,14 @@ def test_one_device_is_the_serial_step():
 
 def test_data_parallel_uses_the_ring_allreduce_and_splits_the_batch():
     model = MLP((64, 64, 10))
-    c = hybrid.estimate_config(model, 100, 3, 1, micro_batches=1, **FAST)
+    c = planner.estimate_config(model, 100, 3, 1, micro_batches=1, **FAST)
     assert c.allreduce == pytest.approx(comm.ring_allreduce_time(model.n_params * 4, 3, 1e9, 1e-5))
     assert c.compute == pytest.approx(34 * model.flops_per_sample()["total"] / 1e10)  # ceil(100/3)
 
 
 def test_pipeline_matches_an_independent_simulation():
     model = MLP((32, 64, 64, 64, 10))
-    c = hybrid.estimate_config(model, 64, 1, 2, micro_batches=8, schedule="gpipe", **FAST)
+    c = planner.estimate_config(model, 64, 1, 2, micro_batches=8, schedule="gpipe", **FAST)
     bounds = mp.partition_layers(model, 2)
     f, b = mp.stage_flops(model, bounds)
     send = 1e-5 + 8 * model.sizes[bounds[1]] * 4 / 1e9
@@ -44,48 +43,48 @@ def test_pipeline_matches_an_independent_simulation():
     assert c.step_time == pytest.approx(t1.makespan + c.allreduce)
     assert c.compute == pytest.approx(8 * (f + b).max() * 8 / 1e10)
     # memory: stage s stashes 8 micro-batches of its activations (GPipe)
-    widths = hybrid.stage_activation_widths(model, bounds)
-    params = hybrid.stage_params(model, bounds)
+    widths = planner.stage_activation_widths(model, bounds)
+    params = planner.stage_params(model, bounds)
     assert c.memory == pytest.approx(max(2 * params * 4 + 8 * 8 * widths * 4))
 
 
 def test_1f1b_needs_less_activation_memory_than_gpipe_in_the_same_time():
     model = MLP((64,) + (256,) * 8 + (10,))
-    g = hybrid.estimate_config(model, 512, 1, 4, micro_batches=16, schedule="gpipe", **FAST)
-    o = hybrid.estimate_config(model, 512, 1, 4, micro_batches=16, schedule="1f1b", **FAST)
+    g = planner.estimate_config(model, 512, 1, 4, micro_batches=16, schedule="gpipe", **FAST)
+    o = planner.estimate_config(model, 512, 1, 4, micro_batches=16, schedule="1f1b", **FAST)
     assert o.step_time == pytest.approx(g.step_time, rel=0.05)
     assert o.memory_activations < g.memory_activations / 3  # 4 vs 16 micro-batches
 
 
 def test_stage_helpers_by_hand():
     model = MLP((10, 20, 30, 5))
-    assert hybrid.stage_params(model, (0, 1, 3)).tolist() == [220, 630 + 155]
-    assert hybrid.stage_activation_widths(model, (0, 1, 3)).tolist() == [30, 55]
-    assert hybrid.stage_params(model, (0, 3)).sum() == model.n_params
+    assert planner.stage_params(model, (0, 1, 3)).tolist() == [220, 630 + 155]
+    assert planner.stage_activation_widths(model, (0, 1, 3)).tolist() == [30, 55]
+    assert planner.stage_params(model, (0, 3)).sum() == model.n_params
 
 
 def test_enumerate_and_best():
     model = MLP((64, 64, 64, 64, 10))
-    configs = hybrid.enumerate_configs(model, 256, 8, **FAST)
+    configs = planner.enumerate_configs(model, 256, 8, **FAST)
     assert [c.label for c in configs] == ["8x1", "4x2", "2x4"]  # P = 8 > 4 layers is impossible
     assert all(c.devices == 8 for c in configs)
-    best = hybrid.best_config(model, 256, 8, **FAST)
+    best = planner.best_config(model, 256, 8, **FAST)
     assert best.step_time == min(c.step_time for c in configs)
     # memory too small for the data-parallel replica forces the pipeline
     limit = (configs[0].memory + configs[1].memory) / 2
-    forced = hybrid.best_config(model, 256, 8, memory=limit, **FAST)
+    forced = planner.best_config(model, 256, 8, memory=limit, **FAST)
     assert forced.pipeline > 1 and forced.memory <= limit
     assert forced.step_time == min(c.step_time for c in configs[1:])
-    assert hybrid.best_config(model, 256, 8, memory=1.0, **FAST) is None
-    assert hybrid.best_configs(model, 256, [1, 2], **FAST)[0].label == "1x1"
+    assert planner.best_config(model, 256, 8, memory=1.0, **FAST) is None
+    assert planner.best_configs(model, 256, [1, 2], **FAST)[0].label == "1x1"
 
 
 def test_large_batch_favours_data_parallelism_large_model_the_pipeline():
     # the chapter's rule: data parallelism for large batches, model parallelism for large models
     small_model = MLP((64, 64, 64, 64, 10))
-    assert hybrid.best_config(small_model, 8192, 4, **FAST).label == "4x1"
+    assert planner.best_config(small_model, 8192, 4, **FAST).label == "4x1"
     big_model = MLP((1024,) + (4096,) * 4 + (10,))
-    assert hybrid.best_config(big_model, 64, 4, **FAST).pipeline > 1
+    assert planner.best_config(big_model, 64, 4, **FAST).pipeline > 1
 
 
 @pytest.mark.parametrize(
@@ -100,14 +99,14 @@ def test_large_batch_favours_data_parallelism_large_model_the_pipeline():
 )
 def test_estimate_rejects_bad_input(args, kwargs, match):
     with pytest.raises(ValueError, match=match):
-        hybrid.estimate_config(MLP((8, 8, 8, 4)), *args, **FAST, **kwargs)
+        planner.estimate_config(MLP((8, 8, 8, 4)), *args, **FAST, **kwargs)
     with pytest.raises(ValueError, match="device_flops"):
-        hybrid.estimate_config(MLP((8, 8, 4)), 8, 1, 1, device_flops=0, bandwidth=1.0)
+        planner.estimate_config(MLP((8, 8, 4)), 8, 1, 1, device_flops=0, bandwidth=1.0)
 
 
 def test_scheme_comparison_hand_values():
     model = MLP((64, 64, 10))
-    t = hybrid.scheme_comparison(model, 128, 2)
+    t = planner.scheme_comparison(model, 128, 2)
     p_bytes = model.n_params * 4
     assert t.input_per_device == (128, 64, 128)
     assert t.traffic_per_device == (0, pytest.approx(p_bytes), 128 * 64 * 4)
@@ -127,12 +126,12 @@ def test_scheme_comparison_hand_values():
 
 def test_scheme_comparison_memory_approaches_n_for_big_models():
     model = MLP((256,) + (1024,) * 8 + (10,))
-    t = hybrid.scheme_comparison(model, 8, 8)
+    t = planner.scheme_comparison(model, 8, 8)
     assert t.relative()["total_memory"][1] == pytest.approx(8, rel=0.02)
     assert t.relative()["total_memory"][2] == pytest.approx(1, rel=0.02)
     assert np.isclose(t.relative()["traffic_per_device"][1], 2 * 7 / 8)
     with pytest.raises(ValueError, match="devices"):
-        hybrid.scheme_comparison(model, 8, 10)
+        planner.scheme_comparison(model, 8, 10)
 
 
 # ------------------------------------------------------------------ exercises
@@ -153,8 +152,8 @@ def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
     assert ex.ex_memory_per_device(largest * 8 / 1e6).correct
     assert not ex.ex_memory_per_device(model.n_params * 8 / 4 / 1e6).correct
     assert ex.ex_stash(16 / 4).correct
-    best = hybrid.best_config(
-        MLP(ex.BEST_SPLIT["sizes"]), 1024, 32, latency=1e-5, **hybrid.device_parameters()
+    best = planner.best_config(
+        MLP(ex.BEST_SPLIT["sizes"]), 1024, 32, latency=1e-5, **planner.device_parameters()
     )
     assert ex.ex_best_split((best.data, best.pipeline)).correct
     assert not ex.ex_best_split((32, 1)).correct
@@ -162,31 +161,31 @@ def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
 
 
 def test_device_parameters_from_the_hardware_table():
-    p = hybrid.device_parameters("a100_sxm_80gb")
+    p = planner.device_parameters("a100_sxm_80gb")
     assert p["bandwidth"] == 300e9 and p["memory"] == 80 * 2**30
     assert p["device_flops"] == pytest.approx(0.52 * 312e12)
     with pytest.raises(ValueError, match="device_id"):
-        hybrid.device_parameters("tpuv3_chip")  # no link bandwidth in the table
+        planner.device_parameters("tpuv3_chip")  # no link bandwidth in the table
 
 
 def test_estimates_are_cached_and_shared_across_batch_and_replicas():
     model = MLP((64, 96, 96, 96, 10))
     kw = dict(FAST, memory=1e9, schedule="gpipe")
-    first = hybrid.estimate_config(model, 512, 4, 2, **kw)
-    before = hybrid._estimate.cache_info()
-    again = hybrid.estimate_config(MLP((64, 96, 96, 96, 10)), 512, 4, 2, **kw)
-    assert again is first and hybrid._estimate.cache_info().hits == before.hits + 1
-    fresh = hybrid._estimate.__wrapped__(model, 512, 4, 2, 1e10, 1e9, 1e-5, 1e9, first.micro_batches,
+    first = planner.estimate_config(model, 512, 4, 2, **kw)
+    before = planner._estimate.cache_info()
+    again = planner.estimate_config(MLP((64, 96, 96, 96, 10)), 512, 4, 2, **kw)
+    assert again is first and planner._estimate.cache_info().hits == before.hits + 1
+    fresh = planner._estimate.__wrapped__(model, 512, 4, 2, 1e10, 1e9, 1e-5, 1e9, first.micro_batches,
                                          "gpipe", 0, 1)
     assert fresh == first  # the cache returns what the computation gives
     # half the batch on half the replicas: the same micro-batches, so the same pipeline simulation
-    steps = hybrid._replica_step.cache_info()
-    half = hybrid.estimate_config(model, 256, 2, 2, **kw)
-    assert hybrid._replica_step.cache_info().hits == steps.hits + 1
+    steps = planner._replica_step.cache_info()
+    half = planner.estimate_config(model, 256, 2, 2, **kw)
+    assert planner._replica_step.cache_info().hits == steps.hits + 1
     assert (half.compute, half.bubble, half.p2p) == (first.compute, first.bubble, first.p2p)
     assert half.allreduce < first.allreduce  # what does depend on N_d is computed anew
     with pytest.raises(ValueError, match="data"):  # arguments are checked before the cache
-        hybrid.estimate_config(model, 4, 8, 1, **kw)
+        planner.estimate_config(model, 4, 8, 1, **kw)
 
 
 @pytest.mark.parametrize("tensor", [1, 2, 3])
@@ -198,7 +197,7 @@ def test_cached_stage_memory_equals_the_memory_model_per_micro_batch(tensor, pip
     from course_lib.memory import mlp_activation_bytes, model_state_bytes
 
     model = MLP((64, 96, 96, 96, 10))
-    c = hybrid.estimate_config(model, batch_size, 1, pipeline, tensor=tensor, **FAST, memory=1e12,
+    c = planner.estimate_config(model, batch_size, 1, pipeline, tensor=tensor, **FAST, memory=1e12,
                                schedule="gpipe")
     bounds = mp.partition_layers(model, pipeline)
     stages = [MLP(model.sizes[lo : hi + 1]) for lo, hi in zip(bounds[:-1], bounds[1:])]
@@ -206,7 +205,7 @@ def test_cached_stage_memory_equals_the_memory_model_per_micro_batch(tensor, pip
     acts = [h * mlp_activation_bytes(s, c.micro_batch_size, tensor=tensor)
             for h, s in zip(held, stages)]
     states = [model_state_bytes(int(n), param_bytes=4, grad_bytes=4, k=0).total  # plain SGD
-              for n in hybrid.stage_params(model, bounds, tensor)]
+              for n in planner.stage_params(model, bounds, tensor)]
     assert c.memory_activations == max(acts)
     assert c.memory_params == max(states)
     assert c.memory == max(a + s for a, s in zip(acts, states))
@@ -214,8 +213,8 @@ def test_cached_stage_memory_equals_the_memory_model_per_micro_batch(tensor, pip
 
 def test_cached_stage_arrays_cannot_be_changed_by_a_caller():
     model = MLP((64, 96, 96, 96, 10))
-    _, n_params, params_mem, per_sample = hybrid._stage_memory(model, 2, 1, 0)
-    _, f_flops, b_flops = hybrid._stage_costs(model, 2, 1)
+    _, n_params, params_mem, per_sample = planner._stage_memory(model, 2, 1, 0)
+    _, f_flops, b_flops = planner._stage_costs(model, 2, 1)
     for a in (n_params, params_mem, per_sample, f_flops, b_flops):
         with pytest.raises(ValueError, match="read-only"):
             a[0] = 0

@@ -1,4 +1,4 @@
-"""course_lib.parallel.hybrid with a tensor-parallel axis: N_d x N_p x N_t grids."""
+"""course_lib.planner with a tensor-parallel axis: N_d x N_p x N_t grids."""
 
 import dataclasses
 
@@ -7,11 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import comm
+from course_lib import comm, planner
+from course_lib import schedule as mp
 from course_lib.memory import mlp_activation_bytes, model_state_bytes
 from course_lib.models import MLP
-from course_lib.parallel import hybrid
-from course_lib.parallel import pipeline_schedule as mp
 from course_lib.parallel.tensor import layer_shards, tensor_parallel_bytes
 
 FAST = dict(device_flops=1e10, bandwidth=1e9, latency=1e-5)
@@ -30,11 +29,11 @@ def _rank_params(model, workers, rank=0):
 def test_tensor_one_is_the_old_estimate_bit_for_bit():
     model = MLP((32, 64, 64, 64, 10))
     for d, p in ((1, 1), (2, 2), (1, 4)):
-        old = hybrid.estimate_config(model, 64, d, p, micro_batches=4, **FAST)
-        new = hybrid.estimate_config(model, 64, d, p, micro_batches=4, tensor=1, **FAST)
+        old = planner.estimate_config(model, 64, d, p, micro_batches=4, **FAST)
+        new = planner.estimate_config(model, 64, d, p, micro_batches=4, tensor=1, **FAST)
         assert new == old and new.tensor == 1 and new.tensor_allreduce == 0.0
         assert new.label == f"{d}x{p}" and new.devices == d * p
-    assert hybrid.enumerate_configs(model, 64, 4, max_tensor=1, **FAST) == hybrid.enumerate_configs(model, 64, 4, **FAST)
+    assert planner.enumerate_configs(model, 64, 4, max_tensor=1, **FAST) == planner.enumerate_configs(model, 64, 4, **FAST)
 
 
 @pytest.mark.parametrize("sizes", [(8, 10, 6, 3), (8, 16, 16, 4), (5, 7, 9, 11, 13, 3)])
@@ -42,14 +41,14 @@ def test_tensor_one_is_the_old_estimate_bit_for_bit():
 def test_parameters_per_device_are_those_of_the_tensor_parallel_split(sizes, workers):
     model = MLP(sizes)
     whole = (0, model.n_layers)
-    assert hybrid.stage_params(model, whole, workers)[0] == _rank_params(model, workers)
+    assert planner.stage_params(model, whole, workers)[0] == _rank_params(model, workers)
 
 
 def test_one_stage_split_over_two_devices_by_hand():
     model = MLP((8, 16, 16, 4))  # pair (0, 1) with hidden 16 -> 8 per device; layer 2 replicated
-    c = hybrid.estimate_config(model, 64, 1, 1, micro_batches=1, tensor=2, **FAST)
+    c = planner.estimate_config(model, 64, 1, 1, micro_batches=1, tensor=2, **FAST)
     n = (8 * 8 + 8) + (8 * 16 + 16) + (16 * 4 + 4)
-    assert n == 284 == hybrid.stage_params(model, (0, 3), 2)[0]
+    assert n == 284 == planner.stage_params(model, (0, 3), 2)[0]
     assert c.memory_params == model_state_bytes(n, param_bytes=4, grad_bytes=4, k=0).total == 2272
     acts = mlp_activation_bytes(model, 64, tensor=2)
     assert acts == 64 * (8 + 8 + 16 + 4) * 4
@@ -67,18 +66,18 @@ def test_one_stage_split_over_two_devices_by_hand():
 
 def test_stage_bytes_add_up_to_the_whole_model_and_count_the_stage_input_gradient():
     model = MLP((8, 16, 16, 16, 16, 4))
-    f, b = hybrid.tensor_stage_bytes(model, (0, 5), 10)
+    f, b = planner.tensor_stage_bytes(model, (0, 5), 10)
     assert f[0] + b[0] == tensor_parallel_bytes(model, 10)
-    f, b = hybrid.tensor_stage_bytes(model, (0, 2, 5), 10)
+    f, b = planner.tensor_stage_bytes(model, (0, 2, 5), 10)
     assert f.tolist() == [10 * 16 * 4, 10 * 16 * 4]  # each stage's pair output
     assert b.tolist() == [0, 10 * 16 * 4]  # stage 1's input gradient goes back to stage 0
-    f, b = hybrid.tensor_stage_bytes(model, (0, 1, 2, 3, 4, 5), 10)  # one layer per stage: nothing to split
+    f, b = planner.tensor_stage_bytes(model, (0, 1, 2, 3, 4, 5), 10)  # one layer per stage: nothing to split
     assert f.sum() == b.sum() == 0
 
 
 def test_tensor_parallel_pipeline_against_an_independent_simulation():
     model = MLP((32, 64, 64, 64, 64, 10))
-    c = hybrid.estimate_config(model, 64, 1, 2, micro_batches=4, schedule="gpipe", tensor=2, **FAST)
+    c = planner.estimate_config(model, 64, 1, 2, micro_batches=4, schedule="gpipe", tensor=2, **FAST)
     bounds = mp.partition_layers(model, 2)
     assert bounds == (0, 2, 5)
     mb = 16
@@ -102,37 +101,37 @@ def test_tensor_parallel_pipeline_against_an_independent_simulation():
 @settings(max_examples=20, deadline=None)
 def test_splitting_over_more_devices_never_needs_more_memory(t, p):
     model = MLP((64, 256, 256, 256, 256, 10))
-    base = hybrid.estimate_config(model, 64, 1, p, micro_batches=2, tensor=t - 1, **FAST)
-    more = hybrid.estimate_config(model, 64, 1, p, micro_batches=2, tensor=t, **FAST)
+    base = planner.estimate_config(model, 64, 1, p, micro_batches=2, tensor=t - 1, **FAST)
+    more = planner.estimate_config(model, 64, 1, p, micro_batches=2, tensor=t, **FAST)
     assert more.memory_params <= base.memory_params and more.memory_activations <= base.memory_activations
     assert more.compute <= base.compute
 
 
 def test_parameters_drop_about_one_over_t_for_wide_layers():
     model = MLP((1024,) * 5)  # two pairs, nothing replicated
-    one = hybrid.estimate_config(model, 64, 1, 1, tensor=1, **FAST)
-    four = hybrid.estimate_config(model, 64, 1, 1, tensor=4, **FAST)
+    one = planner.estimate_config(model, 64, 1, 1, tensor=1, **FAST)
+    four = planner.estimate_config(model, 64, 1, 1, tensor=4, **FAST)
     assert four.memory_params / one.memory_params == pytest.approx(1 / 4, rel=0.01)
 
 
 def test_enumerate_and_best_with_a_tensor_axis():
     model = MLP((64, 64, 64, 10))
-    configs = hybrid.enumerate_configs(model, 256, 4, max_tensor=4, **FAST)
+    configs = planner.enumerate_configs(model, 256, 4, max_tensor=4, **FAST)
     assert [c.label for c in configs] == ["4x1", "2x2", "2x1x2", "1x2x2", "1x1x4"]
     assert all(c.devices == 4 for c in configs)
-    best = hybrid.best_config(model, 256, 4, max_tensor=4, **FAST)
+    best = planner.best_config(model, 256, 4, max_tensor=4, **FAST)
     assert best.step_time == min(c.step_time for c in configs)
     # a wide model with a small batch: the gradient all-reduce of data parallelism is the
     # expensive part; splitting the layers beats replicating them
     wide = MLP((64, 8192, 8192, 10))
     kw = dict(device_flops=1e12, bandwidth=1e9, latency=1e-5)
-    assert hybrid.best_config(wide, 8, 4, max_tensor=4, **kw).tensor > 1
+    assert planner.best_config(wide, 8, 4, max_tensor=4, **kw).tensor > 1
     with pytest.raises(ValueError, match="max_tensor"):
-        hybrid.enumerate_configs(model, 256, 4, max_tensor=0, **FAST)
+        planner.enumerate_configs(model, 256, 4, max_tensor=0, **FAST)
     with pytest.raises(ValueError, match="tensor"):
-        hybrid.estimate_config(model, 256, 1, 1, tensor=0, **FAST)
+        planner.estimate_config(model, 256, 1, 1, tensor=0, **FAST)
 
 
 def test_config_is_a_frozen_dataclass_with_defaults_for_the_new_fields():
-    names = [f.name for f in dataclasses.fields(hybrid.HybridConfig)]
+    names = [f.name for f in dataclasses.fields(planner.HybridConfig)]
     assert names[-2:] == ["tensor", "tensor_allreduce"]

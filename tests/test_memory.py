@@ -66,7 +66,7 @@ def test_mlp_activations_are_what_forward_returns():
 
 def test_mlp_recomputation_by_hand():
     model = MLP((16, 64, 64, 64, 64, 10))  # layer FLOPs (fwd + bwd) 4096, 24576 x 3, 3840
-    from course_lib.parallel.pipeline_schedule import partition_layers
+    from course_lib.schedule import partition_layers
 
     assert partition_layers(model, 3) == (0, 2, 3, 5)  # stage costs 28672, 24576, 28416
     stored = 16 + 64 + 64  # the input of each of the 3 segments: sizes[0], sizes[2], sizes[3]

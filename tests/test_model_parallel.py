@@ -16,9 +16,9 @@ import os
 import numpy as np
 import pytest
 
+from course_lib import schedule as mp
 from course_lib.models import MLP, train
 from course_lib.parallel import pipeline as mp_run
-from course_lib.parallel import pipeline_schedule as mp
 from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.partition import micro_rows
 from course_lib.timing import blas_threads

@@ -15,9 +15,9 @@ import time
 import numpy as np
 import pytest
 
+from course_lib import schedule as mp
 from course_lib.models import MLP
 from course_lib.parallel import pipeline as mp_run
-from course_lib.parallel import pipeline_schedule as mp
 from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
 from course_lib.testing import resource_snapshot

@@ -71,3 +71,143 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
     for seen in ("ctx = multiprocessing.get_context(method)", "a, b = self.context.Pipe(duplex=duplex)",
                  "barrier = PipeBarrier(parties, self.context)", "shared_memory.SharedMemory(name=name)"):
         assert makes.search(seen), seen  # the pattern sees the real calls
+
+
+# ------------------------------------------------------------------ the import graph
+#: The floors of the package, lowest first: a module imports only from its own floor or below.
+#: Ground: helpers without ideas; ideas: the course's maths, pure functions (no processes,
+#: no figures); processes: what runs on several processes (and the leak snapshots of its
+#: tests); then what shows the ideas (figures, checkers), the sliders, the tools.
+FLOORS = (
+    ("ground", {"course_lib", "_validate", "timing", "progress", "quantity", "datasets", "datapackage"}),
+    ("ideas", {"scaling", "cost", "rate", "roofline", "comm", "memory", "models", "cnn", "im2col",
+               "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner"}),
+    ("processes", {"parallel", "parallel.*", "testing"}),
+    ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),
+    ("widgets", {"widgets"}),
+    ("tools", {"tools", "tools.*", "__main__"}),
+)
+
+#: Import edges that close a circle today, each with who removes it. The test fails once an
+#: edge listed here is gone, so that the list is emptied as the circles are cut.
+KNOWN_CIRCLE_EDGES = {
+    # issue 26 item 4: the fast im2col engine moves into a module of its own (other helper)
+    ("course_lib.im2col", "course_lib.conv_algorithms"): "im2col.conv2d calls conv_algorithms.run_algorithm",
+    # issue 26 item 5: zero imports data.Job, data imports zero_worker_loop in the worker (lead)
+    ("course_lib.parallel.data", "course_lib.parallel.zero"): "data imports zero's loop lazily",
+}
+
+
+def _module_names(root) -> dict:
+    """``{"course_lib.x.y": path}`` for every module of the package (a package is its __init__)."""
+    out = {}
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _imports(name: str, source: str, is_package: bool, modules) -> set:
+    """The course_lib modules that ``source`` (module ``name``) imports, at module level or
+    inside a function: ``from .x import f`` gives ``x``, ``from . import x`` gives ``x`` when
+    ``x`` is a module, else the package."""
+    import ast
+
+    package = name if is_package else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "course_lib"}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + ([node.module] if node.module else []))
+            if target.split(".")[0] == "course_lib":
+                found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target
+                          for a in node.names}
+    return found - {name}
+
+
+def _import_graph() -> dict:
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "course_lib"
+    modules = _module_names(root)
+    return {name: _imports(name, path.read_text(encoding="utf-8"), path.name == "__init__.py", modules)
+            for name, path in modules.items()}
+
+
+def _floor(name: str) -> int:
+    short = name.removeprefix("course_lib.") if name != "course_lib" else name
+    for level, (_, members) in enumerate(FLOORS):
+        if short in members or any(m.endswith(".*") and short.startswith(m[:-1]) for m in members):
+            return level
+    raise KeyError(name)
+
+
+def _circles(graph: dict) -> list:
+    """Every strongly connected set of two or more modules (Tarjan), sorted."""
+    index, low, stack, on_stack, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                part.add(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_every_module_has_a_floor():
+    graph = _import_graph()
+    unplaced = []
+    for name in graph:
+        try:
+            _floor(name)
+        except KeyError:
+            unplaced.append(name)
+    assert unplaced == [], f"modules without a floor in tests/test_package.py FLOORS: {unplaced}"
+
+
+def test_imports_point_down_and_close_no_circle():
+    """No module imports one that stands on a higher floor, and the import graph (module-level
+    and function-level imports) has no circle, apart from the listed edges being removed."""
+    graph = _import_graph()
+    up = sorted(f"{a} ({FLOORS[_floor(a)][0]}) -> {b} ({FLOORS[_floor(b)][0]})"
+                for a, targets in graph.items() for b in targets if _floor(b) > _floor(a))
+    assert up == [], "imports that point up: " + "; ".join(up)
+    stale = [edge for edge in KNOWN_CIRCLE_EDGES if edge[1] not in graph.get(edge[0], ())]
+    assert stale == [], f"listed circle edges that are gone (remove them from KNOWN_CIRCLE_EDGES): {stale}"
+    for a, b in KNOWN_CIRCLE_EDGES:
+        graph[a] = graph[a] - {b}
+    assert _circles(graph) == [], f"import circles: {_circles(graph)}"
+
+
+def test_the_import_graph_checks_can_fail():
+    """The parser sees function-level and relative imports; circles and upward arrows are found."""
+    modules = {"course_lib.a", "course_lib.p", "course_lib.p.b", "course_lib.p.c"}
+    source = "from .. import a\nfrom . import c\ndef f():\n    from ..a import g\n    import course_lib.x\n"
+    assert _imports("course_lib.p.b", source, False, modules) == {"course_lib.a", "course_lib.p.c",
+                                                                 "course_lib.x"}
+    assert "course_lib.datasets" in _import_graph()["course_lib.planner"]  # a function-level import
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+    assert _floor("course_lib.parallel.data") > _floor("course_lib.schedule")
+    assert _floor("course_lib.plots.style") > _floor("course_lib.parallel.workers")

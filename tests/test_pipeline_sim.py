@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib import schedule as mp
 from course_lib.models import MLP
-from course_lib.parallel import pipeline_schedule as mp
 
 
 def _by_key(timeline):

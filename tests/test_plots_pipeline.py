@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from matplotlib.text import Text
 
+from course_lib import planner
+from course_lib import schedule as mp
 from course_lib.models import MLP
-from course_lib.parallel import hybrid
-from course_lib.parallel import pipeline_schedule as mp
 from course_lib.plots import figure_to_png
 from course_lib.plots.pipeline import (
     _idle_intervals,
@@ -218,7 +218,7 @@ def _tops(ax, n):
 
 def test_hybrid_figures():
     model = MLP((64, 64, 64, 64, 10))
-    configs = hybrid.enumerate_configs(model, 256, 4, **FAST)
+    configs = planner.enumerate_configs(model, 256, 4, **FAST)
     fig = hybrid_configs_figure(configs, memory=1e9)
     ax_t, ax_m = fig.axes
     assert [t.get_text() for t in ax_m.get_xticklabels()] == [c.label for c in configs]
@@ -227,7 +227,7 @@ def test_hybrid_figures():
     assert not ax_t.patches and not ax_m.patches  # one collection per part, no Rectangle per bar
 
     counts = [1, 2, 4, 8]
-    best = hybrid.best_configs(model, 256, counts, **FAST)
+    best = planner.best_configs(model, 256, counts, **FAST)
     fig = hybrid_best_figure(counts, best)
     line = fig.axes[0].get_lines()[0]
     assert np.allclose(line.get_ydata(), [b.step_time * 1e3 for b in best])
@@ -243,7 +243,7 @@ def test_hybrid_figures():
 
 def test_hybrid_configs_mark_what_does_not_fit():
     model = MLP((64, 256, 256, 256, 10))
-    configs = hybrid.enumerate_configs(model, 256, 8, memory=1e6, **FAST)
+    configs = planner.enumerate_configs(model, 256, 8, memory=1e6, **FAST)
     bad = [i for i, c in enumerate(configs) if not c.fits]
     assert bad and len(bad) < len(configs)
     fig = hybrid_configs_figure(configs, memory=1e6)
@@ -258,11 +258,11 @@ def test_hybrid_explorer_redraws_from_the_cache():
     model = MLP((64, 128, 128, 128, 128, 10))
     kw = dict(model=model, device_counts=[1, 2, 4, 8], memory=1e9, max_tensor=2, **FAST)
     hybrid_explorer_figure(4, batch_size=512, **kw)
-    before = hybrid._replica_step.cache_info()
+    before = planner._replica_step.cache_info()
     hybrid_explorer_figure(8, batch_size=512, **kw)  # the devices slider moves
-    assert hybrid._replica_step.cache_info().misses == before.misses
+    assert planner._replica_step.cache_info().misses == before.misses
     hybrid_explorer_figure(8, batch_size=1024, **kw)  # the batch doubles: most micro-batches are known
-    after = hybrid._replica_step.cache_info()
+    after = planner._replica_step.cache_info()
     assert after.hits - before.hits > after.misses - before.misses
 
 
@@ -290,7 +290,7 @@ def test_hybrid_explorer_shows_the_tensor_axis():
                                  max_tensor=4, **kw)
     ax_t, ax_m, ax_b = (next(ax for ax in fig.axes if ax.get_ylabel().startswith(y))
                         for y in ("step time", "memory", "best step time"))
-    configs = hybrid.enumerate_configs(model, 256, 8, memory=1e9, max_tensor=4, **kw)
+    configs = planner.enumerate_configs(model, 256, 8, memory=1e9, max_tensor=4, **kw)
     assert [t.get_text() for t in ax_m.get_xticklabels()] == [c.label for c in configs]  # shared with ax_t
     assert {c.tensor for c in configs} == {1, 2, 4}
     groups = [t.get_text() for t in ax_t.texts if t.get_text().startswith("$N_t$ = ")]

@@ -138,7 +138,7 @@ def _figure():
 
 
 def _timeline():
-    return course_lib.parallel.pipeline_schedule.simulate_uniform(2, 3)
+    return course_lib.schedule.simulate_uniform(2, 3)
 
 
 @functools.cache
@@ -151,7 +151,7 @@ def _live_figure(which: str = "a"):
 
 
 def _configs():
-    from course_lib.parallel.hybrid import enumerate_configs
+    from course_lib.planner import enumerate_configs
 
     return enumerate_configs(_MODEL, 8, 2, device_flops=1e9, bandwidth=1e9)
 
@@ -538,7 +538,7 @@ def test_walk_covers_the_package():
         importlib.import_module(module)
     assert not set(SKIP) - names, f"stale SKIP entries: {set(SKIP) - names}"
     assert not set(KNOWN_FAILURES) - names, f"stale KNOWN_FAILURES: {set(KNOWN_FAILURES) - names}"
-    for required in ("course_lib.models.train", "course_lib.parallel.hybrid.best_config",
+    for required in ("course_lib.models.train", "course_lib.planner.best_config",
                      "course_lib.plots.scaling.amdahl_figure", "course_lib.exercises.check"):
         assert required in names
     assert len(WALKED) > 150
@@ -562,19 +562,19 @@ def test_models_reject_wrong_types_naming_the_parameter():
 
 
 def test_hybrid_rejects_wrong_types_naming_the_parameter():
+    from course_lib import planner
     from course_lib.models import MLP
-    from course_lib.parallel import hybrid
 
     model = MLP((8, 6, 5, 3))
     with pytest.raises(TypeError, match=r"model must be an MLP, got NoneType"):
-        hybrid.best_config(None, 64, 8, device_flops=1e9, bandwidth=1e9)
+        planner.best_config(None, 64, 8, device_flops=1e9, bandwidth=1e9)
     with pytest.raises(TypeError, match=r"model must be an MLP, got str"):
-        hybrid.enumerate_configs("abc", 64, 8, device_flops=1e9, bandwidth=1e9)
+        planner.enumerate_configs("abc", 64, 8, device_flops=1e9, bandwidth=1e9)
     with pytest.raises(TypeError, match=r"model must be an MLP, got list"):
-        hybrid.scheme_comparison([[1, [2]]], 64, 2)
+        planner.scheme_comparison([[1, [2]]], 64, 2)
     with pytest.raises(TypeError, match=r"model must be an MLP, got float"):
-        hybrid.stage_params(float("nan"), (0, 1, 3))
+        planner.stage_params(float("nan"), (0, 1, 3))
     with pytest.raises(TypeError, match="boundaries"):
-        hybrid.stage_activation_widths(model, "abc")
+        planner.stage_activation_widths(model, "abc")
     with pytest.raises(TypeError, match="boundaries"):
-        hybrid.stage_params(model, [[1, [2]]])
+        planner.stage_params(model, [[1, [2]]])

@@ -22,10 +22,10 @@ import functools
 import numpy as np
 import pytest
 
+from course_lib import schedule as mp
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
 from course_lib.parallel import pipeline as mp_run
-from course_lib.parallel import pipeline_schedule as mp
 from course_lib.parallel.hybrid import train_hybrid
 from course_lib.parallel.pipeline import PipelineResult, RecomputeOverhead, recompute_overhead
 from course_lib.timing import blas_threads

@@ -1,6 +1,6 @@
 """Exercises of chapter 06 (model, pipeline, tensor and hybrid parallelism; memory).
 
-Expected values come from :mod:`course_lib.parallel.pipeline`, :mod:`course_lib.parallel.hybrid`,
+Expected values come from :mod:`course_lib.schedule`, :mod:`course_lib.planner`,
 :mod:`course_lib.parallel.tensor` and :mod:`course_lib.memory`.
 The givens of each exercise are module constants, so the notebook can print them.
 """
@@ -12,9 +12,9 @@ import numpy as np
 from .. import comm
 from ..memory import transformer_activation_bytes
 from ..models import MLP
-from ..parallel.hybrid import EXAMPLE_SIZES, best_config, device_parameters, stage_params
-from ..parallel.pipeline_schedule import bubble_fraction, partition_layers, simulate_uniform
 from ..parallel.tensor import tensor_parallel_bytes
+from ..planner import EXAMPLE_SIZES, best_config, device_parameters, stage_params
+from ..schedule import bubble_fraction, partition_layers, simulate_uniform
 from . import Result, _coerce, _fmt, check, check_count
 
 __all__ = [

@@ -13,9 +13,9 @@ from ..cost import BERT_LARGE, training_time
 from ..datasets import get_device
 from ..im2col import gemm_sizes
 from ..models import MLP
-from ..parallel.hybrid import scheme_comparison
-from ..parallel.pipeline_schedule import bubble_fraction
+from ..planner import scheme_comparison
 from ..scaling import amdahl_limit, devices_needed, gustafson_to_amdahl, karp_flatt, speedup
+from ..schedule import bubble_fraction
 from . import Result, check, check_count
 
 __all__ = [

@@ -40,9 +40,7 @@ import numpy as np
 
 from .._validate import check_int, check_positive, check_type
 from ..models import sgd_step, softmax_cross_entropy
-from .launch import Launcher, StepClock
-from .partition import batch_schedule, batch_sizes, replica_rows, steps_per_epoch, sum_rows
-from .pipeline_schedule import (
+from ..schedule import (
     StageOp,
     Timeline,
     check_boundaries,
@@ -50,6 +48,8 @@ from .pipeline_schedule import (
     partition_layers,
     schedule_order,
 )
+from .launch import Launcher, StepClock
+from .partition import batch_schedule, batch_sizes, replica_rows, steps_per_epoch, sum_rows
 
 __all__ = [
     "PRELOAD",

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import planner
 from .._validate import as_real, check_int, check_positive, check_range, check_sequence, check_type
-from ..parallel import hybrid, pipeline_schedule
+from ..schedule import Timeline, bubble_fraction, check_schedule, simulate_uniform
 from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = [
@@ -44,13 +45,13 @@ def _idle_intervals(timeline) -> list[tuple[int, float, float]]:
 
     Examples
     --------
-    >>> t = pipeline_schedule.simulate_uniform(2, 2)
+    >>> t = simulate_uniform(2, 2)
     >>> _idle_intervals(t)
     [(0, 2.0, 5.0), (1, 0.0, 1.0), (1, 7.0, 9.0)]
     >>> sum(end - start for _, start, end in _idle_intervals(t)), round(t.bubble() * 2 * t.makespan, 9)
     (6.0, 6.0)
     """
-    check_type(timeline, "timeline", pipeline_schedule.Timeline, "a Timeline")
+    check_type(timeline, "timeline", Timeline, "a Timeline")
     busy: dict[int, list[tuple[float, float]]] = {}
     for op in timeline.ops:
         if op.kind in ("F", "B"):
@@ -141,7 +142,7 @@ def _gantt_key(ax, handles) -> None:
 
 def _gantt_title(name: str, tl, what: str) -> str:
     grid = f"$N_d$ = {tl.replicas} × " if tl.replicas > 1 else ""
-    formula = pipeline_schedule.bubble_fraction(tl.n_stages, tl.n_micro)
+    formula = bubble_fraction(tl.n_stages, tl.n_micro)
     return (f"{name}, {grid}$N_p$ = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}\n"
             f"formula $(N_p-1)/(M+N_p-1)$ = {formula:.1%} (equal stages, no hand-over time)")
 
@@ -158,7 +159,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
 
     Parameters
     ----------
-    timeline : course_lib.parallel.pipeline_schedule.Timeline
+    timeline : course_lib.schedule.Timeline
     step : int, optional
         Draw only this step (default: the first step of a measured run, everything of
         a simulated one).
@@ -166,7 +167,7 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     labels : bool
         Write the micro-batch index into each bar wide enough for it.
     """
-    check_type(timeline, "timeline", pipeline_schedule.Timeline, "a Timeline")
+    check_type(timeline, "timeline", Timeline, "a Timeline")
     if title is not None:
         check_type(title, "title", str, "a str")
     if step is None and timeline.source == "measured" and len(timeline.steps) > 1:
@@ -186,10 +187,10 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
 
 @functools.lru_cache(maxsize=512)
 def _uniform(stages: int, micro_batches: int, schedule: str, backward: float):
-    """:func:`~course_lib.parallel.pipeline_schedule.simulate_uniform` with forward 1, cached
+    """:func:`~course_lib.schedule.simulate_uniform` with forward 1, cached
     (a pure function of hashable arguments returning a frozen Timeline): the live
     :func:`schedule_figure` asks for the same points at every redraw."""
-    return pipeline_schedule.simulate_uniform(stages, micro_batches, schedule=schedule, forward=1.0,
+    return simulate_uniform(stages, micro_batches, schedule=schedule, forward=1.0,
                                               backward=backward)
 
 
@@ -198,7 +199,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
                     backward_ratio: float = 2.0, max_micro: int = 64):
     """Simulated pipeline with equal stages: Gantt chart and bubble against ``M``.
 
-    Top: the simulated timeline (:func:`course_lib.parallel.pipeline_schedule.simulate_uniform`)
+    Top: the simulated timeline (:func:`course_lib.schedule.simulate_uniform`)
     of ``stages`` stages and ``micro_batches`` micro-batches, idle time hatched. Bottom: the
     bubble share against ``M`` - the formula for this ``N_p`` and the simulator's points
     for both schedules (the same with equal stages: GPipe hollow circles, 1F1B filled
@@ -220,7 +221,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     micro_batches = check_int(micro_batches, "micro_batches", 1, 4096)
     max_micro = check_int(max_micro, "max_micro", 1, 4096)
     backward = check_positive(backward_ratio, "backward_ratio", allow_zero=True)
-    pipeline_schedule.check_schedule(schedule)
+    check_schedule(schedule)
     tl = _uniform(stages, micro_batches, schedule, backward)
     held = int(tl.in_flight()[0])
     # The chart keeps one height up to 10 stages (2.4 in, rows share it), so that the
@@ -241,7 +242,7 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
 
     top = max(max_micro, micro_batches)
     ms = np.unique(np.round(np.geomspace(1, top, 60)).astype(int))
-    ax_b.plot(ms, pipeline_schedule.bubble_fraction(stages, ms), color="0.3", label="$(N_p-1)/(M+N_p-1)$")
+    ax_b.plot(ms, bubble_fraction(stages, ms), color="0.3", label="$(N_p-1)/(M+N_p-1)$")
     pts = np.unique(np.round(np.geomspace(1, top, 9)).astype(int))
     for sched, style in (("gpipe", dict(marker="o", mfc="none", ms=11, mew=2.0, color=COLORS[0])),
                          ("1f1b", dict(marker="D", ms=5, color=COLORS[1]))):
@@ -294,7 +295,7 @@ def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured:
     fig, ax = new_figure(size=(8.0, 4.0))
     ms = np.unique(np.round(np.geomspace(1, top, 40)).astype(int))
     for i, s in enumerate(sorted(set(s_arr.tolist()))):
-        curve = pipeline_schedule.bubble_fraction(s, ms)
+        curve = bubble_fraction(s, ms)
         values.append(curve)
         ax.plot(ms, curve, color="0.3", ls=("-", "--", ":", "-.")[i % 4], label=f"formula, $N_p$ = {s}")
     if simulated is not None:
@@ -329,7 +330,7 @@ _PARTS = (("compute", "compute", dict(color=COLORS[0])),
 
 
 def _rank(config) -> tuple:
-    """Order of :func:`course_lib.parallel.hybrid.best_config`: time, then fewer stages, then smaller T."""
+    """Order of :func:`course_lib.planner.best_config`: time, then fewer stages, then smaller N_t."""
     return (config.step_time, config.pipeline, config.tensor)
 
 
@@ -428,12 +429,12 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
 
     Parameters
     ----------
-    configs : sequence of course_lib.parallel.hybrid.HybridConfig
-        E.g. from :func:`course_lib.parallel.hybrid.enumerate_configs`.
+    configs : sequence of course_lib.planner.HybridConfig
+        E.g. from :func:`course_lib.planner.enumerate_configs`.
     memory : float, optional
         Device memory in bytes (drawn as a dashed line).
     """
-    configs = check_sequence(configs, "configs", hybrid.HybridConfig, "a HybridConfig")
+    configs = check_sequence(configs, "configs", planner.HybridConfig, "a HybridConfig")
     if not configs:
         raise ValueError("configs must not be empty")
     if memory is not None:
@@ -486,10 +487,10 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     ----------
     device_counts : sequence of int
     best : sequence of HybridConfig or None
-        :func:`course_lib.parallel.hybrid.best_configs` for ``device_counts`` (None: nothing fits).
+        :func:`course_lib.planner.best_configs` for ``device_counts`` (None: nothing fits).
     """
     n = _counts(device_counts, "device_counts").astype(float)
-    best = check_sequence(best, "best", (hybrid.HybridConfig, type(None)), "a HybridConfig or None")
+    best = check_sequence(best, "best", (planner.HybridConfig, type(None)), "a HybridConfig or None")
     if n.ndim != 1 or len(best) != n.size or n.size == 0:
         raise ValueError("device_counts and best must be non-empty and of equal length")
     fig, (ax_t, ax_c) = new_figure(1, 2, size=(9.6, 4.4))
@@ -518,18 +519,18 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     """Live-figure view: the configurations at ``devices`` and the best one as N grows.
 
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
-    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.parallel.hybrid.enumerate_configs`
+    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.planner.enumerate_configs`
     (``max_tensor=T`` adds the tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by
     ``N_t``, and the best one may split its stages over ``N_t`` devices).
 
-    The estimates are cached by :func:`course_lib.parallel.hybrid.estimate_config` (and the
+    The estimates are cached by :func:`course_lib.planner.estimate_config` (and the
     pipeline simulations inside them by micro-batch size), so moving the ``devices``
     slider recomputes nothing and a new global batch only the configurations whose
     micro-batches are new.
     """
     counts = check_sequence(device_counts, "device_counts")
-    bests = hybrid.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
-    configs = hybrid.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
+    bests = planner.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
+    configs = planner.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
     fitting = [c for c in configs if c.fits]
     best_here = min(fitting, key=_rank) if fitting else None
     fig, ax_t, ax_m, ax_b = _config_grid((9.6, 5.8), extra_column=True)

@@ -13,9 +13,9 @@ stages work on different micro-batches at the same time. Two schedules are provi
     accumulated over the micro-batches, one update per step ("flush").
 ``"1f1b"``
     One-forward-one-backward (PipeDream-Flush, Narayanan et al., 2021; Megatron-LM's
-    non-interleaved schedule): after ``S - s - 1`` warm-up forwards, stage ``s``
+    non-interleaved schedule): after ``N_p - q - 1`` warm-up forwards, stage ``q``
     alternates a forward and a backward. Same result and, with equal stages, the same
-    idle time as GPipe, but at most ``S - s`` micro-batches' activations are held at
+    idle time as GPipe, but at most ``N_p - q`` micro-batches' activations are held at
     once instead of ``M``.
 
 Both schedules are synchronous: the update uses the gradient of the whole batch, so the
@@ -39,8 +39,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validate import as_real, broadcast, check_int, check_range, check_type, scalar_or_array
-from ..models import MLP
+from ._validate import as_real, broadcast, check_int, check_range, check_type, scalar_or_array
+from .models import MLP
 
 __all__ = [
     "SCHEDULES",
@@ -145,7 +145,8 @@ class Timeline:
         ``"simulated"`` or ``"measured"``.
     replicas : int
         Data-parallel replicas ``N_d`` of the pipeline (1 unless hybrid). The timeline
-        has ``D * S`` rows (devices), row ``d * S + s`` for replica ``d``, stage ``s``.
+        has ``N_d * N_p`` rows (devices), row ``replica * N_p + q`` for stage ``q`` of a
+        replica.
     """
 
     ops: tuple[StageOp, ...]
@@ -245,8 +246,8 @@ def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> 
     stages, micro_batches : int
         ``N_p`` >= 1 and ``M`` >= 1.
     schedule : {"gpipe", "1f1b"}
-        GPipe: ``F0 .. F(M-1)`` then ``B0 .. B(M-1)``. 1F1B: ``min(S - s - 1, M)``
-        warm-up forwards on stage ``s``, then forward/backward pairs, then the
+        GPipe: ``F0 .. F(M-1)`` then ``B0 .. B(M-1)``. 1F1B: ``min(N_p - q - 1, M)``
+        warm-up forwards on stage ``q``, then forward/backward pairs, then the
         remaining backwards.
 
     Returns
@@ -268,11 +269,11 @@ def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> 
     micro_batches = check_int(micro_batches, "micro_batches", 1)
     check_schedule(schedule)
     orders = []
-    for s in range(stages):
+    for q in range(stages):
         if schedule == "gpipe":
             order = [("F", m) for m in range(micro_batches)] + [("B", m) for m in range(micro_batches)]
         else:
-            warmup = min(stages - s - 1, micro_batches)
+            warmup = min(stages - q - 1, micro_batches)
             order = [("F", m) for m in range(warmup)]
             for i in range(micro_batches - warmup):
                 order += [("F", warmup + i), ("B", i)]
@@ -302,9 +303,9 @@ def simulate_pipeline(
     """Compute a pipeline's timeline from per-stage costs, without running anything.
 
     Every stage runs its operations in :func:`schedule_order`; an operation starts
-    when its stage is free and its input has arrived: forward ``m`` on stage ``s``
-    needs forward ``m`` of stage ``s - 1``, backward ``m`` needs backward ``m`` of
-    stage ``s + 1`` (the last stage: its own forward ``m``). Each hand-over between
+    when its stage is free and its input has arrived: forward ``m`` on stage ``q``
+    needs forward ``m`` of stage ``q - 1``, backward ``m`` needs backward ``m`` of
+    stage ``q + 1`` (the last stage: its own forward ``m``). Each hand-over between
     stages takes ``send_time`` (the sender does not wait for it).
 
     Parameters
@@ -320,7 +321,7 @@ def simulate_pipeline(
     send_time : float or sequence of float
         Time to pass an activation (or its gradient) to the neighbour stage, >= 0:
         one value for every hand-over, or ``N_p - 1`` values, one per boundary
-        (boundary ``s`` lies between stages ``s`` and ``s + 1``).
+        (boundary ``q`` lies between stages ``q`` and ``q + 1``).
 
     Returns
     -------
@@ -360,24 +361,24 @@ def simulate_pipeline(
     remaining = sum(len(o) for o in orders)
     while remaining:
         progressed = False
-        for s in range(n):
-            while pos[s] < len(orders[s]):
-                kind, m = orders[s][pos[s]]
+        for q in range(n):
+            while pos[q] < len(orders[q]):
+                kind, m = orders[q][pos[q]]
                 if kind == "F":
-                    dep = ("F", s - 1, m) if s > 0 else None
-                    hop = sends[s - 1] if s > 0 else 0.0
+                    dep = ("F", q - 1, m) if q > 0 else None
+                    hop = sends[q - 1] if q > 0 else 0.0
                 else:
-                    dep = ("B", s + 1, m) if s < n - 1 else ("F", s, m)
-                    hop = sends[s] if s < n - 1 else 0.0
+                    dep = ("B", q + 1, m) if q < n - 1 else ("F", q, m)
+                    hop = sends[q] if q < n - 1 else 0.0
                 if dep is not None and dep not in end:
                     break
                 ready = end[dep] + hop if dep is not None else 0.0
-                start = max(free[s], ready)
-                stop = start + (f_s[s] if kind == "F" else b_s[s])
-                end[(kind, s, m)] = stop
-                ops.append(StageOp(s, kind, m, start, stop))
-                free[s] = stop
-                pos[s] += 1
+                start = max(free[q], ready)
+                stop = start + (f_s[q] if kind == "F" else b_s[q])
+                end[(kind, q, m)] = stop
+                ops.append(StageOp(q, kind, m, start, stop))
+                free[q] = stop
+                pos[q] += 1
                 remaining -= 1
                 progressed = True
         if not progressed:  # pragma: no cover - impossible for the schedules above
@@ -479,14 +480,14 @@ def partition_layers(model, stages: int) -> tuple[int, ...]:
     Returns
     -------
     tuple of int
-        Boundaries ``(0, b1, ..., n_layers)``: stage ``s`` holds layers
-        ``boundaries[s]`` .. ``boundaries[s + 1] - 1``.
+        Boundaries ``(0, b1, ..., n_layers)``: stage ``q`` holds layers
+        ``boundaries[q]`` .. ``boundaries[q + 1] - 1``.
 
     Notes
     -----
     Cached: the split depends only on the model's sizes and ``stages``, so each is
     computed once (an LRU cache of 1,024 splits) - the hybrid estimates of
-    :mod:`course_lib.parallel.hybrid` ask for the same splits at every slider value.
+    :mod:`course_lib.planner` ask for the same splits at every slider value.
 
     Examples
     --------
