@@ -64,7 +64,7 @@ def test_uneven_micro_batches_and_short_last_batch(digits, no_leaks):
         serial = train(MODEL, x[:290], y[:290], epochs=1, batch_size=64, lr=0.1)
     assert np.array_equal(res.params, ref.params)
     np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
-    assert micro_rows(34, 5) == [(0, 6), (6, 13), (13, 20), (20, 27), (27, 34)]
+    assert micro_rows(34, 5) == [(0, 7), (7, 14), (14, 21), (21, 28), (28, 34)]
     assert micro_rows(3, 5) == [(0, 1), (1, 2), (2, 3)]
 
 

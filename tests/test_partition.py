@@ -94,9 +94,19 @@ def test_shard_bounds_bad_parts(bad, exc):
 
 
 def test_micro_and_replica_rows():
-    assert micro_rows(10, 3) == [(0, 3), (3, 6), (6, 10)]
+    assert micro_rows(10, 3) == [(0, 4), (4, 7), (7, 10)]  # the larger first, as shard_bounds
     assert micro_rows(2, 4) == [(0, 1), (1, 2)]  # never an empty micro-batch
     assert replica_rows(8, 2, 2) == [[(0, 2), (2, 4)], [(4, 6), (6, 8)]]
+    assert replica_rows(11, 2, 2) == [[(0, 3), (3, 6)], [(6, 9), (9, 11)]]
+
+
+@given(st.integers(0, 2000), st.integers(1, 64))
+def test_one_even_split_rule(n, parts):
+    """Micro-batches, replicas and unaligned chunks are split exactly as shard_bounds splits."""
+    assert chunk_bounds(n, parts, align=1) == shard_bounds(n, parts)
+    assert micro_rows(n, parts) == shard_bounds(n, max(1, min(parts, n)))
+    shards = [(lo, hi) for lo, hi in shard_bounds(n, parts) if hi > lo] or [(0, 0)]
+    assert [(rows[0][0], rows[-1][1]) for rows in replica_rows(n, parts, 3)] == shards
 
 
 @given(st.integers(1, 6), st.integers(0, 40), st.integers(0, 40))

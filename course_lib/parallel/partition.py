@@ -1,11 +1,17 @@
 """Splitting work and data between workers: one helper for each way of splitting.
 
+Every even split follows one rule, :func:`shard_bounds`: contiguous parts whose sizes
+differ by at most one, the first ``n % parts`` parts one item larger. Micro-batches,
+replicas and unaligned chunks are split by it too, so the same batch falls into the same
+rows whichever trainer splits it (a hybrid run with one stage per replica shards its batch
+exactly as data parallelism does).
+
 =====================  ======================================================
 :func:`shard_bounds`   a batch over data-parallel workers (contiguous shards)
 :func:`chunk_bounds`   a gradient buffer over workers for the reduce-scatter
 :func:`batch_schedule` the global batches of every step (every trainer; an epoch's
                        last batch holds what is left)
-:func:`micro_rows`     a batch into micro-batches (pipelines)
+:func:`micro_rows`     a batch into micro-batches (pipelines; never an empty one)
 :func:`replica_rows`   a batch over replicas, each into micro-batches (hybrid)
 :func:`sum_rows`       rows of a buffer added in a fixed order (reproducible sums)
 =====================  ======================================================
@@ -64,7 +70,9 @@ def chunk_bounds(n: int, workers: int, align: int = _ALIGN) -> list[tuple[int, i
 
     Chunks are contiguous, start on multiples of ``align`` elements (so two workers
     never write the same cache line) and cover ``[0, n)``; some may be empty when
-    ``n`` is small.
+    ``n`` is small. With ``align=1`` they are :func:`shard_bounds` (the one even split);
+    an aligned split puts the remainder in the last chunk, because every earlier chunk
+    must end on a multiple of ``align``.
 
     Examples
     --------
@@ -76,12 +84,10 @@ def chunk_bounds(n: int, workers: int, align: int = _ALIGN) -> list[tuple[int, i
     n = check_int(n, "n", 0)
     workers = check_int(workers, "workers", 1)
     align = check_int(align, "align", 1)
+    if align == 1:
+        return shard_bounds(n, workers)
     per = math.ceil(math.ceil(n / workers) / align) * align if n else 0
     edges = [min(n, r * per) for r in range(workers)] + [n]
-    if align == 1:
-        q, rem = divmod(n, workers)
-        sizes = [q + 1] * rem + [q] * (workers - rem)
-        edges = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
     return list(zip(edges[:-1], edges[1:]))
 
 
@@ -152,15 +158,31 @@ def steps_per_epoch(n_samples: int, batch_size: int) -> int:
 
 
 def micro_rows(batch: int, micro_batches: int) -> list[tuple[int, int]]:
-    """Row ranges of the micro-batches of a batch (sizes differ by at most one)."""
+    """Row ranges of the micro-batches of a batch: :func:`shard_bounds`, but never an empty
+    micro-batch (a batch smaller than ``micro_batches`` gets one row per micro-batch).
+
+    Examples
+    --------
+    >>> micro_rows(10, 3)
+    [(0, 4), (4, 7), (7, 10)]
+    >>> micro_rows(2, 4)
+    [(0, 1), (1, 2)]
+    """
     batch = check_int(batch, "batch", 0)
     m = min(check_int(micro_batches, "micro_batches", 1, _MAX_PARTS), batch) or 1
-    edges = [batch * i // m for i in range(m + 1)]
-    return list(zip(edges[:-1], edges[1:]))
+    return shard_bounds(batch, m)
 
 
 def replica_rows(batch: int, replicas: int, micro_batches: int) -> list[list[tuple[int, int]]]:
-    """Per replica: the rows of its micro-batches (its shard is a contiguous row range)."""
+    """Per replica: the rows of its micro-batches (its shard is a contiguous row range).
+
+    Both splits are :func:`micro_rows`: the replicas' shards, then each shard's micro-batches.
+
+    Examples
+    --------
+    >>> replica_rows(10, 2, 2)
+    [[(0, 3), (3, 5)], [(5, 8), (8, 10)]]
+    """
     check_int(replicas, "replicas", 1, _MAX_PARTS)
     return [
         [(lo + a, lo + b) for a, b in micro_rows(hi - lo, micro_batches)]
