@@ -93,8 +93,6 @@ FLOORS = (
 KNOWN_CIRCLE_EDGES = {
     # issue 26 item 4: the fast im2col engine moves into a module of its own (other helper)
     ("course_lib.im2col", "course_lib.conv_algorithms"): "im2col.conv2d calls conv_algorithms.run_algorithm",
-    # issue 26 item 5: zero imports data.Job, data imports zero_worker_loop in the worker (lead)
-    ("course_lib.parallel.data", "course_lib.parallel.zero"): "data imports zero's loop lazily",
 }
 
 

@@ -53,7 +53,8 @@ from ..models import MLP, softmax_cross_entropy
 from ..timing import blas_threads as _blas
 from ..timing import current_blas_threads
 from .allreduce import ShmAllReduce
-from .data import DataParallelResult, Job, check_job, start_params
+from .data import DataParallelResult
+from .job import Job, check_job, start_params
 from .launch import Launcher, StepClock
 from .partition import shard_bounds
 from .workers import Fault, WorkerContext, check_start_method

@@ -36,7 +36,8 @@ import numpy as np
 
 from ..models import MLP
 from .allreduce import TORCH_MISSING, GlooAllReduce, torch_available
-from .data import check_job, run_worker
+from .data import run_worker
+from .job import check_job
 from .workers import WorkerContext
 
 __all__ = ["main"]

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from .allreduce import ShmAllReduce
-from .data import Job
+from .job import Job
 from .launch import StepClock
 from .partition import shard_bounds
 from .workers import WorkerContext
