@@ -1,4 +1,8 @@
-"""im2col / conv2d benchmark: course_lib.im2col against physical limits and PyTorch.
+"""im2col / conv2d benchmark: the course's convolution against physical limits and PyTorch.
+
+The im2col and col2im rows time the fast engine (``course_lib.conv_fast.fast_im2col`` and
+``fast_col2im``, bit for bit what the readable ``course_lib.im2col.im2col`` and ``col2im``
+return); ``conv2d`` and ``conv2d_backward`` are ``course_lib.conv_algorithms``' entry points.
 
 Run with ``python -m benchmarks conv`` (options after ``--``, e.g.
 ``python -m benchmarks conv -- --repeat 9``; ``--tiny`` is a smoke test on the tiny
@@ -35,15 +39,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.conv_algorithms import ALGORITHM_CACHE, conv_key
-from course_lib.im2col import (
-    col2im,
-    conv2d,
-    conv2d_backward,
-    conv2d_direct,
-    conv_output_shape,
-    im2col,
-)
+from course_lib.conv_algorithms import ALGORITHM_CACHE, conv2d, conv2d_backward, conv_key
+from course_lib.conv_fast import fast_col2im, fast_im2col
+from course_lib.im2col import conv2d_direct, conv_output_shape
 from course_lib.timing import available_cores, keep_freed_memory
 
 #: (N, C, H, W, kernel, stride, padding, C_out): the issue's reference shapes. C_out
@@ -145,7 +143,7 @@ def _gemm_alone_row(table, shape, rng, repeat: int) -> None:
     n, c, h, w, k, s, p, co = shape
     x = rng.standard_normal((n, c, h, w), dtype=np.float32)
     wt = (rng.standard_normal((co, c, k, k), dtype=np.float32) * 0.1).astype(np.float32)
-    cols, w2 = im2col(x, k, s, p), wt.reshape(co, -1)
+    cols, w2 = fast_im2col(x, k, s, p), wt.reshape(co, -1)
     out = np.empty((n, co, cols.shape[2]), np.float32)
     xt, wtt = torch.from_numpy(x), torch.from_numpy(wt)
     with torch.no_grad():
@@ -211,14 +209,14 @@ def main(argv: list[str] | None = None) -> int:
             x = rng.standard_normal((n, c, h, w), dtype=np.float32)
             ho, wo = conv_output_shape(x.shape, k, s, p)
             src = np.ones(n * c * k * k * ho * wo, np.float32)
-            t_a, t_b, ratio = side_by_side(lambda: im2col(x, k, s, p), src.copy, repeat)  # noqa: B023
+            t_a, t_b, ratio = side_by_side(lambda: fast_im2col(x, k, s, p), src.copy, repeat)  # noqa: B023
             table.add(f"im2col {_label(shape)}", t_a, "fresh memcpy", t_b, ratio, TARGET_IM2COL)
             if torch is not None:
                 torch.set_num_threads(1)
                 xt = torch.from_numpy(x)
                 with torch.no_grad():
                     t_a, t_b, ratio = side_by_side(
-                        lambda: im2col(x, k, s, p),  # noqa: B023
+                        lambda: fast_im2col(x, k, s, p),  # noqa: B023
                         lambda: torch.nn.functional.unfold(xt, k, 1, p, s),  # noqa: B023
                         max(3, repeat // 2),
                     )
@@ -274,13 +272,13 @@ def main(argv: list[str] | None = None) -> int:
             n, c, h, w, k, s, p, co = shape
             x = rng.standard_normal((n, c, h, w), dtype=np.float32)
             wt = (rng.standard_normal((co, c, k, k), dtype=np.float32) * 0.1).astype(np.float32)
-            cols = im2col(x, k, s, p)
+            cols = fast_im2col(x, k, s, p)
             ho, wo = conv_output_shape(x.shape, k, s, p)
             go = rng.standard_normal((n, co, ho, wo), dtype=np.float32)
             with threadpool_limits(1, user_api="blas"):
                 torch.set_num_threads(1)
                 t_a, t_b, ratio = side_by_side(
-                    lambda: col2im(cols, x.shape, k, s, p),  # noqa: B023
+                    lambda: fast_col2im(cols, x.shape, k, s, p),  # noqa: B023
                     lambda: F.fold(torch.from_numpy(cols), (h, w), k, 1, p, s),  # noqa: B023
                     back_repeat,
                 )

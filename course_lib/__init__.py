@@ -20,6 +20,8 @@ _SUBMODULES = frozenset(
         "cnn",
         "comm",
         "conv_algorithms",
+        "conv_fast",
+        "conv_winograd",
         "critical_batch",
         "cost",
         "dataflow",

@@ -2,7 +2,7 @@
 
 Same conventions as :class:`course_lib.models.MLP` (one flat parameter buffer with named
 views, the same methods), so :func:`course_lib.models.train` trains it unchanged. Every
-convolution is :func:`course_lib.im2col.conv2d` (im2col + GEMM).
+convolution is :func:`course_lib.conv_algorithms.conv2d` (im2col + GEMM).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ class CNN:
     ``backward``, ``loss_and_grad``, ``predict``, ``accuracy``, ``views``, ``layer``,
     ``layer_range``, ``init_params`` and ``flops_per_sample`` behave as the MLP's, so
     :func:`train` trains it unchanged. Every convolution is
-    :func:`course_lib.im2col.conv2d` (``algorithm="im2col"``: im2col + GEMM) with "same" padding
+    :func:`course_lib.conv_algorithms.conv2d` (``algorithm="im2col"``: im2col + GEMM) with "same" padding
     (``kernel_size // 2``), and its gradients come from
-    :func:`course_lib.im2col.conv2d_backward`.
+    :func:`course_lib.conv_algorithms.conv2d_backward`.
 
     Parameters
     ----------
@@ -163,7 +163,7 @@ class CNN:
     # ---------------------------------------------------------------- compute
     def layer_forward(self, params: np.ndarray, i: int, a: np.ndarray) -> np.ndarray:
         """Output of layer ``i``: conv2d + ReLU for a convolution, ``a @ W + b`` for the last."""
-        from .im2col import conv2d
+        from .conv_algorithms import conv2d
 
         w, b = self.layer(params, i)
         if i < self.n_conv:
@@ -181,7 +181,7 @@ class CNN:
         grad_out: np.ndarray, grad: np.ndarray, *, need_input_grad: bool = True,
     ) -> np.ndarray | None:
         """Back-propagate through layer ``i``; ADDS its gradients into ``grad`` (see MLP)."""
-        from .im2col import conv2d_backward
+        from .conv_algorithms import conv2d_backward
 
         w, _ = self.layer(params, i)
         gw, gb = self.layer(grad, i)

@@ -1,4 +1,11 @@
-"""One convolution, several algorithms - and a cuDNN-style choice among them.
+"""The course's convolution: one operation, several algorithms, a cuDNN-style choice among them.
+
+For speed, not for reading, like :mod:`course_lib.conv_fast` and
+:mod:`course_lib.conv_winograd`: :mod:`course_lib.im2col` holds the idea. :func:`conv2d` and
+:func:`conv2d_backward` are the entry points (the course's CNN and chapter 04 call them):
+they check the arguments once and run an algorithm. Every algorithm computes what the
+readable module defines - ``weight @ im2col(x)`` per group, the loops of
+:func:`~course_lib.im2col.conv2d_direct` - up to rounding (the tests hold each against those).
 
 PyTorch on an NVIDIA GPU hands a convolution to cuDNN, which knows several algorithms for
 it (implicit GEMM / im2col, FFT, Winograd, direct) and, with
@@ -8,7 +15,7 @@ fastest. The course's numpy convolution does the same with these algorithms:
 * ``"direct"``: :func:`course_lib.im2col.conv2d_direct`, the definition as Python loops:
   hopeless on a real layer, but the fastest on a handful of multiplications, where
   numpy's fixed cost per call dominates;
-* ``"im2col"``: columns + one GEMM (:func:`course_lib.im2col.conv2d`), every
+* ``"im2col"``: columns + one GEMM (:func:`course_lib.conv_fast.conv2d_im2col`), every
   multiplication of the definition at the speed of BLAS;
 * ``"winograd_f2"``, ``"winograd_f4"``: Winograd's minimal filtering F(m x m, 3 x 3),
   m = 2 or 4 (Lavin & Gray 2016), for 3 x 3 kernels with stride 1.
@@ -19,22 +26,12 @@ once per shape, dtype and thread count, keeps the fastest in an :class:`Algorith
 cache. A fresh process may choose differently, so code that must be bitwise reproducible
 across processes (the course's CNN training) names its algorithm.
 
-Winograd in brief: cut the output into m x m tiles, each computed from an (m + 2) x (m + 2)
-input tile d. With the matrices of :func:`winograd_matrices`, one channel pair gives
-``Y = A^T [(G g G^T) * (B^T d B)] A`` (* elementwise, g the kernel). Summed over input
-channels, the elementwise stage is, for each of the (m + 2)^2 transform points, ONE GEMM
-of the C_out x C_in transformed kernels by the C_in x tiles transformed inputs: (m + 2)^2
-multiplications per tile and channel pair instead of 9 m^2 (16 instead of 36 for
-F(2 x 2, 3 x 3), 36 instead of 144 for F(4 x 4, 3 x 3)). The transforms (additions and
-multiplications by small constants, per tile and channel or per kernel) are not counted
-by :func:`multiplication_count`. The price is precision, which :func:`float32_error` measures.
-
 Examples
 --------
 >>> rng = np.random.default_rng(0)
 >>> x = rng.standard_normal((2, 8, 12, 12))
 >>> w = rng.standard_normal((16, 8, 3, 3))
->>> y = conv2d_winograd(x, w, padding=1, tile=4)
+>>> y = conv2d(x, w, padding=1, algorithm="winograd_f4")
 >>> bool(np.allclose(y, conv2d(x, w, padding=1, algorithm="im2col")))
 True
 >>> multiplication_count("winograd_f2", (1, 64, 56, 56), (64, 64, 3, 3), padding=1) / \\
@@ -44,28 +41,25 @@ True
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import time
 from collections.abc import Mapping
-from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from . import im2col
 from ._validate import check_int, check_type
+from .conv_fast import conv2d_im2col, conv2d_im2col_backward
+from .conv_winograd import run_winograd, winograd_problem
 from .cost import conv2d_macs
-from .im2col import ConvGeometry, conv2d, conv2d_direct
-from .timing import blas_threads, current_blas_threads
+from .im2col import ConvGeometry, backward_arguments, conv2d_direct, conv_arguments
+from .timing import current_blas_threads
 
 __all__ = [
     "ALGORITHMS", "ALGORITHM_CACHE", "AlgorithmCache", "ConvKey", "ConvLayer", "DIRECT_MAX_MACS",
-    "RESNET50_3X3", "candidates", "chosen_algorithm", "conv2d_winograd", "conv2d_winograd_backward",
-    "conv_key", "float32_error", "multiplication_count", "multiplication_counts",
-    "resnet50_3x3_layers", "winograd_matrices",
+    "RESNET50_3X3", "candidates", "chosen_algorithm", "conv2d", "conv2d_backward", "conv_key", "float32_error",
+    "multiplication_count", "multiplication_counts", "resnet50_3x3_layers",
 ]
 
 #: The algorithms ``conv2d(algorithm=...)`` knows, in the order that breaks ties in timings.
@@ -74,357 +68,117 @@ ALGORITHMS = ("im2col", "winograd_f4", "winograd_f2", "direct")
 _TILES = {"winograd_f2": 2, "winograd_f4": 4}
 #: "auto" times the plain loops only up to this many multiply-accumulates (beyond, they lose).
 DIRECT_MAX_MACS = 256
-#: Interpolation points of the Cook-Toom construction (the last point is infinity).
-_POINTS = (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))
-#: Bytes of transformed input per block of samples (the block's buffers stay in the caches).
-_WINO_BYTES = 1 << 21
-#: A block has at least this many tiles, so that its GEMMs are not too thin ...
-_MIN_TILES = 128
-#: ... and a large batch is cut into at least this many blocks (work for several threads).
-_MIN_BLOCKS = 8
 #: "auto" times each candidate twice (3 x in a close race), 5 x when the fastest takes less.
 _RETIME_BELOW = 2e-3
 
 
-# ----------------------------------------------------------------------- transforms
-def _poly(roots: list) -> list:
-    """Coefficients, lowest first, of the product of (x - root) over ``roots``."""
-    coef = [Fraction(1)]
-    for root in roots:
-        coef = [Fraction(0), *coef]  # times x ...
-        for i in range(len(coef) - 1):  # ... minus root times the old polynomial
-            coef[i] -= root * coef[i + 1]
-    return coef
+# ----------------------------------------------------------------- the entry points
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
+           algorithm: str = "auto", cache=None, verbose: bool = False) -> np.ndarray:
+    """2-D convolution (cross-correlation): im2col + one GEMM per group, or another algorithm.
 
+    The idea, for one group (``K = C_in * kh * kw``, ``L = H_out * W_out``)::
 
-def winograd_matrices(m: int = 2, r: int = 3, *, exact: bool = False):
-    r"""Transform matrices ``(A^T, G, B^T)`` of Winograd's F(m, r), derived by Cook-Toom.
+        cols = im2col(x, (kh, kw), stride, padding, dilation)      # (N, K, L)
+        out = weight.reshape(C_out, K) @ cols + bias[:, None]       # (N, C_out, L)
 
-    F(m, r) computes m outputs of a correlation with an r-tap kernel from α = m + r - 1
-    inputs d: :math:`y = A^T[(G g) \odot (B^T d)]`, and in 2-D
-    :math:`Y = A^T[(G g G^T) \odot (B^T d B)]A`. The construction evaluates the
-    polynomials of the data and the kernel at α points - 0, 1, -1, 2, -2, 1/2, -1/2
-    (as many as needed) and infinity - multiplies the values, and interpolates:
-
-    * ``A^T[i, j] = a_j**i`` (the point at infinity: 1 in the last row);
-    * ``G[j, k] = a_j**k / prod_{l != j} (a_j - a_l)`` (infinity: the last tap, 1);
-    * row j of ``B^T``: the coefficients of ``prod_{l != j} (x - a_l)`` (infinity:
-      ``prod_l (x - a_l)``).
-
-    The rows of the point 0 and of infinity are scaled by -1 where needed so that they
-    start with a positive number (their sign moves into ``G`` and ``A^T``): this gives
-    Lavin & Gray's published matrices for F(2, 3) and F(4, 3).
+    With groups, the channels split into ``groups`` such products. The arguments are
+    checked here, once; the work runs in :mod:`course_lib.conv_fast` (the "im2col"
+    algorithm: blocks of samples sized for the caches, threads) or
+    :mod:`course_lib.conv_winograd`, as ``algorithm`` says or "auto" chooses.
 
     Parameters
     ----------
-    m, r : int
-        Outputs per tile and kernel taps, with α = m + r - 1 <= 8.
-    exact : bool
-        Return nested lists of ``fractions.Fraction`` instead of float64 arrays
-        ``A^T`` (m x α), ``G`` (α x r), ``B^T`` (α x α).
+    x : numpy.ndarray
+        Input (N, C_in, H, W), float32 or float64.
+    weight : numpy.ndarray
+        Kernels (C_out, C_in / groups, kh, kw).
+    bias : numpy.ndarray, optional
+        (C_out,), added to every output pixel of its channel.
+    stride, padding, dilation : int or (int, int)
+        As in ``torch.nn.functional.conv2d``.
+    groups : int
+        Split the channels into ``groups`` independent convolutions; ``groups = C_in``
+        with ``C_out = C_in`` is a depthwise convolution.
+    algorithm : {"auto", "im2col", "winograd_f2", "winograd_f4", "direct"}
+        "auto" times the algorithms that apply once per shape and keeps the fastest, as
+        cuDNN's benchmark mode does (:mod:`course_lib.conv_algorithms`); any other name
+        forces that algorithm. Every algorithm gives the same result up to rounding.
+    cache : course_lib.conv_algorithms.AlgorithmCache, optional
+        Where "auto" keeps its choices (default: ``conv_algorithms.ALGORITHM_CACHE``).
+    verbose : bool
+        "auto" prints what it timed and chose.
 
-    Examples
-    --------
-    >>> at, g, bt = winograd_matrices(2)
-    >>> bt.astype(int).tolist()                  # Lavin & Gray's B^T of F(2 x 2, 3 x 3)
-    [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
-    >>> g.tolist(), at.astype(int).tolist()
-    ([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]], [[1, 1, 1, 0], [0, 1, -1, -1]])
-    >>> d, kernel = np.array([1.0, 2, 3, 4]), np.array([1.0, 0, -1])
-    >>> at @ ((g @ kernel) * (bt @ d))            # the correlation, 4 multiplications
-    array([-2., -2.])
-    """
-    r = check_int(r, "r", 1, len(_POINTS))
-    m = check_int(m, "m", 1, len(_POINTS) + 2 - r)
-    exact = check_type(exact, "exact", (bool, np.bool_), "True or False")
-    alpha = m + r - 1
-    pts = [Fraction(p) for p in _POINTS[: alpha - 1]]
-    at = [[p**i for p in pts] + [Fraction(int(i == m - 1))] for i in range(m)]
-    g_rows = [[a**k / math.prod(a - b for b in pts if b != a) for k in range(r)] for a in pts]
-    bt = [_poly([b for b in pts if b != a]) + [Fraction(0)] for a in pts]
-    g_rows.append([Fraction(int(k == r - 1)) for k in range(r)])  # infinity: the last tap ...
-    bt.append(_poly(pts))  # ... and the leading coefficient of the product
-    if bt[0][0] < 0:  # the point 0: B^T's row starts positive, the sign goes into G
-        bt[0], g_rows[0] = [-v for v in bt[0]], [-v for v in g_rows[0]]
-    if next(v for v in bt[-1] if v != 0) < 0:  # infinity: the same, the sign into A^T
-        bt[-1] = [-v for v in bt[-1]]
-        for row in at:
-            row[-1] = -row[-1]
-    if exact:
-        return at, g_rows, bt
-    return tuple(np.array(mat, dtype=np.float64) for mat in (at, g_rows, bt))
-
-
-@functools.lru_cache(maxsize=8)
-def _matrices(m: int, dtype: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(A^T, G, B^T)`` of F(m, 3) in ``dtype``, read-only (computed once)."""
-    mats = tuple(a.astype(dtype) for a in winograd_matrices(m))
-    for a in mats:
-        a.flags.writeable = False
-    return mats
-
-
-def _filter_transform(weight: np.ndarray, m: int) -> np.ndarray:
-    """U = G g G^T of every kernel g: (α^2, C_out, C_in), by two GEMMs."""
-    g = _matrices(m, weight.dtype.name)[1]
-    k, c = weight.shape[:2]
-    left = (g @ weight.transpose(2, 0, 1, 3).reshape(3, -1)).reshape(-1, k * c, 3)  # G g
-    return np.matmul(g, left.transpose(0, 2, 1)).reshape(-1, k, c)  # (G g) G^T
-
-
-def _filter_transform_adjoint(grad_u: np.ndarray, m: int) -> np.ndarray:
-    """G^T dU G for every kernel: (α^2, C_out, C_in) -> (C_out, C_in, 3, 3)."""
-    g = _matrices(m, grad_u.dtype.name)[1]
-    a, k, c = m + 2, grad_u.shape[1], grad_u.shape[2]
-    left = (g.T @ grad_u.reshape(a, -1)).reshape(3, a, k * c)
-    return np.ascontiguousarray(np.matmul(g.T, left).reshape(3, 3, k, c).transpose(2, 3, 0, 1))
-
-
-class _Tiles:
-    """F(m x m, 3 x 3) on blocks of up to ``block`` samples, with this thread's buffers.
-
-    Layout: a block is copied into a zero-padded, channels-last staging buffer
-    (block, H_s, W_s, C), whose tiles are then gathered with contiguous runs of C numbers
-    into (α, α, block, tiles_h, tiles_w, C); the two halves of ``B^T d B`` are GEMMs along
-    the leading axes, and so are the halves of ``A^T M A`` on the output side.
-    """
-
-    def __init__(self, m: int, c: int, k: int, h: int, w: int, ph: int, pw: int, block: int, dtype,
-                 grad: bool = False):
-        self.m, self.a, self.c, self.k, self.h, self.w, self.ph, self.pw = m, m + 2, c, k, h, w, ph, pw
-        self.ho, self.wo = h + 2 * ph - 2, w + 2 * pw - 2
-        self.th, self.tw = -(-self.ho // m), -(-self.wo // m)
-        self.at, _, self.bt = _matrices(m, np.dtype(dtype).name)
-        self.stage = np.zeros((block, self.th * m + 2, self.tw * m + 2, c), dtype)  # padding stays 0
-        size = self.a * self.a * block * self.th * self.tw
-        self.buf_v, self.buf_m = np.empty(size * c, dtype), np.empty(size * k, dtype)
-        self.buf_v1 = self.buf_z = np.empty(max(size * c, size * k * m // self.a), dtype)  # one after the other
-        self.buf_g = np.empty(size * k, dtype) if grad else None  # for output_grad
-
-    def input(self, xb: np.ndarray) -> np.ndarray:
-        """V = B^T d B of every tile of ``xb`` (b, C, H, W): (α^2, b * tiles, C)."""
-        a, m, c, b = self.a, self.m, self.c, xb.shape[0]
-        rest = b * self.th * self.tw * c
-        self.stage[:b, self.ph : self.ph + self.h, self.pw : self.pw + self.w] = xb.transpose(0, 2, 3, 1)
-        s = self.stage.strides
-        tiles = as_strided(self.stage, (a, a, b, self.th, self.tw, c), (s[1], s[2], s[0], m * s[1], m * s[2], s[3]))
-        d = self.buf_v[: a * a * rest].reshape(a, a, b, self.th, self.tw, c)
-        np.copyto(d, tiles)
-        v1 = self.buf_v1[: a * a * rest].reshape(a, a, rest)
-        np.matmul(self.bt, d.reshape(a, a * rest), out=v1.reshape(a, a * rest))  # rows: B^T d
-        v = d.reshape(a, a, rest)
-        np.matmul(self.bt, v1, out=v)  # columns: (B^T d) B, per row
-        return v.reshape(a * a, -1, c)
-
-    def output(self, mm: np.ndarray, dst: np.ndarray) -> None:
-        """Y = A^T M A of every tile, M (α^2, C_out, b * tiles), into ``dst`` (b, C_out, H_out, W_out)."""
-        a, m, k, b = self.a, self.m, self.k, dst.shape[0]
-        rest = k * b * self.th * self.tw
-        z = self.buf_z[: m * a * rest].reshape(m, a * rest)
-        np.matmul(self.at, mm.reshape(a, a * rest), out=z)  # rows: A^T M
-        y = self.buf_m[: m * m * rest].reshape(m, rest, m)  # M is no longer needed
-        np.matmul(z.reshape(m, a, rest).transpose(0, 2, 1), self.at.T, out=y)  # columns, j last
-        y = y.reshape(m, k, b, self.th, self.tw * m)
-        for i in range(m):  # row i of every tile: whole output rows, cut at the edges
-            dst[:, :, i::m] = y[i, :, :, : -(-(self.ho - i) // m), : self.wo].transpose(1, 0, 2, 3)
-
-    def output_grad(self, gb: np.ndarray) -> np.ndarray:
-        """A gy A^T of every output tile of ``gb`` (b, C_out, H_out, W_out): (α^2, C_out, b * tiles).
-
-        The adjoint of :meth:`output`, step by step (the weight gradient needs it)."""
-        a, m, k, b = self.a, self.m, self.k, gb.shape[0]
-        rest = k * b * self.th * self.tw
-        gt = self.buf_z[: m * m * rest].reshape(m, k, b, self.th, self.tw * m)
-        if self.th * m != self.ho or self.tw * m != self.wo:
-            gt.fill(0)  # tiles sticking out of the output: zero gradient there
-        for i in range(m):
-            gt[i, :, :, : -(-(self.ho - i) // m), : self.wo] = gb[:, :, i::m].transpose(1, 0, 2, 3)
-        g1 = self.buf_m[: m * a * rest].reshape(m, a, rest)
-        np.matmul(self.at.T, gt.reshape(m, rest, m).transpose(0, 2, 1), out=g1)
-        out = self.buf_g[: a * a * rest].reshape(a, a * rest)
-        np.matmul(self.at.T, g1.reshape(m, a * rest), out=out)
-        return out.reshape(a * a, k, -1)
-
-
-def _cropped(x: np.ndarray, ph: int, pw: int) -> tuple[np.ndarray, int, int]:
-    """A negative padding crops: the input gradient of a padding > 2 needs it."""
-    top, left = max(-ph, 0), max(-pw, 0)
-    return x[:, :, top : x.shape[2] - top, left : x.shape[3] - left], max(ph, 0), max(pw, 0)
-
-
-def _block(n: int, tiles: int, c: int, a: int, itemsize: int) -> int:
-    """Samples per block, from the shapes only (so threads give bitwise one thread's result)."""
-    per_sample = a * a * tiles * max(c, 1) * itemsize
-    wanted = max(_WINO_BYTES // per_sample, -(-_MIN_TILES // tiles))
-    return max(1, min(n, wanted, -(-n // _MIN_BLOCKS)))
-
-
-def _winograd(x: np.ndarray, weight: np.ndarray, bias, ph: int, pw: int, m: int) -> np.ndarray:
-    """F(m x m, 3 x 3) of checked float arrays (N, C, H, W), (C_out, C, 3, 3); padding may be < 0."""
-    x, ph, pw = _cropped(x, ph, pw)
-    n, c, h, w = x.shape
-    k = weight.shape[0]
-    out = np.empty((n, k, h + 2 * ph - 2, w + 2 * pw - 2), x.dtype)
-    if out.size == 0 or c == 0:
-        out[...] = 0 if bias is None else bias[:, None, None]
-        return out
-    a, tiles = m + 2, -(-out.shape[2] // m) * -(-out.shape[3] // m)
-    block = _block(n, tiles, c, a, x.dtype.itemsize)
-    blocks = im2col._blocks(n, block)
-    threads = im2col._threads_for(out.size * c * 9, len(blocks))
-    with blas_threads(1 if threads > 1 else None):  # no idle BLAS threads spinning beside ours
-        u = _filter_transform(weight, m)
-
-    def make_worker():
-        t = _Tiles(m, c, k, h, w, ph, pw, block, x.dtype)
-        mm_buf = t.buf_m
-
-        def work(unit):
-            start, stop = unit
-            v = t.input(x[start:stop])
-            mm = mm_buf[: a * a * k * v.shape[1]].reshape(a * a, k, -1)
-            np.matmul(u, v.transpose(0, 2, 1), out=mm)  # the elementwise stage: α^2 GEMMs
-            if bias is not None:  # A^T's column of the point 1 is all ones: y += bias
-                mm[a + 1] += bias[:, None]
-            t.output(mm, out[start:stop])
-
-        return work
-
-    im2col._run_units(blocks, threads, make_worker)
-    return out
-
-
-# -------------------------------------------------------------------- public Winograd
-def _winograd_problem(w_shape, stride, dilation, groups: int) -> str:
-    """Why Winograd F(m x m, 3 x 3) does not apply ('' if it does), naming the parameter."""
-    if tuple(w_shape[2:]) != (3, 3):
-        return f"weight must hold 3 x 3 kernels (C_out, C_in, 3, 3), got shape {tuple(w_shape)}"
-    if tuple(stride) != (1, 1):
-        return f"stride must be 1 (the tiles are computed at stride 1), got {tuple(stride)}"
-    if tuple(dilation) != (1, 1):
-        return f"dilation must be 1, got {tuple(dilation)}"
-    if groups != 1:
-        return f"groups must be 1, got {groups}"
-    return ""
-
-
-def _winograd_args(x, weight, bias, stride, padding, dilation, groups, tile):
-    x, weight, bias, groups, g = im2col._conv_args(x, weight, bias, stride, padding, dilation, groups)
-    if isinstance(tile, (bool, np.bool_)) or tile not in (2, 4):
-        raise ValueError(f"tile must be one of (2, 4) (F(2 x 2, 3 x 3) or F(4 x 4, 3 x 3)), got {tile!r}")
-    problem = _winograd_problem(weight.shape, (g.sh, g.sw), (g.dh, g.dw), groups)
-    if problem:
-        raise ValueError(f"Winograd F(m x m, 3 x 3) does not apply: {problem}")
-    return x, weight, bias, g, int(tile)
-
-
-def conv2d_winograd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, tile: int = 2) -> np.ndarray:
-    """3 x 3 convolution with stride 1 by Winograd's F(tile x tile, 3 x 3).
-
-    Same arguments and result (up to rounding) as :func:`course_lib.im2col.conv2d`, which
-    runs it as ``algorithm="winograd_f2"`` or ``"winograd_f4"``. A ``ValueError`` names
-    what does not fit: kernels other than 3 x 3, stride, dilation or groups other than 1.
-
-    Parameters
-    ----------
-    x, weight, bias, stride, padding, dilation, groups
-        As for :func:`course_lib.im2col.conv2d`; weight (C_out, C_in, 3, 3).
-    tile : {2, 4}
-        m, the output tile: F(2 x 2, 3 x 3) does 16 multiplications per tile and channel
-        pair (the definition: 36), F(4 x 4, 3 x 3) does 36 (the definition: 144).
+    Returns
+    -------
+    numpy.ndarray
+        (N, C_out, H_out, W_out) in the common dtype of ``x`` and ``weight`` (float64
+        if one of them is float64).
 
     Notes
     -----
-    The batch runs in blocks of samples sized for the caches, shared among the BLAS
-    threads as in ``conv2d`` (bitwise the same result with any number of threads).
-    Rounding in float32 relative to the largest output (:func:`float32_error`, 64
-    channels): about 3e-7 for F(2 x 2, 3 x 3), 3e-6 for F(4 x 4, 3 x 3), 5e-7 for im2col.
+    The "im2col" algorithm (:func:`course_lib.conv_fast.conv2d_im2col`) processes the
+    batch in blocks of samples, as many as keep the block's column matrix within a few
+    MB but at least one: the big column matrix is never materialised. Threads
+    (intra-operator parallelism): a big convolution is split along its batch among as
+    many threads as numpy's BLAS may use (``threadpoolctl.threadpool_limits`` sets
+    them), each running im2col and the GEMMs of whole blocks; the result is bitwise the
+    same as with one thread.
 
     Examples
     --------
-    >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
-    >>> w = np.ones((1, 1, 3, 3))
-    >>> conv2d_winograd(x, w)[0, 0]           # sums of the four 3 x 3 windows
-    array([[45., 54.],
-           [81., 90.]])
-    >>> conv2d_winograd(x, w, stride=2)
-    Traceback (most recent call last):
-    ...
-    ValueError: Winograd F(m x m, 3 x 3) does not apply: stride must be 1 (the tiles are computed at stride 1), got (2, 2)
+    >>> x = np.zeros((1, 1, 3, 3)); x[0, 0, 1, 1] = 1.0          # one bright pixel
+    >>> w = np.arange(9.0).reshape(1, 1, 3, 3)
+    >>> conv2d(x, w, padding=1)[0, 0]   # cross-correlation: the kernel appears flipped
+    array([[8., 7., 6.],
+           [5., 4., 3.],
+           [2., 1., 0.]])
     """
-    x, weight, bias, g, m = _winograd_args(x, weight, bias, stride, padding, dilation, groups, tile)
-    return _winograd(x, weight, bias, g.ph, g.pw, m)
+    return _run_algorithm(algorithm, *conv_arguments(x, weight, bias, stride, padding, dilation, groups),
+                          cache=cache, verbose=verbose)
 
 
-def conv2d_winograd_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups=1, *,
-                             tile: int = 2, input_grad: bool = True):
-    """Gradients of :func:`conv2d_winograd`: two more Winograd computations.
+def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups=1, *, input_grad=True):
+    """Gradients of :func:`conv2d` with respect to its input, weight and bias.
 
-    * grad_x: the Winograd convolution of ``grad_out``, padded by 2 - padding (cropped
-      where negative), with the kernels turned by 180 degrees, C_in and C_out swapped.
-    * grad_weight takes the Winograd route backwards: G^T [sum over tiles of
-      (A gy A^T) V^T] G, with V = B^T d B of the input tiles as in the forward pass and gy
-      an output-gradient tile - the adjoint of each forward step, one (C_out x tiles) by
-      (tiles x C_in) GEMM per transform point. It saves the forward pass's factor of
-      multiplications; the im2col route would build the 9 x larger columns again.
+    The idea, for one group: with ``cols = im2col(x)`` and ``gy = grad_out`` as (N, C_out, L),
+    ``grad_weight = sum over samples of gy @ cols^T`` and
+    ``grad_x = col2im(weight^T @ gy)``. The work runs in :mod:`course_lib.conv_fast`
+    (:func:`~course_lib.conv_fast.conv2d_im2col_backward`).
 
     Parameters
     ----------
     grad_out : numpy.ndarray
-        (N, C_out, H_out, W_out).
-    x, weight, stride, padding, dilation, groups, tile
+        Gradient of the loss with respect to the output, (N, C_out, H_out, W_out).
+    x, weight, stride, padding, dilation, groups
         The arguments of the forward call.
     input_grad : bool
-        False skips grad_x (returned as None).
+        Whether to compute ``grad_x`` (a network's first layer needs none: False skips
+        its GEMM and col2im, a third of the backward work, and returns None).
 
     Returns
     -------
-    tuple
-        ``(grad_x, grad_weight, grad_bias)`` as :func:`course_lib.im2col.conv2d_backward`.
+    grad_x : numpy.ndarray or None
+        (N, C_in, H, W) = col2im(W^T @ grad_out), per group; None if not ``input_grad``.
+    grad_weight : numpy.ndarray
+        (C_out, C_in / groups, kh, kw) = sum over samples of grad_out @ im2col(x)^T.
+    grad_bias : numpy.ndarray
+        (C_out,) = grad_out summed over samples and pixels.
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
-    >>> x, w = rng.standard_normal((2, 3, 6, 6)), rng.standard_normal((4, 3, 3, 3))
-    >>> gy = rng.standard_normal((2, 4, 6, 6))
-    >>> from course_lib.im2col import conv2d_backward
-    >>> all(np.allclose(a, b) for a, b in zip(conv2d_winograd_backward(gy, x, w, padding=1),
-    ...                                       conv2d_backward(gy, x, w, padding=1)))
+    >>> x, w = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((4, 3, 3, 3))
+    >>> gx, gw, gb = conv2d_backward(np.ones((2, 4, 3, 3)), x, w)
+    >>> gx.shape, gw.shape, gb.tolist()
+    ((2, 3, 5, 5), (4, 3, 3, 3), [18.0, 18.0, 18.0, 18.0])
+    >>> # d/dw of sum(conv2d(x, w)) is the sum of all windows of x:
+    >>> from course_lib.im2col import im2col
+    >>> bool(np.allclose(gw[0], im2col(x, 3).sum(axis=(0, 2)).reshape(3, 3, 3)))
     True
     """
-    x, weight, _, g, m = _winograd_args(x, weight, None, stride, padding, dilation, groups, tile)
-    k = weight.shape[0]
-    grad_out = im2col._grad_out_arg(grad_out, (g.n, k, g.ho, g.wo), x.dtype)
-    if not isinstance(input_grad, (bool, np.bool_)):
-        raise TypeError(f"input_grad must be True or False, got {input_grad!r}")
-    grad_b, grad_x = grad_out.sum(axis=(0, 2, 3)), None
-    if input_grad:
-        turned = np.ascontiguousarray(weight[:, :, ::-1, ::-1].transpose(1, 0, 2, 3))
-        grad_x = _winograd(grad_out, turned, None, 2 - g.ph, 2 - g.pw, m)
-    a = m + 2
-    grad_u = np.zeros((a * a, k, g.c), dtype=x.dtype)
-    if grad_out.size and x.size:
-        block = _block(g.n, -(-g.ho // m) * -(-g.wo // m), max(g.c, k), a, x.dtype.itemsize)
-        chunks = im2col._chunks(im2col._blocks(g.n, block))
-        partial = np.zeros((len(chunks), a * a, k, g.c), dtype=x.dtype)
-
-        def make_worker():
-            t = _Tiles(m, g.c, k, g.h, g.w, g.ph, g.pw, block, x.dtype, grad=True)
-            product = np.empty((a * a, k, g.c), dtype=x.dtype)
-
-            def work(unit):
-                index, chunk_blocks = unit
-                for start, stop in chunk_blocks:
-                    gy = t.output_grad(grad_out[start:stop])
-                    np.matmul(gy, t.input(x[start:stop]), out=product)
-                    partial[index] += product
-
-            return work
-
-        im2col._run_units(chunks, im2col._threads_for(2 * grad_out.size * g.c * 9, len(chunks)), make_worker)
-        for part in partial:  # in chunk order: the same sum with any number of threads
-            grad_u += part
-    return grad_x, _filter_transform_adjoint(grad_u, m), grad_b
+    return conv2d_im2col_backward(*backward_arguments(grad_out, x, weight, stride, padding, dilation, groups,
+                                                      input_grad))
 
 
 # ----------------------------------------------------------- choosing an algorithm
@@ -562,7 +316,7 @@ def _algorithm_arg(algorithm, allowed: tuple[str, ...] = ALGORITHMS) -> str:
 
 def _problem(name: str, w_shape, g: ConvGeometry, groups: int) -> str:
     """Why algorithm ``name`` does not apply to this convolution ('' if it does)."""
-    return _winograd_problem(w_shape, (g.sh, g.sw), (g.dh, g.dw), groups) if name in _TILES else ""
+    return winograd_problem(w_shape, (g.sh, g.sw), (g.dh, g.dw), groups) if name in _TILES else ""
 
 
 def _applies(name: str, w_shape, g: ConvGeometry, groups: int) -> bool:
@@ -631,17 +385,17 @@ def chosen_algorithm(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1
 
 def _run(name: str, x, weight, bias, groups: int, g: ConvGeometry) -> np.ndarray:
     if name == "im2col":
-        return im2col._conv2d_im2col(x, weight, bias, groups, g)
+        return conv2d_im2col(x, weight, bias, groups, g)
     if name == "direct":
         return conv2d_direct(x, weight, bias, (g.sh, g.sw), (g.ph, g.pw), (g.dh, g.dw), groups)
-    return _winograd(x, weight, bias, g.ph, g.pw, _TILES[name])
+    return run_winograd(x, weight, bias, g.ph, g.pw, _TILES[name])
 
 
-def run_algorithm(algorithm: str, x, weight, bias, groups: int, g: ConvGeometry, *,
+def _run_algorithm(algorithm: str, x, weight, bias, groups: int, g: ConvGeometry, *,
                   cache: AlgorithmCache | None = None, verbose: bool = False) -> np.ndarray:
     """Run ``algorithm`` (or choose one: "auto") on arguments checked by ``conv2d``.
 
-    The engine of :func:`course_lib.im2col.conv2d`, which calls it; use ``conv2d``.
+    The engine of :func:`conv2d`, which calls it.
 
     Examples
     --------

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from course_lib.cnn import CNN
+from course_lib.conv_algorithms import conv2d
 from course_lib.cost import conv2d_macs, linear_macs
 from course_lib.datasets import load_digits
-from course_lib.im2col import conv2d
 from course_lib.models import MLP, train
 
 SMALL = dict(image_shape=(2, 5, 6), channels=(3, 4), n_classes=3, strides=(1, 2))

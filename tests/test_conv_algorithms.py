@@ -1,4 +1,4 @@
-"""course_lib.conv_algorithms: Winograd F(2x2,3x3) and F(4x4,3x3), and conv2d(algorithm="auto").
+"""course_lib.conv_winograd and course_lib.conv_algorithms: Winograd F(2x2,3x3) and F(4x4,3x3), and conv2d(algorithm="auto").
 
 References, all independent of the Winograd code under test:
 * Lavin & Gray (2016), "Fast Algorithms for Convolutional Neural Networks", section 4: the
@@ -29,17 +29,17 @@ from course_lib.conv_algorithms import (
     AlgorithmCache,
     candidates,
     chosen_algorithm,
-    conv2d_winograd,
-    conv2d_winograd_backward,
+    conv2d,
+    conv2d_backward,
     conv_key,
     float32_error,
     multiplication_count,
     multiplication_counts,
     resnet50_3x3_layers,
-    winograd_matrices,
 )
+from course_lib.conv_winograd import conv2d_winograd, conv2d_winograd_backward, winograd_matrices
 from course_lib.cost import conv2d_macs
-from course_lib.im2col import conv2d, conv2d_backward, conv2d_direct
+from course_lib.im2col import conv2d_direct
 
 #: Stated float32 tolerances, relative to the largest output (see the module docstring).
 FLOAT32_TOL = {"im2col": 2e-6, "winograd_f2": 5e-6, "winograd_f4": 5e-5, "direct": 1e-6}

@@ -1,4 +1,5 @@
-"""course_lib.im2col: im2col/col2im layout and adjointness, conv2d and its backward pass.
+"""course_lib.im2col (the readable im2col/col2im: layout and adjointness) and the course's
+conv2d and its backward pass (course_lib.conv_algorithms, on the fast engine).
 
 References, all independent of the implementation under test:
 * hand-derived values on tiny inputs;
@@ -22,15 +23,8 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from course_lib.im2col import (
-    ConvGeometry,
-    col2im,
-    conv2d,
-    conv2d_backward,
-    conv2d_direct,
-    conv_output_shape,
-    im2col,
-)
+from course_lib.conv_algorithms import conv2d, conv2d_backward
+from course_lib.im2col import ConvGeometry, col2im, conv2d_direct, conv_output_shape, im2col
 
 
 # ------------------------------------------------------------------ references
@@ -320,7 +314,7 @@ def test_splitting_the_batch_among_threads_does_not_change_the_result(algorithm)
     """Big enough to be split along the batch among threads; bitwise the same as 1 thread,
     and the process-wide BLAS thread count is restored afterwards. The algorithm is named:
     "auto" may choose differently for 1 and 2 threads (its key holds the thread count)."""
-    from course_lib.conv_algorithms import conv2d_winograd_backward
+    from course_lib.conv_winograd import conv2d_winograd_backward
 
     tile = {"winograd_f2": 2, "winograd_f4": 4}.get(algorithm)
     backward = conv2d_backward if tile is None else functools.partial(conv2d_winograd_backward, tile=tile)

@@ -81,7 +81,7 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 FLOORS = (
     ("ground", {"course_lib", "_validate", "timing", "progress", "quantity", "datasets", "datapackage"}),
     ("ideas", {"scaling", "cost", "rate", "roofline", "comm", "memory", "models", "cnn", "im2col",
-               "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner"}),
+               "conv_fast", "conv_winograd", "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner"}),
     ("processes", {"parallel", "parallel.*", "testing"}),
     ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),
     ("widgets", {"widgets"}),
@@ -91,8 +91,6 @@ FLOORS = (
 #: Import edges that close a circle today, each with who removes it. The test fails once an
 #: edge listed here is gone, so that the list is emptied as the circles are cut.
 KNOWN_CIRCLE_EDGES = {
-    # issue 26 item 4: the fast im2col engine moves into a module of its own (other helper)
-    ("course_lib.im2col", "course_lib.conv_algorithms"): "im2col.conv2d calls conv_algorithms.run_algorithm",
 }
 
 
