@@ -44,6 +44,7 @@ from ._validate import (
     check_range,
     check_real,
     check_sequence,
+    check_type,
     scalar_or_array,
 )
 
@@ -458,6 +459,37 @@ class PretrainingRecipe:
     def flops_per_token(self) -> float:
         """6 P: FLOPs per training token."""
         return 6.0 * self.params
+
+    def time_on(self, device, devices=1, efficiency=1.0):
+        r"""Seconds this run takes on ``devices`` devices of one kind at their sustained rate.
+
+        :func:`training_time` with :math:`D` = :attr:`tokens`, :math:`C` =
+        :attr:`flops_per_token` (6P) and :math:`r` = the device's sustained FLOP/s from
+        ``data/hardware.csv`` (peak x ``sustained_fraction``, each row with its source):
+        :math:`T = D \cdot C / (r \cdot N \cdot \eta)`.
+
+        Parameters
+        ----------
+        device : str or course_lib.datasets.HardwareDevice
+            A row of ``data/hardware.csv`` or its ``device_id``.
+        devices : float or array_like
+            :math:`N` >= 1.
+        efficiency : float or array_like
+            :math:`\eta` in (0, 1], applied from :math:`N = 2` (as in :func:`training_time`).
+
+        Examples
+        --------
+        >>> round(BERT_LARGE.time_on("v100_sxm3_32gb") / 86400, 1)   # days on one V100 of the record
+        25.6
+        >>> round(BERT_LARGE.time_on("v100_sxm3_32gb", 1472, efficiency=0.5) / 60)   # minutes
+        50
+        """
+        from .datasets import HardwareDevice, get_device
+
+        if isinstance(device, str):
+            device = get_device(device)
+        check_type(device, "device", HardwareDevice, "a device_id or a row of data/hardware.csv")
+        return training_time(self.tokens, self.flops_per_token, device.sustained_flops, devices, efficiency)
 
 
 #: BERT-Large pre-training as published: 340M parameters; 1,000,000 steps of 256

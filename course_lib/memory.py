@@ -33,6 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ._validate import check_int, check_positive, check_real, check_sequence, check_type
 from .models import MLP
 from .schedule import partition_layers
@@ -43,6 +45,8 @@ __all__ = [
     "MegatronEstimate",
     "ModelStates",
     "device_fit",
+    "format_bytes",
+    "measured_state_bytes",
     "megatron_estimate",
     "megatron_iteration_flops",
     "megatron_params",
@@ -57,18 +61,32 @@ __all__ = [
 ZERO_STAGES = (0, 1, 2, 3)
 
 
-def _text(nbytes: float) -> str:
-    """``nbytes`` in GB, MB, kB or B with three significant digits."""
-    for div, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-        if abs(nbytes) >= div:
-            return f"{nbytes / div:.3g} {unit}"
-    return f"{nbytes:.3g} B"
+def format_bytes(nbytes: float) -> str:
+    """``nbytes`` in TB, GB, MB, kB or B (powers of ten) with three significant digits.
+
+    The course's one formatter of sizes: model states, tables, figure labels and the
+    sliders' value boxes all print bytes this way. The unit is the largest one that
+    gives at least 1 after rounding (999,600 bytes are ``1 MB``, not ``1e+03 kB``).
+
+    Examples
+    --------
+    >>> format_bytes(1.36e9), format_bytes(2048), format_bytes(512), format_bytes(1.6e13)
+    ('1.36 GB', '2.05 kB', '512 B', '16 TB')
+    >>> format_bytes(999_600), format_bytes(0)
+    ('1 MB', '0 B')
+    """
+    for div, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")):
+        value = float(f"{nbytes / div:.3g}")
+        if abs(value) >= 1 or div == 1.0:
+            return f"{value:g} {unit}"
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 # ------------------------------------------------------------------ model states
 @dataclass(frozen=True)
 class ModelStates:
-    """Bytes of the model states on ONE device (the fields of ``model_state_nbytes``)."""
+    """Bytes of the model states on ONE device (counted by :func:`model_state_bytes`,
+    measured by :func:`measured_state_bytes`: the same three fields)."""
 
     parameters: float
     gradients: float
@@ -80,8 +98,9 @@ class ModelStates:
         return self.parameters + self.gradients + self.optimizer_states
 
     def __repr__(self) -> str:
-        return (f"ModelStates(parameters={_text(self.parameters)}, gradients={_text(self.gradients)}, "
-                f"optimizer_states={_text(self.optimizer_states)}, total={_text(self.total)})")
+        return (f"ModelStates(parameters={format_bytes(self.parameters)}, "
+                f"gradients={format_bytes(self.gradients)}, "
+                f"optimizer_states={format_bytes(self.optimizer_states)}, total={format_bytes(self.total)})")
 
 
 def model_state_bytes(
@@ -150,6 +169,30 @@ def model_state_bytes(
         gradients=g * n_params / (devices if zero_stage >= 2 else 1),
         optimizer_states=k * n_params / (devices if zero_stage >= 1 else 1),
     )
+
+
+def measured_state_bytes(params: np.ndarray, grad: np.ndarray, optimizer) -> dict[str, int]:
+    """Bytes one worker holds of parameters, gradients and optimizer states, measured: the
+    arrays' ``nbytes`` and those of the optimizer's numpy attributes (e.g. SGD's momentum
+    buffer).
+
+    The fields are those of :class:`ModelStates`, so a run's measurement sits beside
+    :func:`model_state_bytes`, the count by formula (float32 SGD with momentum: 4, 4, 4).
+
+    Examples
+    --------
+    >>> from course_lib.optim import SGD
+    >>> opt = SGD(0.1, momentum=0.9); p = np.ones(10, np.float32); opt.step(p, p.copy())
+    >>> measured_state_bytes(p, p, opt)
+    {'parameters': 40, 'gradients': 40, 'optimizer_states': 40}
+    >>> model_state_bytes(10, param_bytes=4, grad_bytes=4, k=4)
+    ModelStates(parameters=40 B, gradients=40 B, optimizer_states=40 B, total=120 B)
+    """
+    check_type(params, "params", np.ndarray, "a numpy array")
+    check_type(grad, "grad", np.ndarray, "a numpy array")
+    state = 0 if optimizer is None else sum(
+        v.nbytes for v in vars(optimizer).values() if isinstance(v, np.ndarray))
+    return {"parameters": int(params.nbytes), "gradients": int(grad.nbytes), "optimizer_states": int(state)}
 
 
 # ------------------------------------------------------------------ activations

@@ -43,7 +43,7 @@ import numpy as np
 
 from . import comm
 from ._validate import check_int, check_positive, check_type
-from .memory import mlp_activation_bytes, model_state_bytes
+from .memory import format_bytes, mlp_activation_bytes, model_state_bytes
 from .models import MLP
 from .schedule import (
     check_boundaries,
@@ -574,7 +574,7 @@ class SchemeComparison:
                 elif attr == "limit":
                     cells.append("-" if math.isinf(v) else f"{v:.0f}")
                 else:
-                    txt = _human(v, unit)
+                    txt = format_bytes(v) if unit == "bytes" else f"{v:.4g}"
                     if attr == "traffic_per_device":
                         txt += f" ({r:.2f} x model)"
                     else:
@@ -588,15 +588,6 @@ class SchemeComparison:
 
     def __repr__(self) -> str:
         return self.to_markdown()
-
-
-def _human(v: float, unit: str) -> str:
-    if unit == "bytes":
-        for div, name in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
-            if abs(v) >= div:
-                return f"{v / div:.3g} {name}"
-        return f"{v:.0f} B"
-    return f"{v:.4g}"
 
 
 def scheme_comparison(model, batch_size: int, devices: int) -> SchemeComparison:

@@ -168,9 +168,9 @@ class Slider:
 
                 return human_count(value * factor)
             if kind == "bytes":
-                from .memory import _text  # the course's one formatter of sizes
+                from .memory import format_bytes  # the course's one formatter of sizes
 
-                return _text(value * factor)
+                return format_bytes(value * factor)
             return f"{_short(value)} {self.unit}"
         return _short(value)
 

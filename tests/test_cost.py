@@ -332,6 +332,24 @@ def test_bert_large_recipe():
     assert "1810.04805" in BERT_LARGE.source
 
 
+def test_bert_large_time_on_a_device_hand_derived():
+    """The one BERT-time helper: 6 P D over the device's sustained rate (peak x fraction)."""
+    from course_lib.cost import BERT_LARGE
+    from course_lib.datasets import get_device
+
+    v100 = get_device("v100_sxm3_32gb")
+    tokens = 900_000 * 256 * 128 + 100_000 * 256 * 512
+    one = 6 * 340e6 * tokens / (v100.peak_tflops * 1e12 * v100.sustained_fraction)
+    assert BERT_LARGE.time_on("v100_sxm3_32gb") == pytest.approx(one, rel=1e-12)
+    assert BERT_LARGE.time_on(v100) == BERT_LARGE.time_on("v100_sxm3_32gb")
+    assert BERT_LARGE.time_on(v100, 8, 0.5) == pytest.approx(one / 4, rel=1e-12)
+    assert BERT_LARGE.time_on(v100, 1, 0.5) == BERT_LARGE.time_on(v100)  # eta(1) = 1
+    with pytest.raises(TypeError, match="device must be a device_id or a row"):
+        BERT_LARGE.time_on(39.3e12)
+    with pytest.raises(ValueError, match="devices"):
+        BERT_LARGE.time_on(v100, 0)
+
+
 def test_time_training_run_and_threads():
     from course_lib.datasets import load_digits
     from course_lib.rate import time_training_run

@@ -207,3 +207,16 @@ def test_the_import_graph_checks_can_fail():
     assert _circles({"a": {"b"}, "b": set()}) == []
     assert _floor("course_lib.parallel.data") > _floor("course_lib.schedule")
     assert _floor("course_lib.plots.style") > _floor("course_lib.parallel.workers")
+
+
+def test_the_parallel_package_lists_its_modules():
+    """course_lib/parallel/__init__.py's table names every module of the package, and only those."""
+    import re
+    from pathlib import Path
+
+    import course_lib.parallel
+
+    root = Path(course_lib.parallel.__file__).parent
+    modules = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    listed = set(re.findall(r"^``(\w+)``", course_lib.parallel.__doc__, re.M))
+    assert listed == modules, f"not listed: {modules - listed}; listed but missing: {listed - modules}"

@@ -15,6 +15,7 @@ import numpy as np
 from .._validate import as_real, check_int, check_sequence, check_type
 from ..dataflow import DataflowGraph
 from ..im2col import gemm_sizes, im2col
+from ..memory import format_bytes
 from . import COLORS, dot_rows, new_figure, styled
 
 __all__ = [
@@ -329,13 +330,6 @@ def im2col_numbers_figure(x, weight, reference=None):
     return fig
 
 
-def _fmt_bytes(b: float) -> str:
-    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
-        if b >= scale:
-            return f"{b / scale:.3g} {unit}"
-    return f"{b:.0f} B"
-
-
 def _log_dots(ax, labels: Sequence[str], values, texts: Sequence[str]) -> None:
     """A dot plot (:func:`~course_lib.plots.dot_rows`) on a plain log-10 x axis."""
     from matplotlib.ticker import LogLocator, NullLocator
@@ -371,7 +365,7 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
     ax_m.bar(range(4), sizes / 1e6, width=0.65, color=[COLORS[0], COLORS[1], COLORS[0], COLORS[0]])
     top = sizes.max() / 1e6
     for i, v in enumerate(sizes):
-        ax_m.text(i, v / 1e6 + top * 0.02, _fmt_bytes(v), ha="center", va="bottom")
+        ax_m.text(i, v / 1e6 + top * 0.02, format_bytes(v), ha="center", va="bottom")
     ax_m.set_xticks(range(4), names)
     ax_m.set_ylim(0, top * 1.2)
     ax_m.set_ylabel("MB (float32)")

@@ -17,10 +17,6 @@ _STAGE_NAMES = ("stage 0\nreplicated", "stage 1\noptimizer states\nsharded", "st
 _PARTS = (("parameters", "parameters"), ("gradients", "gradients"), ("optimizer_states", "optimizer states"))
 
 
-def _gb(gb: float) -> str:
-    return f"{gb / 1e3:.3g} TB" if gb >= 1e3 else f"{gb:.3g} GB"
-
-
 @styled
 def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, device_id: str, *,
                        hardware: Sequence, activations_gb: float = 0.0, **byte_sizes: float):
@@ -80,7 +76,7 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
     ylim = 1.15 * max(min(top, 3.0 * cap), cap)  # bars far above the device are cut, their value kept
     for k in x:
         cut = bottom[k] > ylim
-        ax.text(k, ylim * 0.98 if cut else bottom[k] + 0.01 * ylim, ("\u2191 " if cut else "") + _gb(bottom[k]),
+        ax.text(k, ylim * 0.98 if cut else bottom[k] + 0.01 * ylim, ("\u2191 " if cut else "") + memory.format_bytes(bottom[k] * 1e9),
                 ha="center", va="top" if cut else "bottom",
                 fontweight="bold" if k == zero_stage else "normal",
                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1.0))
@@ -95,6 +91,6 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
     ax.set_axisbelow(True)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="solid: chosen stage")
     ax.set_title(f"{params_billion:g}B parameters on N = {devices} devices, ZeRO stage {zero_stage}:\n"
-                 f"needs {_gb(fit.total / 1e9)} per device of {cap:.3g} GB: {fit.verdict}",
+                 f"needs {memory.format_bytes(fit.total)} per device of {cap:.3g} GB: {fit.verdict}",
                  color="black" if fit.fits else COLORS[1])
     return fig
