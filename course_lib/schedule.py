@@ -132,7 +132,8 @@ class Timeline:
     """What every stage did when: the data of a Gantt chart (甘特图).
 
     Built by :func:`simulate_pipeline` (computed) or by
-    :func:`train_pipeline` (measured); the analysis below is the same for both.
+    :func:`course_lib.parallel.pipeline.train_pipeline` (measured); the analysis below is
+    the same for both.
 
     Attributes
     ----------

@@ -154,6 +154,18 @@ RETIRED = {
     r"\\Psi\b": "parameters are P (ZeRO writes Ψ)",
     r"\\eta_\{?lr": "the learning rate is γ",
     r"\bD ?[x×] ?P\b|\bDxP": "the grid is N_d x N_p x N_t",
+    r"\bD \* P \* T\b": "the grid has N_d * N_p * N_t devices",
+    r"\bD \* S\b|\bd \* S \+ s\b": "a hybrid run has N_d * N_p processes; replica * N_p + q is stage q",
+    r"\bS - s\b": "stage q of N_p stages: N_p - q - 1 warm-up forwards, N_p - q held",
+    r"\bctx\b": "a worker's context is wctx (ctx also named the multiprocessing context, now mp_context)",
+}
+
+#: Files that still write a retired form and who rewrites them (issue 26, the lead's process
+#: modules); the test fails once a file listed here no longer does, so the list empties.
+PENDING = {
+    r"\bD \* S\b|\bd \* S \+ s\b": {"course_lib/parallel/pipeline.py"},
+    r"\bctx\b": {"course_lib/parallel/pipeline.py", "course_lib/parallel/speedup.py",
+                 "course_lib/parallel/workers.py"},
 }
 
 
@@ -168,7 +180,20 @@ def _texts():
 @pytest.mark.parametrize("pattern", sorted(RETIRED))
 def test_retired_symbols_stay_retired(pattern):
     hits = [where for where, text in _texts() if re.search(pattern, text)]
+    pending = PENDING.get(pattern, set())
+    assert not pending - set(hits), f"rewritten, remove from PENDING: {sorted(pending - set(hits))}"
+    hits = [where for where in hits if where not in pending]
     assert not hits, f"{RETIRED[pattern]}; still written the old way in {hits}"
+
+
+def test_the_retired_forms_are_caught():
+    """Each new pattern finds the form it retires, and not the course's notation."""
+    found = {pattern for pattern in RETIRED for text in (
+        "``D * P * T = N``", "process ``d * S + s``", "``D * S`` processes", "after ``S - s - 1`` warm-up",
+        "def stage_worker(ctx, job):") if re.search(pattern, text)}
+    assert {p for p in RETIRED if "ctx" in p or "\\*" in p or "S - s" in p} <= found
+    notation = "``N_d * N_p * N_t = N``, ``replica * N_p + q``, ``N_p - q - 1``, def f(wctx, mp_context):"
+    assert not [p for p in RETIRED if re.search(p, notation)]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

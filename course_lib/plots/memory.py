@@ -41,7 +41,7 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
     activations_gb : float
         Activation memory per device to add on top, GB (>= 0).
     **byte_sizes
-        ``param_bytes``, ``grad_bytes``, ``k`` of :func:`model_state_bytes`.
+        ``param_bytes``, ``grad_bytes``, ``k`` of :func:`course_lib.memory.model_state_bytes`.
 
     Examples
     --------
