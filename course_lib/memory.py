@@ -75,6 +75,7 @@ def format_bytes(nbytes: float) -> str:
     >>> format_bytes(999_600), format_bytes(0)
     ('1 MB', '0 B')
     """
+    nbytes = check_real(nbytes, "nbytes")
     for div, unit in ((1e12, "TB"), (1e9, "GB"), (1e6, "MB"), (1e3, "kB"), (1.0, "B")):
         value = float(f"{nbytes / div:.3g}")
         if abs(value) >= 1 or div == 1.0:
