@@ -256,3 +256,20 @@ def test_docstrings_name_what_exists():
     assert not PENDING_REFERENCES - found, f"fixed, remove from PENDING_REFERENCES: {PENDING_REFERENCES - found}"
     assert found - PENDING_REFERENCES == set(), f"references to nothing: {sorted(found - PENDING_REFERENCES)}"
     assert exists("course_lib.schedule.Timeline.bubble") and not exists("course_lib.parallel.hybrid.best_config")
+
+
+def test_the_readme_layout_names_every_module():
+    """The README's layout section names every module of course_lib/ and course_lib/parallel/."""
+    import fnmatch
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## How the repository is laid out", 1)[1].split("\n```\n", 2)[1]
+    named = set(re.findall(r"[\w*]+\.py", block))
+    modules = {p.name for d in ("course_lib", "course_lib/parallel") for p in (root / d).glob("*.py")
+               if not p.name.startswith("_")}
+    missing = sorted(m for m in modules if not any(fnmatch.fnmatch(m, n) for n in named))
+    assert missing == [], f"modules the README's layout does not name: {missing}"
+    assert "conv_fast.py" not in named and fnmatch.fnmatch("conv_fast.py", "conv_*.py")  # a glob counts
