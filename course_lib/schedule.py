@@ -199,7 +199,7 @@ class Timeline:
         return out
 
     def bubble(self) -> float:
-        """Idle share of the stages during the step: ``1 - sum(busy) / (S * makespan)``.
+        """Idle share of the stages during the step: ``1 - sum(busy) / (n_rows * makespan)``.
 
         Only forwards and backwards count; for a timeline of several steps use
         :meth:`bubble_per_step` (the time between steps is not pipeline idle time).

@@ -182,7 +182,7 @@ def ex_best_split(answer) -> Result:
     n = BEST_SPLIT["devices"]
     if n <= model.n_layers:
         pipeline_only = (f"Pure pipelining: the {model.n_layers} layers do not split evenly into {n} "
-                         "stages (compare the compute bars) and the bubble grows with P; a small "
+                         "stages (compare the compute bars) and the bubble grows with N_p; a small "
                          "all-reduce between 2 replicas costs less.")
     else:
         pipeline_only = (f"Pure pipelining needs {n} stages, but the model has only {model.n_layers} "

@@ -520,7 +520,7 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
 
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
     ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.planner.enumerate_configs`
-    (``max_tensor=T`` adds the tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by
+    (``max_tensor`` > 1 adds the tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by
     ``N_t``, and the best one may split its stages over ``N_t`` devices).
 
     The estimates are cached by :func:`course_lib.planner.estimate_config` (and the
