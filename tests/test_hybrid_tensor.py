@@ -75,6 +75,21 @@ def test_stage_bytes_add_up_to_the_whole_model_and_count_the_stage_input_gradien
     assert f.sum() == b.sum() == 0
 
 
+@given(st.lists(st.integers(1, 40), min_size=2, max_size=9), st.data())
+def test_stage_bytes_equal_the_trainers_count_of_each_stage(sizes, data):
+    """Each stage's bytes are what parallel.tensor counts for that stage as a model of its own,
+    plus the gradient of its input when it is not the model's input (an independent count)."""
+    model = MLP(sizes)
+    cuts = data.draw(st.sets(st.integers(1, model.n_layers - 1), max_size=model.n_layers - 1)
+                     if model.n_layers > 1 else st.just(set()))
+    bounds = (0, *sorted(cuts), model.n_layers)
+    f, b = planner.tensor_stage_bytes(model, bounds, 3)
+    for q, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        own = tensor_parallel_bytes(MLP(sizes[lo : hi + 1]), 3)
+        first = 3 * 4 * sizes[lo] if lo > 0 and hi - lo > 1 else 0
+        assert f[q] + b[q] == own + first
+
+
 def test_tensor_parallel_pipeline_against_an_independent_simulation():
     model = MLP((32, 64, 64, 64, 64, 10))
     c = planner.estimate_config(model, 64, 1, 2, micro_batches=4, schedule="gpipe", tensor=2, **FAST)
