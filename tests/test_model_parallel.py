@@ -72,7 +72,10 @@ def test_one_stage_is_gradient_accumulation(digits, no_leaks):
     x, y = digits
     res = mp_run.train_pipeline(MODEL, x, y, stages=1, micro_batches=3, **RUN)
     assert np.array_equal(res.params, _reference(x, y, 3).params)
-    assert np.all(res.bubble_per_step() < 0.1)  # only the interpreter's gaps between ops
+    for k in res.timeline.steps:  # one stage waits for nobody: its operations, one after another
+        ops = sorted((o for o in res.timeline.ops if o.step == k), key=lambda o: o.start)
+        assert [(o.kind, o.micro) for o in ops[:-1]] == mp.schedule_order(1, 3, "gpipe")[0]
+        assert ops[-1].kind == "U" and all(a.end <= b.start for a, b in zip(ops, ops[1:]))
 
 
 def test_measured_timeline_is_causal_and_complete(digits, no_leaks):

@@ -162,11 +162,7 @@ RETIRED = {
 
 #: Files that still write a retired form and who rewrites them (issue 26, the lead's process
 #: modules); the test fails once a file listed here no longer does, so the list empties.
-PENDING = {
-    r"\bD \* S\b|\bd \* S \+ s\b": {"course_lib/parallel/pipeline.py"},
-    r"\bctx\b": {"course_lib/parallel/pipeline.py", "course_lib/parallel/speedup.py",
-                 "course_lib/parallel/workers.py"},
-}
+PENDING: dict[str, set[str]] = {}
 
 
 def _texts():

@@ -224,7 +224,7 @@ def test_the_parallel_package_lists_its_modules():
 
 #: Modules that still name a module or function that moved (issue 26; the lead's files):
 #: the test fails once a listed reference is gone, so the list empties.
-PENDING_REFERENCES = {("course_lib.parallel.pipeline", "course_lib.parallel.pipeline_schedule")}
+PENDING_REFERENCES: set[tuple[str, str]] = set()
 
 
 def test_docstrings_name_what_exists():

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from course_lib.datasets import load_digits
+from course_lib.memory import measured_state_bytes
 from course_lib.models import MLP
 from course_lib.optim import LAMB, SGD
-from course_lib.parallel.data import model_state_nbytes, train_data_parallel, train_serial
+from course_lib.parallel.data import train_data_parallel, train_serial
 from course_lib.parallel.partition import chunk_bounds
 from course_lib.parallel.workers import Fault, WorkerError
 
@@ -66,9 +67,9 @@ def test_plain_sgd_has_no_state_to_shard():
     assert [m["optimizer_states"] for m in zero.extra["worker_memory"]] == [0, 0]
 
 
-def test_model_state_nbytes_counts_the_arrays():
+def test_measured_state_bytes_counts_the_arrays():
     p = np.zeros(5, np.float32)
-    assert model_state_nbytes(p, p, None) == {"parameters": 20, "gradients": 20, "optimizer_states": 0}
+    assert measured_state_bytes(p, p, None) == {"parameters": 20, "gradients": 20, "optimizer_states": 0}
 
 
 @pytest.mark.parametrize(("kwargs", "exc", "match"), [

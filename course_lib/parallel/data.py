@@ -61,7 +61,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_positive, check_type
+from .._validate import check_positive
+from ..memory import measured_state_bytes
 from ..models import MLP
 from ..progress import ProgressBar
 from ..timing import blas_threads as _blas
@@ -83,7 +84,6 @@ __all__ = [
     "BACKENDS",
     "PRELOAD",
     "DataParallelResult",
-    "model_state_nbytes",
     "collect",
     "run_worker",
     "train_data_parallel",
@@ -459,24 +459,6 @@ def collect(results: list[dict], job: Job, backend: str, start_method: str | Non
     )
 
 
-def model_state_nbytes(params: np.ndarray, grad: np.ndarray, optimizer) -> dict[str, int]:
-    """Bytes one worker holds of parameters, gradients and optimizer state (the arrays'
-    ``nbytes``; the optimizer's numpy attributes, e.g. SGD's momentum buffer).
-
-    Examples
-    --------
-    >>> from course_lib.optim import SGD
-    >>> opt = SGD(0.1, momentum=0.9); p = np.ones(10, np.float32); opt.step(p, p.copy())
-    >>> model_state_nbytes(p, p, opt)
-    {'parameters': 40, 'gradients': 40, 'optimizer_states': 40}
-    """
-    check_type(params, "params", np.ndarray, "a numpy array")
-    check_type(grad, "grad", np.ndarray, "a numpy array")
-    state = 0 if optimizer is None else sum(
-        v.nbytes for v in vars(optimizer).values() if isinstance(v, np.ndarray))
-    return {"parameters": int(params.nbytes), "gradients": int(grad.nbytes), "optimizer_states": int(state)}
-
-
 # ----------------------------------------------------------------- worker side
 def _worker(wctx: WorkerContext, job: Job, specs, barrier, comm_args) -> dict:
     """One data-parallel worker (runs in a child process): attach, communicate, report."""
@@ -512,7 +494,7 @@ def run_worker(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
     with _blas(job.blas_threads):
         blas = current_blas_threads()  # reported, so tests can check the limit took effect
         params, grad, opt = loop(wctx, job, x, y, p0, comm, clock)
-        memory = model_state_nbytes(params, grad, opt)  # what this worker holds
+        memory = measured_state_bytes(params, grad, opt)  # what this worker holds
     return {
         "timings": clock.phases("compute", "waiting", "communication", "step"),
         "losses": clock.counts["loss"], "samples": clock.counts["samples"].astype(int),

@@ -6,7 +6,7 @@ slice ``model.layer_range(start, stop)`` of the flat parameter buffer; activatio
 travel forward to the next stage, activation gradients backward to the previous one,
 and every stage updates its own parameters. Pipeline parallelism (流水并行) cuts the
 batch into ``M`` micro-batches (微批次) so that stages work on different micro-batches
-at the same time, in the order of a schedule of :mod:`course_lib.parallel.pipeline_schedule`
+at the same time, in the order of a schedule of :mod:`course_lib.schedule`
 (GPipe or 1F1B). Both schedules are synchronous: the parameters equal those of the
 serial run (up to floating-point summation order).
 
@@ -86,7 +86,7 @@ class PipelineResult:
     """Whether the run recomputed activations in the backward (``recompute=True``)."""
     stored_activation_bytes: np.ndarray | None = None
     """Peak bytes of activations each stage held for pending backward passes, shape
-    ``(replicas * stages,)`` (row ``d * S + s``, like the timeline's rows): measured by
+    ``(N_d * N_p,)`` (row ``replica * N_p + q``, like the timeline's rows): measured by
     the stage as the summed ``nbytes`` of the arrays it stashed, maximum over the run.
     Without recomputation: the stage's input and every layer output of each micro-batch
     in flight; with it: only the inputs. The one micro-batch whose activations a
@@ -429,11 +429,11 @@ class Stage:
     recomputes the rest (section "06 · Memory: activation recomputation").
     """
 
-    def __init__(self, ctx, job: _StageJob, stack: contextlib.ExitStack, pipes, clock):
-        self.ctx, self.job, self.clock, self.model = ctx, job, clock, job.model
+    def __init__(self, wctx, job: _StageJob, stack: contextlib.ExitStack, pipes, clock):
+        self.wctx, self.job, self.clock, self.model = wctx, job, clock, job.model
         self.recv_act, self.send_act, self.recv_grad, self.send_grad = pipes
         self.n_stages = len(job.boundaries) - 1
-        self.d, self.s = divmod(ctx.rank, self.n_stages)
+        self.d, self.s = divmod(wctx.rank, self.n_stages)
         self.lo, self.hi = job.boundaries[self.s], job.boundaries[self.s + 1]
         self.first, self.last = self.s == 0, self.s == self.n_stages - 1
         self.params_slice = job.model.layer_range(self.lo, self.hi)
@@ -467,12 +467,12 @@ class Stage:
 
     def receive(self, conn, what: str, micro: int, buffer: np.ndarray) -> np.ndarray:
         """Wait for the neighbour's message that ``buffer`` holds micro-batch ``micro``."""
-        step, ctx = self.clock.step, self.ctx
-        if not conn.poll(ctx.wait_timeout):
-            raise TimeoutError(f"stage {ctx.rank} waited {ctx.wait_timeout:g} s for {what} of micro-batch {micro}")
+        step, wctx = self.clock.step, self.wctx
+        if not conn.poll(wctx.wait_timeout):
+            raise TimeoutError(f"stage {wctx.rank} waited {wctx.wait_timeout:g} s for {what} of micro-batch {micro}")
         got = _MSG.unpack(conn.recv_bytes())
         if got != (step, micro):  # pragma: no cover - would be a bug in the schedules
-            raise RuntimeError(f"stage {ctx.rank} expected {what} of (step, micro) {(step, micro)}, got {got}")
+            raise RuntimeError(f"stage {wctx.rank} expected {what} of (step, micro) {(step, micro)}, got {got}")
         return buffer
 
     def hand_over(self, conn, buffer: np.ndarray, values: np.ndarray, micro: int) -> None:
@@ -531,21 +531,21 @@ def stage_worker(st: Stage, job: _StageJob, barrier, clock) -> None:
         update = grad[st.params_slice]
         if st.reduce is not None:  # hybrid: add my gradient to the other replicas' of my stage
             with clock.op("A"):
-                barrier.wait(st.d, st.ctx.wait_timeout)
+                barrier.wait(st.d, st.wctx.wait_timeout)
                 update = sum_rows(st.reduce[clock.step % 2, :, st.params_slice], st.total)
         with clock.op("U"):
             sgd_step(st.params[st.params_slice], update, job.lr)
 
 
-def _stage_process(ctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
+def _stage_process(wctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
     """Entry point of a stage process: its clock, its :class:`Stage`, :func:`stage_worker`;
     returns the recorded operations, the losses and the memory and recomputation figures."""
     from ..timing import blas_threads
 
-    clock = StepClock(ctx, job.steps, job.fault, per_op=True)
+    clock = StepClock(wctx, job.steps, job.fault, per_op=True)
     with contextlib.ExitStack() as stack:
         stack.enter_context(blas_threads(job.blas_threads))
-        st = Stage(ctx, job, stack, (recv_act, send_act, recv_grad, send_grad), clock)
+        st = Stage(wctx, job, stack, (recv_act, send_act, recv_grad, send_grad), clock)
         stage_worker(st, job, barrier, clock)
         peak = st.stash.peak_bytes
         del st
@@ -621,8 +621,8 @@ def train_pipeline(
         Progress bar: False never, None in notebooks for runs over ~1.5 s.
     data : int
         Replicas ``N_d`` of the whole pipeline in [1, batch_size] (``N_d > 1`` is hybrid
-        parallelism, see :func:`course_lib.parallel.hybrid.train_hybrid`): ``D * S``
-        processes, process ``d * S + s`` is stage ``s`` of replica ``d``; each replica
+        parallelism, see :func:`course_lib.parallel.hybrid.train_hybrid`): ``N_d * N_p``
+        processes, process ``replica * N_p + q`` is stage ``q`` of replica ``replica``; each replica
         trains on a contiguous shard of every batch, then the ``N_d`` copies of each stage
         all-reduce their gradient (shared memory, in replica order). ``micro_batches`` is
         per replica; ``fault.rank`` counts processes, in [0, N_d * N_p - 1].

@@ -135,7 +135,7 @@ def epoch_gradient(
 
 
 # ----------------------------------------------------------------- worker side
-def pool_worker(ctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
+def pool_worker(wctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
     """Chapter 01's first parallel program: one process of the pool, owning one shard.
 
     ``data`` names the shared arrays (inputs, labels, parameters) and ``shard`` is this
@@ -145,17 +145,17 @@ def pool_worker(ctx, sizes, data, shard, *, batch_size: int, epochs: int) -> Non
     """
     (lo, hi), (x_spec, y_spec, p_spec) = shard, data
     with blas_threads(1), x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as params:
-        ctx.channel.send((os.getpid(), current_blas_threads()))
+        wctx.channel.send((os.getpid(), current_blas_threads()))
         model = MLP(sizes)
-        while (request := ctx.channel.recv()) is not None:
+        while (request := wctx.channel.recv()) is not None:
             if request is not True:
                 raise ValueError(f"a pool worker expects True (parameters ready) or None, got {request!r}")
             loss, grad = epoch_gradient(model, params, x[lo:hi], y[lo:hi], batch_size=batch_size, epochs=epochs)
-            ctx.channel.send((loss, grad))  # my shard's part of the sum
+            wctx.channel.send((loss, grad))  # my shard's part of the sum
 
 
 # ------------------------------------------------------------ are the cores free?
-def _busy_worker(ctx, spins: int) -> float:
+def _busy_worker(wctx, spins: int) -> float:
     """Spin a fixed pure-Python loop; return its own seconds (start-up not counted)."""
     t0 = time.perf_counter()
     total = 0

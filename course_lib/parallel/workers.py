@@ -438,25 +438,25 @@ def _error_message(exc: BaseException, prefix: str = "") -> tuple:
     return ("error", type(exc).__name__, prefix + str(exc), tb, original)
 
 
-def demo_worker(ctx: WorkerContext, steps: int, fault: Fault | None = None, value: float = 1.0,
+def demo_worker(wctx: WorkerContext, steps: int, fault: Fault | None = None, value: float = 1.0,
                 result: Any = None):
     """A tiny worker for the tests and examples: ``steps`` steps, then ``rank * value``.
 
     Fires ``fault`` at its step, reports progress after every step, and returns
     ``result`` instead if one is given.
     """
-    check_type(ctx, "ctx", WorkerContext, "a WorkerContext")
+    check_type(wctx, "wctx", WorkerContext, "a WorkerContext")
     steps = check_int(steps, "steps", 0)
     for step in range(steps):
         if fault is not None:
-            fault.maybe_fire(ctx.rank, step)
-        ctx.progress(step + 1)
-    return ctx.rank * value if result is None else result
+            fault.maybe_fire(wctx.rank, step)
+        wctx.progress(step + 1)
+    return wctx.rank * value if result is None else result
 
 
 # ------------------------------------------------------------------ parent side
 class ProcessGroup:
-    """``world_size`` worker processes running ``target(ctx, *args, *rank_args[r], **kwargs)``.
+    """``world_size`` worker processes running ``target(wctx, *args, *rank_args[r], **kwargs)``.
 
     Parameters
     ----------
