@@ -1,0 +1,61 @@
+"""The README's reading guide and the code stay in step.
+
+The guide lists the teaching core - the functions the chapters display - in chapter order,
+each with its length in lines (``inspect.getsource``: signature, docstring and body). This
+test recounts every row, checks that every function a notebook displays is in the guide, and
+that the whole core stays short enough to read in an afternoon (under 800 lines).
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_teaching_core import DISPLAYED, _resolve  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+ROW = re.compile(r"^\| (\d\d) \| `([\w.]+)` \| (\d+) \|", re.MULTILINE)
+MAX_TOTAL = 800
+
+
+def guide() -> list[tuple[str, str, int]]:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## Reading guide")
+    end = text.find("\n## ", start + 1)
+    return [(ch, name, int(n)) for ch, name, n in ROW.findall(text[start:end if end > 0 else None])]
+
+
+def lines_of(dotted: str) -> int:
+    return len(inspect.getsource(_resolve(dotted)).splitlines())
+
+
+def test_every_row_states_the_length_of_its_code():
+    rows = guide()
+    assert len(rows) >= 8
+    wrong = [(name, n, lines_of(name)) for _, name, n in rows if lines_of(name) != n]
+    assert wrong == [], f"README reading guide: (function, stated lines, actual lines) {wrong}"
+
+
+def test_rows_follow_the_chapters():
+    chapters = [ch for ch, _, _ in guide()]
+    assert chapters == sorted(chapters)
+
+
+def test_every_displayed_function_is_in_the_guide():
+    listed = {name for _, name, _ in guide()}
+    for _, dotted in DISPLAYED:
+        obj = _resolve(dotted)
+        names = {f"{obj.__module__}.{obj.__qualname__}"}
+        if inspect.isclass(obj):  # a class may be listed by its methods
+            names |= {f"{obj.__module__}.{obj.__qualname__}.{m}" for m in vars(obj)}
+        assert names & listed, f"the reading guide does not list {dotted}, which a notebook displays"
+
+
+def test_the_core_stays_short_and_the_guide_says_how_short():
+    total = sum(n for _, _, n in guide())
+    assert total < MAX_TOTAL, f"the teaching core has {total} lines (at most {MAX_TOTAL})"
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"Together {total} lines" in text
