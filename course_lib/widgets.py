@@ -11,12 +11,13 @@
 * a short ``text/plain`` naming the figure and its slider values (what nbval sees).
 
 JupyterLab picks the richest type it can render, so it shows the live widget and no
-duplicate figure. Only notebooks import this module (it imports ipywidgets).
+duplicate figure. Only notebooks import this module (it imports ipywidgets). What makes a
+redraw fast (frozen layouts, one canvas, no garbage collection meanwhile, a quick PNG writer)
+is apart, in :mod:`course_lib.plots.render`.
 """
 
 from __future__ import annotations
 
-import gc
 import html
 import math
 from collections.abc import Callable, Sequence
@@ -27,8 +28,8 @@ from traitlets import Any as AnyTrait
 from traitlets import HasTraits, TraitError, validate
 
 from ._validate import check_positive, check_sequence, check_type
-from .plots import figure_to_png
-from .plots.style import DPI, display_width, redraw
+from .plots.render import Renderer
+from .plots.style import DPI, display_width
 from .quantity import unit_kind
 
 __all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "ValueSlider", "fraction_steps", "glossary_table",
@@ -487,12 +488,12 @@ class LiveFigure:
         self.image = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
         self._quiet = False
-        self._layouts: dict[tuple, list] = {}  # layout signature -> axes positions
+        self.renderer = Renderer(dpi)  # the redraw engine, for speed (course_lib.plots.render)
         self.initial_png = self._render(stored=True)
         self.image.value = self.initial_png
         self.image.width = str(display_width(self.initial_png, dpi))
         self.fallback_png = self._fallback() if self.states else self.initial_png
-        self._let_go()
+        self.renderer.let_go()
         for control in self.controls.values():
             control.observe(self._on_change, names="value")
         self.widget = w.VBox([getattr(c, "widget", c) for c in self.controls.values()] + [self.message, self.image])
@@ -503,50 +504,22 @@ class LiveFigure:
         return {s.name: s.convert(self.controls[s.name].value) for s in self.sliders}
 
     def _render(self, values: dict[str, Any] | None = None, *, stored: bool = False) -> bytes:
-        """The figure for the current (or given) values as PNG; ``stored`` ones compress harder."""
+        """The figure for the current (or given) values as PNG; ``stored`` ones are audited,
+        laid out and compressed harder (see :class:`course_lib.plots.render.Renderer`)."""
         kwargs = {**self.fixed, **(self.values() if values is None else values)}
-        # Stored renders are audited for the style rules; redraws are not (see redraw).
-        fig = self.plot(**kwargs) if stored else redraw(self.plot, **kwargs)
-        # The layout engine costs about a third of a redraw. Lay the figure out once (the
-        # initial state) and reuse the axes positions while the text around the axes
-        # needs no more room than a layout already made had (see _layout_signature and
-        # _roomy_layout). A new layout is made, and kept, when the text needs more room
-        # (longer category labels, say), and for every stored state (the initial one and
-        # the fallback's, which therefore often lay out the widest labels in advance).
-        signature = _layout_signature(fig)
-        layout = None if stored else _roomy_layout(self._layouts, signature)
-        if layout is not None:
-            self._layout = layout
-            _remove_layout_engine(fig)
-            for ax, position in zip(fig.axes, layout):
-                ax.set_position(position)
-        # Draw every state on the same canvas: its renderer, and matplotlib's text-size
-        # cache that belongs to the renderer, carry over, which makes a redraw about a
-        # third faster (tick labels and titles mostly repeat) and gives the same PNG.
-        canvas = getattr(self, "_canvas", None)
-        if canvas is None:
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-            self._canvas = FigureCanvasAgg(fig)
-        else:
-            canvas.figure = fig
-            fig.set_canvas(canvas)
-        png = figure_to_png(fig, self.dpi, compress_level=6 if stored else 1)
-        if layout is None:
-            self._layout = self._layouts[signature] = [ax.get_position() for ax in fig.axes]
-        return png
+        return self.renderer.render(self.plot, kwargs, stored=stored)
 
     def _fallback(self) -> bytes:
         """The initial state and each of ``states``, one under the other, each captioned."""
-        initial, kept, layout = self.values(), dict(self._layouts), self._layout
+        initial, kept, layout = self.values(), dict(self.renderer.layouts), self.renderer.layout
         frames = [(self._caption(initial, "as first shown"), self.initial_png)]
         for state in self.states:
             values = {**initial, **state}
             frames.append((self._caption(values, "moved"), self._render(values, stored=True)))
         # a state with the initial state's signature replaced its layout: put it back,
         # so that the live figure at its initial values is the initial PNG's pixels
-        self._layouts.update(kept)
-        self._layout = layout
+        self.renderer.layouts.update(kept)
+        self.renderer.layout = layout
         return stack_pngs(frames, self.dpi)
 
     def _caption(self, values: dict[str, Any], what: str) -> str:
@@ -557,30 +530,13 @@ class LiveFigure:
     def _on_change(self, change=None) -> None:
         if self._quiet:
             return
-        # Python's garbage collector pauses the kernel to scan every object it tracks
-        # (170,000 in notebook 06): 100-180 ms, every sixth redraw or so, because each
-        # redraw's figure lives long enough to reach the oldest generation. So no
-        # collection runs while a figure is built and sent, the figure is let go as soon
-        # as its PNG is out, and the collection that follows finds it still young: a
-        # cheap one, after the reader already has the new figure.
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
-            self._move_followers(change)
-            self.image.value = self._render()
-            self.message.value = ""
-        except (ValueError, TypeError) as exc:  # show bad combinations, keep the last figure
-            self.message.value = f"<span style='color:#b00'>{exc}</span>"
-        finally:
-            self._let_go()
-            if collecting:
-                gc.enable()
-
-    def _let_go(self) -> None:
-        """Drop the canvas's reference to the figure last drawn (the canvas and its
-        renderer are kept for the next redraw; the figure is garbage from here on)."""
-        if getattr(self, "_canvas", None) is not None:
-            self._canvas.figure = None
+        with self.renderer.quiet():  # no garbage collection during a redraw (plots.render)
+            try:
+                self._move_followers(change)
+                self.image.value = self._render()
+                self.message.value = ""
+            except (ValueError, TypeError) as exc:  # show bad combinations, keep the last figure
+                self.message.value = f"<span style='color:#b00'>{exc}</span>"
 
     def _move_followers(self, change) -> None:
         """Move the sliders that follow the control that changed (one redraw for both)."""
@@ -710,70 +666,6 @@ def live_figure(
     {'p': 0.9, 'n': 16}
     """
     return LiveFigure(plot, sliders, fixed, dpi, states)
-
-
-def _layout_signature(fig) -> tuple:
-    """What a frozen layout depends on: the figure's size and the room the text around
-    each axes needs.
-
-    Returned as ``(exact, room)``. ``room`` holds the widest y tick label and the longest
-    turned x tick label of each axes; ``exact`` the rest: the size, the first and last
-    level x tick labels (they stick out past the axes' ends), how many lines each title,
-    axis label and tick label has, and how many legend entries there are. The number of
-    ticks does not count (a Gantt chart with 4 or 8 stages has the same margins), nor a
-    title's length (a title is centred: a number in it changes nothing around the axes),
-    nor hidden tick labels. Tick labels are formatted as they will be drawn (with the
-    axis' offset, as in '1e6'), without drawing.
-    """
-
-    def lines(texts) -> int:
-        return max((t.count("\n") for t in texts), default=0)
-
-    signature = [tuple(round(float(v), 3) for v in fig.get_size_inches())]  # positions are fractions
-    room = []  # widths a roomier layout also serves (see _roomy_layout)
-    for ax in fig.axes:
-        for axis in (ax.xaxis, ax.yaxis):
-            formatter = axis.major.formatter
-            lo, hi = sorted(axis.get_view_interval())
-            locs = [v for v in axis.get_majorticklocs() if lo <= v <= hi]
-            first = axis.get_major_ticks(1)[0].label1
-            labels = formatter.format_ticks(locs) if first.get_visible() else []  # hidden: no room
-            turned = axis.axis_name == "y" or first.get_rotation() != 0
-            # level labels stick out past the axes' ends by half their width
-            ends = (len(labels[0]), len(labels[-1])) if labels and not turned else ()
-            if turned:
-                room.append(max((len(t) for t in labels), default=0))
-            signature += [ends, lines(labels), len(formatter.get_offset()), lines([axis.label.get_text()])]
-        legend = ax.get_legend()
-        signature += [lines([ax.get_title()]), 0 if legend is None else len(legend.get_texts())]
-    signature += [len(legend.get_texts()) for legend in fig.legends]
-    return tuple(signature), tuple(room)
-
-
-def _roomy_layout(layouts: dict, signature: tuple) -> list | None:
-    """A layout kept in ``layouts`` (signature -> axes positions) that serves ``signature``.
-
-    Either the one made for it, or one made for the same figure with at least as much
-    room for every y tick label and turned x tick label (the least such room): a little
-    more margin than needed, and an axes that stays put while a slider moves.
-    """
-    exact, room = signature
-    fits = [(sum(r), positions) for (e, r), positions in layouts.items()
-            if e == exact and all(a >= b for a, b in zip(r, room))]
-    return min(fits, key=lambda item: item[0])[1] if fits else None
-
-
-def _remove_layout_engine(fig) -> None:
-    """Take the layout engine off ``fig`` entirely (not ``"none"``, a placeholder).
-
-    ``savefig`` draws a figure twice when it has any layout engine, the placeholder
-    included: once to lay it out, once to render. Without one it draws once, which
-    makes a redraw about a quarter faster and gives the same PNG.
-    """
-    import matplotlib
-
-    with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
-        fig.set_layout_engine(None)
 
 
 def _fmt(v: Any) -> str:

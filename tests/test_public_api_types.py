@@ -91,6 +91,7 @@ SKIP = {
     "course_lib.parallel.workers.default_start_method": "takes no arguments",
     "course_lib.timing.keep_freed_memory": "takes no arguments",
     "course_lib.plots.cost.levers_figure": "takes no arguments",
+    "course_lib.plots.style.rc_params": "takes no arguments",
     "course_lib.progress.in_notebook": "takes no arguments",
     "course_lib.testing.resource_snapshot": "takes no arguments",
     "course_lib.timing.available_cores": "takes no arguments",

@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = ["COLORS", "DENSITY", "DISPLAY_DPI", "DPI", "MAX_WIDTH_IN", "MIN_FONT_PT", "MIN_WIDTH_IN",
-           "RC", "StyleWarning", "audit", "display_width", "styled"]
+           "RC", "StyleWarning", "audit", "display_width", "rc_params", "styled"]
 
 #: Okabe & Ito (2008) colour-blind safe palette: blue, vermillion, bluish green,
 #: reddish purple, orange, sky blue, yellow, black. Neighbours in the cycle differ in
@@ -79,7 +79,14 @@ class StyleWarning(UserWarning):
     """A figure breaks one of the course's style rules (see :func:`audit`)."""
 
 
-def _rc() -> dict[str, Any]:
+def rc_params() -> dict[str, Any]:
+    """The matplotlib settings of the course style: :data:`RC` with the :data:`COLORS` cycle.
+
+    Examples
+    --------
+    >>> rc_params()["axes.titlesize"]
+    12.0
+    """
     from cycler import cycler
 
     return {**RC, "axes.prop_cycle": cycler(color=COLORS)}
@@ -104,7 +111,7 @@ def styled(plot: F) -> F:
     def wrapper(*args, **kwargs):
         import matplotlib
 
-        with matplotlib.rc_context(_rc()):
+        with matplotlib.rc_context(rc_params()):
             fig = plot(*args, **kwargs)
             problems = audit(fig)
         for problem in problems:
@@ -113,30 +120,6 @@ def styled(plot: F) -> F:
 
     wrapper.__styled__ = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
-
-
-def redraw(plot: Callable[..., Figure], **kwargs: Any) -> Figure:
-    """Build ``plot(**kwargs)`` under the course style without :func:`audit`.
-
-    For a live figure's redraws: its first render and its fallback's states went
-    through the audit, and what the audit checks (the figure's width, the type sizes)
-    is set by the plot function, not by the slider values; the redraws skip the check,
-    which costs about a tenth of a redraw. A function not decorated with
-    :func:`styled` is simply called.
-
-    Examples
-    --------
-    >>> from course_lib.plots.scaling import laws_figure
-    >>> a, b = redraw(laws_figure, p=0.9, n=16), laws_figure(p=0.9, n=16)
-    >>> [ax.title.get_fontsize() for ax in a.axes] == [ax.title.get_fontsize() for ax in b.axes]
-    True
-    """
-    if not getattr(plot, "__styled__", False):
-        return plot(**kwargs)
-    import matplotlib
-
-    with matplotlib.rc_context(_rc()):
-        return plot.__wrapped__(**kwargs)
 
 
 def audit(fig: Figure) -> list[str]:

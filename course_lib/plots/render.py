@@ -1,0 +1,275 @@
+"""The redraw engine of live figures: for speed, not for reading.
+
+A live figure (:func:`course_lib.widgets.live_figure`) rebuilds and renders its figure in
+the kernel whenever a slider moves. Read :mod:`course_lib.widgets` for what it does; this
+module only makes a redraw fast. What a redraw shows is what the plain route shows,
+``figure_to_png(plot(**values))``: at the initial values the redraw gives the initial PNG's
+pixels exactly (the tests compare them). Each trick skips work, none changes a figure:
+
+* :func:`redraw` builds the figure under the course style without the style audit (the
+  first render and the fallback's states are audited; what the audit checks, the width and
+  the type sizes, is set by the plot function, not by the slider values): a tenth of a redraw;
+* a frozen layout: the layout engine (about a third of a redraw) runs for stored renders
+  only; a redraw reuses the axes positions of a layout made for the same figure whose text
+  needs at least as much room (:func:`_layout_signature`, :func:`_roomy_layout`) and is
+  drawn once, without a layout engine (:func:`_remove_layout_engine`): a quarter;
+* one canvas for every state, so its renderer and matplotlib's text-size cache carry over:
+  about a third (tick labels and titles mostly repeat);
+* no garbage collection while a figure is built and sent, and the figure let go as soon as
+  its PNG is out (:meth:`Renderer.quiet`): Python's collector otherwise pauses the kernel
+  100-180 ms every sixth redraw or so;
+* :func:`quick_png`: a PNG written by hand, rows unfiltered, zlib level 1: half the
+  encoding time of matplotlib's writer, the same pixels.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .._validate import check_int, check_positive, check_type
+from . import figure_to_png
+from .style import DPI, rc_params
+
+if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.figure import Figure
+
+__all__ = ["Renderer", "quick_png", "redraw"]
+
+
+class Renderer:
+    """Renders the states of one live figure: one canvas, and the layouts made so far.
+
+    Parameters
+    ----------
+    dpi : float
+        Resolution of every PNG.
+
+    Attributes
+    ----------
+    layouts : dict
+        Layout signature (:func:`_layout_signature`) -> axes positions, one per layout made.
+    layout : list or None
+        The axes positions of the latest render.
+
+    Examples
+    --------
+    >>> from course_lib.plots.scaling import laws_figure
+    >>> r = Renderer(100)
+    >>> first = r.render(laws_figure, {"p": 0.9, "n": 16}, stored=True)   # laid out, audited
+    >>> moved = r.render(laws_figure, {"p": 0.5, "n": 16})                # the same layout, drawn once
+    >>> len(r.layouts), moved[:8] == first[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+    (1, True)
+    """
+
+    def __init__(self, dpi: float = DPI):
+        self.dpi = check_positive(dpi, "dpi")
+        self.canvas = None
+        self.layouts: dict[tuple, list] = {}
+        self.layout: list | None = None
+
+    def render(self, plot: Callable[..., Figure], kwargs: dict[str, Any], *, stored: bool = False) -> bytes:
+        """PNG of ``plot(**kwargs)``; ``stored`` renders are audited, laid out and compressed harder.
+
+        A redraw reuses a layout kept in :attr:`layouts` while the text around the axes
+        needs no more room than it had; a new layout is made, and kept, when the text needs
+        more room (longer category labels, say), and for every stored state (the initial one
+        and the fallback's, which therefore often lay out the widest labels in advance).
+        """
+        fig = plot(**kwargs) if stored else redraw(plot, **kwargs)
+        signature = _layout_signature(fig)
+        layout = None if stored else _roomy_layout(self.layouts, signature)
+        if layout is not None:
+            self.layout = layout
+            _remove_layout_engine(fig)
+            for ax, position in zip(fig.axes, layout):
+                ax.set_position(position)
+        if self.canvas is None:
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+            self.canvas = FigureCanvasAgg(fig)
+        else:
+            self.canvas.figure = fig
+            fig.set_canvas(self.canvas)
+        if stored:
+            png = figure_to_png(fig, self.dpi, compress_level=6)
+        elif fig.get_layout_engine() is None:
+            png = quick_png(fig, self.dpi)
+        else:  # a new layout: savefig lays the figure out first
+            png = figure_to_png(fig, self.dpi, compress_level=1)
+        if layout is None:
+            self.layout = self.layouts[signature] = [ax.get_position() for ax in fig.axes]
+        return png
+
+    def let_go(self) -> None:
+        """Drop the canvas's reference to the figure last drawn (the canvas and its renderer
+        are kept for the next redraw; the figure is garbage from here on)."""
+        if self.canvas is not None:
+            self.canvas.figure = None
+
+    @contextmanager
+    def quiet(self) -> Iterator[None]:
+        """No garbage collection inside; the figure let go on the way out.
+
+        Python's collector pauses the kernel to scan every object it tracks (170,000 in
+        notebook 06): 100-180 ms, every sixth redraw or so, because each redraw's figure
+        lives long enough to reach the oldest generation. So no collection runs while a
+        figure is built and sent, the figure is let go as soon as its PNG is out, and the
+        collection that follows finds it still young: a cheap one, after the reader already
+        has the new figure. A collector that was off stays off.
+        """
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            yield
+        finally:
+            self.let_go()
+            if collecting:
+                gc.enable()
+
+
+def redraw(plot: Callable[..., Figure], **kwargs: Any) -> Figure:
+    """Build ``plot(**kwargs)`` under the course style without :func:`~course_lib.plots.style.audit`.
+
+    A function not decorated with :func:`~course_lib.plots.style.styled` is simply called.
+
+    Examples
+    --------
+    >>> from course_lib.plots.scaling import laws_figure
+    >>> a, b = redraw(laws_figure, p=0.9, n=16), laws_figure(p=0.9, n=16)
+    >>> [ax.title.get_fontsize() for ax in a.axes] == [ax.title.get_fontsize() for ax in b.axes]
+    True
+    """
+    if not callable(plot):
+        raise TypeError(f"plot must be callable, got {type(plot).__name__}")
+    if not getattr(plot, "__styled__", False):
+        return plot(**kwargs)
+    import matplotlib
+
+    with matplotlib.rc_context(rc_params()):
+        return plot.__wrapped__(**kwargs)
+
+
+def quick_png(fig: Figure, dpi: float = DPI, compress_level: int = 1) -> bytes:
+    """``fig`` drawn at ``dpi`` as ``savefig`` draws it, written as a PNG with unfiltered rows.
+
+    For a figure without a layout engine (``savefig`` would lay one out first), on an Agg
+    canvas. RGB when every pixel is opaque (the course's figures are), RGBA otherwise.
+    ``compress_level`` is zlib's (0-9; 1 for redraws: about the size of matplotlib's file
+    at level 1, in half the time).
+
+    Examples
+    --------
+    >>> import io
+    >>> from matplotlib.image import imread
+    >>> from course_lib.plots.scaling import laws_figure
+    >>> fig = laws_figure(0.9, 16)
+    >>> stored = figure_to_png(fig)
+    >>> _remove_layout_engine(fig)   # laid out by the first draw; now drawn as it stands
+    >>> quick = quick_png(fig)
+    >>> bool((imread(io.BytesIO(stored))[..., :3] == imread(io.BytesIO(quick))[..., :3]).all())
+    True
+    """
+    import struct
+    import zlib
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    check_type(fig, "fig", Figure, "a matplotlib Figure")
+    dpi = check_positive(dpi, "dpi")
+    compress_level = check_int(compress_level, "compress_level", 0, 9)
+    if fig.get_layout_engine() is not None:
+        raise ValueError("fig must have no layout engine (figure_to_png lays a figure out)")
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    canvas, shown_dpi = fig.canvas, fig.dpi
+    fig.set_dpi(dpi)  # as savefig does, for the time of the drawing
+    try:
+        canvas.draw()
+        rgba = np.asarray(canvas.buffer_rgba())
+        pixels = rgba[..., :3] if (rgba[..., 3] == 255).all() else rgba
+        height, width, channels = pixels.shape
+        rows = np.empty((height, 1 + width * channels), np.uint8)
+        rows[:, 0] = 0  # filter type 0 (none) for every row
+        rows[:, 1:] = pixels.reshape(height, -1)
+    finally:
+        fig.set_dpi(shown_dpi)
+
+    def chunk(tag: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2 if channels == 3 else 6, 0, 0, 0)
+    density = round(dpi / 0.0254)  # pixels per metre, as matplotlib writes it
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header)
+            + chunk(b"pHYs", struct.pack(">IIB", density, density, 1))
+            + chunk(b"IDAT", zlib.compress(rows.tobytes(), compress_level)) + chunk(b"IEND", b""))
+
+
+# ------------------------------------------------------------------ frozen layouts
+def _layout_signature(fig) -> tuple:
+    """What a frozen layout depends on: the figure's size and the room the text around
+    each axes needs.
+
+    Returned as ``(exact, room)``. ``room`` holds the widest y tick label and the longest
+    turned x tick label of each axes; ``exact`` the rest: the size, the first and last
+    level x tick labels (they stick out past the axes' ends), how many lines each title,
+    axis label and tick label has, and how many legend entries there are. The number of
+    ticks does not count (a Gantt chart with 4 or 8 stages has the same margins), nor a
+    title's length (a title is centred: a number in it changes nothing around the axes),
+    nor hidden tick labels. Tick labels are formatted as they will be drawn (with the
+    axis' offset, as in '1e6'), without drawing.
+    """
+
+    def lines(texts) -> int:
+        return max((t.count("\n") for t in texts), default=0)
+
+    signature = [tuple(round(float(v), 3) for v in fig.get_size_inches())]  # positions are fractions
+    room = []  # widths a roomier layout also serves (see _roomy_layout)
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            formatter = axis.major.formatter
+            lo, hi = sorted(axis.get_view_interval())
+            locs = [v for v in axis.get_majorticklocs() if lo <= v <= hi]
+            first = axis.get_major_ticks(1)[0].label1
+            labels = formatter.format_ticks(locs) if first.get_visible() else []  # hidden: no room
+            turned = axis.axis_name == "y" or first.get_rotation() != 0
+            # level labels stick out past the axes' ends by half their width
+            ends = (len(labels[0]), len(labels[-1])) if labels and not turned else ()
+            if turned:
+                room.append(max((len(t) for t in labels), default=0))
+            signature += [ends, lines(labels), len(formatter.get_offset()), lines([axis.label.get_text()])]
+        legend = ax.get_legend()
+        signature += [lines([ax.get_title()]), 0 if legend is None else len(legend.get_texts())]
+    signature += [len(legend.get_texts()) for legend in fig.legends]
+    return tuple(signature), tuple(room)
+
+
+def _roomy_layout(layouts: dict, signature: tuple) -> list | None:
+    """A layout kept in ``layouts`` (signature -> axes positions) that serves ``signature``.
+
+    Either the one made for it, or one made for the same figure with at least as much
+    room for every y tick label and turned x tick label (the least such room): a little
+    more margin than needed, and an axes that stays put while a slider moves.
+    """
+    exact, room = signature
+    fits = [(sum(r), positions) for (e, r), positions in layouts.items()
+            if e == exact and all(a >= b for a, b in zip(r, room))]
+    return min(fits, key=lambda item: item[0])[1] if fits else None
+
+
+def _remove_layout_engine(fig) -> None:
+    """Take the layout engine off ``fig`` entirely (not ``"none"``, a placeholder).
+
+    ``savefig`` draws a figure twice when it has any layout engine, the placeholder
+    included: once to lay it out, once to render. Without one it draws once, which
+    makes a redraw about a quarter faster and gives the same PNG.
+    """
+    import matplotlib
+
+    with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)

@@ -1,0 +1,229 @@
+"""course_lib.plots.render: the redraw engine of live figures keeps every figure as it is.
+
+A redraw reuses a layout only while the text needs no more room, draws on one canvas, skips
+the style audit, runs without garbage collection and writes its PNG by hand: the tests
+compare the pixels with the plain route and check each shortcut is taken when it should be.
+"""
+
+import pytest
+from test_widgets import PNG_MAGIC, _pixels, _sliders
+
+from course_lib.plots.pipeline import schedule_figure
+from course_lib.plots.scaling import amdahl_figure, laws_figure
+from course_lib.widgets import Slider, live_figure
+
+
+def test_redraws_reuse_the_first_layout():
+    fig = live_figure(amdahl_figure, [Slider("p", "p", 0, 1, 0.01, 0.9), Slider("s", "s", 1, 64, 1, 8)], n=8)
+    first = [tuple(ax.get_position().bounds) for ax in fig.plot(p=0.9, s=8, n=8).axes]
+    assert len(fig.renderer.layout) == len(first)
+    fig.controls["p"].value = 0.5  # redraw with frozen positions: still a valid PNG
+    assert bytes(fig.image.value[:8]) == PNG_MAGIC and bytes(fig.image.value) != fig.initial_png
+
+
+def test_redraw_with_the_frozen_layout_reproduces_the_laid_out_figure():
+    # Back at the initial values, the redraw (fixed axes positions, no layout engine,
+    # one draw) must give exactly the pixels that the constrained-layout render gave.
+
+
+    figures = []
+
+    def recording(**kw):
+        figures.append(amdahl_figure(**kw))
+        return figures[-1]
+
+    fig = live_figure(recording, [Slider("p", "p", 0, 1, 0.01, 0.9), Slider("s", "s", 1, 64, 1, 8)], n=8)
+    fig.controls["p"].value = 0.5
+    fig.controls["p"].value = 0.9
+    assert (_pixels(bytes(fig.image.value)) == _pixels(fig.initial_png)).all()
+    assert figures[0].get_layout_engine() is not None  # the first render is laid out
+    assert all(f.get_layout_engine() is None for f in figures[1:])  # redraws: drawn once
+    assert len({id(f.canvas) for f in figures}) == 1  # one canvas (and renderer) for all states
+
+
+def test_redraws_compress_faster_but_show_the_same_pixels():
+    """Redraws are written unfiltered at zlib level 1 (RGB: the figures are opaque); the
+    stored PNG by matplotlib's writer at level 6. Same pixels, and the quick file is no
+    more than 1.5x the stored one."""
+    fig = live_figure(laws_figure, _sliders())
+    fig.controls["p"].value = 0.5
+    fig.controls["p"].value = 0.9  # back to the initial state, drawn by the live path
+    redrawn, stored = bytes(fig.image.value), fig.initial_png
+    assert redrawn != stored
+    assert (_pixels(redrawn) == _pixels(stored)).all()
+    assert len(redrawn) < 1.5 * len(stored)
+    assert redrawn[12:16] == b"IHDR" and redrawn[25] == 2  # colour type 2: RGB
+
+
+def test_a_figure_whose_ticks_change_is_laid_out_again():
+    from course_lib.plots import new_figure
+
+    def bars(n):
+        fig, ax = new_figure()
+        ax.bar(range(n), range(1, n + 1))
+        ax.set_xticks(range(n), [f"{k}x{n - k}x2" for k in range(n)], rotation=90)
+        return fig
+
+    fig = live_figure(bars, [Slider("n", "n", 1, 20, 1, 4, kind="int")])
+    first = fig.renderer.layout
+    fig.controls["n"].value = 16  # more, longer category labels: a new layout
+    assert fig.renderer.layout is not first and fig.renderer.layout[0].height < first[0].height
+    relaid = fig.renderer.layout
+    fig.controls["n"].value = 4
+    fig.controls["n"].value = 16  # back to 16 ticks after 4: laid out again, same as before
+    assert [p.bounds for p in fig.renderer.layout] == [p.bounds for p in relaid]
+
+
+def test_the_layout_follows_the_room_text_needs_not_the_tick_count():
+    """A redraw is laid out again only when the text around an axes needs other room.
+
+    More ticks of the same kind (a Gantt chart with 5 stages after 4) or a longer
+    centred title keep the layout; a wider y tick label or longer turned x tick labels
+    make a new one, which is kept and reused when that room is needed again.
+    """
+    from course_lib.plots import new_figure
+    from course_lib.plots.render import _layout_signature
+
+    def bars(n, title="t", turned=False, big=False):
+        fig, ax = new_figure()
+        ax.bar(range(n), [1e6 if big else 1.0] * n)
+        ax.set_xticks(range(n), [f"c{k}" for k in range(n)], rotation=90 if turned else 0)
+        ax.set_title(title)
+        return fig
+
+    same = _layout_signature(bars(4))
+    assert _layout_signature(bars(5)) == same  # one tick more, same room
+    assert _layout_signature(bars(4, title="a much longer title 12.3 %")) == same
+    assert _layout_signature(bars(4, title="two\nlines")) != same
+    assert _layout_signature(bars(4, big=True)) != same  # wider y tick labels, an offset
+    assert _layout_signature(bars(12, turned=True)) != _layout_signature(bars(4, turned=True))
+    assert _layout_signature(bars(12)) != same  # level labels: the last one (c11) sticks out more
+
+    fig = live_figure(bars, [Slider("n", "n", 1, 20, 1, 4, kind="int")], turned=True)
+    first = fig.renderer.layout
+    fig.controls["n"].value = 5  # c0..c4: same room, same layout
+    assert fig.renderer.layout is first and set(fig.renderer.layouts) == {_layout_signature(bars(4, turned=True))}
+    fig.controls["n"].value = 12  # c10, c11: longer turned labels, a new layout
+    assert fig.renderer.layout is not first and len(fig.renderer.layouts) == 2
+    fig.controls["n"].value = 4
+    assert fig.renderer.layout is first  # reused from the cache, not laid out again
+
+
+def test_redraws_skip_the_audit_but_keep_the_style():
+    """A redraw is built under the course style (same pixels as a styled build) without
+    the audit; stored renders are audited."""
+    import warnings
+
+    from course_lib.plots import figure_to_png, new_figure
+    from course_lib.plots.render import redraw
+    from course_lib.plots.style import StyleWarning, styled
+
+    assert figure_to_png(redraw(laws_figure, p=0.5, n=8)) == figure_to_png(laws_figure(p=0.5, n=8))
+
+    @styled
+    def narrow(p):  # breaks a style rule (3 in wide): the audit warns
+        fig, ax = new_figure(size=(3.0, 2.0))
+        ax.set_title(f"p = {p}")
+        return fig
+
+    with pytest.warns(StyleWarning, match="narrower than"):
+        fig = live_figure(narrow, [Slider("p", "p", 0, 1, 0.1, 0.5)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.controls["p"].value = 0.6  # a redraw: no audit, no warning
+    assert fig.message.value == "" and bytes(fig.image.value) != fig.initial_png
+
+
+def test_a_figure_that_changes_size_is_laid_out_for_its_size():
+    """Axes positions are fractions of the figure: a taller figure gets its own layout
+    (a layout frozen for another height put 06's Gantt title off the top at 1 stage)."""
+    from course_lib.plots.render import _layout_signature
+
+    def sig(stages):
+        return _layout_signature(schedule_figure(stages=stages, micro_batches=8))
+
+    assert sig(4) == sig(5) == sig(10)  # one chart height up to 10 stages: one layout
+    assert sig(12) != sig(4)  # a taller chart
+    assert sig(12) != sig(13)  # same labels ("stage 11", "stage 12"), a taller figure
+    fig = live_figure(schedule_figure, [Slider("stages", "N_p", 1, 16, 1, 4, kind="int")], micro_batches=8)
+    fig.controls["stages"].value = 12
+    assert len(fig.renderer.layouts) == 2
+    fig.controls["stages"].value = 1
+    assert len(fig.renderer.layouts) == 2  # back at the first height: its layout is reused
+
+
+def test_a_redraw_lets_its_figure_go_while_it_is_young():
+    """No collection runs during a redraw, and the figure is dropped once its PNG is out:
+    a young-generation collection frees it (none is left for a full, slow collection).
+    The collector is switched back on afterwards, and left off if it was off."""
+    import gc
+    import weakref
+
+    drawn = []
+
+    def recording(**kw):
+        fig = laws_figure(**kw)
+        drawn.append(weakref.ref(fig))
+        return fig
+
+    lf = live_figure(recording, _sliders())
+    for p in (0.5, 0.6, 0.7):
+        lf.controls["p"].value = p
+        assert gc.isenabled()
+        gc.collect(0)  # the youngest generation only
+        assert drawn[-1]() is None  # the figure just drawn is gone already
+    gc.disable()
+    try:
+        lf.controls["p"].value = 0.8
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_shorter_labels_reuse_a_roomier_layout():
+    """Labels that need less room than a layout already made (06's explorer: its stored
+    state at N = 256 has the longest split names) reuse it instead of a new layout."""
+    from course_lib.plots import new_figure
+    from course_lib.plots.render import _layout_signature, _roomy_layout
+
+    def bars(n):
+        fig, ax = new_figure()
+        ax.bar(range(n), [1.0] * n)
+        ax.set_xticks(range(n), [f"split {k}" for k in range(n)], rotation=90)
+        return fig
+
+    fig = live_figure(bars, [Slider("n", "n", 1, 20, 1, 12, kind="int")])
+    first = fig.renderer.layout
+    fig.controls["n"].value = 4  # "split 3" is shorter than "split 11": the roomier layout serves
+    assert fig.renderer.layout is first and len(fig.renderer.layouts) == 1
+    fig.controls["n"].value = 16  # no longer than "split 11": still the same
+    assert fig.renderer.layout is first
+    # never a layout with less room, never one made for another figure size
+    assert _roomy_layout(fig.renderer.layouts, _layout_signature(bars(4))) is first
+    (exact, room), = fig.renderer.layouts
+    assert _roomy_layout(fig.renderer.layouts, (exact, tuple(r + 1 for r in room))) is None
+    assert _roomy_layout(fig.renderer.layouts, (("other",) + exact[1:], room)) is None
+
+
+def test_the_engine_lives_in_one_module_headed_for_speed():
+    """The redraw machinery is in plots/render.py only: widgets.py is sliders plus live_figure,
+    plots/__init__.py and style.py hold what is about plotting and style."""
+    import ast
+    import inspect
+
+    import course_lib.plots
+    import course_lib.plots.render
+    import course_lib.plots.style
+    import course_lib.widgets
+
+    assert "for speed, not for reading" in course_lib.plots.render.__doc__
+    for module in (course_lib.widgets, course_lib.plots, course_lib.plots.style):
+        source = inspect.getsource(module)
+        tree = ast.parse(source)
+        names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        assert not names & {"_layout_signature", "_roomy_layout", "_remove_layout_engine", "_quick_png",
+                            "quick_png", "redraw"}, module.__name__
+        assert "gc.disable" not in source and "zlib." not in source, module.__name__
+    imported = [(node.module, a.name) for node in ast.walk(ast.parse(inspect.getsource(course_lib.plots.render)))
+                if isinstance(node, ast.ImportFrom) for a in node.names]
+    assert [name for module, name in imported if name.startswith("_") and module != "_validate"] == []
