@@ -33,14 +33,16 @@ def test_the_verdict_follows_the_measurement(cores, load, slowdown, free):
 
 
 def test_the_check_measures_loops_side_by_side():
-    check = check_cores(0.05)
+    check = check_cores(0.05, rounds=2)
     assert check.cores >= 1
     assert 0.3 < check.slowdown < 20  # a ratio of two similar loops, not a time
 
 
-def test_bad_seconds():
+def test_bad_seconds_and_rounds():
     with pytest.raises(ValueError, match="seconds"):
         check_cores(0)
+    with pytest.raises(ValueError, match="rounds"):
+        check_cores(0.05, rounds=0)
 
 
 @pytest.mark.parametrize("free", [True, False])

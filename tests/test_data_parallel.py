@@ -244,6 +244,37 @@ def test_measure_scaling_speedups_follow_from_the_times():
     assert 0 <= sm.amdahl.p <= 1 and 0 <= sm.gustafson_p <= 1
     with pytest.raises(ValueError, match="workers"):
         measure_scaling(MODEL, X, Y, workers=[], batch_size=30, per_worker_batch=10)
+    with pytest.raises(ValueError, match="rounds"):
+        measure_scaling(MODEL, X, Y, workers=[1], batch_size=30, per_worker_batch=10, rounds=0)
+
+
+def test_measure_scaling_takes_the_median_of_interleaved_rounds(monkeypatch):
+    """Every configuration is run once per round, in turn, and its time is the median over the
+    rounds: one slow round (a busy moment of the host) moves no speedup."""
+    from types import SimpleNamespace
+
+    from course_lib.parallel import speedup
+
+    calls = []
+    slow_round = {1}  # the second round runs twice as slow, for every configuration alike
+
+    def fake(kind):
+        def run(model, x, y, *, batch_size, workers=1, **kw):
+            calls.append((kind, workers, batch_size))
+            rnd = sum(1 for c in calls if c[0] == "serial" and c[2] == 30) - 1
+            base = 0.030 * batch_size / 30 / (workers if kind == "parallel" else 1)
+            t = base * (2.0 if rnd in slow_round else 1.0)
+            return SimpleNamespace(time_per_step=lambda t=t: t, batch_size=batch_size)
+        return run
+
+    monkeypatch.setattr(speedup, "train_serial", fake("serial"))
+    monkeypatch.setattr(speedup, "train_data_parallel", fake("parallel"))
+    sm = speedup.measure_scaling(MODEL, X, Y, workers=[1, 2], batch_size=30, per_worker_batch=10, rounds=3)
+    per_round = [("serial", 1, 30), ("serial", 1, 10), ("parallel", 1, 30), ("parallel", 1, 10),
+                 ("parallel", 2, 30), ("parallel", 2, 20)]
+    assert calls == 3 * per_round  # every configuration once per round, in turn
+    np.testing.assert_allclose(sm.strong_speedup, [1.0, 2.0])
+    np.testing.assert_allclose(sm.serial_strong, 0.030)
 
 
 # ---------------------------------------------------------------- plots

@@ -204,17 +204,19 @@ class CoreCheck:
                 "are not your machine's. Close other programs and run the cell again.")
 
 
-def check_cores(seconds: float = 0.2, *, start_method: str | None = None) -> CoreCheck:
-    """Are the cores free? Busy loops of about ``seconds`` each, one alone, then one per
-    core side by side (processes of :class:`~course_lib.parallel.workers.ProcessGroup`).
+def check_cores(seconds: float = 0.2, *, rounds: int = 3, start_method: str | None = None) -> CoreCheck:
+    """Are the cores free? Busy loops of about ``seconds`` each, one per core side by side,
+    then one alone (processes of :class:`~course_lib.parallel.workers.ProcessGroup`); the
+    slowdown is the median over ``rounds`` rounds (1..20).
 
     Examples
     --------
-    >>> check = check_cores(0.05)
+    >>> check = check_cores(0.05, rounds=1)
     >>> check.cores >= 1 and check.slowdown > 0
     True
     """
     seconds = check_positive(seconds, "seconds")
+    rounds = check_int(rounds, "rounds", 1, 20)
     cores = available_cores()
     try:
         load = os.getloadavg()[0]
@@ -230,9 +232,8 @@ def check_cores(seconds: float = 0.2, *, start_method: str | None = None) -> Cor
                           name="ddl-busy") as group:
             return statistics.median(group.join())
 
-    alone = run(1)
-    together = run(cores)
-    return CoreCheck(cores, float(load), together / alone)
+    ratios = [run(cores) / run(1) for _ in range(rounds)]  # a host's jitter: the median of rounds
+    return CoreCheck(cores, float(load), statistics.median(ratios))
 
 
 # ----------------------------------------------------------------- parent side
@@ -663,6 +664,7 @@ def measure_scaling(
     start_method: str | None = None,
     lr: float = 0.01,
     seed: int = 0,
+    rounds: int = 3,
     progress: bool | None = None,
 ) -> ScalingMeasurement:
     """Run the strong- and weak-scaling experiment (see :class:`ScalingMeasurement`).
@@ -678,6 +680,10 @@ def measure_scaling(
         ``max(workers) * per_worker_batch`` rows).
     steps : int
         Steps per run (the first is a warm-up and not timed).
+    rounds : int
+        Rounds of all the runs, one after the other (1..100); each time is the median
+        over the rounds, so a machine whose speed drifts (a shared host) slows every
+        configuration alike instead of one. ``runs`` holds the last round's results.
 
     Examples
     --------
@@ -692,22 +698,31 @@ def measure_scaling(
     if not ns:
         raise ValueError("workers must list at least one worker count")
     per_worker_batch = check_int(per_worker_batch, "per_worker_batch", 1)
+    rounds = check_int(rounds, "rounds", 1, 100)
     kw = dict(steps=steps, lr=lr, seed=seed)
     runs: dict = {}
-    runs["serial strong"] = train_serial(model, x, y, batch_size=batch_size, progress=progress, **kw)
-    runs["serial weak"] = train_serial(model, x, y, batch_size=per_worker_batch, progress=progress, **kw)
-    strong, weak = [], []
-    for n in ns:
-        common = dict(workers=n, backend=backend, start_method=start_method, progress=progress, **kw)
-        runs[f"strong {n}"] = train_data_parallel(model, x, y, batch_size=batch_size, **common)
-        if n * per_worker_batch == batch_size:
-            runs[f"weak {n}"] = runs[f"strong {n}"]
-        else:
-            runs[f"weak {n}"] = train_data_parallel(model, x, y, batch_size=n * per_worker_batch, **common)
-        strong.append(runs[f"strong {n}"].time_per_step())
-        weak.append(runs[f"weak {n}"].time_per_step())
+    times: dict[str, list[float]] = {}
+
+    def timed(key: str, run) -> None:
+        runs[key] = run()
+        times.setdefault(key, []).append(runs[key].time_per_step())
+
+    for _ in range(rounds):  # interleaved: a change of the machine's speed hits every run alike
+        timed("serial strong", lambda: train_serial(model, x, y, batch_size=batch_size, progress=progress, **kw))
+        timed("serial weak", lambda: train_serial(model, x, y, batch_size=per_worker_batch, progress=progress, **kw))
+        for n in ns:
+            common = dict(workers=n, backend=backend, start_method=start_method, progress=progress, **kw)
+            timed(f"strong {n}", lambda c=common: train_data_parallel(model, x, y, batch_size=batch_size, **c))
+            if n * per_worker_batch == batch_size:
+                runs[f"weak {n}"], times[f"weak {n}"] = runs[f"strong {n}"], times[f"strong {n}"]
+            else:
+                timed(f"weak {n}", lambda n=n, c=common: train_data_parallel(
+                    model, x, y, batch_size=n * per_worker_batch, **c))
+    med = {key: statistics.median(values) for key, values in times.items()}
+    strong = [med[f"strong {n}"] for n in ns]
+    weak = [med[f"weak {n}"] for n in ns]
     return ScalingMeasurement(
         workers=np.array(ns, dtype=int), batch_size=batch_size, per_worker_batch=per_worker_batch,
-        serial_strong=runs["serial strong"].time_per_step(), serial_weak=runs["serial weak"].time_per_step(),
+        serial_strong=med["serial strong"], serial_weak=med["serial weak"],
         strong_time=np.array(strong), weak_time=np.array(weak), runs=runs,
     )
