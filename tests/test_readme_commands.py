@@ -3,7 +3,7 @@
 - ``make slides`` (no arguments) and the one-deck command
   ``.venv/bin/python -m course_lib slides notebooks/02_scaling_laws.ipynb`` write their decks to
   ``build/slides/`` at the repository root, never under ``course_lib/`` (run once per session
-  by the ``readme_slides`` fixture of tests/conftest.py);
+  by the ``readme_slides`` fixture of tests/readme_support.py);
 - ``make student`` writes the student edition to ``build/student/``;
 - outside a checkout the tools say what they looked for instead of writing somewhere else.
 """
@@ -16,7 +16,12 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, SLIDES_TIME_LIMIT, readme_commands_unavailable
+from readme_support import (  # noqa: F401 - readme_slides: the fixture, run once per run
+    ROOT,
+    SLIDES_TIME_LIMIT,
+    readme_commands_unavailable,
+    readme_slides_fixture,
+)
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9]*.ipynb"))
 

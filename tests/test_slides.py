@@ -14,9 +14,9 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from conftest import SLIDES_TIME_LIMIT
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from readme_support import SLIDES_TIME_LIMIT, readme_slides_fixture  # noqa: F401 - readme_slides
 
 from course_lib.tools import slides
 
@@ -337,7 +337,7 @@ def test_command_line(tmp_path, vendor, capsys):
 @pytest.mark.timeout(SLIDES_TIME_LIMIT + 300)
 def test_make_slides_decks_load_only_files_of_their_vendor_folder(readme_slides):
     """The decks that `make slides` wrote (built once per session by the readme_slides
-    fixture, tests/conftest.py): each loads only local files, and every one of them exists in
+    fixture, tests/readme_support.py): each loads only local files, and every one of them exists in
     the vendor folder that npm filled - the decks open offline."""
     decks = sorted(readme_slides.deck_dir.glob("*.slides.html"))
     assert decks

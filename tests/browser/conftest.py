@@ -25,7 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from browser_support import (
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/: readme_support
+from browser_support import (  # noqa: E402
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
@@ -37,6 +39,7 @@ from browser_support import (
     notebooks,
     unavailable,
 )
+from readme_support import readme_slides_fixture  # noqa: E402,F401 - readme_slides: make slides, once
 
 
 # ------------------------------------------------------------------ order
@@ -188,7 +191,7 @@ def lab_page(browser, lab_server):
 @pytest.fixture(scope="session")
 def decks(readme_slides):
     """The decks that the README's ``make slides`` built from a fresh execution of every
-    notebook (``readme_slides`` in tests/conftest.py runs the README's commands once per
+    notebook (``readme_slides`` in tests/readme_support.py runs the README's commands once per
     test run, so the decks are built once, not once per test); the slide tests open them.
     """
     import nbformat

@@ -1,12 +1,16 @@
-"""Fixtures shared by several test files.
+"""The README's slide commands, run once per test run as a lecturer types them.
 
-``readme_slides``: the README's slide commands, run once per session as a lecturer types them
-(tests/test_readme_commands.py checks where their output went, tests/test_slides.py what the
-decks hold).
+``readme_slides`` is a fixture that test files import (as ``readme_slides_fixture``) (tests/test_readme_commands.py checks
+where the output went, tests/test_slides.py what the decks hold, the browser tests open the
+decks). The commands themselves run once per process (:func:`run_readme_slides` is
+cached), however many files import the fixture. A plain module, not a second
+``conftest.py``: two conftest files (tests/ and tests/browser/) clash under
+``--doctest-modules``.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -60,8 +64,30 @@ class SlideRun:
     seconds: float = 0.0  # how long `make slides` took (every notebook executed)
 
 
-@pytest.fixture(scope="session")
-def readme_slides() -> SlideRun:
+@functools.cache
+def run_readme_slides() -> SlideRun:
+    """Run the README's slide commands once (later calls return the first run)."""
+    deck_dir = ROOT / "build" / "slides"
+    started = time.time()
+    deadline = time.monotonic() + SLIDES_TIME_LIMIT
+
+    def run(cmd: list[str]) -> subprocess.CompletedProcess:
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
+                              timeout=max(60.0, deadline - time.monotonic()))
+        if proc.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
+                               f"{proc.stderr[-3000:]}")
+        return proc
+
+    one_deck = run(ONE_DECK)
+    files = {p.name: p.stat().st_mtime for p in deck_dir.glob("*.html")} if deck_dir.is_dir() else {}
+    t0 = time.monotonic()
+    make_slides = run(["make", "slides"])
+    return SlideRun(started, one_deck, files, make_slides, deck_dir, time.monotonic() - t0)
+
+
+@pytest.fixture(scope="session", name="readme_slides")
+def readme_slides_fixture() -> SlideRun:
     """The README's slide commands, run once per session from the repository root as typed:
     first the one-deck command, then ``make slides`` (no arguments). Skipped when they
     cannot run here as typed (not the course's .venv, no make, no npm for the first fetch),
@@ -74,20 +100,7 @@ def readme_slides() -> SlideRun:
         if os.environ.get("DDL_REQUIRE_BROWSER") == "1":
             pytest.fail(f"DDL_REQUIRE_BROWSER=1 but {reason}")
         pytest.skip(reason)
-    deck_dir = ROOT / "build" / "slides"
-    started = time.time()
-    deadline = time.monotonic() + SLIDES_TIME_LIMIT
-
-    def run(cmd: list[str]) -> subprocess.CompletedProcess:
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=False,
-                              timeout=max(60.0, deadline - time.monotonic()))
-        if proc.returncode != 0:
-            pytest.fail(f"`{' '.join(cmd)}` failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}\n"
-                        f"{proc.stderr[-3000:]}", pytrace=False)
-        return proc
-
-    one_deck = run(ONE_DECK)
-    files = {p.name: p.stat().st_mtime for p in deck_dir.glob("*.html")} if deck_dir.is_dir() else {}
-    t0 = time.monotonic()
-    make_slides = run(["make", "slides"])
-    return SlideRun(started, one_deck, files, make_slides, deck_dir, time.monotonic() - t0)
+    try:
+        return run_readme_slides()
+    except RuntimeError as exc:
+        pytest.fail(str(exc), pytrace=False)
