@@ -43,6 +43,9 @@ _CORRECT = re.compile(r"✓ Correct: (?P<body>.*?)\.?\s*$", re.M)
 _NUMBER = re.compile(
     r"(?<![\w.])(?P<num>(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|\.\d+)(?P<exp>[eE][-+]?\d+)?(?P<pct>\s?%)?"
 )
+#: A unit of time after a number: a time measured on this machine, which can equal an answer
+#: that is no time by chance (a step of 63 ms above an answer of 63 micro-batches).
+_TIME_UNIT = re.compile(r"\s?(?:ms|s|µs|us|min)\b")
 #: What separates the numbers of a pair or grid as printed: (2, 8), 2x8, 2 × 8, 2 by 8.
 _PAIR_SEP = r"\s*(?:,|x|X|×|\*|by)\s*"
 _FLOAT_DIGITS = 6  # the checkers print floats with 6 significant digits (exercises._fmt)
@@ -62,6 +65,7 @@ class Token:
     value: float
     digits: int  # significant digits as printed
     text: str
+    timed: bool = False  # followed by a unit of time: a measurement of this machine
 
 
 def _exercises(nb, name: str) -> list[Exercise]:
@@ -112,7 +116,8 @@ def _tokens(text: str) -> list[Token]:
         mantissa, exp = m.group("num"), m.group("exp") or ""
         value = float(mantissa.replace(",", "") + exp)
         digits = _significant(mantissa)
-        tokens.append(Token(value / 100 if m.group("pct") else value, digits, m.group(0)))
+        timed = bool(_TIME_UNIT.match(text, m.end()))
+        tokens.append(Token(value / 100 if m.group("pct") else value, digits, m.group(0), timed))
     return tokens
 
 
@@ -176,7 +181,9 @@ def find_printed_answers(nb, name: str) -> list[str]:
                     problems.append(_message(ex, i, hit.group(0), text, hit.start()))
                     break
                 continue
-            hits = [t for t in _tokens(text) if _matches(t, expected, _printed_digits(ex.answer))]
+            timed_answer = bool(re.search(r"\d\s?(?:ms|s|µs|us|min)\b", ex.answer))
+            hits = [t for t in _tokens(text) if _matches(t, expected, _printed_digits(ex.answer))
+                    and (timed_answer or not t.timed)]
             if hits:
                 problems.append(_message(ex, i, hits[0].text, text, text.find(hits[0].text)))
                 break
@@ -347,3 +354,10 @@ def test_questions_state_their_givens_as_the_constants_say():
         question = _questions(name)[number]
         for phrase in phrases:
             assert phrase in question, f"{name} exercise {number} should state {phrase!r}"
+
+
+def test_a_measured_time_that_equals_a_count_is_no_leak():
+    printed = "pipeline 1 x 2, M = 4      2 proc.     63 ms   1.67x faster"
+    assert find_printed_answers(_synthetic(printed, "✓ Correct: micro-batches = 63."), "synthetic.ipynb") == []
+    caught = find_printed_answers(_synthetic(printed, "✓ Correct: time per step = 63 ms."), "synthetic.ipynb")
+    assert len(caught) == 1

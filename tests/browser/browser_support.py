@@ -30,6 +30,8 @@ REQUIRE = os.environ.get("DDL_REQUIRE_BROWSER") == "1"
 LATENCIES: dict[str, list[tuple[str, float]]] = {}
 #: phase -> seconds, filled by the fixtures and tests (reported at the end).
 DURATIONS: dict[str, float] = {}
+#: The machine's one-minute load average when each notebook's sliders were measured.
+LOADS: dict[str, float] = {}
 #: The slide-deck build of the ``decks`` fixture: seconds, notebooks, executed (reported).
 SLIDE_BUILD: dict[str, float | int | bool] = {}
 #: Goal for the median slider-to-figure latency (reported, not asserted).

@@ -34,6 +34,7 @@ from browser_support import (  # noqa: E402
     DURATIONS,
     LATENCIES,
     LATENCY_GOAL_MS,
+    LOADS,
     SLIDE_BUILD,
     browser_missing,
     notebooks,
@@ -247,10 +248,11 @@ def pytest_terminal_summary(terminalreporter):
             continue
         everything += values
         med, worst = statistics.median(values), max(values)
+        load = f", load average {LOADS[name]:.2f}" if name in LOADS else ""
         tr.write_line(f"{name}: {len(values)} slider changes, median {med:.0f} ms ({_verdict(med)}), "
-                      f"max {worst:.0f} ms")
+                      f"max {worst:.0f} ms{load}")
         report["latency_ms"][name] = {"median": med, "max": worst, "goal_met": med < LATENCY_GOAL_MS,
-                                      "each": rows}
+                                      "load_average": LOADS.get(name), "each": rows}
     if everything:
         med, worst = statistics.median(everything), max(everything)
         met = med < LATENCY_GOAL_MS

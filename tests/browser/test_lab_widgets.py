@@ -5,11 +5,12 @@ depend on the machine)."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
 import pytest
-from browser_support import ARTIFACTS, DURATIONS, LATENCIES, evaluate, notebooks
+from browser_support import ARTIFACTS, DURATIONS, LATENCIES, LOADS, evaluate, notebooks
 
 pytestmark = pytest.mark.browser
 
@@ -195,6 +196,8 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_server, notebook):
         )
         LATENCIES[notebook.stem] = []
         _settle(page)
+        if hasattr(os, "getloadavg"):
+            LOADS[notebook.stem] = os.getloadavg()[0]  # what else ran while the sliders moved
         for i in range(expected):
             _exercise_sliders(page, figures.nth(i), i, notebook)
         searches = page.locator(f'[id="{panel_id}"] .ddl-glossary')
