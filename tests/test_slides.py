@@ -349,3 +349,16 @@ def test_make_slides_decks_load_only_files_of_their_vendor_folder(readme_slides)
         for url in urls:
             target = (deck.parent / url.split("?")[0]).resolve()
             assert target.is_relative_to(vendor) and target.exists(), f"{deck.name}: {url}"
+
+
+def test_npm_that_never_answers_ends_with_a_clear_error(tmp_path):
+    """Every wait has an end: npm's fetch gets a time limit, and running over it says why."""
+    seen = {}
+
+    def stalled(cmd, **kw):
+        seen.update(kw)
+        raise subprocess.TimeoutExpired(cmd, kw["timeout"])
+
+    with pytest.raises(RuntimeError, match=r"npm install took longer than \d+ s"):
+        slides.ensure_vendor(tmp_path / "vendor", npm="npm", run=stalled, log=lambda m: None)
+    assert 0 < seen["timeout"] <= 1800

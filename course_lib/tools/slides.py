@@ -419,6 +419,10 @@ def vendor_manifest() -> dict[str, Any]:
     return {"name": "ddl-course-slides-vendor", "private": True, "dependencies": dict(VENDOR_PACKAGES)}
 
 
+#: Seconds npm may take to fetch the front-end packages (about 20 s on the course machines).
+NPM_TIMEOUT_S = 900
+
+
 def ensure_vendor(
     vendor_dir: Path,
     *,
@@ -472,7 +476,13 @@ def ensure_vendor(
            "--prefix", str(vendor_dir), *specs]
     log(f"slides: missing {' '.join(missing)}; npm install {' '.join(specs)} -> {vendor_dir}")
     t0 = time.perf_counter()
-    proc = run(cmd, capture_output=True, text=True, check=False)
+    try:
+        proc = run(cmd, capture_output=True, text=True, check=False, timeout=NPM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(
+            f"npm install took longer than {NPM_TIMEOUT_S} s (is the npm registry reachable?); "
+            f"nothing was exported. Run make slides again, or copy a build/slides/vendor folder"
+        ) from None
     if proc.returncode != 0:
         raise RuntimeError(
             f"npm install failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}"
