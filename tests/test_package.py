@@ -230,25 +230,19 @@ PENDING_REFERENCES: set[tuple[str, str]] = set()
 def test_docstrings_name_what_exists():
     """Every fully qualified cross-reference (:func:`course_lib...`, :mod:, :class:, ...) in the
     package's sources names a module or attribute that exists (a moved function leaves none behind)."""
-    import importlib
     import re
     from pathlib import Path
+
+    from test_teaching_core import _resolve  # one resolver of dotted names for the tests
 
     role = re.compile(r":(?:func|mod|class|data|meth|attr|exc):`~?(course_lib[\w.]*)`")
 
     def exists(dotted: str) -> bool:
-        parts = dotted.split(".")
-        for k in range(len(parts), 0, -1):
-            try:
-                obj = importlib.import_module(".".join(parts[:k]))
-            except ImportError:
-                continue
-            for attr in parts[k:]:
-                if not hasattr(obj, attr):
-                    return False
-                obj = getattr(obj, attr)
-            return True
-        return False
+        try:
+            _resolve(dotted)
+        except (ImportError, AttributeError):
+            return False
+        return True
 
     root = Path(__file__).resolve().parent.parent / "course_lib"
     found = {(name, ref) for name, path in _module_names(root).items()

@@ -34,8 +34,7 @@ def _displayed() -> list[tuple[str, str]]:
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
         code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-        aliases = dict(re.findall(r"from (course_lib[\w.]*) import (\w+)", code))
-        imported = {name: f"{module}.{name}" for module, name in aliases.items()}
+        imported = {}
         for module, names in re.findall(r"from (course_lib[\w.]*) import ([\w, ()\n]+)", code):
             for name in re.findall(r"\w+", names):
                 imported[name] = f"{module}.{name}"
@@ -47,6 +46,7 @@ def _displayed() -> list[tuple[str, str]]:
 
 
 def _resolve(dotted: str):
+    """The object ``dotted`` names (a module, then attributes); ImportError or AttributeError."""
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         try:
