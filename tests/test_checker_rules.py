@@ -14,16 +14,16 @@ import pytest
 from course_lib.comm import communication_crossover, data_parallel_efficiency
 from course_lib.datasets import lamb_scaling_table
 from course_lib.exercises import (
-    ch01,
-    ch02,
     ch03,
     ch04,
     ch05,
     ch06,
-    ch07,
     check,
     check_count,
+    scaling_laws,
+    serial_to_parallel,
     shown_tolerance,
+    summary,
 )
 from course_lib.parallel.speedup import ScalingMeasurement
 from course_lib.scaling import amdahl_limit, devices_needed, gustafson, karp_flatt
@@ -88,7 +88,7 @@ def _lamb_efficiency_from_the_s_column() -> float:
     """02 Ex5 from the S column as chapter 02 prints it (2 decimals, relative to 16 chips)."""
     t = lamb_scaling_table()
     chips, minutes = list(t["devices"]), t["time_minutes"]
-    i0, i = chips.index(ch02.EX5_LAMB["baseline"]), chips.index(ch02.EX5_LAMB["devices"])
+    i0, i = chips.index(scaling_laws.EX5_LAMB["baseline"]), chips.index(scaling_laws.EX5_LAMB["devices"])
     s0, s = round(minutes[0] / minutes[i0], 2), round(minutes[0] / minutes[i], 2)  # 7.16 and 49.09
     return s / s0 / (chips[i] / chips[i0])
 
@@ -96,16 +96,16 @@ def _lamb_efficiency_from_the_s_column() -> float:
 @pytest.mark.parametrize(
     ("exercise", "answers"),
     [
-        (ch02.ex4_gustafson, (38.6, "38.6")),  # p = 0.8, N = 48
-        (ch02.ex5_lamb_efficiency, (0.857, 0.86, _lamb_efficiency_from_the_s_column())),
+        (scaling_laws.ex4_gustafson, (38.6, "38.6")),  # p = 0.8, N = 48
+        (scaling_laws.ex5_lamb_efficiency, (0.857, 0.86, _lamb_efficiency_from_the_s_column())),
         (ch03.ex4_scaled_lr, (2.4, "2.4")),
         (ch03.ex5_iteration_efficiency, (0.792, 0.79)),
         (ch05.ex6_ring_allreduce_ms, (8.65, 8.6, 8.7)),
         (ch06.ex_bubble, (0.25, "0.25", "25%")),
         (ch06.ex_tensor_bytes, (3.145728, 3.146, 3.15)),
-        (ch07.ex3_gustafson_to_amdahl, (0.9965, 0.99654)),  # "give four decimals"
-        (ch07.ex5_weak_scaling_efficiency, (0.935, 0.9345)),
-        (ch07.ex7_1f1b_bubble, (5 / 29, 0.1724, 0.172)),
+        (summary.ex3_gustafson_to_amdahl, (0.9965, 0.99654)),  # "give four decimals"
+        (summary.ex5_weak_scaling_efficiency, (0.935, 0.9345)),
+        (summary.ex7_1f1b_bubble, (5 / 29, 0.1724, 0.172)),
     ],
 )
 def test_right_answers_at_the_precisions_shown_are_accepted(exercise, answers):
@@ -153,9 +153,9 @@ def test_numbers_typed_as_text_are_understood():
         (lambda: check(20, 0.2, name="share"), "0.2"),
         (lambda: check(53.27, 0.5327, name="efficiency"), "0.5327"),
         (lambda: ch06.ex_bubble(25), "0.25"),
-        (lambda: ch02.ex5_lamb_efficiency(85.67), "0.8567"),
-        (lambda: ch07.ex7_1f1b_bubble(17.24), "0.1724"),
-        (lambda: ch07.ex3_gustafson_to_amdahl(99.65), "0.9965"),
+        (lambda: scaling_laws.ex5_lamb_efficiency(85.67), "0.8567"),
+        (lambda: summary.ex7_1f1b_bubble(17.24), "0.1724"),
+        (lambda: summary.ex3_gustafson_to_amdahl(99.65), "0.9965"),
     ],
 )
 def test_a_percent_for_a_fraction_gets_its_own_hint(result, fraction):
@@ -184,19 +184,19 @@ def test_mib_for_mb_and_the_other_way_round_get_a_word_on_units():
 
 # ------------------------------------------------------- wrong answers no longer accepted
 def test_scaled_speedup_without_the_serial_part_gets_its_own_hint():
-    p, n = ch02.EX4_GUSTAFSON["p"], ch02.EX4_GUSTAFSON["devices"]
-    assert ch02.ex4_gustafson(gustafson(p, n)).correct
-    forgot = ch02.ex4_gustafson(p * n)  # 38.4 for 38.6 (57.6 for 57.7 was accepted by a 1% tolerance)
+    p, n = scaling_laws.EX4_GUSTAFSON["p"], scaling_laws.EX4_GUSTAFSON["devices"]
+    assert scaling_laws.ex4_gustafson(gustafson(p, n)).correct
+    forgot = scaling_laws.ex4_gustafson(p * n)  # 38.4 for 38.6 (57.6 for 57.7 was accepted by a 1% tolerance)
     assert not forgot.correct and "serial part forgotten" in _lower(forgot)
 
 
 def test_ring_time_without_the_latency_gets_its_own_hint():
     no_latency = ch05.ex6_ring_allreduce_ms(8.5)  # 2 x 15/16 x 0.68 GB / 150 GB/s
     assert not no_latency.correct and "latency left out" in _lower(no_latency)
-    q = ch07.Q5
+    q = summary.Q5
     without = data_parallel_efficiency(q["compute_s"], q["devices"], q["nbytes"], q["bandwidth"], 0.0,
                                        scaling="weak")
-    assert "latency left out" in _lower(ch07.ex5_weak_scaling_efficiency(round(without, 4)))
+    assert "latency left out" in _lower(summary.ex5_weak_scaling_efficiency(round(without, 4)))
 
 
 # ------------------------------------------------------- counts: one rule everywhere
@@ -213,11 +213,12 @@ def _micro_batches():
 #: Every count exercise whose answer is the fewest that meet a condition: (checker,
 #: expected computed here independently of the checker, what is counted).
 ROUND_UP_COUNTS = [
-    pytest.param(ch02.ex3_devices, lambda: devices_needed(ch02.EX3_DEVICES["p"], ch02.EX3_DEVICES["target"]),
+    pytest.param(scaling_laws.ex3_devices,
+                 lambda: devices_needed(scaling_laws.EX3_DEVICES["p"], scaling_laws.EX3_DEVICES["target"]),
                  "device", id="02-ex3"),
     pytest.param(ch05.ex4_ps_crossover, _ps_crossover, "device", id="05-ex4"),
     pytest.param(ch06.ex_micro_batches, _micro_batches, "micro-batch", id="06-ex2"),
-    pytest.param(ch07.ex2_devices_needed, lambda: devices_needed(0.97, 20), "device", id="07-ex2"),
+    pytest.param(summary.ex2_devices_needed, lambda: devices_needed(0.97, 20), "device", id="11-ex2"),
 ]
 
 
@@ -237,7 +238,7 @@ def test_counts_are_whole_and_rounded_up(exercise, expected, noun):
 
 
 def test_the_reported_fractional_answers_are_rejected():
-    assert ch02.ex3_devices(28).message != ch02.ex3_devices(28.5).message
+    assert scaling_laws.ex3_devices(28).message != scaling_laws.ex3_devices(28.5).message
     assert not ch05.ex4_ps_crossover(4.4).correct
     assert not ch06.ex_micro_batches(48.5).correct and not ch06.ex_micro_batches(62.9).correct
 
@@ -268,18 +269,18 @@ def test_each_exercise_names_the_number_the_chapter_printed_for_other_givens():
     """An answer copied from the chapter's printout (the case the exercise used to ask) is
     told what it is, not just "not right"."""
     assert "section 2's 3-layer cnn" in _lower(ch04.ex5_critical_path(8))
-    assert "16-chip run" in ch02.ex5_lamb_efficiency(0.767).message
+    assert "16-chip run" in scaling_laws.ex5_lamb_efficiency(0.767).message
     assert "16-chip run" in ch03.ex5_iteration_efficiency(0.766).message
     assert "float32" in ch05.ex6_ring_allreduce_ms(17.15).message
     assert "law of one step" in ch03.ex6_which_law("Gustafson").message
     assert ch03.ex6_which_law("Amdahl").correct and ch03.ex6_which_law(" amdahl ").correct
-    assert "one image" in ch01.ex1_resnet50_gflops(8.178).message
-    assert "multiply-accumulate" in ch01.ex1_resnet50_gflops(32 * 4.089).message
+    assert "one image" in serial_to_parallel.ex1_resnet50_gflops(8.178).message
+    assert "multiply-accumulate" in serial_to_parallel.ex1_resnet50_gflops(32 * 4.089).message
 
 
 def test_the_limit_hint_states_the_serial_share_of_the_givens():
-    serial = ch02.EX1_LIMIT["serial"]
-    result = ch02.ex1_limit(amdahl_limit(1 - serial) - 1)
+    serial = scaling_laws.EX1_LIMIT["serial"]
+    result = scaling_laws.ex1_limit(amdahl_limit(1 - serial) - 1)
     assert not result.correct and f"serial {serial:.0%}" in result.message and f"1/{serial:g}" in result.message
 
 
@@ -295,18 +296,18 @@ def test_measured_overhead_accepts_the_printed_numbers_and_names_the_mistakes():
     m = _Measured()
     exact = 2 - 1.8717  # N - S = 0.1283
     for answer in (exact, 0.128, 0.13, 2 - 1.87, 2 * (1 - 0.94)):  # exact, from S or η as printed
-        assert ch01.ex5_measured_efficiency(answer, m).correct, answer
-    assert "as printed" in ch01.ex5_measured_efficiency(2 * (1 - 0.94), m).message
-    assert "efficiency η itself" in ch01.ex5_measured_efficiency(0.936, m).message
-    assert "speedup s" in _lower(ch01.ex5_measured_efficiency(1.8717, m))
-    assert "share 1 - η" in ch01.ex5_measured_efficiency(1 - 0.93585, m).message
-    assert not ch01.ex5_measured_efficiency(0.2, m).correct
+        assert serial_to_parallel.ex5_measured_efficiency(answer, m).correct, answer
+    assert "as printed" in serial_to_parallel.ex5_measured_efficiency(2 * (1 - 0.94), m).message
+    assert "efficiency η itself" in serial_to_parallel.ex5_measured_efficiency(0.936, m).message
+    assert "speedup s" in _lower(serial_to_parallel.ex5_measured_efficiency(1.8717, m))
+    assert "share 1 - η" in serial_to_parallel.ex5_measured_efficiency(1 - 0.93585, m).message
+    assert not serial_to_parallel.ex5_measured_efficiency(0.2, m).correct
 
 
 # ------------------------------------------------------------------ issue 25: the reported faults
 @pytest.mark.parametrize("answer", ["Gustafson", "Gustafson's law", "gustafson law", "Gustafson’s Law", "GUSTAFSON"])
 def test_which_law_takes_the_name_in_any_usual_form(answer):
-    from course_lib.exercises.ch02 import ex6_which_law
+    from course_lib.exercises.scaling_laws import ex6_which_law
 
     assert ex6_which_law(answer).correct
     assert not ex6_which_law("Amdahl's law").correct

@@ -309,12 +309,13 @@ def _questions(name: str) -> dict[int, str]:
 
 def _stated_givens():
     """(notebook, exercise, phrases): each exercise given new givens states them as its
-    chapter module's constants say (notebook 07: tests/test_notebooks.py; 06 Ex6-7:
+    chapter module's constants say (notebook 11: tests/test_notebooks.py; 06 Ex6-7:
     tests/test_exercises_ch06.py)."""
-    from course_lib.exercises import ch01, ch02, ch03, ch04, ch05, ch06
+    from course_lib.exercises import ch03, ch04, ch05, ch06, scaling_laws, serial_to_parallel
 
-    b1 = ch01.EX1_BATCH
-    l2, s2, d2, g2, e2 = ch02.EX1_LIMIT, ch02.EX2_SPEEDUP, ch02.EX3_DEVICES, ch02.EX4_GUSTAFSON, ch02.EX5_LAMB
+    b1 = serial_to_parallel.EX1_BATCH
+    laws = scaling_laws
+    l2, s2, d2, g2, e2 = laws.EX1_LIMIT, laws.EX2_SPEEDUP, laws.EX3_DEVICES, laws.EX4_GUSTAFSON, laws.EX5_LAMB
     r3, k3, i3 = ch03.EX2_SETUP, ch03.EX4_SCALING, ch03.EX5_ITERATION
     n_conv = sum(kind == "conv" for _, kind in ch04.DEEP_CNN_LAYERS)
     a5 = ch05.EX6_SETUP

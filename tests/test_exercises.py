@@ -74,7 +74,7 @@ EXERCISES = _exercise_functions()
 
 def test_every_chapter_has_exercises():
     chapters = {p.id.split(".")[0] for p in EXERCISES}
-    assert {"ch02"} <= chapters and len(EXERCISES) >= 4
+    assert {"scaling_laws"} <= chapters and len(EXERCISES) >= 4
 
 
 class _Measurement:
@@ -109,7 +109,7 @@ def test_checker_rejects_missing_and_nonsense_answers(exercise):
 
 
 def test_devices_exercise_wants_a_whole_device_rounded_up():
-    from course_lib.exercises.ch02 import ex3_devices
+    from course_lib.exercises.scaling_laws import ex3_devices
 
     # 1/((1-0.95) + 0.95/N) >= 12  <=>  N >= 0.95 / (1/12 - 0.05) = 28.5
     assert ex3_devices(29).correct

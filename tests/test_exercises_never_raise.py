@@ -158,7 +158,7 @@ def _run(fn, where, odd):
 
 def test_every_chapter_module_has_checkers():
     modules = {ident.split(".")[1] for ident, _ in CHECKERS}
-    assert {"ch01", "ch02", "ch03", "ch04", "ch05", "ch06", "ch07"} <= modules
+    assert {"serial_to_parallel", "scaling_laws", "ch03", "ch04", "ch05", "ch06", "summary"} <= modules
     assert {"exercises.check", "exercises.check_count"} <= {ident for ident, _ in CHECKERS}
     assert len(CHECKERS) >= 40
 
@@ -197,7 +197,7 @@ def test_any_value_gets_feedback(fn, where, odd):
 
 
 def test_huge_integer_answer_is_wrong_not_an_overflow():
-    from course_lib.exercises.ch02 import ex1_limit
+    from course_lib.exercises.scaling_laws import ex1_limit
 
     result = ex1_limit(10**400)
     assert not result.correct and "is not right" in result.message
@@ -217,13 +217,13 @@ def test_quoted_answers_are_read_as_meant_or_get_a_hint_about_quotes():
     # "leave out the quotes" only where it helps: an expression of numbers Python computes
     assert "leave out the quotes" not in ex_best_split("two by sixteen").message
     assert "as numbers" in ex_best_split("two by sixteen").message
-    from course_lib.exercises.ch02 import ex1_limit
+    from course_lib.exercises.scaling_laws import ex1_limit
     assert "leave out the quotes" in ex1_limit("1 / (1 - 0.96) + 1").message
 
 
 def test_learner_measurement_that_cannot_be_used_gets_feedback():
-    from course_lib.exercises.ch01 import ex5_measured_efficiency
     from course_lib.exercises.ch05 import ex2_karp_flatt
+    from course_lib.exercises.serial_to_parallel import ex5_measured_efficiency
 
     bad = ex5_measured_efficiency(0.8, "my measurement")
     assert not bad.correct and "could not check" in bad.message

@@ -119,17 +119,17 @@ def test_chinese_terms_present(path):
 
 
 def test_summary_quiz_questions_state_the_checkers_inputs():
-    """Notebook 07's question texts and course_lib.exercises.ch07's constants must agree."""
-    from course_lib.exercises import ch07
+    """Notebook 11's question texts and course_lib.exercises.summary's constants must agree."""
+    from course_lib.exercises import summary
 
-    nb = _load(ROOT / "notebooks" / "07_summary.ipynb")
+    nb = _load(ROOT / "notebooks" / "11_summary.ipynb")
     questions = {}
     for cell in nb["cells"]:
         match = re.match(r"### Exercise (\d+):", _source(cell))
         if match:
             questions[int(match.group(1))] = _source(cell)
     q1, q2, q3, q4, q5, q6, q7, q8 = (
-        ch07.Q1_TIMES, ch07.Q2, ch07.Q3, ch07.Q4, ch07.Q5, ch07.Q6_CONV1, ch07.Q7, ch07.Q8,
+        summary.Q1_TIMES, summary.Q2, summary.Q3, summary.Q4, summary.Q5, summary.Q6_CONV1, summary.Q7, summary.Q8,
     )
     expected = {
         1: [f"{q1['t1']:g} s on one device", f"{q1['t4']:g} s on {q1['devices']}"],

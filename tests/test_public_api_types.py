@@ -83,7 +83,7 @@ SKIP = {
     "course_lib.datasets.load_hardware": "takes no arguments",
     "course_lib.datasets.load_megatron_configs": "takes no arguments",
     "course_lib.datasets.load_training_records": "takes no arguments",
-    "course_lib.exercises.ch01.bert_flops": "takes no arguments",
+    "course_lib.exercises.serial_to_parallel.bert_flops": "takes no arguments",
     "course_lib.parallel.shm.find_leftovers": "takes no arguments",
     "course_lib.parallel.shm.remove_stale_segments": "takes no arguments",
     "course_lib.parallel.allreduce.free_port": "takes no arguments",

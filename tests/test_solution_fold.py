@@ -31,7 +31,7 @@ def test_the_magic_runs_the_cell_folds_its_output_and_keeps_errors(tmp_path):
     nbclient = pytest.importorskip("nbclient")
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell("%load_ext course_lib.exercises.solution\nfrom course_lib.exercises import ch02 as ex"),
+        nbformat.v4.new_code_cell("%load_ext course_lib.exercises.solution\nfrom course_lib.exercises import scaling_laws as ex"),
         nbformat.v4.new_code_cell("%%solution\nprint('working')\nanswer = 1 / ex.EX1_LIMIT['serial']\nex.ex1_limit(answer)"),
         nbformat.v4.new_code_cell("print(round(answer, 2))"),
         nbformat.v4.new_code_cell("%%solution\n1 / 0"),

@@ -3,7 +3,8 @@
 :func:`check` compares a learner's answer with an expected value that the calling
 chapter module computes with the course library (never typed in), and prints a
 confirmation, a hint, or a reminder that the answer is still missing. One submodule
-per chapter (``exercises.ch02`` ...) holds that chapter's exercises.
+per notebook, named like it without its number (``exercises.scaling_laws`` ...), holds
+that chapter's exercises.
 
 The checkers are forgiving: ``"False"`` answers a yes/no question, ``"2x8"`` a pair,
 ``"20%"`` a fraction; a value computed from the rounded numbers a notebook shows can be
