@@ -269,18 +269,27 @@ def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> 
     stages = check_int(stages, "stages", 1)
     micro_batches = check_int(micro_batches, "micro_batches", 1)
     check_schedule(schedule)
-    orders = []
-    for q in range(stages):
-        if schedule == "gpipe":
-            order = [("F", m) for m in range(micro_batches)] + [("B", m) for m in range(micro_batches)]
-        else:
-            warmup = min(stages - q - 1, micro_batches)
-            order = [("F", m) for m in range(warmup)]
-            for i in range(micro_batches - warmup):
-                order += [("F", warmup + i), ("B", i)]
-            order += [("B", m) for m in range(micro_batches - warmup, micro_batches)]
-        orders.append(order)
-    return orders
+    return [stage_order(q, stages, micro_batches, schedule) for q in range(stages)]
+
+
+def stage_order(q: int, stages: int, micro_batches: int, schedule: str) -> list[tuple[str, int]]:
+    """The forwards ``("F", m)`` and backwards ``("B", m)`` of stage ``q`` in one step.
+
+    The readable rule that :func:`schedule_order` applies to every stage (notebook 09,
+    "1F1B"); :func:`schedule_order` checks the arguments.
+
+    Examples
+    --------
+    >>> stage_order(0, 3, 4, "1f1b")
+    [('F', 0), ('F', 1), ('F', 2), ('B', 0), ('F', 3), ('B', 1), ('B', 2), ('B', 3)]
+    """
+    if schedule == "gpipe":  # every forward, then every backward
+        return [("F", m) for m in range(micro_batches)] + [("B", m) for m in range(micro_batches)]
+    warmup = min(stages - q - 1, micro_batches)  # 1F1B: stage q runs ahead by N_p - q - 1 forwards
+    order = [("F", m) for m in range(warmup)]
+    for i in range(micro_batches - warmup):  # then one forward, one backward
+        order += [("F", warmup + i), ("B", i)]
+    return order + [("B", m) for m in range(micro_batches - warmup, micro_batches)]  # drain
 
 
 def _costs(values, name: str, n: int | None = None) -> np.ndarray:
