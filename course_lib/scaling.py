@@ -363,8 +363,8 @@ def fit_gustafson(n, scaled_speedup) -> float:
 def recurrent_parallel_fraction(input_size: int, hidden_size: int) -> float:
     r"""Parallel fraction :math:`p` of an LSTM layer spread over its time steps (Amdahl's view).
 
-    Every time step of an LSTM computes four gates from the step's input :math:`x_t`
-    (:math:`4h \times d` weights) and from the previous hidden state :math:`h_{t-1}`
+    Every time step :math:`\xi` of an LSTM computes four gates from the step's input
+    :math:`x_\xi` (:math:`4h \times d` weights) and from the previous hidden state
     (:math:`4h \times h` weights). The input products of all time steps are independent and
     run as one large GEMM; the recurrent products must wait for the step before, so across
     time they are serial. Counting multiply-accumulates per step (the element-wise gate
@@ -380,7 +380,7 @@ def recurrent_parallel_fraction(input_size: int, hidden_size: int) -> float:
     Parameters
     ----------
     input_size : int
-        :math:`d`, features of :math:`x_t`, >= 1.
+        :math:`d`, features of :math:`x_\xi`, >= 1.
     hidden_size : int
         Width of the hidden state, >= 1.
 

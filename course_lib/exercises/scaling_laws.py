@@ -117,7 +117,7 @@ def ex5_lamb_efficiency(answer) -> Result:
         mistakes={
             speedup / chips[i]: f"Divide by the {n:g}x increase in chips, not by {big}.",
             efficiency(t[0] / t[i], chips[i] / chips[0]): f"That is relative to the {int(chips[0])}-chip "
-            f"run (the table's eff column); the question compares with the {base}-chip run.",
+            f"run (the η column of section 4); the question compares with the {base}-chip run.",
         },
     )
 

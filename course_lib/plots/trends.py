@@ -207,7 +207,7 @@ def cpu_trends_figure(trends: Mapping, *, turn_year: float = 2005.0, attribution
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     ax.axvline(turn_year, color="0.3", ls="--", lw=1)
-    ax.annotate("multicore turn:\nfrequency and power\nflatten, cores multiply",
+    ax.annotate("multicore turn:\nfrequency flattens,\npower grows slowly,\ncores multiply",
                 xy=(turn_year, 2e6), xytext=(1972, 2e6), va="center",
                 bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.6"),
                 arrowprops=dict(arrowstyle="-|>", color="0.3"))
