@@ -9,6 +9,7 @@ from course_lib import schedule as mp
 from course_lib.models import MLP
 from course_lib.plots import figure_to_png
 from course_lib.plots.pipeline import (
+    _NUMBERS,
     _idle_intervals,
     bubble_figure,
     gantt_figure,
@@ -34,7 +35,17 @@ def _spans(coll):
 
 def _bars(ax):
     """(x, width, y) of every operation drawn (the idle boxes left out)."""
-    return sorted(b for coll in ax.collections if coll.get_label() != IDLE for b in _spans(coll))
+    return sorted(b for coll in ax.collections if coll.get_label() not in (IDLE, _NUMBERS) for b in _spans(coll))
+
+
+def _numbers(ax):
+    """(text, x, row, width in points) of every micro-batch number written into a bar."""
+    found = [c for c in ax.collections if c.get_label() == _NUMBERS]
+    if not found:
+        return []
+    (coll,) = found
+    return [(text, x, y, path.get_extents().width)
+            for text, (x, y), path in zip(coll.texts, coll.get_offsets(), coll.get_paths())]
 
 
 def _idle(ax):
@@ -99,19 +110,19 @@ def test_gantt_numbers_are_large_enough_and_fit_their_bar():
     fig = gantt_figure(t)
     ax = fig.axes[0]
     figure_to_png(fig)  # lay the figure out
-    renderer = fig.canvas.get_renderer()
-    numbers = [txt for txt in ax.texts if txt.get_text().isdigit()]
-    assert len(numbers) == 64  # every bar is wide enough at M = 8
+    numbers = _numbers(ax)
+    assert len(numbers) == 64 and all(t.isdigit() for t, *_ in numbers)  # every bar is wide enough at M = 8
+    (coll,) = [c for c in ax.collections if c.get_label() == _NUMBERS]
+    height_pt = max(p.get_extents().height for p in coll.get_paths())
+    assert height_pt >= 0.7 * MIN_FONT_PT  # a digit's height is about 0.7 of its type size
     to_px = ax.transData
-    for txt in numbers:
-        assert txt.get_fontsize() >= MIN_FONT_PT
-        x, y = txt.get_position()
+    for _, x, y, width_pt in numbers:
         bar = next(b for b in _bars(ax) if b[0] <= x <= b[0] + b[1] and b[2] == y)
         width_px = to_px.transform((bar[0] + bar[1], y))[0] - to_px.transform((bar[0], y))[0]
-        assert txt.get_window_extent(renderer).width <= width_px
+        assert width_pt * fig.dpi / 72.0 <= width_px
     # many micro-batches: the bars get narrow and the numbers that no longer fit are left out
     narrow = gantt_figure(mp.simulate_uniform(4, 24)).axes[0]
-    shown = [txt.get_text() for txt in narrow.texts if txt.get_text().isdigit()]
+    shown = [t for t, *_ in _numbers(narrow)]
     assert shown and len(shown) < 192 and max(len(n) for n in shown) == 1  # only the one-digit backwards
 
 

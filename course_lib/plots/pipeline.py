@@ -34,6 +34,7 @@ _IDLE_LABEL = "idle (bubble)"
 #: Width of one digit of a micro-batch number at the default type size, in points
 #: (DejaVu Sans digits are 0.64 em), and the box height a number needs.
 _DIGIT_PT, _NUMBER_HEIGHT_PT = 0.64 * 11.0, 14.0
+_NUMBERS = "_micro-batch numbers"  # the label of a Gantt chart's numbers (no legend entry)
 
 
 def _idle_intervals(timeline) -> list[tuple[int, float, float]]:
@@ -85,6 +86,37 @@ def _boxes(ax, spans, label: str, **style) -> None:
            label, **style)
 
 
+def _numbers(ax, texts) -> None:
+    """White bold numbers ``(text, x, row)`` centred in their bars, as one collection of
+    glyph outlines: a live Gantt chart writes up to a few hundred, and one collection draws
+    in a fraction of the time as many text artists (for speed; it looks the same)."""
+    if not texts:
+        return
+    from matplotlib.collections import PathCollection
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.transforms import Affine2D
+
+    size = FontProperties().get_size_in_points()  # the course style's type size
+    paths = [_number_path(text, size) for text, _, _ in texts]
+    points = Affine2D().scale(1 / 72.0) + ax.figure.dpi_scale_trans  # glyph outlines are in points
+    numbers = PathCollection(paths, offsets=[(x, r) for _, x, r in texts], offset_transform=ax.transData,
+                             transform=points, facecolors="white", edgecolors="none", zorder=3, label=_NUMBERS)
+    numbers.texts = [text for text, _, _ in texts]  # what it writes, for readers (and tests)
+    ax.add_collection(numbers, autolim=False)
+
+
+@functools.lru_cache(maxsize=256)
+def _number_path(text: str, size: float):
+    """The outline of ``text`` in bold at ``size`` points, centred on (0, 0)."""
+    from matplotlib.font_manager import FontProperties
+    from matplotlib.textpath import TextPath
+    from matplotlib.transforms import Affine2D
+
+    path = TextPath((0, 0), text, size=size, prop=FontProperties(weight="bold"))
+    (x0, y0), (x1, y1) = path.get_extents().get_points()
+    return path.transformed(Affine2D().translate(-(x0 + x1) / 2, -(y0 + y1) / 2))
+
+
 def _row_names(timeline) -> list[str]:
     if timeline.replicas == 1:
         return [f"stage {s}" for s in range(timeline.n_rows)]
@@ -114,11 +146,8 @@ def _draw_gantt(ax, timeline, scale: float, *, width_in: float, row_in: float, l
     handles.append(Patch(**_IDLE, label=_IDLE_LABEL))
     pt_per_unit = width_in * 72.0 / span
     if labels and row_in * 0.8 * 72.0 >= _NUMBER_HEIGHT_PT:
-        for op in ops:
-            text = str(op.micro)
-            if op.kind in ("F", "B") and op.duration * scale * pt_per_unit >= _DIGIT_PT * len(text) + 4:
-                ax.text((op.start + op.end) / 2 * scale, timeline.row(op), text, ha="center", va="center",
-                        color="white", fontweight="bold")
+        _numbers(ax, [(str(op.micro), (op.start + op.end) / 2 * scale, timeline.row(op)) for op in ops
+                      if op.kind in ("F", "B") and op.duration * scale * pt_per_unit >= _DIGIT_PT * len(str(op.micro)) + 4])
     names = _row_names(timeline)
     step = 1 if row_in * 72.0 >= 13.0 else 2  # every row named while the names fit
     ax.set_yticks(range(0, timeline.n_rows, step), names[::step])

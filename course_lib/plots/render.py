@@ -12,7 +12,13 @@ pixels exactly (the tests compare them). Each trick skips work, none changes a f
 * a frozen layout: the layout engine (about a third of a redraw) runs for stored renders
   only; a redraw reuses the axes positions of a layout made for the same figure whose text
   needs at least as much room (:func:`_layout_signature`, :func:`_roomy_layout`) and is
-  drawn once, without a layout engine (:func:`_remove_layout_engine`): a quarter;
+  drawn once, without a layout engine (:func:`_remove_layout_engine`): a quarter; the
+  titles keep that layout's heights too (matplotlib otherwise measures every tick label
+  again to lift a title above them): a tenth;
+* text shaped once: a text's glyphs and their offsets, for the same string, font and
+  resolution, are kept by the canvas's renderer (:class:`_ShapedTextRenderer`), so only
+  the glyphs are drawn again: a third of the time of every text (tick labels and the
+  numbers in bars mostly repeat);
 * one canvas for every state, so its renderer and matplotlib's text-size cache carry over:
   about a third (tick labels and titles mostly repeat);
 * no garbage collection while a figure is built and sent, and the figure let go as soon as
@@ -24,6 +30,7 @@ pixels exactly (the tests compare them). Each trick skips work, none changes a f
 
 from __future__ import annotations
 
+import functools
 import gc
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -39,6 +46,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
 __all__ = ["Renderer", "quick_png", "redraw"]
+
+
+class _Layout(list):
+    """The axes positions of one layout (a list, one per axes) and its titles' heights
+    (``title_y``, in axes coordinates)."""
+
+    title_y: list[float]
 
 
 class Renderer:
@@ -86,12 +100,11 @@ class Renderer:
         if layout is not None:
             self.layout = layout
             _remove_layout_engine(fig)
-            for ax, position in zip(fig.axes, layout):
+            for ax, position, title_y in zip(fig.axes, layout, layout.title_y):
                 ax.set_position(position)
+                _freeze_title(ax, title_y)
         if self.canvas is None:
-            from matplotlib.backends.backend_agg import FigureCanvasAgg
-
-            self.canvas = FigureCanvasAgg(fig)
+            self.canvas = _canvas_class()(fig)
         else:
             self.canvas.figure = fig
             fig.set_canvas(self.canvas)
@@ -102,7 +115,8 @@ class Renderer:
         else:  # a new layout: savefig lays the figure out first
             png = figure_to_png(fig, self.dpi, compress_level=1)
         if layout is None:
-            self.layout = self.layouts[signature] = [ax.get_position() for ax in fig.axes]
+            self.layout = self.layouts[signature] = _Layout(ax.get_position() for ax in fig.axes)
+            self.layout.title_y = [ax.title.get_position()[1] for ax in fig.axes]
         return png
 
     def let_go(self) -> None:
@@ -211,6 +225,14 @@ def quick_png(fig: Figure, dpi: float = DPI, compress_level: int = 1) -> bytes:
 
 
 # ------------------------------------------------------------------ frozen layouts
+def _freeze_title(ax, title_y: float) -> None:
+    """Put ``ax``'s titles at height ``title_y`` (axes coordinates) and keep them there:
+    matplotlib then skips lifting them above the tick labels, which measures every label."""
+    ax._autotitlepos = False  # what set_title(y=...) sets: the position was chosen
+    for title in (ax.title, ax._left_title, ax._right_title):
+        title.set_y(title_y)
+
+
 def _layout_signature(fig) -> tuple:
     """What a frozen layout depends on: the figure's size and the room the text around
     each axes needs.
@@ -273,3 +295,55 @@ def _remove_layout_engine(fig) -> None:
 
     with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
+
+
+# ------------------------------------------------------------------ text shaped once
+@functools.cache
+def _canvas_class():
+    """An Agg canvas whose renderer shapes each text once (:class:`_ShapedTextRenderer`);
+    the classes are made on first use, so that importing this module imports no matplotlib."""
+    from matplotlib.backends import backend_agg
+
+    class _ShapedTextRenderer(backend_agg.RendererAgg):
+        """Agg, with the shaping of plain text kept: ``font._layout`` (the glyphs and their
+        offsets, about a third of a text's drawing time) depends only on the string, the
+        font, its size, the resolution and the text's features and language; the glyphs
+        are drawn exactly as Agg draws them (``_draw_text_glyphs_and_boxes``)."""
+
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self._shaped: dict[tuple, tuple] = {}
+
+        def draw_text(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):
+            if ismath:
+                return self.draw_mathtext(gc, x, y, s, prop, angle)
+            features = mtext.get_fontfeatures() if mtext is not None else None
+            language = mtext.get_language() if mtext is not None else None
+            flags = backend_agg.get_hinting_flag()
+            font_key = (tuple(prop.get_family()), prop.get_style(), prop.get_variant(), prop.get_weight(),
+                        prop.get_stretch(), prop.get_size_in_points(), prop.get_file())
+            key = (s, font_key, self.dpi, flags, None if features is None else tuple(features), language)
+            items = self._shaped.get(key)
+            if items is None:
+                font = self._prepare_font(prop)
+                items = tuple(font._layout(s, flags=flags, features=features, language=language))
+                if len(self._shaped) > 4096:  # a bound, for a figure that writes ever new text
+                    self._shaped.clear()
+                self._shaped[key] = items
+            size = prop.get_size_in_points()
+            self._draw_text_glyphs_and_boxes(
+                gc, x, y, angle, ((i.ft_object, size, i.glyph_index, 0, 1, i.x, i.y) for i in items), [])
+
+    class _ShapedTextCanvas(backend_agg.FigureCanvasAgg):
+        """``FigureCanvasAgg`` drawing with :class:`_ShapedTextRenderer` (kept between
+        figures of the same size and resolution, as Agg keeps its renderer)."""
+
+        def get_renderer(self):
+            w, h = self.get_width_height(physical=True)
+            key = w, h, self.figure.dpi
+            if self._lastKey != key:
+                self.renderer = _ShapedTextRenderer(w, h, self.figure.dpi)
+                self._lastKey = key
+            return self.renderer
+
+    return _ShapedTextCanvas
