@@ -133,7 +133,7 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
 
     Parameters
     ----------
-    results : mapping of label -> DataParallelResult
+    results : mapping of label -> course_lib.models.TrainResult
         The runs to compare (same model and global batch for a fair comparison).
     title : str
     reference : str, optional
@@ -150,12 +150,12 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
     >>> fig.axes[0].get_xlabel()
     'milliseconds per step (median)'
     """
-    check_type(results, "results", Mapping, "a mapping of label -> DataParallelResult")
+    check_type(results, "results", Mapping, "a mapping of label -> TrainResult")
     for label, result in results.items():
         if not callable(getattr(result, "breakdown", None)):
             raise TypeError(
                 f"results[{label!r}] must be a run result with a breakdown() method "
-                f"(DataParallelResult), got {type(result).__name__}"
+                f"(TrainResult), got {type(result).__name__}"
             )
     check_type(title, "title", str, "a str")
     skip = check_int(skip, "skip", 0)
@@ -314,7 +314,7 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     marker = dict(marker="o", mfc="white", ms=10, mew=2.0, ls="none")
     found = []
     for name, color in (("ring", COLORS[2]), ("ps", COLORS[1])):
-        cross = communication_crossover(tc, m, bw, lat, algorithm=name)
+        cross = communication_crossover(tc, m, bw, lat, algorithm=name, n_max=n_max)  # inf beyond the axis
         found.append(f"N = {cross}" if cross <= n_max else f"N > {n_max}")
         if cross <= n_max:  # the point where the exchange overtakes the compute
             ax_t.axvline(cross, color=color, lw=0.8, ls=":")
