@@ -38,6 +38,7 @@ _SUBMODULES = frozenset(
         "progress",
         "quantity",
         "rate",
+        "reference",
         "roofline",
         "scaling",
         "schedule",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -376,15 +377,160 @@ def sgd_step(params: np.ndarray, grad: np.ndarray, lr: float) -> None:
 
 @dataclass
 class TrainResult:
-    """What :func:`train` returns: final parameters and per-epoch history."""
+    """What every trainer returns: the final parameters, the loss of every step, and where
+    the time, the bytes and the memory went.
+
+    One type for the one-process references (:func:`train`,
+    :func:`course_lib.reference.train_serial`, :func:`course_lib.reference.train_simulated`,
+    :func:`course_lib.reference.train_microbatched`) and the process trainers (data parallel
+    and ZeRO, tensor, pipeline and hybrid). Times are seconds. Arrays of shape
+    ``(steps, workers)`` hold one value per step and process (for a pipeline, row
+    ``replica * N_p + q`` is stage ``q`` of replica ``replica``, like its timeline's rows);
+    one-process runs have one column.
+
+    Examples
+    --------
+    >>> run = TrainResult.one_process(np.zeros(3, np.float32), [2.0, 1.5, 1.0], [0.3, 0.1, 0.2],
+    ...                               "serial", batch_size=8)
+    >>> run.steps, round(run.time_per_step(), 6), run.breakdown()["communication"]  # after step 0
+    (3, 0.15, 0.0)
+    >>> round(run.samples_per_second()), run.communication_share()
+    (53, 0.0)
+    """
 
     params: np.ndarray
-    loss: list[float]
-    """Mean training loss of each epoch."""
-    test_accuracy: list[float]
-    """Test accuracy after each epoch (empty when no test set was given)."""
-    step_loss: list[float]
-    """Loss of every step."""
+    """Final flat parameters (a copy owned by the caller; of replica 0 in a hybrid run)."""
+    loss: np.ndarray
+    """(steps,) mean loss over each step's batch, before its update: the loss history."""
+    step_time: np.ndarray
+    """(steps,) wall-clock time of each step: the slowest worker's, or a pipeline's first
+    forward to its last update."""
+    compute: np.ndarray
+    """(steps, workers) forward, backward and update."""
+    communication: np.ndarray
+    """(steps, workers) the exchange itself: all-reduces (for the gloo backend the waiting
+    too, which gloo does not separate)."""
+    waiting: np.ndarray
+    """(steps, workers) the rest of the step: waiting for slower workers before an
+    exchange; in a pipeline the bubble and the waits for a neighbour's hand-over."""
+    backend: str
+    """How the run was made: "serial", "simulated", "microbatched" (one process); "shm",
+    "pipe", "gloo" (data parallel), "tensor", "pipeline" (pipeline and hybrid)."""
+    batch_size: int
+    """The global batch."""
+    workers: int = 1
+    """The columns of the ``(steps, workers)`` arrays: the processes (a pipeline: ``N_d * N_p``),
+    the simulated workers of :func:`course_lib.reference.train_simulated`, else 1."""
+    memory: list = field(default_factory=list)
+    """What each process held, in bytes, by rank, measured: ``parameters``, ``gradients``,
+    ``optimizer_states`` (:func:`course_lib.memory.measured_state_bytes`), for pipelines
+    ``activations`` (the peak of the activations a stage kept for its pending backward
+    passes). Empty when not measured (:func:`train`)."""
+    bytes_per_step: np.ndarray | None = None
+    """(steps,) payload bytes moved in each step (one worker's all-reduce payload for data
+    and tensor parallelism, every hand-over between stages for a pipeline); None for
+    one-process runs."""
+    replicas_in_sync: bool = True
+    """Whether every replica ended with bitwise the same parameters."""
+    start_method: str | None = None
+    blas_threads: int | None = 1
+    startup_time: float = 0.0
+    """Seconds from the call until every worker was ready to compute."""
+    wall_time: float = 0.0
+    """Seconds of the whole call (start-up and shut-down included)."""
+    extra: dict = field(default_factory=dict)
+    """Details: ``worker_blas_threads`` (the BLAS threads each worker ran with, by rank)."""
+    timeline: object = None
+    """Pipelines: the measured :class:`course_lib.schedule.Timeline` (None otherwise)."""
+    boundaries: tuple[int, ...] = ()
+    """Pipelines: the layer boundaries of the stages."""
+    schedule: str | None = None
+    """Pipelines: "gpipe" or "1f1b" ("serial" for :func:`course_lib.reference.train_microbatched`)."""
+    micro_batches: int = 1
+    replicas: int = 1
+    """Data-parallel replicas ``N_d`` of a pipeline (1 for a plain pipeline)."""
+    recompute: bool = False
+    """Whether the run recomputed activations in the backward."""
+    recompute_time: np.ndarray | None = None
+    """(steps, workers) seconds spent recomputing forwards inside the backwards (part of
+    ``compute``); None for runs without pipeline stages."""
+    epoch_loss: list = field(default_factory=list)
+    """:func:`train`: mean training loss of each epoch."""
+    test_accuracy: list = field(default_factory=list)
+    """:func:`train`: test accuracy after each epoch (empty when no test set was given)."""
+
+    @classmethod
+    def one_process(cls, params, loss, seconds, backend: str, **fields) -> TrainResult:
+        """The result of a run in this process: ``seconds`` of every step, all compute."""
+        seconds = np.asarray(seconds, dtype=float)
+        zeros = np.zeros((seconds.size, 1))
+        return cls(params=params, loss=np.asarray(loss, dtype=float), step_time=seconds,
+                   compute=seconds[:, None].copy(), communication=zeros, waiting=zeros.copy(),
+                   backend=backend, **fields)
+
+    @property
+    def steps(self) -> int:
+        """Number of steps run."""
+        return int(self.step_time.shape[0])
+
+    def _after(self, skip: int) -> slice:
+        return slice(skip, None) if self.steps > skip else slice(None)
+
+    def time_per_step(self, skip: int = 1) -> float:
+        """Median wall-clock time of a step, ignoring the first ``skip`` (warm-up) steps."""
+        return float(np.median(self.step_time[self._after(skip)]))
+
+    def samples_per_second(self, skip: int = 1) -> float:
+        """Training throughput: global batch / time per step."""
+        return self.batch_size / self.time_per_step(skip)
+
+    def breakdown(self, skip: int = 1) -> dict[str, float]:
+        """Median per-step seconds of compute, communication and waiting (mean over the
+        workers), and the step time, ignoring the first ``skip`` steps."""
+        sl = self._after(skip)
+        parts = {k: float(np.median(getattr(self, k)[sl].mean(axis=1)))
+                 for k in ("compute", "communication", "waiting")}
+        return {**parts, "step": float(np.median(self.step_time[sl]))}
+
+    def communication_share(self, skip: int = 1) -> float:
+        """Fraction of the step spent communicating or waiting (0 for a one-process run)."""
+        b = self.breakdown(skip)
+        return (b["communication"] + b["waiting"]) / b["step"] if b["step"] > 0 else 0.0
+
+    @property
+    def stored_activation_bytes(self) -> np.ndarray | None:
+        """Pipelines: the ``activations`` of :attr:`memory`, one per process (None otherwise)."""
+        if not self.memory or any("activations" not in m for m in self.memory):
+            return None
+        return np.array([m["activations"] for m in self.memory], dtype=np.int64)
+
+    def _timeline(self):
+        if self.timeline is None:
+            raise ValueError(f"this run ({self.backend!r}) has no timeline: only pipeline runs measure one")
+        return self.timeline
+
+    def bubble_per_step(self) -> np.ndarray:
+        """Pipelines: the measured idle share of every step."""
+        return self._timeline().bubble_per_step()
+
+    def stage_costs(self, skip_first: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Pipelines: median measured forward and backward time of one micro-batch on each
+        stage (feed them to :func:`course_lib.schedule.simulate_pipeline`); ``skip_first``
+        leaves out the first step (warm-up: page faults, caches)."""
+        tl = self._timeline()
+        first = tl.steps[0] if skip_first and len(tl.steps) > 1 else None
+        fwd, bwd = np.zeros(tl.n_stages), np.zeros(tl.n_stages)
+        for s in range(tl.n_stages):
+            for kind, out in (("F", fwd), ("B", bwd)):
+                out[s] = float(np.median([op.duration for op in tl.ops
+                                          if op.stage == s and op.kind == kind and op.step != first]))
+        return fwd, bwd
+
+    def __repr__(self) -> str:
+        final = f"{self.loss[-1]:.4g}" if len(self.loss) else "-"
+        return (f"TrainResult(backend={self.backend!r}, workers={self.workers}, steps={self.steps}, "
+                f"batch_size={self.batch_size}, time_per_step={self.time_per_step() * 1e3:.3g} ms, "
+                f"final_loss={final})")
 
 
 def train(
@@ -422,13 +568,19 @@ def train(
     params : numpy.ndarray, optional
         Start from these parameters (copied) instead of ``model.init_params(seed)``.
 
+    Returns
+    -------
+    TrainResult
+        ``loss`` of every step, ``epoch_loss`` and ``test_accuracy`` of every epoch, the
+        measured ``step_time`` (``backend="serial"``).
+
     Examples
     --------
     >>> from course_lib.datasets import load_digits
     >>> tr, te = load_digits("train"), load_digits("test")
     >>> res = train(MLP((64, 64, 10)), tr.x, tr.y, epochs=10, x_test=te.x, y_test=te.y)
-    >>> res.test_accuracy[-1] > 0.9
-    True
+    >>> res.test_accuracy[-1] > 0.9, len(res.epoch_loss), res.steps == 10 * -(-tr.x.shape[0] // 32)
+    (True, 10, True)
     """
     # An MLP or its convolutional variant course_lib.cnn.CNN (same methods): checked by
     # what train calls, so that this module does not import the one built on it.
@@ -457,21 +609,24 @@ def train(
         model._check_flat(params, "params")
     grad = np.zeros_like(params)
     rng = np.random.default_rng(seed + 1)
-    result = TrainResult(params=params, loss=[], test_accuracy=[], step_loss=[])
+    losses, seconds, epoch_loss, accuracy = [], [], [], []
     for _ in range(epochs):
         order = rng.permutation(x.shape[0])
         total, count = 0.0, 0
         for start in range(0, x.shape[0], batch_size):
+            t0 = time.perf_counter()
             idx = order[start : start + batch_size]
             loss, _ = model.loss_and_grad(params, x[idx], y[idx], out=grad)
             if optimizer is None:
                 sgd_step(params, grad, lr)
             else:
                 optimizer.step(params, grad)
-            result.step_loss.append(loss)
+            seconds.append(time.perf_counter() - t0)
+            losses.append(loss)
             total += loss * idx.size
             count += idx.size
-        result.loss.append(total / count)
+        epoch_loss.append(total / count)
         if x_test is not None and y_test is not None:
-            result.test_accuracy.append(model.accuracy(params, x_test, y_test))
-    return result
+            accuracy.append(model.accuracy(params, x_test, y_test))
+    return TrainResult.one_process(params, losses, seconds, "serial", batch_size=batch_size,
+                                   epoch_loss=epoch_loss, test_accuracy=accuracy)

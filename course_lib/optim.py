@@ -648,5 +648,5 @@ def large_batch_experiment(
             res = train(model, tr.x, tr.y, epochs=epochs, batch_size=batch, seed=seed,
                         optimizer=make(), x_test=te.x, y_test=te.y)
             out.append(BatchRun(label, batch, opt_name, peak, warmup, -(-n // batch),
-                                tuple(res.loss), tuple(res.test_accuracy), tuple(res.step_loss)))
+                                tuple(res.epoch_loss), tuple(res.test_accuracy), tuple(res.loss)))
     return tuple(out)

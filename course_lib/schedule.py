@@ -448,7 +448,7 @@ def handover_bytes(model, boundaries, batch_size: int) -> int:
 
     At every boundary between stages each sample's activation goes forward and its
     gradient comes back: ``2 x batch x width x itemsize`` per boundary, summed (what
-    :attr:`course_lib.parallel.pipeline.PipelineResult.bytes_per_step` measures).
+    :attr:`course_lib.models.TrainResult.bytes_per_step` measures).
 
     Examples
     --------

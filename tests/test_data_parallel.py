@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from course_lib import models
-from course_lib.models import MLP
+from course_lib.models import MLP, TrainResult
 from course_lib.parallel.data import (
-    DataParallelResult,
     train_data_parallel,
     train_serial,
     train_simulated,
@@ -38,7 +37,7 @@ def test_train_serial_equals_the_running_example_training_loop(batch, steps):
     res = train_serial(MODEL, X, Y, epochs=2, batch_size=batch, lr=0.2, seed=3)
     assert res.steps == steps
     np.testing.assert_array_equal(res.params, ref.params)
-    np.testing.assert_allclose(res.loss, ref.step_loss, rtol=1e-12)
+    np.testing.assert_allclose(res.loss, ref.loss, rtol=1e-12)
 
 
 def test_a_last_batch_smaller_than_the_workers_leaves_some_shards_empty():
@@ -126,7 +125,7 @@ def test_epochs_and_start_params():
 
 def test_result_timings_are_consistent():
     par = train_data_parallel(MODEL, X, Y, workers=2, start_method="fork", progress=False, **KW)
-    assert isinstance(par, DataParallelResult)
+    assert isinstance(par, TrainResult)
     for arr in (par.compute, par.communication, par.waiting):
         assert arr.shape == (KW["steps"], 2) and np.all(arr >= 0)
     per_worker = par.compute + par.communication + par.waiting
@@ -136,7 +135,7 @@ def test_result_timings_are_consistent():
     assert 0 <= par.communication_share() <= 1
     assert par.samples_per_second() == pytest.approx(KW["batch_size"] / par.time_per_step())
     assert 0 <= par.startup_time <= par.wall_time
-    assert "backend='shm'" in repr(par)
+    assert "TrainResult(backend='shm'" in repr(par)
     ser = train_serial(MODEL, X, Y, **KW)
     assert np.all(ser.communication == 0) and ser.communication_share() == 0
 

@@ -77,12 +77,13 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 #: The floors of the package, lowest first: a module imports only from its own floor or below.
 #: Ground: helpers without ideas; ideas: the course's maths, pure functions (no processes,
 #: no figures); processes: what runs on several processes (and the leak snapshots of its
-#: tests); then what shows the ideas (figures, checkers), the sliders, the tools.
+#: tests, and the one-process references its trainers are checked against, which share its
+#: argument check and batch split); then what shows the ideas (figures, checkers), the sliders, the tools.
 FLOORS = (
     ("ground", {"course_lib", "_validate", "timing", "progress", "quantity", "datasets", "datapackage"}),
     ("ideas", {"scaling", "cost", "rate", "roofline", "comm", "memory", "models", "cnn", "im2col",
                "conv_fast", "conv_winograd", "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner"}),
-    ("processes", {"parallel", "parallel.*", "testing"}),
+    ("processes", {"parallel", "parallel.*", "testing", "reference"}),
     ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),
     ("widgets", {"widgets"}),
     ("tools", {"tools", "tools.*", "__main__"}),

@@ -17,6 +17,7 @@ forward before each backward).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -24,21 +25,21 @@ import pytest
 
 from course_lib import schedule as mp
 from course_lib.datasets import load_digits
-from course_lib.models import MLP
+from course_lib.models import MLP, TrainResult
 from course_lib.parallel import pipeline as mp_run
 from course_lib.parallel.hybrid import train_hybrid
-from course_lib.parallel.pipeline import PipelineResult, RecomputeOverhead, recompute_overhead
+from course_lib.parallel.pipeline import RecomputeOverhead, recompute_overhead
 from course_lib.timing import blas_threads
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
 
 MODEL = MLP((64, 24, 20, 16, 10))
-RUN = dict(batch_size=50, epochs=1, steps=6, lr=0.2, seed=3)
+RUN = dict(batch_size=50, steps=6, lr=0.2, seed=3)
 F32 = 4  # bytes per value
 
 
 @functools.cache
-def _serial(micro_batches: int, recompute: bool, data: int = 1) -> PipelineResult:
+def _serial(micro_batches: int, recompute: bool, data: int = 1) -> TrainResult:
     d = load_digits("train")
     with blas_threads(1):
         return mp_run.train_microbatched(
@@ -74,7 +75,7 @@ def test_recompute_is_bitwise_equal_and_stores_only_inputs(digits, boundaries, m
     assert np.array_equal(redo.params, plain.params)  # bitwise
     assert np.array_equal(redo.params, ref.params)
     assert np.array_equal(_serial(micro_batches, True).params, ref.params)
-    assert redo.step_loss == plain.step_loss == ref.step_loss
+    assert np.array_equal(redo.loss, plain.loss) and np.array_equal(plain.loss, ref.loss)
     assert not np.array_equal(redo.params, MODEL.init_params(3))  # it did train
 
     n_stages = len(boundaries) - 1
@@ -139,10 +140,10 @@ def test_serial_reference_reports_memory_and_recomputation():
     assert redo.stored_activation_bytes.tolist() == [10 * 64 * 4]
     assert plain.recompute_time.shape == redo.recompute_time.shape == (6, 1)
     assert np.all(plain.recompute_time == 0) and np.all(redo.recompute_time > 0)
-    assert np.all(redo.recompute_time[:, 0] < redo.step_times())
+    assert np.all(redo.recompute_time[:, 0] < redo.step_time)
 
 
-def _fake(recompute: bool, f: float, b: float, stored, redo, warm: float = 100.0) -> PipelineResult:
+def _fake(recompute: bool, f: float, b: float, stored, redo, warm: float = 100.0) -> TrainResult:
     """Two steps of S = 2, M = 2 with given op durations; step 0 (warm-up) is ``warm`` long."""
     ops, t = [], 0.0
     for k in range(2):
@@ -152,9 +153,11 @@ def _fake(recompute: bool, f: float, b: float, stored, redo, warm: float = 100.0
                 ops.append(mp.StageOp(s, kind, m, t, t + d, k))
                 t += d
     tl = mp.Timeline(tuple(ops), 2, 2, "gpipe", "measured")
-    return PipelineResult(np.zeros(3, np.float32), [0.0, 0.0], tl, (0, 1, 2), "gpipe", 2,
-                          recompute=recompute, stored_activation_bytes=np.array(stored),
-                          recompute_time=np.array(redo, dtype=float))
+    zeros = np.zeros((2, 2))
+    return TrainResult(np.zeros(3, np.float32), np.zeros(2), np.ones(2), zeros, zeros, zeros, "pipeline", 4,
+                       workers=2, memory=[{"activations": b} for b in stored], timeline=tl,
+                       boundaries=(0, 1, 2), schedule="gpipe", micro_batches=2, recompute=recompute,
+                       recompute_time=np.array(redo, dtype=float))
 
 
 def test_recompute_overhead_hand_derived():
@@ -179,9 +182,9 @@ def test_recompute_overhead_rejects_wrong_runs():
         recompute_overhead(base, base)
     with pytest.raises(ValueError, match="baseline must be a process run"):
         recompute_overhead(_serial(5, False), redo)
-    with pytest.raises(TypeError, match="recomputed must be a PipelineResult"):
+    with pytest.raises(TypeError, match="recomputed must be a course_lib.models.TrainResult"):
         recompute_overhead(base, "fast")
-    other = PipelineResult(**{**redo.__dict__, "micro_batches": 4})
+    other = dataclasses.replace(redo, micro_batches=4)
     with pytest.raises(ValueError, match="same pipeline"):
         recompute_overhead(base, other)
 

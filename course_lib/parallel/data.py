@@ -14,10 +14,11 @@ update, so the replicas stay identical without ever sending parameters.
 Entry points (same arguments; ``workers`` only for the parallel ones):
 
 :func:`train_serial`
-    The reference: one process, full batch, ``reduction="mean"``.
+    The reference: one process, full batch, ``reduction="mean"``
+    (:func:`course_lib.reference.train_serial`, importable from here too).
 :func:`train_simulated`
     What ``N`` workers compute, done in one process (shard sums added in rank order):
-    the bitwise reference of the parallel runs.
+    the bitwise reference of the parallel runs (:func:`course_lib.reference.train_simulated`).
 :func:`train_data_parallel`
     ``N`` processes. ``backend="shm"``: all-reduce through shared memory as a
     reduce-scatter (Reduce-Scatter; worker :math:`r` adds chunk :math:`r` of every
@@ -26,9 +27,9 @@ Entry points (same arguments; ``workers`` only for the parallel ones):
     pickles its whole gradient through a pipe to rank 0, which adds them and sends the
     sum back.
 
-All return a :class:`DataParallelResult` with the parameters and per-step timings
-split into compute, communication and waiting. Worker processes use one BLAS thread
-each (``blas_threads``) so that N workers do not oversubscribe the cores. Failures
+All return a :class:`course_lib.models.TrainResult` with the parameters and per-step
+timings split into compute, communication and waiting. Worker processes use one BLAS
+thread each (``blas_threads``) so that N workers do not oversubscribe the cores. Failures
 in workers (exception, crash, hang) and KeyboardInterrupt stop all workers and
 release all shared memory (see :mod:`course_lib.parallel.workers`).
 
@@ -57,16 +58,15 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from .._validate import check_positive
 from ..memory import measured_state_bytes
-from ..models import MLP
-from ..progress import ProgressBar
+from ..models import MLP, TrainResult
+from ..reference import train_serial, train_simulated
 from ..timing import blas_threads as _blas
-from ..timing import current_blas_threads, keep_freed_memory
+from ..timing import current_blas_threads
 from .allreduce import (
     TORCH_MISSING,
     GlooAllReduce,
@@ -77,13 +77,12 @@ from .allreduce import (
 )
 from .job import Job, check_job, start_params
 from .launch import Launcher, StepClock
-from .partition import shard_bounds, sum_rows
+from .partition import shard_bounds
 from .workers import Fault, WorkerContext, check_start_method
 
 __all__ = [
     "BACKENDS",
     "PRELOAD",
-    "DataParallelResult",
     "collect",
     "run_worker",
     "train_data_parallel",
@@ -99,237 +98,6 @@ BACKENDS = ("shm", "pipe", "gloo")
 PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.data", "threadpoolctl")
 
 
-# ----------------------------------------------------------------------- result
-@dataclass
-class DataParallelResult:
-    """Final parameters and per-step timings of a training run.
-
-    Timings are seconds; arrays of shape ``(steps, workers)`` hold one value per step
-    and worker. ``compute`` is forward + backward + update; ``waiting`` is time spent
-    waiting for slower workers before the exchange (load imbalance, stragglers);
-    ``communication`` is the gradient exchange itself (for the gloo backend it also
-    contains the waiting, which gloo does not separate).
-    """
-
-    params: np.ndarray
-    """Final parameters (flat float32, a copy owned by the caller)."""
-    loss: np.ndarray
-    """(steps,) mean loss over the global batch of each step (before its update)."""
-    compute: np.ndarray
-    communication: np.ndarray
-    waiting: np.ndarray
-    step_time: np.ndarray
-    """(steps,) wall-clock time of each step (slowest worker)."""
-    workers: int
-    backend: str
-    """"serial", "simulated", "shm", "pipe", "gloo" (data parallel) or "tensor"
-    (:func:`course_lib.parallel.tensor.train_tensor_parallel`)."""
-    batch_size: int
-    start_method: str | None = None
-    blas_threads: int | None = 1
-    startup_time: float = 0.0
-    """Seconds from the call until every worker was ready to compute."""
-    wall_time: float = 0.0
-    """Seconds of the whole call (start-up and shut-down included)."""
-    replicas_in_sync: bool = True
-    """Whether every worker ended with bitwise-identical parameters."""
-    bytes_per_step: np.ndarray | None = None
-    """(steps,) payload bytes one worker all-reduced in each step (None for serial runs)."""
-    extra: dict = field(default_factory=dict)
-    """Details: ``worker_blas_threads`` (the BLAS threads each worker ran with, by rank)."""
-
-    @property
-    def steps(self) -> int:
-        """Number of steps run."""
-        return int(self.step_time.shape[0])
-
-    def time_per_step(self, skip: int = 1) -> float:
-        """Median wall-clock time of a step, ignoring the first ``skip`` (warm-up) steps."""
-        times = self.step_time[skip:] if self.steps > skip else self.step_time
-        return float(np.median(times))
-
-    def samples_per_second(self, skip: int = 1) -> float:
-        """Training throughput: global batch / time per step."""
-        return self.batch_size / self.time_per_step(skip)
-
-    def breakdown(self, skip: int = 1) -> dict[str, float]:
-        """Median per-step seconds of compute, communication and waiting (mean over workers),
-        and the step time.
-
-        Examples
-        --------
-        >>> from course_lib.models import MLP
-        >>> m = MLP((4, 3, 2)); x = np.ones((8, 4), np.float32); y = np.zeros(8, int)
-        >>> sorted(train_serial(m, x, y, batch_size=4, steps=3).breakdown())
-        ['communication', 'compute', 'step', 'waiting']
-        """
-        sl = slice(skip, None) if self.steps > skip else slice(None)
-        return {
-            "compute": float(np.median(self.compute[sl].mean(axis=1))),
-            "communication": float(np.median(self.communication[sl].mean(axis=1))),
-            "waiting": float(np.median(self.waiting[sl].mean(axis=1))),
-            "step": float(np.median(self.step_time[sl])),
-        }
-
-    def communication_share(self, skip: int = 1) -> float:
-        """Fraction of the step spent communicating or waiting (0 for a serial run)."""
-        b = self.breakdown(skip)
-        return (b["communication"] + b["waiting"]) / b["step"] if b["step"] > 0 else 0.0
-
-    def __repr__(self) -> str:
-        return (
-            f"DataParallelResult(backend={self.backend!r}, workers={self.workers}, "
-            f"steps={self.steps}, batch_size={self.batch_size}, "
-            f"time_per_step={self.time_per_step() * 1e3:.3g} ms, final_loss={self.loss[-1]:.4g})"
-        )
-
-
-# --------------------------------------------------------------------- serial
-def train_serial(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    batch_size: int,
-    steps: int | None = None,
-    epochs: int | None = None,
-    lr: float = 0.1,
-    seed: int = 0,
-    params: np.ndarray | None = None,
-    optimizer=None,
-    blas_threads: int | None = 1,
-    progress: bool | None = None,
-) -> DataParallelResult:
-    """Plain mini-batch SGD in this process: the reference for the parallel runs.
-
-    Parameters
-    ----------
-    model : MLP
-        The running example's layout.
-    x, y : numpy.ndarray
-        Inputs (n, features) and integer labels (n,).
-    batch_size : int
-        Global batch, 1 <= batch_size <= n.
-    steps, epochs : int, optional
-        Number of SGD steps, or of epochs (``ceil(n / batch_size)`` steps each; the last
-        batch of an epoch holds what is left, see
-        :func:`course_lib.parallel.partition.batch_schedule`). Default: one epoch.
-    lr : float
-        Learning rate, finite and > 0.
-    seed : int
-        Seeds the initial parameters (``model.init_params(seed)``) and the batches.
-    params : numpy.ndarray, optional
-        Start from these parameters (copied) instead.
-    optimizer : optimizer with ``step(params, grad)``, optional
-        An optimizer with state instead of plain SGD, e.g. ``course_lib.optim.SGD(0.1,
-        momentum=0.9)`` (``lr`` is then ignored). Every run uses a fresh copy of it: the
-        object passed is a template and keeps no state.
-    blas_threads : int or None
-        BLAS threads while training (None: the library's default, all cores). More
-        threads parallelise inside each matrix product: intra-operator parallelism.
-    progress : bool or None
-        Progress bar; None shows it in a notebook for runs longer than ~1.5 s.
-
-    Returns
-    -------
-    DataParallelResult
-        ``workers == 1``, ``backend == "serial"``; communication and waiting are 0.
-
-    Notes
-    -----
-    Like every worker, the calling process is set to keep freed memory for reuse
-    (:func:`course_lib.timing.keep_freed_memory`), so that serial and parallel runs pay
-    the same for their temporary arrays; otherwise glibc re-faults them every step.
-    """
-    t_call = time.perf_counter()
-    keep_freed_memory()
-    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, 1, blas_threads, None,
-                          optimizer=optimizer)
-    params = start_params(model, params, job.seed)
-    opt = job.new_optimizer()
-    grad = np.zeros_like(params)
-    losses, times = np.zeros(job.steps), np.zeros(job.steps)
-    bar = ProgressBar(job.steps, "serial", progress)
-    lr32 = model.dtype.type(job.lr)
-    with _blas(job.blas_threads):
-        for step, idx in enumerate(job.schedule()):
-            t0 = time.perf_counter()
-            loss, _ = model.loss_and_grad(params, x[idx], y[idx], reduction="mean", out=grad)
-            if opt is None:
-                grad *= lr32
-                params -= grad
-            else:
-                opt.step(params, grad)
-            times[step] = time.perf_counter() - t0
-            losses[step] = loss
-            bar.update(step + 1)
-            bar.tick()
-    bar.finish(ok=True)
-    zeros = np.zeros((job.steps, 1))
-    return DataParallelResult(
-        params=params, loss=losses, compute=times[:, None].copy(), communication=zeros,
-        waiting=zeros.copy(), step_time=times, workers=1, backend="serial",
-        batch_size=job.batch_size, blas_threads=job.blas_threads,
-        wall_time=time.perf_counter() - t_call,
-    )
-
-
-def train_simulated(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    workers: int,
-    batch_size: int,
-    steps: int | None = None,
-    epochs: int | None = None,
-    lr: float = 0.1,
-    seed: int = 0,
-    params: np.ndarray | None = None,
-    blas_threads: int | None = 1,
-) -> DataParallelResult:
-    """Data parallelism without processes: the exact arithmetic of ``workers`` workers.
-
-    Each step computes every shard's gradient sum (:func:`shard_bounds`) one after the
-    other, adds them in rank order and applies ``params -= (lr / B) * sum``, exactly as
-    every worker of :func:`train_data_parallel` does. Its parameters are therefore
-    bitwise equal to the parallel run's (same arguments as :func:`train_serial`, plus
-    ``workers``). Timings: ``compute`` is the per-shard gradient time.
-    """
-    t_call = time.perf_counter()
-    keep_freed_memory()
-    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas_threads, None)
-    params = start_params(model, params, job.seed)
-    grads = np.zeros((job.workers, params.size), dtype=params.dtype)
-    total, update = np.zeros_like(params), np.zeros_like(params)
-    losses = np.zeros(job.steps)
-    compute = np.zeros((job.steps, job.workers))
-    comm = np.zeros((job.steps, job.workers))
-    times = np.zeros(job.steps)
-    with _blas(job.blas_threads):
-        for step, idx in enumerate(job.schedule()):
-            t_step = time.perf_counter()
-            shard_losses = []
-            for r, (lo, hi) in enumerate(shard_bounds(idx.size, job.workers)):
-                t0 = time.perf_counter()
-                sub = idx[lo:hi]
-                loss, _ = model.loss_and_grad(params, x[sub], y[sub], reduction="sum", out=grads[r])
-                shard_losses.append(loss)
-                compute[step, r] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            sum_rows(grads, total)
-            comm[step, :] = time.perf_counter() - t0
-            job.update(params, total, idx.size, None, update)
-            losses[step] = math.fsum(shard_losses) / idx.size
-            times[step] = time.perf_counter() - t_step
-    return DataParallelResult(
-        params=params, loss=losses, compute=compute, communication=comm,
-        waiting=np.zeros_like(comm), step_time=times, workers=job.workers, backend="simulated",
-        batch_size=job.batch_size, blas_threads=job.blas_threads,
-        wall_time=time.perf_counter() - t_call,
-    )
-
-
 # ------------------------------------------------------------------- parallel
 def train_data_parallel(
     model: MLP,
@@ -337,7 +105,7 @@ def train_data_parallel(
     y: np.ndarray,
     *,
     workers: int,
-    batch_size: int,
+    batch_size: int = 32,
     steps: int | None = None,
     epochs: int | None = None,
     lr: float = 0.1,
@@ -351,13 +119,14 @@ def train_data_parallel(
     timeout: float = 60.0,
     progress: bool | None = None,
     fault: Fault | None = None,
-) -> DataParallelResult:
+) -> TrainResult:
     """Train with ``workers`` processes, each on its shard of every global batch.
 
     Parameters
     ----------
     model, x, y, batch_size, steps, epochs, lr, seed, params, optimizer
-        As in :func:`train_serial`; ``batch_size`` is the GLOBAL batch (>= workers).
+        As in :func:`course_lib.reference.train_serial`; ``batch_size`` is the GLOBAL
+        batch (>= workers).
         Every worker applies the same update with its own copy of ``optimizer``.
     zero_stage : {0, 1}
         1: ZeRO stage 1 (零冗余优化器, :mod:`course_lib.parallel.zero`, backend "shm"
@@ -387,7 +156,10 @@ def train_data_parallel(
 
     Returns
     -------
-    DataParallelResult
+    course_lib.models.TrainResult
+        ``backend`` as given; ``memory`` what each worker held (parameters, gradients,
+        optimizer states: ZeRO-1 keeps 1/N of the states); ``bytes_per_step`` one
+        worker's all-reduce payload.
 
     Raises
     ------
@@ -432,30 +204,31 @@ def train_data_parallel(
 
 
 def collect(results: list[dict], job: Job, backend: str, start_method: str | None,
-             t_call: float, t_wall: float) -> DataParallelResult:
-    """Assemble the workers' reports into a :class:`DataParallelResult`."""
+            t_call: float, t_wall: float) -> TrainResult:
+    """Assemble the workers' reports into a :class:`course_lib.models.TrainResult`."""
     timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
     shard_losses = np.stack([r["losses"] for r in results], axis=1)
     losses = np.array([math.fsum(row) for row in shard_losses]) / results[0]["samples"]
-    ready = max(r["ready"] for r in results)
-    return DataParallelResult(
+    memory = [r["memory"] for r in results]
+    return TrainResult(
         params=results[0]["params"],
         loss=losses,
+        step_time=timings[:, :, 3].max(axis=1),
         compute=timings[:, :, 0],
         waiting=timings[:, :, 1],
         communication=timings[:, :, 2],
-        step_time=timings[:, :, 3].max(axis=1),
-        workers=job.workers,
         backend=backend,
         batch_size=job.batch_size,
+        workers=job.workers,
+        memory=memory,
+        bytes_per_step=results[0]["bytes"],
+        replicas_in_sync=len({r["digest"] for r in results}) == 1,
         start_method=start_method,
         blas_threads=job.blas_threads,
-        startup_time=max(0.0, ready - t_wall),
+        startup_time=max(0.0, max(r["ready"] for r in results) - t_wall),
         wall_time=time.perf_counter() - t_call,
-        replicas_in_sync=len({r["digest"] for r in results}) == 1,
-        bytes_per_step=results[0]["bytes"],
-        extra={"worker_blas_threads": [r["blas_threads"] for r in results],
-               "worker_memory": [r["memory"] for r in results]},
+        # worker_memory: the old name of ``memory``, kept while notebook 05 reads it
+        extra={"worker_blas_threads": [r["blas_threads"] for r in results], "worker_memory": memory},
     )
 
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .pipeline import PipelineResult, train_pipeline
+from ..models import TrainResult
+from .pipeline import train_pipeline
 
 __all__ = ["train_hybrid"]
 
 
-def train_hybrid(model, x: np.ndarray, y: np.ndarray, *, data: int = 2, **kwargs) -> PipelineResult:
+def train_hybrid(model, x: np.ndarray, y: np.ndarray, *, data: int = 2, **kwargs) -> TrainResult:
     """Hybrid parallelism as processes: ``data`` replicas of an ``N_p``-stage pipeline.
 
     ``N_d * N_p`` processes; process ``replica * N_p + q`` is stage ``q`` of its replica.
@@ -31,7 +32,7 @@ def train_hybrid(model, x: np.ndarray, y: np.ndarray, *, data: int = 2, **kwargs
     --------
     >>> from course_lib.datasets import load_digits
     >>> from course_lib.models import MLP
-    >>> from course_lib.parallel.pipeline import train_microbatched
+    >>> from course_lib.reference import train_microbatched
     >>> d = load_digits("train")
     >>> model = MLP((64, 32, 32, 10))
     >>> res = train_hybrid(model, d.x, d.y, data=2, stages=2, micro_batches=2, steps=3)

@@ -19,9 +19,11 @@ bitwise those of ``recompute=False``; the result reports the measured cost
 :func:`recompute_overhead` compares two runs.
 
 :func:`train_microbatched`
-    The arithmetic of a pipeline in one process (the reference).
+    The arithmetic of a pipeline in one process (the reference,
+    :func:`course_lib.reference.train_microbatched`, importable from here too).
 :func:`train_pipeline`
-    ``N_p`` processes, one per stage; returns the measured :class:`Timeline`.
+    ``N_p`` processes, one per stage; its :class:`course_lib.models.TrainResult` holds the
+    measured :class:`course_lib.schedule.Timeline`.
 :func:`course_lib.parallel.hybrid.train_hybrid`
     ``N_d`` replicas of the pipeline (data x pipeline parallelism): ``train_pipeline(data=N_d)``.
 :func:`recompute_overhead`
@@ -39,7 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
-from ..models import sgd_step, softmax_cross_entropy
+from ..models import TrainResult, sgd_step, softmax_cross_entropy
+from ..reference import layer_outputs, train_microbatched
 from ..schedule import (
     StageOp,
     Timeline,
@@ -48,12 +51,12 @@ from ..schedule import (
     partition_layers,
     schedule_order,
 )
+from .job import check_flag, check_job, start_params
 from .launch import Launcher, StepClock
-from .partition import batch_schedule, batch_sizes, replica_rows, steps_per_epoch, sum_rows
+from .partition import batch_schedule, batch_sizes, replica_rows, sum_rows
 
 __all__ = [
     "PRELOAD",
-    "PipelineResult",
     "RecomputeOverhead",
     "recompute_overhead",
     "Stage",
@@ -61,91 +64,6 @@ __all__ = [
     "train_microbatched",
     "train_pipeline",
 ]
-
-
-@dataclass
-class PipelineResult:
-    """What :func:`train_pipeline`, :func:`train_hybrid` and :func:`train_microbatched` return."""
-
-    params: np.ndarray
-    """Final flat parameter buffer (of replica 0, in a hybrid run)."""
-    step_loss: list[float]
-    """Mean loss of every step's batch (computed by the last stage)."""
-    timeline: Timeline | None
-    """Measured timeline of every step (None for the serial reference)."""
-    boundaries: tuple[int, ...]
-    schedule: str
-    micro_batches: int
-    replicas: int = 1
-    """Data-parallel replicas ``N_d`` (1 for a plain pipeline)."""
-    replicas_in_sync: bool = True
-    """Whether every replica ended with bitwise the same parameters."""
-    serial_step_times: tuple[float, ...] | None = None
-    """Wall-clock seconds of every step of the serial reference (None for process runs)."""
-    recompute: bool = False
-    """Whether the run recomputed activations in the backward (``recompute=True``)."""
-    stored_activation_bytes: np.ndarray | None = None
-    """Peak bytes of activations each stage held for pending backward passes, shape
-    ``(N_d * N_p,)`` (row ``replica * N_p + q``, like the timeline's rows): measured by
-    the stage as the summed ``nbytes`` of the arrays it stashed, maximum over the run.
-    Without recomputation: the stage's input and every layer output of each micro-batch
-    in flight; with it: only the inputs. The one micro-batch whose activations a
-    backward re-materialises for a moment is not counted. The serial reference has one
-    row (the whole model, one micro-batch at a time)."""
-    recompute_time: np.ndarray | None = None
-    """Seconds each stage spent recomputing forwards inside its backwards, shape
-    ``(steps, replicas * stages)`` (serial reference: ``(steps, 1)``); part of the
-    backward times of the timeline. All zero when ``recompute`` is False."""
-    bytes_per_step: np.ndarray | None = None
-    """(steps,) bytes handed over between stages in each step, all stages and replicas:
-    every boundary's activations forward and their gradients backward (measured as the
-    ``nbytes`` each stage writes; None for the serial reference)."""
-
-    def bubble_per_step(self) -> np.ndarray:
-        """Measured idle share of every step."""
-        if self.timeline is None:
-            raise ValueError("the serial reference has no timeline")
-        return self.timeline.bubble_per_step()
-
-    def time_per_step(self, skip: int = 1) -> float:
-        """Median wall-clock time of a step, ignoring the first ``skip`` (warm-up) steps."""
-        times = self.step_times()
-        return float(np.median(times[skip:] if times.size > skip else times))
-
-    def step_times(self) -> np.ndarray:
-        """Wall-clock time of every step, seconds: first forward to last update.
-
-        For the serial reference (:func:`train_microbatched`), the time of each pass of
-        its loop (forwards, backwards and the update), measured with
-        :func:`time.perf_counter`.
-        """
-        if self.timeline is None:
-            if self.serial_step_times is None:
-                raise ValueError("this result has neither a timeline nor serial step times")
-            return np.array(self.serial_step_times)
-        out = []
-        for k in self.timeline.steps:
-            ops = [op for op in self.timeline.ops if op.step == k]
-            out.append(max(op.end for op in ops) - min(op.start for op in ops))
-        return np.array(out)
-
-    def stage_costs(self, skip_first: bool = True) -> tuple[np.ndarray, np.ndarray]:
-        """Median measured forward and backward time of one micro-batch on each stage.
-
-        Feed them to :func:`simulate_pipeline` to predict the measured timeline.
-        ``skip_first`` leaves out the first step (warm-up: page faults, caches).
-        """
-        if self.timeline is None:
-            raise ValueError("the serial reference has no timeline")
-        first = self.timeline.steps[0] if skip_first and len(self.timeline.steps) > 1 else None
-        n = self.timeline.n_stages
-        fwd, bwd = np.zeros(n), np.zeros(n)
-        for s in range(n):
-            for kind, out in (("F", fwd), ("B", bwd)):
-                d = [op.duration for op in self.timeline.ops
-                     if op.stage == s and op.kind == kind and op.step != first]
-                out[s] = float(np.median(d))
-        return fwd, bwd
 
 
 @dataclass(frozen=True)
@@ -173,7 +91,7 @@ class RecomputeOverhead:
                 f"saved {100 * self.memory_saved:.1f} % of activation memory")
 
 
-def _compute_seconds(result: PipelineResult) -> tuple[float, float]:
+def _compute_seconds(result: TrainResult) -> tuple[float, float]:
     """Forward + backward seconds of every stage and the recomputation seconds, warm-up step left out."""
     steps = result.timeline.steps
     skip = steps[0] if len(steps) > 1 else None
@@ -182,7 +100,7 @@ def _compute_seconds(result: PipelineResult) -> tuple[float, float]:
     return float(busy), float(redo.sum())
 
 
-def recompute_overhead(baseline: PipelineResult, recomputed: PipelineResult) -> RecomputeOverhead:
+def recompute_overhead(baseline: TrainResult, recomputed: TrainResult) -> RecomputeOverhead:
     """Measured cost and saving of activation recomputation, from two runs of one pipeline.
 
     Notebook section "06 · Memory: activation recomputation". The first step of each
@@ -190,9 +108,10 @@ def recompute_overhead(baseline: PipelineResult, recomputed: PipelineResult) -> 
 
     Parameters
     ----------
-    baseline : PipelineResult
-        A :func:`train_pipeline` (or :func:`train_hybrid`) run with ``recompute=False``.
-    recomputed : PipelineResult
+    baseline : course_lib.models.TrainResult
+        A :func:`train_pipeline` (or :func:`course_lib.parallel.hybrid.train_hybrid`) run
+        with ``recompute=False``.
+    recomputed : course_lib.models.TrainResult
         The same pipeline (boundaries, schedule, micro-batches, replicas) with
         ``recompute=True``.
 
@@ -224,7 +143,7 @@ def recompute_overhead(baseline: PipelineResult, recomputed: PipelineResult) -> 
     (0.5, True)
     """
     for name, res, flag in (("baseline", baseline, False), ("recomputed", recomputed, True)):
-        check_type(res, name, PipelineResult, "a PipelineResult")
+        check_type(res, name, TrainResult, "a course_lib.models.TrainResult")
         if res.timeline is None or res.recompute_time is None or res.stored_activation_bytes is None:
             raise ValueError(f"{name} must be a process run (train_pipeline), not the serial reference")
         if res.recompute != flag:
@@ -243,36 +162,6 @@ def recompute_overhead(baseline: PipelineResult, recomputed: PipelineResult) -> 
     return RecomputeOverhead(redo / busy_without, busy_with / busy_without - 1.0, float(saved))
 
 
-def _check_training_args(model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, replicas):
-    from ..models import MLP
-
-    if not isinstance(model, MLP):
-        raise TypeError(f"model must be a course_lib.models.MLP, got {type(model).__name__}")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
-    batch_size = check_int(batch_size, "batch_size", 1)
-    epochs = check_int(epochs, "epochs", 1)
-    steps = None if steps is None else check_int(steps, "steps", 1)
-    seed = check_int(seed, "seed", 0)
-    replicas = check_int(replicas, "data", 1, batch_size)
-    micro_batches = check_int(micro_batches, "micro_batches", 1, batch_size // replicas)
-    check_positive(lr, "lr")
-    if x.shape[0] == 0:
-        raise ValueError("x must hold at least one sample")
-    if steps is None:
-        steps = epochs * steps_per_epoch(x.shape[0], min(batch_size, x.shape[0]))
-    steps = check_int(steps, "steps", 1, _MAX_STEPS)
-    sizes = batch_sizes(x.shape[0], min(batch_size, x.shape[0]), steps)
-    short = int(sizes.min())
-    if short < replicas:
-        raise ValueError(
-            f"every batch needs at least data = {replicas} samples (one per replica); the last "
-            f"batch of an epoch has {short}: choose batch_size so that it divides the "
-            f"{x.shape[0]} samples better, or use steps"
-        )
-    return x, y, sizes, micro_batches, replicas
-
-
 def _resolve_boundaries(model, stages, boundaries) -> tuple[int, ...]:
     if boundaries is not None:
         b = check_boundaries(model, boundaries)
@@ -280,92 +169,6 @@ def _resolve_boundaries(model, stages, boundaries) -> tuple[int, ...]:
             raise ValueError(f"stages = {stages} does not match boundaries {b} ({len(b) - 1} stages)")
         return b
     return partition_layers(model, 2 if stages is None else stages)
-
-
-def train_microbatched(
-    model, x: np.ndarray, y: np.ndarray, *, micro_batches: int = 1, data: int = 1,
-    batch_size: int = 32, epochs: int = 1, steps: int | None = None, lr: float = 0.1,
-    seed: int = 0, params: np.ndarray | None = None, recompute: bool = False,
-) -> PipelineResult:
-    """Serial reference of the pipeline: the same arithmetic in one process.
-
-    Every step cuts its batch into ``data`` contiguous shards and each shard into the
-    same micro-batches as :func:`train_pipeline` / :func:`train_hybrid`, accumulates
-    each shard's gradients layer by layer in micro-batch order, adds the shard
-    gradients in shard order and takes one SGD step. With one BLAS thread its
-    parameters are bitwise equal to the parallel run's; with ``micro_batches=1`` and
-    ``data=1`` it is :func:`course_lib.models.train` (same batches, same initial
-    parameters). The result's ``step_times()`` are the measured seconds of every step:
-    the serial baseline for the parallel runs' ``step_times()``. ``recompute=True``
-    keeps only each micro-batch's input and re-runs the forward before the backward,
-    as :func:`train_pipeline` does (same parameters, bitwise; the time goes to
-    ``recompute_time``).
-
-    Examples
-    --------
-    >>> from course_lib.models import MLP, train
-    >>> from course_lib.datasets import load_digits
-    >>> d = load_digits("train")
-    >>> model = MLP((64, 32, 10))
-    >>> one = train_microbatched(model, d.x, d.y, micro_batches=1, epochs=1)
-    >>> bool(np.array_equal(one.params, train(model, d.x, d.y, epochs=1, batch_size=32).params))
-    True
-    >>> four = train_microbatched(model, d.x, d.y, micro_batches=4, epochs=1)
-    >>> bool(np.allclose(four.params, one.params, rtol=0, atol=1e-5))
-    True
-    """
-    x, y, sizes, micro_batches, data = _check_training_args(
-        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
-    )
-    plan = batch_schedule(x.shape[0], min(batch_size, x.shape[0]), seed, steps=sizes.size)
-    recompute = _check_flag(recompute, "recompute")
-    p = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
-    model._check_flat(p, "params")
-    grads = np.zeros((data, p.size), dtype=p.dtype)
-    total_grad = np.zeros_like(p)
-    losses, seconds, redo, peak = [], [], np.zeros((sizes.size, 1)), 0
-    for k, idx in enumerate(plan):
-        t0 = time.perf_counter()
-        grads.fill(0)
-        xb, yb = x[idx], y[idx]
-        scale = np.asarray(1.0 / idx.size, dtype=model.dtype)
-        total = 0.0
-        for d, rows in enumerate(replica_rows(idx.size, data, micro_batches)):
-            for r0, r1 in rows:
-                acts = _layer_outputs(model, p, 0, model.n_layers, xb[r0:r1])
-                stored = acts[:1] if recompute else acts
-                peak = max(peak, _nbytes(stored))
-                if recompute:  # the forward again, from the stored input, before the backward
-                    t1 = time.perf_counter()
-                    acts = _layer_outputs(model, p, 0, model.n_layers, stored[0])
-                    redo[k, 0] += time.perf_counter() - t1
-                loss, g = softmax_cross_entropy(acts[-1], yb[r0:r1], "sum")
-                g *= scale
-                total += loss
-                for i in reversed(range(model.n_layers)):
-                    g = model.layer_backward(p, i, acts[i], acts[i + 1], g, grads[d], need_input_grad=i > 0)
-        if data == 1:
-            sgd_step(p, grads[0], lr)
-        else:
-            sum_rows(grads, total_grad)
-            sgd_step(p, total_grad, lr)
-        losses.append(total / idx.size)
-        seconds.append(time.perf_counter() - t0)
-    return PipelineResult(p, losses, None, (0, model.n_layers), "serial", micro_batches, data,
-                          serial_step_times=tuple(seconds), recompute=recompute,
-                          stored_activation_bytes=np.array([peak], dtype=np.int64), recompute_time=redo)
-
-
-def _check_flag(value, name: str) -> bool:
-    return bool(check_type(value, name, (bool, np.bool_), "True or False"))
-
-
-def _layer_outputs(model, params: np.ndarray, lo: int, hi: int, a: np.ndarray) -> list[np.ndarray]:
-    """``[a, out(lo), ..., out(hi - 1)]``: the input and the output of every layer in ``[lo, hi)``."""
-    acts = [a]
-    for i in range(lo, hi):
-        acts.append(model.layer_forward(params, i, acts[-1]))
-    return acts
 
 
 def _nbytes(arrays) -> int:
@@ -402,7 +205,6 @@ class _StageJob:
         return batch_schedule(self.n_samples, self.batch_size, self.seed, steps=self.steps)
 
 
-_MAX_STEPS = 10**7  # the result holds every step's timings in memory
 _MSG = struct.Struct("<qq")  # (step, micro-batch) of a hand-over
 
 
@@ -486,7 +288,7 @@ class Stage:
         r0, r1 = rows
         a = self.x[idx[r0:r1]] if self.first else self.receive(self.recv_act, "activations", m, self.act_in[r0:r1])
         with self.clock.op("F", m):
-            acts = _layer_outputs(self.model, self.params, self.lo, self.hi, a)
+            acts = layer_outputs(self.model, self.params, self.lo, self.hi, a)
             self.stash[m] = acts[:1] if self.job.recompute else acts
         if not self.last:
             self.hand_over(self.send_act, self.act_out[r0:r1], acts[-1], m)
@@ -500,7 +302,7 @@ class Stage:
             acts = self.stash.pop(m)
             if self.job.recompute:  # the forward again, from the stored input: same operations
                 with self.clock("recompute"):
-                    acts = _layer_outputs(self.model, self.params, self.lo, self.hi, acts[0])
+                    acts = layer_outputs(self.model, self.params, self.lo, self.hi, acts[0])
             if self.last:
                 loss, g = softmax_cross_entropy(acts[-1], self.y[idx[r0:r1]], "sum")
                 g *= scale
@@ -539,7 +341,8 @@ def stage_worker(st: Stage, job: _StageJob, barrier, clock) -> None:
 
 def _stage_process(wctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
     """Entry point of a stage process: its clock, its :class:`Stage`, :func:`stage_worker`;
-    returns the recorded operations, the losses and the memory and recomputation figures."""
+    returns the recorded operations, the losses, and (peak stored activation bytes, bytes
+    handed over, recomputation seconds of every step, the time it was ready)."""
     from ..timing import blas_threads
 
     clock = StepClock(wctx, job.steps, job.fault, per_op=True)
@@ -550,7 +353,8 @@ def _stage_process(wctx, job: _StageJob, recv_act, send_act, recv_grad, send_gra
         peak = st.stash.peak_bytes
         del st
     zeros = np.zeros(job.steps)
-    memory = (peak, clock.timings.get("recompute", zeros), clock.counts.get("bytes", zeros).astype(np.int64))
+    memory = (peak, clock.counts.get("bytes", zeros).astype(np.int64), clock.timings.get("recompute", zeros),
+              clock.ready)
     return clock.ops, clock.counts.get("loss", zeros).tolist(), memory
 
 
@@ -567,8 +371,8 @@ def train_pipeline(
     micro_batches: int = 4,
     schedule: str = "gpipe",
     batch_size: int = 32,
-    epochs: int = 1,
     steps: int | None = None,
+    epochs: int | None = None,
     lr: float = 0.1,
     seed: int = 0,
     params: np.ndarray | None = None,
@@ -579,7 +383,7 @@ def train_pipeline(
     progress: bool | None = False,
     data: int = 1,
     recompute: bool = False,
-) -> PipelineResult:
+) -> TrainResult:
     """Train the running example with its layers split over ``N_p`` stage processes.
 
     Stage ``q`` owns layers ``boundaries[s] .. boundaries[s + 1] - 1`` and their slice
@@ -601,12 +405,13 @@ def train_pipeline(
     boundaries : sequence of int, optional
         An explicit split ``(0, b1, ..., n_layers)`` instead (e.g. an uneven one).
     micro_batches : int
-        ``M`` in [1, batch_size]; a smaller last batch uses ``min(M, its size)``.
+        ``M`` (per replica) in [1, batch_size // N_d]; a smaller last batch uses
+        ``min(M, its size)``.
     schedule : {"gpipe", "1f1b"}
-    batch_size, epochs, lr, seed, params
-        As in :func:`course_lib.models.train` (same batches, same initial parameters).
-    steps : int, optional
-        Stop after this many steps (epochs are drawn as needed).
+    batch_size, steps, epochs, lr, seed, params
+        As in :func:`course_lib.reference.train_serial` (same batches as
+        :func:`course_lib.models.train`, same initial parameters); ``steps`` or ``epochs``,
+        not both (neither: one epoch).
     start_method : {"fork", "forkserver", "spawn"}, optional
         Default: :func:`course_lib.parallel.workers.default_start_method`.
     timeout : float
@@ -636,9 +441,13 @@ def train_pipeline(
 
     Returns
     -------
-    PipelineResult
+    course_lib.models.TrainResult
+        ``backend="pipeline"``, the measured ``timeline``; ``compute`` (forwards,
+        backwards, updates), ``communication`` (a hybrid's all-reduces) and ``waiting``
+        (bubble and hand-overs) of every process, from the timeline; ``memory`` the peak
+        ``activations`` each stage stored; ``bytes_per_step`` every hand-over.
         Final parameters (of replica 0; ``replicas_in_sync`` says whether all agree
-        bitwise): equal to :func:`train_microbatched` bitwise (one BLAS thread)
+        bitwise): equal to :func:`course_lib.reference.train_microbatched` bitwise (one BLAS thread)
         and to :func:`course_lib.models.train` up to float32 rounding of the different
         summation order (a ReLU input within rounding distance of zero may flip, which
         changes that unit's gradient: then single parameters differ by more, ~1e-5 seen
@@ -660,38 +469,32 @@ def train_pipeline(
     >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), len(res.timeline.steps)
     (True, 5)
     """
-    from .workers import Fault, check_start_method
+    from .workers import check_start_method
 
-    x, y, sizes, micro_batches, data = _check_training_args(
-        model, x, y, batch_size, epochs, steps, lr, seed, micro_batches, data
-    )
+    t_call = time.perf_counter()
     bounds = _resolve_boundaries(model, stages, boundaries)
     n_stages = len(bounds) - 1
+    x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, data, blas_threads, fault,
+                          stages=n_stages, micro_batches=micro_batches)
+    data, micro_batches, world = job.workers, job.micro_batches, job.workers * n_stages
     check_schedule(schedule)
-    recompute = _check_flag(recompute, "recompute")
+    recompute = check_flag(recompute, "recompute")
     timeout = check_positive(timeout, "timeout")
-    if fault is not None:
-        if not isinstance(fault, Fault):
-            raise TypeError(f"fault must be a course_lib.parallel.workers.Fault or None, got {type(fault).__name__}")
-        check_int(fault.rank, "fault.rank", 0, data * n_stages - 1)
-    if blas_threads is not None:
-        blas_threads = check_int(blas_threads, "blas_threads", 1)
     method = check_start_method(start_method)
-    p0 = model.init_params(seed) if params is None else np.array(params, dtype=model.dtype)
-    model._check_flat(p0, "params")
+    p0 = start_params(model, params, job.seed)
+    sizes = batch_sizes(job.n_samples, job.batch_size, job.steps)
     ops_per_worker = sum(  # two sizes at most: every batch, and the last of an epoch
         2 * len(replica_rows(int(size), data, micro_batches)[-1]) * int(np.sum(sizes == size))
         for size in np.unique(sizes)
     )
-    world = data * n_stages
-
     ops_per_worker += sizes.size * (2 if data > 1 else 1)  # every step's update (and all-reduce)
+    t_wall = time.time()
     with Launcher(method) as launch:
         shared_params = launch.shared((data, p0.size), model.dtype, np.broadcast_to(p0, (data, p0.size)))
         shared_x, shared_y = launch.shared(x.shape, model.dtype, x), launch.shared(y.shape, np.int64, y)
         widths = [model.sizes[b] for b in bounds[1:-1]]
-        acts = [launch.shared((batch_size, w), model.dtype) for w in widths]
-        grads = [launch.shared((batch_size, w), model.dtype) for w in widths]
+        acts = [launch.shared((job.batch_size, w), model.dtype) for w in widths]
+        grads = [launch.shared((job.batch_size, w), model.dtype) for w in widths]
         reduce = launch.shared((2, data, p0.size), model.dtype) if data > 1 else None
         # per replica and boundary b: (recv, send) from stage b to b + 1, and back
         pipes_f = [[launch.pipe() for _ in widths] for _ in range(data)]
@@ -699,11 +502,11 @@ def train_pipeline(
         barriers = [launch.barrier(data) if data > 1 else None for _ in range(n_stages)]
         job = _StageJob(
             model=model, boundaries=bounds, replicas=data, schedule=schedule,
-            micro_batches=micro_batches, n_samples=x.shape[0], batch_size=min(batch_size, x.shape[0]),
-            seed=int(seed), steps=sizes.size, lr=float(lr), params=shared_params.spec,
+            micro_batches=micro_batches, n_samples=job.n_samples, batch_size=job.batch_size,
+            seed=job.seed, steps=job.steps, lr=job.lr, params=shared_params.spec,
             x=shared_x.spec, y=shared_y.spec, acts=tuple(a.spec for a in acts),
             grads=tuple(g.spec for g in grads), reduce=None if reduce is None else reduce.spec,
-            fault=fault, blas_threads=blas_threads, recompute=recompute,
+            fault=job.fault, blas_threads=job.blas_threads, recompute=recompute,
         )
         rank_args = []
         for d in range(data):
@@ -732,11 +535,31 @@ def train_pipeline(
     timeline = Timeline(shifted, n_stages, micro_batches, schedule, "measured", data)
     # the loss of a step: the sum of every replica's last stage, over the batch
     per_replica = np.array([results[d * n_stages + n_stages - 1][1] for d in range(data)])
-    losses = (per_replica.sum(axis=0) / sizes).tolist()
-    in_sync = all(np.array_equal(final[0], final[d]) for d in range(1, data))
-    stored = np.array([memory[0] for _, _, memory in results], dtype=np.int64)
-    redo = np.stack([memory[1] for _, _, memory in results], axis=1)
-    sent = np.sum([memory[2] for _, _, memory in results], axis=0)
-    return PipelineResult(final[0].copy(), losses, timeline, bounds, schedule, micro_batches, data, in_sync,
-                          recompute=recompute, stored_activation_bytes=stored, recompute_time=redo,
-                          bytes_per_step=sent)
+    step_time, compute, communication = _phases(timeline, job.steps)
+    return TrainResult(
+        params=final[0].copy(), loss=per_replica.sum(axis=0) / sizes, step_time=step_time, compute=compute,
+        communication=communication, waiting=np.maximum(step_time[:, None] - compute - communication, 0.0),
+        backend="pipeline", batch_size=job.batch_size, workers=world,
+        memory=[{"activations": int(memory[0])} for _, _, memory in results],
+        bytes_per_step=np.sum([memory[1] for _, _, memory in results], axis=0),
+        replicas_in_sync=all(np.array_equal(final[0], final[d]) for d in range(1, data)),
+        start_method=method, blas_threads=job.blas_threads,
+        startup_time=max(0.0, max(memory[3] for _, _, memory in results) - t_wall),
+        wall_time=time.perf_counter() - t_call, timeline=timeline, boundaries=bounds, schedule=schedule,
+        micro_batches=micro_batches, replicas=data, recompute=recompute,
+        recompute_time=np.stack([memory[2] for _, _, memory in results], axis=1),
+    )
+
+
+def _phases(timeline: Timeline, steps: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """From a measured timeline: every step's time (first forward to last update), and the
+    seconds each process (row ``replica * N_p + q``) spent computing (F, B, U) and in
+    all-reduces (A) in every step."""
+    rows = timeline.replicas * timeline.n_stages
+    first, last = np.full(steps, np.inf), np.full(steps, -np.inf)
+    compute, communication = np.zeros((steps, rows)), np.zeros((steps, rows))
+    for op in timeline.ops:
+        first[op.step], last[op.step] = min(first[op.step], op.start), max(last[op.step], op.end)
+        busy = communication if op.kind == "A" else compute
+        busy[op.step, op.replica * timeline.n_stages + op.stage] += op.duration
+    return last - first, compute, communication

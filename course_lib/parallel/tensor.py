@@ -28,7 +28,7 @@ parallelism", shows :func:`tensor_forward` and :func:`tensor_backward`.
 Examples
 --------
 >>> from course_lib.models import MLP
->>> from course_lib.parallel.data import train_serial
+>>> from course_lib.reference import train_serial
 >>> model = MLP((8, 10, 6, 3))            # one pair (layers 0, 1) and a replicated layer 2
 >>> rng = np.random.default_rng(0)
 >>> x = rng.random((40, 8), dtype=np.float32); y = rng.integers(0, 3, 40)
@@ -49,11 +49,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
-from ..models import MLP, softmax_cross_entropy
+from ..models import MLP, TrainResult, softmax_cross_entropy
 from ..timing import blas_threads as _blas
 from ..timing import current_blas_threads
 from .allreduce import ShmAllReduce
-from .data import DataParallelResult
 from .job import Job, check_job, start_params
 from .launch import Launcher, StepClock
 from .partition import shard_bounds
@@ -225,12 +224,12 @@ def tensor_backward(local, shards: list[LayerShard], acts: list[np.ndarray], dlo
 
 # ------------------------------------------------------------------ processes
 def train_tensor_parallel(
-    model: MLP, x: np.ndarray, y: np.ndarray, *, workers: int, batch_size: int,
+    model: MLP, x: np.ndarray, y: np.ndarray, *, workers: int, batch_size: int = 32,
     steps: int | None = None, epochs: int | None = None, lr: float = 0.1, seed: int = 0,
     params: np.ndarray | None = None, blas_threads: int | None = 1,
     start_method: str | None = None, timeout: float = 60.0, progress: bool | None = None,
     fault: Fault | None = None,
-) -> DataParallelResult:
+) -> TrainResult:
     """Train with every pair of layers split over ``workers`` processes (Megatron-style).
 
     Every worker sees the whole batch and holds only its blocks of the weights
@@ -247,10 +246,12 @@ def train_tensor_parallel(
 
     Returns
     -------
-    course_lib.parallel.data.DataParallelResult
-        ``backend="tensor"``; ``params`` flat, laid out as :func:`train_serial`'s (the
-        blocks gathered); ``communication`` and ``waiting`` are the time in the
-        activation all-reduces; ``bytes_per_step`` their payload bytes.
+    course_lib.models.TrainResult
+        ``backend="tensor"``; ``params`` flat, laid out as
+        :func:`course_lib.reference.train_serial`'s (the blocks gathered);
+        ``communication`` and ``waiting`` are the time in the activation all-reduces;
+        ``bytes_per_step`` their payload bytes; ``memory`` the bytes of each worker's
+        blocks and of their gradients.
 
     Raises
     ------
@@ -277,14 +278,14 @@ def train_tensor_parallel(
             progress=progress, progress_label="tensor parallel",
         )
     timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
-    return DataParallelResult(
-        params=gather_params(model, [r["blocks"] for r in results]),
-        loss=results[0]["losses"], compute=timings[:, :, 0], waiting=timings[:, :, 1],
-        communication=timings[:, :, 2], step_time=timings[:, :, 3].max(axis=1),
-        workers=job.workers, backend="tensor", batch_size=job.batch_size, start_method=start_method,
+    return TrainResult(
+        params=gather_params(model, [r["blocks"] for r in results]), loss=results[0]["losses"],
+        step_time=timings[:, :, 3].max(axis=1), compute=timings[:, :, 0], waiting=timings[:, :, 1],
+        communication=timings[:, :, 2], backend="tensor", batch_size=job.batch_size, workers=job.workers,
+        memory=[r["memory"] for r in results], bytes_per_step=results[0]["bytes"],
+        replicas_in_sync=len({r["digest"] for r in results}) == 1, start_method=start_method,
         blas_threads=job.blas_threads, startup_time=max(0.0, max(r["ready"] for r in results) - t_wall),
-        wall_time=time.perf_counter() - t_call, bytes_per_step=results[0]["bytes"],
-        replicas_in_sync=len({r["digest"] for r in results}) == 1,
+        wall_time=time.perf_counter() - t_call,
         extra={"worker_blas_threads": [r["blas_threads"] for r in results]},
     )
 
@@ -321,7 +322,9 @@ def _worker(wctx: WorkerContext, job: Job, specs, barrier) -> dict:
     same = [a for s, (w, b) in zip(shards, local, strict=True) if s.role != "column"
             for a in ((b,) if s.role == "row" else (w, b))]  # what every worker holds whole
     digest = hashlib.sha256(b"".join(a.tobytes() for a in same))
-    return {"timings": clock.phases("compute", "waiting", "communication", "step"),
+    held = sum(w.nbytes + b.nbytes for w, b in local)  # the loop's gradients: one array like each block
+    memory = {"parameters": held, "gradients": held, "optimizer_states": 0}
+    return {"timings": clock.phases("compute", "waiting", "communication", "step"), "memory": memory,
             "losses": clock.counts["loss"], "bytes": clock.counts.get("bytes", np.zeros(job.steps)).astype(int),
             "blocks": local, "ready": clock.ready, "digest": digest.hexdigest(), "blas_threads": blas}
 
