@@ -98,6 +98,16 @@ def test_measured_timeline_is_causal_and_complete(digits, no_leaks):
                     assert ops[("B", s, m)].start >= ops[("B", s + 1, m)].end
     bubbles = res.bubble_per_step()
     assert bubbles.shape == (6,) and np.all((bubbles >= 0) & (bubbles < 1))
+    # the result's times come from the same operations: a step from its first forward to its
+    # last update, a stage's compute its forwards, backwards and update, the rest waiting
+    for k in tl.steps:
+        ops = [o for o in tl.ops if o.step == k]
+        assert res.step_time[k] == max(o.end for o in ops) - min(o.start for o in ops)
+        for s in range(3):
+            assert res.compute[k, s] == pytest.approx(sum(o.duration for o in ops if o.stage == s), rel=1e-12)
+    assert res.compute.shape == res.waiting.shape == (6, 3) and np.all(res.communication == 0)
+    np.testing.assert_allclose(res.compute + res.waiting, np.repeat(res.step_time[:, None], 3, axis=1))
+    assert res.backend == "pipeline" and res.workers == 3 and res.breakdown()["step"] == res.time_per_step()
     f, b = res.stage_costs()
     assert f.shape == b.shape == (3,) and np.all(f > 0) and np.all(b > 0)
     # the simulator fed with the measured costs gives a valid prediction of the same kind
@@ -122,6 +132,12 @@ def test_hybrid_equals_serial(digits, data, stages, no_leaks):
     assert {o.replica for o in tl.ops} == set(range(data))
     kinds = {o.kind for o in tl.ops}
     assert kinds == {"F", "B", "A", "U"}
+    # every process's all-reduces are its communication; compute + communication + waiting = the step
+    assert res.workers == data * stages and res.communication.shape == (6, data * stages)
+    for o in (o for o in tl.ops if o.kind == "A" and o.step == 1):
+        assert res.communication[1, o.replica * stages + o.stage] == pytest.approx(o.duration, rel=1e-12)
+    np.testing.assert_allclose(res.compute + res.communication + res.waiting,
+                               np.repeat(res.step_time[:, None], data * stages, axis=1))
     # every replica's all-reduce of a step ends after the last backward of every replica
     for k in tl.steps:
         ops = [o for o in tl.ops if o.step == k]

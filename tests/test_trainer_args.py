@@ -125,3 +125,22 @@ def test_a_good_call_passes_the_check():
     """The arguments the bad values replace are good: the one-process references run with them."""
     assert _call("train_serial").steps == _call("train_microbatched").steps == 2
     assert _call("train_simulated").workers == 2
+
+
+def test_one_result_type_and_one_loss_history():
+    """Every one-process reference returns a TrainResult whose arrays have one row per step;
+    models.train's epoch_loss is the size-weighted mean of its step losses."""
+    from course_lib.models import TrainResult, train
+
+    runs = [_call("train_serial"), _call("train_simulated"), _call("train_microbatched"),
+            train(MODEL, X, Y, epochs=2, batch_size=10)]
+    for run in runs:
+        assert isinstance(run, TrainResult)
+        assert run.loss.shape == run.step_time.shape == (run.steps,)
+        assert run.compute.shape == run.communication.shape == run.waiting.shape == (run.steps, run.workers)
+    sizes = [10, 10, 4]  # 24 samples in batches of 10: the last batch of an epoch holds 4
+    trained = runs[-1]
+    assert trained.steps == 6 and len(trained.epoch_loss) == 2
+    for e in range(2):
+        losses = trained.loss[3 * e : 3 * e + 3]
+        assert trained.epoch_loss[e] == pytest.approx(np.dot(losses, sizes) / 24, rel=1e-12)
