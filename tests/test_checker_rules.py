@@ -14,16 +14,18 @@ import pytest
 from course_lib.comm import communication_crossover, data_parallel_efficiency
 from course_lib.datasets import lamb_scaling_table
 from course_lib.exercises import (
-    ch03,
-    ch04,
     ch05,
-    ch06,
     check,
     check_count,
+    large_batches,
+    memory as memory_ex,
+    operator_parallelism,
+    pipeline_parallelism,
     scaling_laws,
     serial_to_parallel,
     shown_tolerance,
     summary,
+    tensor_hybrid_parallelism,
 )
 from course_lib.parallel.speedup import ScalingMeasurement
 from course_lib.scaling import amdahl_limit, devices_needed, gustafson, karp_flatt
@@ -98,11 +100,11 @@ def _lamb_efficiency_from_the_s_column() -> float:
     [
         (scaling_laws.ex4_gustafson, (38.6, "38.6")),  # p = 0.8, N = 48
         (scaling_laws.ex5_lamb_efficiency, (0.857, 0.86, _lamb_efficiency_from_the_s_column())),
-        (ch03.ex4_scaled_lr, (2.4, "2.4")),
-        (ch03.ex5_iteration_efficiency, (0.792, 0.79)),
+        (large_batches.ex1_scaled_lr, (2.4, "2.4")),
+        (large_batches.ex3_iteration_efficiency, (0.792, 0.79)),
         (ch05.ex6_ring_allreduce_ms, (8.65, 8.6, 8.7)),
-        (ch06.ex_bubble, (0.25, "0.25", "25%")),
-        (ch06.ex_tensor_bytes, (3.145728, 3.146, 3.15)),
+        (pipeline_parallelism.ex_bubble, (0.25, "0.25", "25%")),
+        (tensor_hybrid_parallelism.ex_tensor_bytes, (3.145728, 3.146, 3.15)),
         (summary.ex3_gustafson_to_amdahl, (0.9965, 0.99654)),  # "give four decimals"
         (summary.ex5_weak_scaling_efficiency, (0.935, 0.9345)),
         (summary.ex7_1f1b_bubble, (5 / 29, 0.1724, 0.172)),
@@ -126,19 +128,20 @@ def test_true_false_yes_no_text_is_understood():
 
 
 def test_pairs_and_grids_typed_as_text_are_understood():
-    best = ch06._best_split()
-    d, p, n = best.data, best.pipeline, ch06.BEST_SPLIT["devices"]
+    ths = tensor_hybrid_parallelism
+    best = ths._best_split()
+    d, p, n = best.data, best.pipeline, ths.BEST_SPLIT["devices"]
     assert (d, p) == (2, 16) and d * p == n
     for text in (f"{d}x{p}", f"{d}×{p}", f"{d} x {p}", f"{d}X{p}", f"({d}, {p})", f"[{d}, {p}]",
                  f"{d},{p}", f"{d} by {p}"):
-        assert ch06.ex_best_split(text).correct, text
-    assert ch06.ex_best_split((d, p)).correct and ch06.ex_best_split([d, p]).correct
-    assert "Pure data parallelism" in ch06.ex_best_split(f"{n}x1").message
-    assert "only 25 layers" in ch06.ex_best_split(f"1x{n}").message  # 32 stages > 25 layers
-    assert not ch06.ex_best_split(f"{p}x{d}").correct
-    assert ch04.ex1_output_shape("(16, 128, 28, 28)").correct
-    assert ch04.ex1_output_shape("16x128x28x28").correct
-    assert "could not" not in ch06.ex_best_split(f"{d}x{p}x1").message  # three numbers: just wrong
+        assert ths.ex_best_split(text).correct, text
+    assert ths.ex_best_split((d, p)).correct and ths.ex_best_split([d, p]).correct
+    assert "Pure data parallelism" in ths.ex_best_split(f"{n}x1").message
+    assert "only 25 layers" in ths.ex_best_split(f"1x{n}").message  # 32 stages > 25 layers
+    assert not ths.ex_best_split(f"{p}x{d}").correct
+    assert operator_parallelism.ex1_gemm_sizes("(12544, 576, 128)").correct
+    assert operator_parallelism.ex1_gemm_sizes("12544x576x128").correct
+    assert "could not" not in ths.ex_best_split(f"{d}x{p}x1").message  # three numbers: just wrong
 
 
 def test_numbers_typed_as_text_are_understood():
@@ -152,7 +155,7 @@ def test_numbers_typed_as_text_are_understood():
     [
         (lambda: check(20, 0.2, name="share"), "0.2"),
         (lambda: check(53.27, 0.5327, name="efficiency"), "0.5327"),
-        (lambda: ch06.ex_bubble(25), "0.25"),
+        (lambda: pipeline_parallelism.ex_bubble(25), "0.25"),
         (lambda: scaling_laws.ex5_lamb_efficiency(85.67), "0.8567"),
         (lambda: summary.ex7_1f1b_bubble(17.24), "0.1724"),
         (lambda: summary.ex3_gustafson_to_amdahl(99.65), "0.9965"),
@@ -170,10 +173,10 @@ def test_percent_rule_only_where_a_fraction_is_asked():
 
 # ------------------------------------------------------- MB vs MiB
 def test_mib_for_mb_and_the_other_way_round_get_a_word_on_units():
-    right = ch06.TENSOR_BYTES["batch_size"] * 4 * 6144 / 1e6  # 3.145728 MB = 3 MiB
-    mib = ch06.ex_tensor_bytes(right * 1e6 / 2**20)
+    right = tensor_hybrid_parallelism.TENSOR_BYTES["batch_size"] * 4 * 6144 / 1e6  # 3.145728 MB = 3 MiB
+    mib = tensor_hybrid_parallelism.ex_tensor_bytes(right * 1e6 / 2**20)
     assert not mib.correct and "That is MiB; the question asks MB (10^6 bytes)" in mib.message
-    gib = ch05.ex7_zero_gb(31.6875e9 / 2**30)
+    gib = memory_ex.ex_zero_gb(31.6875e9 / 2**30)
     assert not gib.correct and "That is GiB; the question asks GB (10^9 bytes)" in gib.message
     mb = check(1.572864, 1.5, unit="MiB")
     assert not mb.correct and "That is MB; the question asks MiB (2^20 bytes)" in mb.message
@@ -206,8 +209,8 @@ def _ps_crossover():
 
 
 def _micro_batches():
-    s, t = ch06.MICRO_BATCHES["stages"], ch06.MICRO_BATCHES["target"]
-    return next(m for m in range(1, 1000) if bubble_fraction(s, m) <= t + 1e-12)
+    n_p, target = pipeline_parallelism.MICRO_BATCHES["stages"], pipeline_parallelism.MICRO_BATCHES["target"]
+    return next(m for m in range(1, 1000) if bubble_fraction(n_p, m) <= target + 1e-12)
 
 
 #: Every count exercise whose answer is the fewest that meet a condition: (checker,
@@ -217,7 +220,7 @@ ROUND_UP_COUNTS = [
                  lambda: devices_needed(scaling_laws.EX3_DEVICES["p"], scaling_laws.EX3_DEVICES["target"]),
                  "device", id="02-ex3"),
     pytest.param(ch05.ex4_ps_crossover, _ps_crossover, "device", id="05-ex4"),
-    pytest.param(ch06.ex_micro_batches, _micro_batches, "micro-batch", id="06-ex2"),
+    pytest.param(pipeline_parallelism.ex_micro_batches, _micro_batches, "micro-batch", id="09-ex2"),
     pytest.param(summary.ex2_devices_needed, lambda: devices_needed(0.97, 20), "device", id="11-ex2"),
 ]
 
@@ -240,12 +243,12 @@ def test_counts_are_whole_and_rounded_up(exercise, expected, noun):
 def test_the_reported_fractional_answers_are_rejected():
     assert scaling_laws.ex3_devices(28).message != scaling_laws.ex3_devices(28.5).message
     assert not ch05.ex4_ps_crossover(4.4).correct
-    assert not ch06.ex_micro_batches(48.5).correct and not ch06.ex_micro_batches(62.9).correct
+    assert not pipeline_parallelism.ex_micro_batches(48.5).correct and not pipeline_parallelism.ex_micro_batches(62.9).correct
 
 
 @pytest.mark.parametrize(
     ("exercise", "right", "fraction", "noun"),
-    [(ch04.ex5_critical_path, 18, 17.5, "step"), (ch05.ex1_shard_size, 12, 50 / 4, "sample")],
+    [(operator_parallelism.ex3_critical_path, 18, 17.5, "step"), (ch05.ex1_shard_size, 12, 50 / 4, "sample")],
 )
 def test_counts_that_are_not_rounded_up_are_whole_too(exercise, right, fraction, noun):
     assert exercise(right).correct and exercise(float(right)).correct
@@ -258,7 +261,7 @@ def test_counts_that_are_not_rounded_up_are_whole_too(exercise, right, fraction,
 def test_check_count_keeps_the_callers_known_mistakes():
     result = check_count(70, 63, noun="micro-batch", mistakes={70: "That is M + N_p - 1."})
     assert "M + N_p - 1" in result.message
-    assert "M + N_p - 1" in ch06.ex_micro_batches(70).message
+    assert "M + N_p - 1" in pipeline_parallelism.ex_micro_batches(70).message
     assert "ring all-reduce" in ch05.ex4_ps_crossover(
         communication_crossover(50e-3, ch05.RUNNING_EXAMPLE.n_params * 4, 10e9 / 8, 10e-6,
                                 algorithm="ring")).message
@@ -268,12 +271,12 @@ def test_check_count_keeps_the_callers_known_mistakes():
 def test_each_exercise_names_the_number_the_chapter_printed_for_other_givens():
     """An answer copied from the chapter's printout (the case the exercise used to ask) is
     told what it is, not just "not right"."""
-    assert "section 2's 3-layer cnn" in _lower(ch04.ex5_critical_path(8))
+    assert "section 2's 3-layer cnn" in _lower(operator_parallelism.ex3_critical_path(8))
     assert "16-chip run" in scaling_laws.ex5_lamb_efficiency(0.767).message
-    assert "16-chip run" in ch03.ex5_iteration_efficiency(0.766).message
+    assert "16-chip run" in large_batches.ex3_iteration_efficiency(0.766).message
     assert "float32" in ch05.ex6_ring_allreduce_ms(17.15).message
-    assert "law of one step" in ch03.ex6_which_law("Gustafson").message
-    assert ch03.ex6_which_law("Amdahl").correct and ch03.ex6_which_law(" amdahl ").correct
+    assert "law of one step" in large_batches.ex4_which_law("Gustafson").message
+    assert large_batches.ex4_which_law("Amdahl").correct and large_batches.ex4_which_law(" amdahl ").correct
     assert "one image" in serial_to_parallel.ex1_resnet50_gflops(8.178).message
     assert "multiply-accumulate" in serial_to_parallel.ex1_resnet50_gflops(32 * 4.089).message
 
@@ -348,20 +351,20 @@ def test_ring_allreduce_with_another_parameter_count_gets_a_word_on_the_count_no
 
 
 def test_zero_stage_2_over_31_gpus_is_not_the_answer_for_32():
-    from course_lib.exercises.ch05 import EX7_ZERO, ex7_zero_gb
+    from course_lib.exercises.memory import ZERO, ex_zero_gb
     from course_lib.memory import model_state_bytes
 
-    g = EX7_ZERO
+    g = ZERO
     right = model_state_bytes(g["n_params"], g["devices"], g["zero_stage"]).total / 1e9
     off_by_one = model_state_bytes(g["n_params"], g["devices"] - 1, g["zero_stage"]).total / 1e9
-    assert ex7_zero_gb(right).correct and ex7_zero_gb(round(right, 1)).correct
-    result = ex7_zero_gb(off_by_one)
+    assert ex_zero_gb(right).correct and ex_zero_gb(round(right, 1)).correct
+    result = ex_zero_gb(off_by_one)
     assert not result.correct and "31 GPUs" in result.message
 
 
 @pytest.mark.parametrize("answer", [(2, 16), (2, 16, 1), "2x16x1", "(2, 16, 1)", "2 x 16"])
 def test_best_grid_takes_the_tensor_degree_1_and_uses_the_course_notation(answer):
-    from course_lib.exercises.ch06 import _best_split, ex_best_split
+    from course_lib.exercises.tensor_hybrid_parallelism import _best_split, ex_best_split
 
     best = _best_split()
     assert (best.data, best.pipeline) == (2, 16)
@@ -372,24 +375,26 @@ def test_best_grid_takes_the_tensor_degree_1_and_uses_the_course_notation(answer
 
 @pytest.mark.parametrize(("name", "answer"), [
     ("ex3_ring_bytes", "{v} MB"), ("ex3_ring_bytes", "{kb} kB"), ("ex6_ring_allreduce_ms", "{v} ms"),
-    ("ex6_ring_allreduce_ms", "{s} s"), ("ex7_zero_gb", "{v} GB"), ("ex7_zero_gb", "{v}GB"),
-    ("ex7_zero_gb", "{comma}"), ("ex6_ring_allreduce_ms", "{comma} ms"),
+    ("ex6_ring_allreduce_ms", "{s} s"), ("ex_zero_gb", "{v} GB"), ("ex_zero_gb", "{v}GB"),
+    ("ex_zero_gb", "{comma}"), ("ex6_ring_allreduce_ms", "{comma} ms"),
 ])
 def test_answers_with_a_unit_or_a_decimal_comma_are_read_as_meant(name, answer):
     from course_lib.exercises import ch05
+    from course_lib.exercises import memory as memory_ex
     from course_lib.memory import model_state_bytes
 
-    g = ch05.EX7_ZERO
+    g = memory_ex.ZERO
     right = {  # in the checker's unit: GB, MB, ms
-        "ex7_zero_gb": model_state_bytes(g["n_params"], g["devices"], g["zero_stage"]).total / 1e9,
+        "ex_zero_gb": model_state_bytes(g["n_params"], g["devices"], g["zero_stage"]).total / 1e9,
         "ex3_ring_bytes": ch05.comm.ring_allreduce_time(ch05.RUNNING_EXAMPLE.n_params * 4, 8, 1.0, 0.0) / 1e6,
         "ex6_ring_allreduce_ms": ch05._ex6_expected(),
     }[name]
     text = answer.format(v=f"{right:.6g}", kb=f"{right * 1e3:.6g}", s=f"{right / 1e3:.6g}",
                          comma=f"{right:.6g}".replace(".", ","))
-    result = getattr(ch05, name)(text)
+    module = memory_ex if name == "ex_zero_gb" else ch05
+    result = getattr(module, name)(text)
     assert result.correct, (text, result.message)
-    assert "leave out the quotes" not in getattr(ch05, name)(text + " per step").message
+    assert "leave out the quotes" not in getattr(module, name)(text + " per step").message
 
 
 @pytest.mark.parametrize(("answer", "words"), [

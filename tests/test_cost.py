@@ -372,19 +372,12 @@ def test_measure_gemm_rate():
         measure_gemm_rate(8)
 
 
-# ------------------------------------------------------------------ chapter 03 exercises
-def test_ch03_exercises_accept_hand_answers_and_explain_mistakes():
-    from course_lib.exercises import ch03 as ex
+# ------------------------------------------------------------------ chapters 03 and 04 exercises
+def test_training_cost_exercises_accept_hand_answers_and_explain_mistakes():
+    from course_lib.exercises import training_cost as ex
 
     assert ex.ex1_training_flops(1.8e9 * 2 * 3)  # 1 MAC = 2 FLOPs, training = 3 x forward
     assert "MACs" in ex.ex1_training_flops(1.8e9 * 3).message
-    assert ex.EX4_SCALING == {"base_batch": 1024, "base_lr": 0.3, "batch": 8192}
-    assert ex.ex4_scaled_lr(0.3 * 8) and not ex.ex4_scaled_lr(0.3 * math.sqrt(8))
-    # the whole job: about 512M samples in every row, a fixed amount of work (the steps: Gustafson)
-    assert ex.ex6_which_law("Amdahl") and not ex.ex6_which_law("Gustafson")
-    # per iteration: 1284 min / 250k iterations on 64 chips; 101.2 min / 15.6k on 1,024
-    assert ex.EX5_ITERATION == {"devices": 1024, "baseline": 64}
-    assert ex.ex5_iteration_efficiency((1284 * 60 / 250_000) / (101.2 * 60 / 15_600))
     # 53 minutes: 6 x 340M x 4.26e10 FLOP / (0.3 x 131 TFLOP/s x 1472 x 3180 s)
     tokens = 900_000 * 256 * 128 + 100_000 * 256 * 512
     assert ex.ex3_efficiency_53min(6 * 340e6 * tokens / (0.3 * 131e12 * 1472 * 53 * 60))
@@ -392,8 +385,29 @@ def test_ch03_exercises_accept_hand_answers_and_explain_mistakes():
     hours = 90 * 1_281_167 * 6 * 4.089e9 / (0.3 * 125e12 * 32 * 0.8) / 3600
     assert ex.ex2_resnet_hours(hours)
     assert "device-hours" in ex.ex2_resnet_hours(32 * hours).message
-    for fn in (ex.ex1_training_flops, ex.ex2_resnet_hours, ex.ex3_efficiency_53min,
-               ex.ex4_scaled_lr, ex.ex5_iteration_efficiency, ex.ex6_which_law):
+    # one V100 SXM2: 6 x 340M x tokens / (0.3 x 125 TFLOP/s), in days; the peak rate is a named mistake
+    days = 6 * 340e6 * tokens / (0.3 * 125e12) / 86400
+    assert ex.ex4_v100_sxm2_days(days) and not ex.ex4_v100_sxm2_days(0.3 * days)
+    assert "sustained" in ex.ex4_v100_sxm2_days(0.3 * days).message
+    for fn in (ex.ex1_training_flops, ex.ex2_resnet_hours, ex.ex3_efficiency_53min, ex.ex4_v100_sxm2_days):
+        assert "not answered" in fn(None).message
+
+
+def test_large_batches_exercises_accept_hand_answers_and_explain_mistakes():
+    from course_lib.exercises import large_batches as ex
+
+    assert ex.EX1_SCALING == {"base_batch": 1024, "base_lr": 0.3, "batch": 8192}
+    assert ex.ex1_scaled_lr(0.3 * 8) and not ex.ex1_scaled_lr(0.3 * math.sqrt(8))
+    assert "square-root" in ex.ex1_scaled_lr(0.3 * math.sqrt(8)).message
+    # D(B) / D_min = 1 + B / B_crit = 1 + 16384 / 4096; the steps' ratio 1.25 is a named mistake
+    assert ex.EX2_SETUP == {"n_min": 2000, "b_crit": 4096, "batch": 16384}
+    assert ex.ex2_samples_at_large_batch(5) and "STEPS" in ex.ex2_samples_at_large_batch(1.25).message
+    # per iteration: 1284 min / 250k iterations on 64 chips; 101.2 min / 15.6k on 1,024
+    assert ex.EX3_ITERATION == {"devices": 1024, "baseline": 64}
+    assert ex.ex3_iteration_efficiency((1284 * 60 / 250_000) / (101.2 * 60 / 15_600))
+    # the whole job: about 512M samples in every row, a fixed amount of work (the steps: Gustafson)
+    assert ex.ex4_which_law("Amdahl") and not ex.ex4_which_law("Gustafson")
+    for fn in (ex.ex1_scaled_lr, ex.ex2_samples_at_large_batch, ex.ex3_iteration_efficiency, ex.ex4_which_law):
         assert "not answered" in fn(None).message
 
 

@@ -309,17 +309,29 @@ def _questions(name: str) -> dict[int, str]:
 
 def _stated_givens():
     """(notebook, exercise, phrases): each exercise given new givens states them as its
-    chapter module's constants say (notebook 11: tests/test_notebooks.py; 06 Ex6-7:
-    tests/test_exercises_ch06.py)."""
-    from course_lib.exercises import ch03, ch04, ch05, ch06, scaling_laws, serial_to_parallel
+    chapter module's constants say (notebook 11: tests/test_notebooks.py; 08 Ex3, 10 Ex2-3:
+    tests/test_exercises_memory_tensor.py)."""
+    from course_lib.exercises import (
+        ch05,
+        large_batches,
+        memory,
+        operator_algorithms,
+        operator_parallelism,
+        pipeline_parallelism,
+        scaling_laws,
+        serial_to_parallel,
+        tensor_hybrid_parallelism,
+        training_cost,
+    )
 
     b1 = serial_to_parallel.EX1_BATCH
     laws = scaling_laws
     l2, s2, d2, g2, e2 = laws.EX1_LIMIT, laws.EX2_SPEEDUP, laws.EX3_DEVICES, laws.EX4_GUSTAFSON, laws.EX5_LAMB
-    r3, k3, i3 = ch03.EX2_SETUP, ch03.EX4_SCALING, ch03.EX5_ITERATION
-    n_conv = sum(kind == "conv" for _, kind in ch04.DEEP_CNN_LAYERS)
+    r3, k3, i3 = training_cost.EX2_SETUP, large_batches.EX1_SCALING, large_batches.EX3_ITERATION
+    n_conv = sum(kind == "conv" for _, kind in operator_parallelism.DEEP_CNN_LAYERS)
+    l5, w6, u6 = operator_parallelism.LAYER, operator_algorithms.WINOGRAD_LAYER, operator_algorithms.UPDATE
     a5 = ch05.EX6_SETUP
-    b6, h6 = ch06.BUBBLE, ch06.BEST_SPLIT
+    b9, h10, z8 = pipeline_parallelism.BUBBLE, tensor_hybrid_parallelism.BEST_SPLIT, memory.ZERO
     return [
         ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
         ("02_scaling_laws.ipynb", 1, [f"spends {l2['serial']:.0%} of its serial run time"]),
@@ -332,21 +344,28 @@ def _stated_givens():
         ("03_training_cost.ipynb", 2, [r3["model"], f"for {r3['epochs']} epochs",
                                        f"on {r3['devices']} V100 SXM2 GPUs", f"utilisation of {r3['utilisation']:g}",
                                        f"efficiency of {r3['efficiency']:g}"]),
-        ("03_training_cost.ipynb", 4, [f"batch {k3['base_batch']:,} at learning rate {k3['base_lr']:g}",
+        ("04_large_batches.ipynb", 1, [f"batch {k3['base_batch']:,} at learning rate {k3['base_lr']:g}",
                                        f"for batch {k3['batch']:,}"]),
-        ("03_training_cost.ipynb", 5, [f"on {i3['devices']:,} chips compared with {i3['baseline']:,} chips",
+        ("04_large_batches.ipynb", 3, [f"on {i3['devices']:,} chips compared with {i3['baseline']:,} chips",
                                        f"$t_{{iter}}({i3['baseline']}) / t_{{iter}}({i3['devices']})$"]),
-        ("04_intra_operator_parallelism.ipynb", 5, [f"{n_conv} convolutions and a linear classifier",
-                                                    "`ex.DEEP_CNN_LAYERS`"]),
+        ("05_operator_parallelism.ipynb", 1, [f"batch {l5['batch']}", f"{l5['c_in']} input and {l5['c_out']} output channels",
+                                              f"a {l5['image']}×{l5['image']} image", f"a {l5['kernel']}×{l5['kernel']} kernel",
+                                              f"stride {l5['stride']}, padding {l5['padding']}"]),
+        ("06_operator_algorithms.ipynb", 1, [f"$C_i = {w6['c_in']}$ input and $C_o = {w6['c_out']}$ output"]),
+        ("06_operator_algorithms.ipynb", 3, [f"{u6['params'] / 1e6:g} million float{8 * u6['bytes_per_number']} parameters"]),
+        ("05_operator_parallelism.ipynb", 3, [f"{n_conv} convolutions and a linear classifier",
+                                              "`ex.DEEP_CNN_LAYERS`"]),
         ("05_data_parallelism.ipynb", 6, [f"{8 * a5['bytes_per_param']}-bit gradients",
                                           f"{a5['params'] / 1e6:g} million parameters",
                                           f"{a5['bytes_per_param']} bytes per parameter",
                                           f"the {a5['devices']} GPUs", f"{a5['bandwidth'] / 1e9:g} GB/s",
                                           f"{a5['latency'] * 1e6:g} µs"]),
-        ("06_model_parallelism.ipynb", 1, [f"$N_p = {b6['stages']}$", f"$M = {b6['micro_batches']}$"]),
-        ("06_model_parallelism.ipynb", 5, [f"on {h6['devices']} V100s", f"global batch {h6['batch_size']:,}",
-                                           f"latency {h6['latency'] * 1e6:g} µs",
-                                           f"$N_d \\times N_p = {h6['devices']}$"]),
+        ("08_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",
+                                f"**ZeRO stage {z8['zero_stage']}**"]),
+        ("09_pipeline_parallelism.ipynb", 1, [f"$N_p = {b9['stages']}$", f"$M = {b9['micro_batches']}$"]),
+        ("10_tensor_hybrid_parallelism.ipynb", 1, [f"on {h10['devices']} V100s", f"global batch {h10['batch_size']:,}",
+                                                   f"latency {h10['latency'] * 1e6:g} µs",
+                                                   f"$N_d \\times N_p = {h10['devices']}$"]),
     ]
 
 
