@@ -1,4 +1,4 @@
-r"""The critical batch size and the time to a target accuracy (chapter 03, section 6).
+r"""The critical batch size and the time to a target accuracy (chapter 04, section 3).
 
 Hardware efficiency grows with the batch size :math:`B` (samples per second); statistical
 efficiency falls beyond the **critical batch size** (临界批尺寸): the steps to a target stop

@@ -3,7 +3,7 @@
 Figures are built with the object-oriented API (``Figure`` + Agg canvas, never
 ``pyplot``), so they hold no global state, need no ``plt.close`` and can be tested
 without a display or widgets. One submodule per chapter (``plots.scaling``, ...;
-chapter 03 also has ``plots.largebatch``, the critical batch size); this module holds what
+chapter 04 has ``plots.largebatch``, the critical batch size); this module holds what
 they share: figure creation and rendering, the log axes (:func:`log2_axis` for counts in
 powers of two, :func:`plain_log_axis` for other amounts, :func:`time_axis` for durations in
 words) and :func:`dot_rows`, the dot plot used wherever values sit on a log axis.

@@ -1,5 +1,5 @@
-"""Figures of chapter 03 (training cost): levers, calculators, large batch; and the
-communication-efficiency figure of chapter 05 (the alpha-beta model of data parallelism).
+"""Figures of chapters 03 (training cost: levers, calculators) and 04 (the large-batch experiment); and
+the communication-efficiency figure of chapter 07 (the alpha-beta model of data parallelism).
 
 Pure functions: data in, :class:`matplotlib.figure.Figure` out. The calculator
 functions take plain numbers (slider values) and names (a model name, a ``device_id``:

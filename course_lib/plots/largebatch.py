@@ -1,4 +1,4 @@
-r"""Figure of chapter 03's critical batch size: steps, and time, to a target against the batch.
+r"""Figure of chapter 04's critical batch size: steps, and time, to a target against the batch.
 
 Left: the steps a run needs to reach a target loss at each batch size :math:`B` (measured,
 e.g. by :func:`course_lib.critical_batch.batch_size_sweep`), the fit of McCandlish et al.'s model
