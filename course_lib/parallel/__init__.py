@@ -15,7 +15,7 @@ a collective (:mod:`course_lib.comm`) and of memory (:mod:`course_lib.memory`).
 ``partition``          shards, micro-batches, chunks, batch schedules, row sums
 ``allreduce``          shared-memory, pipe and torch-gloo all-reduce, one interface
 ``speedup``            chapter 01's first experiment; strong and weak scaling (05)
-``data``               serial, simulated and data-parallel trainers
+``data``               the data-parallel trainer (its references: course_lib.reference)
 ``zero``               ZeRO stage 1: the optimizer state sharded over the workers
 ``tensor``             tensor parallelism: the Megatron split of pairs of layers
 ``pipeline``           layer-wise stages as processes (GPipe, 1F1B)
