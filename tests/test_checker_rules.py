@@ -14,9 +14,9 @@ import pytest
 from course_lib.comm import communication_crossover, data_parallel_efficiency
 from course_lib.datasets import lamb_scaling_table
 from course_lib.exercises import (
-    ch05,
     check,
     check_count,
+    data_parallelism,
     large_batches,
     memory as memory_ex,
     operator_parallelism,
@@ -40,7 +40,7 @@ def _lower(result) -> str:
 
 # ------------------------------------------------------- numbers at the precision shown
 def _scaling_table(speedup: float) -> str:
-    """The table notebook 05 prints for a 2-worker measurement with this speedup."""
+    """The table notebook 07 prints for a 2-worker measurement with this speedup."""
     m = ScalingMeasurement(
         workers=np.array([1, 2]), batch_size=1024, per_worker_batch=512, serial_strong=0.04,
         serial_weak=0.02, strong_time=np.array([0.04, 0.04 / speedup]), weak_time=np.array([0.02, 0.021]),
@@ -55,19 +55,19 @@ def test_karp_flatt_accepts_the_printed_value_and_the_one_from_the_printed_speed
     exact = karp_flatt(speedup, 2)
     table = _scaling_table(speedup)
     assert " 1.45 " in table and " 0.378 " in table  # what the learner reads
-    shown = ch05.EX2_SHOWN_DECIMALS
+    shown = data_parallelism.EX2_SHOWN_DECIMALS
     assert f"{speedup:.{shown['speedup']}f}" == "1.45" and f"{exact:.{shown['karp_flatt']}f}" == "0.378"
     from_shown = karp_flatt(1.45, 2)  # 0.37931
     for answer in (0.378, 0.3785, 0.37849, exact, 0.379, 0.3793, from_shown, round(from_shown, 4)):
-        assert ch05.ex2_karp_flatt(answer, speedup=speedup, workers=2).correct, answer
+        assert data_parallelism.ex2_karp_flatt(answer, speedup=speedup, workers=2).correct, answer
     for decimals in (3, 4, 6):
         for value in (exact, from_shown):
-            assert ch05.ex2_karp_flatt(round(value, decimals), speedup=speedup, workers=2).correct
-    by_rounded_s = ch05.ex2_karp_flatt(0.3793, speedup=speedup, workers=2)
+            assert data_parallelism.ex2_karp_flatt(round(value, decimals), speedup=speedup, workers=2).correct
+    by_rounded_s = data_parallelism.ex2_karp_flatt(0.3793, speedup=speedup, workers=2)
     assert "from S = 1.45 as printed" in by_rounded_s.message
     for wrong in (0.376, 0.381, 0.39, 0.5):
-        assert not ch05.ex2_karp_flatt(wrong, speedup=speedup, workers=2).correct, wrong
-    assert "1 - efficiency" in ch05.ex2_karp_flatt(1 - speedup / 2, speedup=speedup, workers=2).message
+        assert not data_parallelism.ex2_karp_flatt(wrong, speedup=speedup, workers=2).correct, wrong
+    assert "1 - efficiency" in data_parallelism.ex2_karp_flatt(1 - speedup / 2, speedup=speedup, workers=2).message
 
 
 def test_shown_tolerance_is_half_a_unit_of_the_last_digit():
@@ -102,7 +102,7 @@ def _lamb_efficiency_from_the_s_column() -> float:
         (scaling_laws.ex5_lamb_efficiency, (0.857, 0.86, _lamb_efficiency_from_the_s_column())),
         (large_batches.ex1_scaled_lr, (2.4, "2.4")),
         (large_batches.ex3_iteration_efficiency, (0.792, 0.79)),
-        (ch05.ex6_ring_allreduce_ms, (8.65, 8.6, 8.7)),
+        (data_parallelism.ex4_ring_allreduce_ms, (8.65, 8.6, 8.7)),
         (pipeline_parallelism.ex_bubble, (0.25, "0.25", "25%")),
         (tensor_hybrid_parallelism.ex_tensor_bytes, (3.145728, 3.146, 3.15)),
         (summary.ex3_gustafson_to_amdahl, (0.9965, 0.99654)),  # "give four decimals"
@@ -117,14 +117,14 @@ def test_right_answers_at_the_precisions_shown_are_accepted(exercise, answers):
 
 # ------------------------------------------------------- text read as meant
 def test_true_false_yes_no_text_is_understood():
-    assert ch05.ex5_mean_of_means(False).correct
+    assert data_parallelism.ex1_mean_of_means(False).correct
     for text in ("False", "false", " False ", "no", "No", "'False'"):
-        assert ch05.ex5_mean_of_means(text).correct, text
+        assert data_parallelism.ex1_mean_of_means(text).correct, text
     for text in ("True", "yes"):
-        wrong = ch05.ex5_mean_of_means(text)
+        wrong = data_parallelism.ex1_mean_of_means(text)
         assert not wrong.correct and "is not right" in wrong.message
     assert check("yes", True).correct and not check(1, True).correct  # a number is no yes/no
-    assert "Answer True or False" in ch05.ex5_mean_of_means("perhaps").message
+    assert "Answer True or False" in data_parallelism.ex1_mean_of_means("perhaps").message
 
 
 def test_pairs_and_grids_typed_as_text_are_understood():
@@ -194,7 +194,7 @@ def test_scaled_speedup_without_the_serial_part_gets_its_own_hint():
 
 
 def test_ring_time_without_the_latency_gets_its_own_hint():
-    no_latency = ch05.ex6_ring_allreduce_ms(8.5)  # 2 x 15/16 x 0.68 GB / 150 GB/s
+    no_latency = data_parallelism.ex4_ring_allreduce_ms(8.5)  # 2 x 15/16 x 0.68 GB / 150 GB/s
     assert not no_latency.correct and "latency left out" in _lower(no_latency)
     q = summary.Q5
     without = data_parallel_efficiency(q["compute_s"], q["devices"], q["nbytes"], q["bandwidth"], 0.0,
@@ -204,7 +204,7 @@ def test_ring_time_without_the_latency_gets_its_own_hint():
 
 # ------------------------------------------------------- counts: one rule everywhere
 def _ps_crossover():
-    nbytes = ch05.RUNNING_EXAMPLE.n_params * 4
+    nbytes = data_parallelism.RUNNING_EXAMPLE.n_params * 4
     return communication_crossover(50e-3, nbytes, 10e9 / 8, 10e-6, algorithm="ps")
 
 
@@ -219,7 +219,7 @@ ROUND_UP_COUNTS = [
     pytest.param(scaling_laws.ex3_devices,
                  lambda: devices_needed(scaling_laws.EX3_DEVICES["p"], scaling_laws.EX3_DEVICES["target"]),
                  "device", id="02-ex3"),
-    pytest.param(ch05.ex4_ps_crossover, _ps_crossover, "device", id="05-ex4"),
+    pytest.param(data_parallelism.ex3_ps_crossover, _ps_crossover, "device", id="07-ex3"),
     pytest.param(pipeline_parallelism.ex_micro_batches, _micro_batches, "micro-batch", id="09-ex2"),
     pytest.param(summary.ex2_devices_needed, lambda: devices_needed(0.97, 20), "device", id="11-ex2"),
 ]
@@ -230,7 +230,7 @@ def test_counts_are_whole_and_rounded_up(exercise, expected, noun):
     n = expected()
     for right in (n, float(n), str(n), np.int64(n)):
         assert exercise(right).correct, right
-    for fraction in (n - 0.5, n - 0.6, n + 0.4, n - 1 + 1e-3):  # 06 Ex2 accepted 48.5, 05 Ex4 4.4
+    for fraction in (n - 0.5, n - 0.6, n + 0.4, n - 1 + 1e-3):  # 06 Ex2 accepted 48.5, 05 Ex4 (now 07 Ex3) 4.4
         result = exercise(fraction)
         assert not result.correct, fraction
         assert (f"a {noun} count is a whole number; round up (a fraction of a {noun} does not exist)"
@@ -242,13 +242,13 @@ def test_counts_are_whole_and_rounded_up(exercise, expected, noun):
 
 def test_the_reported_fractional_answers_are_rejected():
     assert scaling_laws.ex3_devices(28).message != scaling_laws.ex3_devices(28.5).message
-    assert not ch05.ex4_ps_crossover(4.4).correct
+    assert not data_parallelism.ex3_ps_crossover(4.4).correct
     assert not pipeline_parallelism.ex_micro_batches(48.5).correct and not pipeline_parallelism.ex_micro_batches(62.9).correct
 
 
 @pytest.mark.parametrize(
     ("exercise", "right", "fraction", "noun"),
-    [(operator_parallelism.ex3_critical_path, 18, 17.5, "step"), (ch05.ex1_shard_size, 12, 50 / 4, "sample")],
+    [(operator_parallelism.ex3_critical_path, 18, 17.5, "step")],
 )
 def test_counts_that_are_not_rounded_up_are_whole_too(exercise, right, fraction, noun):
     assert exercise(right).correct and exercise(float(right)).correct
@@ -262,8 +262,8 @@ def test_check_count_keeps_the_callers_known_mistakes():
     result = check_count(70, 63, noun="micro-batch", mistakes={70: "That is M + N_p - 1."})
     assert "M + N_p - 1" in result.message
     assert "M + N_p - 1" in pipeline_parallelism.ex_micro_batches(70).message
-    assert "ring all-reduce" in ch05.ex4_ps_crossover(
-        communication_crossover(50e-3, ch05.RUNNING_EXAMPLE.n_params * 4, 10e9 / 8, 10e-6,
+    assert "ring all-reduce" in data_parallelism.ex3_ps_crossover(
+        communication_crossover(50e-3, data_parallelism.RUNNING_EXAMPLE.n_params * 4, 10e9 / 8, 10e-6,
                                 algorithm="ring")).message
 
 
@@ -274,7 +274,7 @@ def test_each_exercise_names_the_number_the_chapter_printed_for_other_givens():
     assert "section 2's 3-layer cnn" in _lower(operator_parallelism.ex3_critical_path(8))
     assert "16-chip run" in scaling_laws.ex5_lamb_efficiency(0.767).message
     assert "16-chip run" in large_batches.ex3_iteration_efficiency(0.766).message
-    assert "float32" in ch05.ex6_ring_allreduce_ms(17.15).message
+    assert "float32" in data_parallelism.ex4_ring_allreduce_ms(17.15).message
     assert "law of one step" in large_batches.ex4_which_law("Gustafson").message
     assert large_batches.ex4_which_law("Amdahl").correct and large_batches.ex4_which_law(" amdahl ").correct
     assert "one image" in serial_to_parallel.ex1_resnet50_gflops(8.178).message
@@ -317,7 +317,7 @@ def test_which_law_takes_the_name_in_any_usual_form(answer):
 
 
 def test_karp_flatt_of_the_pipes_accepts_e_from_the_printed_step_times_and_at_2_decimals():
-    from course_lib.exercises.ch05 import ex2_karp_flatt
+    from course_lib.exercises.data_parallelism import ex2_karp_flatt
     from course_lib.scaling import karp_flatt
 
     serial, pipes = 0.0201, 0.017249  # printed as 20.1 ms and 17.2 ms
@@ -335,18 +335,18 @@ def test_karp_flatt_of_the_pipes_accepts_e_from_the_printed_step_times_and_at_2_
 
 def test_ring_allreduce_with_another_parameter_count_gets_a_word_on_the_count_not_on_latency():
     from course_lib import comm
-    from course_lib.exercises.ch05 import EX6_SETUP, ex6_ring_allreduce_ms
+    from course_lib.exercises.data_parallelism import EX4_SETUP, ex4_ring_allreduce_ms
 
-    s = EX6_SETUP
+    s = EX4_SETUP
 
     def ring_ms(params, latency=s["latency"]):
         return 1e3 * comm.ring_allreduce_time(2 * params, s["devices"], s["bandwidth"], latency)
 
     assert s["params"] == 340e6
-    assert ex6_ring_allreduce_ms(ring_ms(340e6)).correct and ex6_ring_allreduce_ms("8.65 ms").correct
-    with_335 = ex6_ring_allreduce_ms(ring_ms(335e6))
+    assert ex4_ring_allreduce_ms(ring_ms(340e6)).correct and ex4_ring_allreduce_ms("8.65 ms").correct
+    with_335 = ex4_ring_allreduce_ms(ring_ms(335e6))
     assert not with_335.correct and "335 M parameters" in with_335.message and "Latency" not in with_335.message
-    no_latency = ex6_ring_allreduce_ms(ring_ms(340e6, latency=0.0))
+    no_latency = ex4_ring_allreduce_ms(ring_ms(340e6, latency=0.0))
     assert "Latency left out" in no_latency.message
 
 
@@ -374,24 +374,23 @@ def test_best_grid_takes_the_tensor_degree_1_and_uses_the_course_notation(answer
 
 
 @pytest.mark.parametrize(("name", "answer"), [
-    ("ex3_ring_bytes", "{v} MB"), ("ex3_ring_bytes", "{kb} kB"), ("ex6_ring_allreduce_ms", "{v} ms"),
-    ("ex6_ring_allreduce_ms", "{s} s"), ("ex_zero_gb", "{v} GB"), ("ex_zero_gb", "{v}GB"),
-    ("ex_zero_gb", "{comma}"), ("ex6_ring_allreduce_ms", "{comma} ms"),
+    ("ex_zero_gb", "{mb} MB"), ("ex_zero_gb", "{tb} TB"), ("ex4_ring_allreduce_ms", "{v} ms"),
+    ("ex4_ring_allreduce_ms", "{s} s"), ("ex_zero_gb", "{v} GB"), ("ex_zero_gb", "{v}GB"),
+    ("ex_zero_gb", "{comma}"), ("ex4_ring_allreduce_ms", "{comma} ms"),
 ])
 def test_answers_with_a_unit_or_a_decimal_comma_are_read_as_meant(name, answer):
-    from course_lib.exercises import ch05
+    from course_lib.exercises import data_parallelism
     from course_lib.exercises import memory as memory_ex
     from course_lib.memory import model_state_bytes
 
     g = memory_ex.ZERO
     right = {  # in the checker's unit: GB, MB, ms
         "ex_zero_gb": model_state_bytes(g["n_params"], g["devices"], g["zero_stage"]).total / 1e9,
-        "ex3_ring_bytes": ch05.comm.ring_allreduce_time(ch05.RUNNING_EXAMPLE.n_params * 4, 8, 1.0, 0.0) / 1e6,
-        "ex6_ring_allreduce_ms": ch05._ex6_expected(),
+        "ex4_ring_allreduce_ms": data_parallelism._ex4_expected(),
     }[name]
-    text = answer.format(v=f"{right:.6g}", kb=f"{right * 1e3:.6g}", s=f"{right / 1e3:.6g}",
+    text = answer.format(v=f"{right:.6g}", mb=f"{right * 1e3:.6g}", tb=f"{right / 1e3:.6g}", s=f"{right / 1e3:.6g}",
                          comma=f"{right:.6g}".replace(".", ","))
-    module = memory_ex if name == "ex_zero_gb" else ch05
+    module = memory_ex if name == "ex_zero_gb" else data_parallelism
     result = getattr(module, name)(text)
     assert result.correct, (text, result.message)
     assert "leave out the quotes" not in getattr(module, name)(text + " per step").message
@@ -401,9 +400,9 @@ def test_answers_with_a_unit_or_a_decimal_comma_are_read_as_meant(name, answer):
     ("5.7 MB", "is a size in bytes"), ("a lot", "does not start with a number"), ("3 parsecs", "unknown unit"),
 ])
 def test_text_that_is_no_number_gets_the_reason_not_leave_out_the_quotes(answer, words):
-    from course_lib.exercises.ch05 import ex6_ring_allreduce_ms
+    from course_lib.exercises.data_parallelism import ex4_ring_allreduce_ms
 
-    message = ex6_ring_allreduce_ms(answer).message
+    message = ex4_ring_allreduce_ms(answer).message
     assert words in message and "leave out the quotes" not in message
 
 

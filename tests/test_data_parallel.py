@@ -363,26 +363,22 @@ def test_comm_dominance_labels_sit_off_the_lines():
 
 # ---------------------------------------------------------------- exercises
 def test_exercise_checkers_accept_the_right_answers_only():
-    from course_lib.exercises import ch05 as ex
+    from course_lib.exercises import data_parallelism as ex
     from course_lib.scaling import karp_flatt
 
-    assert ex.ex1_shard_size(12).correct and not ex.ex1_shard_size(13).correct
     assert ex.ex2_karp_flatt(karp_flatt(1.6, 2), speedup=1.6, workers=2).correct
     assert not ex.ex2_karp_flatt(0.2, speedup=1.6, workers=2).correct
     assert not ex.ex2_karp_flatt(0.0, speedup=1.0, workers=1).correct  # one core: explained
     m = ex.RUNNING_EXAMPLE.n_params * 4
-    assert ex.ex3_ring_bytes(2 * 7 / 8 * m / 1e6).correct
-    assert not ex.ex3_ring_bytes(m / 1e6).correct
-    # hand solution of exercise 4: smallest N with 2 (N m / b + a) >= t_c / N
+    # hand solution of exercise 3: smallest N with 2 (N m / b + a) >= t_c / N
     b, a, tc = 10e9 / 8, 10e-6, 50e-3
     n = next(n for n in range(1, 1000) if 2 * (n * m / b + a) >= tc / n)
-    assert ex.ex4_ps_crossover(n).correct and not ex.ex4_ps_crossover(n + 1).correct
-    assert ex.ex5_mean_of_means(False).correct and not ex.ex5_mean_of_means(True).correct
-    # exercise 6, 16-bit gradients: 2 x 15/16 x 0.68 GB / 150 GB/s + 2 x 15 x 5 µs = 8.5 ms + 0.15 ms
-    assert ex.ex6_ring_allreduce_ms(2 * 15 / 16 * 0.68e9 / 150e9 * 1e3 + 0.15)
-    assert "reduce-scatter" in ex.ex6_ring_allreduce_ms(0.68e9 / 150e9 * 1e3).message
-    for check in (ex.ex1_shard_size, ex.ex3_ring_bytes, ex.ex4_ps_crossover, ex.ex5_mean_of_means,
-                  ex.ex6_ring_allreduce_ms):
+    assert ex.ex3_ps_crossover(n).correct and not ex.ex3_ps_crossover(n + 1).correct
+    assert ex.ex1_mean_of_means(False).correct and not ex.ex1_mean_of_means(True).correct
+    # exercise 4, 16-bit gradients: 2 x 15/16 x 0.68 GB / 150 GB/s + 2 x 15 x 5 µs = 8.5 ms + 0.15 ms
+    assert ex.ex4_ring_allreduce_ms(2 * 15 / 16 * 0.68e9 / 150e9 * 1e3 + 0.15)
+    assert "reduce-scatter" in ex.ex4_ring_allreduce_ms(0.68e9 / 150e9 * 1e3).message
+    for check in (ex.ex1_mean_of_means, ex.ex3_ps_crossover, ex.ex4_ring_allreduce_ms):
         assert "not answered" in check(None).message
 
 
@@ -404,14 +400,14 @@ def test_benchmark_runs_and_reports_targets(capsys):
 
 
 def test_zero_exercise_accepts_the_answer_and_names_the_stages():
-    from course_lib.exercises import ch05 as ex
+    from course_lib.exercises import memory as ex
     from course_lib.memory import model_state_bytes
 
-    g = ex.EX7_ZERO
+    g = ex.ZERO
     right = (2 + (2 + 12) / 32) * 13e9 / 1e9  # by hand: 31.6875 GB
-    assert ex.ex7_zero_gb(right).correct and abs(right - 31.6875) < 1e-12
+    assert ex.ex_zero_gb(right).correct and abs(right - 31.6875) < 1e-12
     assert model_state_bytes(g["n_params"], g["devices"], 2).total / 1e9 == right
-    assert "stage 0" in ex.ex7_zero_gb(208).message
-    assert "stage 1" in ex.ex7_zero_gb(56.875).message
-    assert "stage 3" in ex.ex7_zero_gb(6.5).message
-    assert not ex.ex7_zero_gb("thirty").correct
+    assert "stage 0" in ex.ex_zero_gb(208).message
+    assert "stage 1" in ex.ex_zero_gb(56.875).message
+    assert "stage 3" in ex.ex_zero_gb(6.5).message
+    assert not ex.ex_zero_gb("thirty").correct

@@ -312,7 +312,7 @@ def _stated_givens():
     chapter module's constants say (notebook 11: tests/test_notebooks.py; 08 Ex3, 10 Ex2-3:
     tests/test_exercises_memory_tensor.py)."""
     from course_lib.exercises import (
-        ch05,
+        data_parallelism,
         large_batches,
         memory,
         operator_algorithms,
@@ -322,6 +322,7 @@ def _stated_givens():
         serial_to_parallel,
         tensor_hybrid_parallelism,
         training_cost,
+        under_the_hood,
     )
 
     b1 = serial_to_parallel.EX1_BATCH
@@ -330,7 +331,7 @@ def _stated_givens():
     r3, k3, i3 = training_cost.EX2_SETUP, large_batches.EX1_SCALING, large_batches.EX3_ITERATION
     n_conv = sum(kind == "conv" for _, kind in operator_parallelism.DEEP_CNN_LAYERS)
     l5, w6, u6 = operator_parallelism.LAYER, operator_algorithms.WINOGRAD_LAYER, operator_algorithms.UPDATE
-    a5 = ch05.EX6_SETUP
+    p7, a7, shm12 = data_parallelism.EX3_PS, data_parallelism.EX4_SETUP, under_the_hood.EX2_SHM
     b9, h10, z8 = pipeline_parallelism.BUBBLE, tensor_hybrid_parallelism.BEST_SPLIT, memory.ZERO
     return [
         ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
@@ -355,11 +356,15 @@ def _stated_givens():
         ("06_operator_algorithms.ipynb", 3, [f"{u6['params'] / 1e6:g} million float{8 * u6['bytes_per_number']} parameters"]),
         ("05_operator_parallelism.ipynb", 3, [f"{n_conv} convolutions and a linear classifier",
                                               "`ex.DEEP_CNN_LAYERS`"]),
-        ("05_data_parallelism.ipynb", 6, [f"{8 * a5['bytes_per_param']}-bit gradients",
-                                          f"{a5['params'] / 1e6:g} million parameters",
-                                          f"{a5['bytes_per_param']} bytes per parameter",
-                                          f"the {a5['devices']} GPUs", f"{a5['bandwidth'] / 1e9:g} GB/s",
-                                          f"{a5['latency'] * 1e6:g} µs"]),
+        ("07_data_parallelism.ipynb", 3, [f"$t_c = {p7['compute_ms']:g}$ ms", f"{p7['bandwidth_gbit']:g} Gbit/s",
+                                          f"{p7['latency_us']:g} µs latency"]),
+        ("07_data_parallelism.ipynb", 4, [f"{8 * a7['bytes_per_param']}-bit gradients",
+                                          f"{a7['params'] / 1e6:g} million parameters",
+                                          f"{a7['bytes_per_param']} bytes per parameter",
+                                          f"the {a7['devices']} GPUs", f"{a7['bandwidth'] / 1e9:g} GB/s",
+                                          f"{a7['latency'] * 1e6:g} µs"]),
+        ("12_under_the_hood.ipynb", 2, [f"`{entry}`" for entry in shm12["listing"]]
+         + [", ".join(map(str, shm12["alive"][:-1])) + f" and {shm12['alive'][-1]}"]),
         ("08_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",
                                 f"**ZeRO stage {z8['zero_stage']}**"]),
         ("09_pipeline_parallelism.ipynb", 1, [f"$N_p = {b9['stages']}$", f"$M = {b9['micro_batches']}$"]),

@@ -158,7 +158,7 @@ def _run(fn, where, odd):
 
 def test_every_chapter_module_has_checkers():
     modules = {ident.split(".")[1] for ident, _ in CHECKERS}
-    assert {"serial_to_parallel", "scaling_laws", "training_cost", "large_batches", "operator_parallelism", "operator_algorithms", "ch05", "memory", "pipeline_parallelism", "tensor_hybrid_parallelism", "summary"} <= modules
+    assert {"serial_to_parallel", "scaling_laws", "training_cost", "large_batches", "operator_parallelism", "operator_algorithms", "data_parallelism", "memory", "pipeline_parallelism", "tensor_hybrid_parallelism", "summary", "under_the_hood"} <= modules
     assert {"exercises.check", "exercises.check_count"} <= {ident for ident, _ in CHECKERS}
     assert len(CHECKERS) >= 40
 
@@ -205,13 +205,13 @@ def test_huge_integer_answer_is_wrong_not_an_overflow():
 
 
 def test_quoted_answers_are_read_as_meant_or_get_a_hint_about_quotes():
-    from course_lib.exercises.ch05 import ex5_mean_of_means
+    from course_lib.exercises.data_parallelism import ex1_mean_of_means
     from course_lib.exercises.tensor_hybrid_parallelism import _best_split, ex_best_split
 
-    assert ex5_mean_of_means("False").correct and ex5_mean_of_means("no").correct
-    wrong = ex5_mean_of_means("True")
+    assert ex1_mean_of_means("False").correct and ex1_mean_of_means("no").correct
+    wrong = ex1_mean_of_means("True")
     assert not wrong.correct and "could not" not in wrong.message
-    assert "Answer True or False" in ex5_mean_of_means("perhaps").message
+    assert "Answer True or False" in ex1_mean_of_means("perhaps").message
     best = _best_split()
     assert ex_best_split(f"{best.data}x{best.pipeline}").correct
     # "leave out the quotes" only where it helps: an expression of numbers Python computes
@@ -222,7 +222,7 @@ def test_quoted_answers_are_read_as_meant_or_get_a_hint_about_quotes():
 
 
 def test_learner_measurement_that_cannot_be_used_gets_feedback():
-    from course_lib.exercises.ch05 import ex2_karp_flatt
+    from course_lib.exercises.data_parallelism import ex2_karp_flatt
     from course_lib.exercises.serial_to_parallel import ex5_measured_efficiency
 
     bad = ex5_measured_efficiency(0.8, "my measurement")

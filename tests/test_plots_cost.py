@@ -203,7 +203,7 @@ def test_comm_efficiency_figure_matches_the_model():
     np.testing.assert_allclose(y, comm.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6))
     x, y = _line(ax_e, "1 parameter server").get_data()
     np.testing.assert_allclose(y, comm.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, algorithm="ps"))
-    x, y = _line(ax_e, "binary tree").get_data()
+    x, y = _line(ax_e, "naive tree").get_data()
     np.testing.assert_allclose(y, comm.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, algorithm="tree"))
     x, y = _line(ax_e, "ring, weak").get_data()
     np.testing.assert_allclose(
@@ -215,9 +215,9 @@ def test_comm_efficiency_figure_matches_the_model():
 def test_comm_efficiency_labels_explain_each_algorithm_and_sit_off_the_curves():
     fig = comm_efficiency_figure(100.0, 400.0, 10.0, 5.0, 0.0, 16, n_max=256)
     labels = [line.get_label() for line in fig.axes[1].get_lines()]
-    assert "binary tree: 2⌈log₂N⌉ steps of all m bytes" in labels
+    assert "naive tree: 2⌈log₂N⌉ steps of all m bytes" in labels
     assert "ring all-reduce: 2(N − 1) steps of m/N bytes" in labels
-    assert "binary tree" in comm_efficiency_figure.__doc__ and "log_2" in comm_efficiency_figure.__doc__
+    assert "naive (not pipelined)" in comm_efficiency_figure.__doc__ and "log_2" in comm_efficiency_figure.__doc__
     _legends_off_the_plots(fig)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-MEASURING = ["01_serial_to_parallel", "04_intra_operator_parallelism", "05_data_parallelism"]
+MEASURING = ["01_serial_to_parallel", "05_operator_parallelism", "07_data_parallelism"]
 LEAST_SPEEDUP = 1.2
 
 
@@ -34,7 +34,7 @@ def _texts(stem: str) -> list[str]:
 
 def speedup_rows(text: str) -> list[tuple[int, float]]:
     """(N, speedup) of every row N >= 2 of a stored speedup table: chapter 01's (column
-    ``paired S``) and chapter 05's scaling table (columns ``S(N)`` and ``scaled S``)."""
+    ``paired S``) and chapter 07's scaling table (columns ``S(N)`` and ``scaled S``)."""
     lines = text.splitlines()
     rows = []
     for k, header in enumerate(lines):
@@ -65,12 +65,12 @@ ser     0.191       1.00      1.00        1.00
   1     0.197       0.97      1.01        1.01     19%         0.19
   2     0.105       1.82      1.80        0.90     28%         0.02
 Tser/T(N): the definition"""
-    ch05 = """  N  strong ms   S(N)  eff.  Karp-Flatt e  weak ms  scaled S  eff.
+    ch07 = """  N  strong ms   S(N)  eff.  Karp-Flatt e  weak ms  scaled S  eff.
   1       38.7   1.00  1.00             -     20.1      1.00  1.00
   2       41.3   0.94  0.47         1.127     41.3      0.97  0.49
 serial (1 BLAS thread): 38.8 ms"""
     assert speedup_rows(ch01) == [(2, 1.80)]
-    assert speedup_rows(ch05) == [(2, 0.94), (2, 0.97)]
+    assert speedup_rows(ch07) == [(2, 0.94), (2, 0.97)]
 
 
 @pytest.mark.parametrize("stem", MEASURING)

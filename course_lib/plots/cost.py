@@ -390,10 +390,10 @@ def comm_efficiency_figure(
 
     Left: the step time split into compute :math:`t_c / N` and the exposed ring
     all-reduce time, against :math:`N` (fixed global batch). Right: :math:`\eta(N)` for
-    ring all-reduce, binary tree and one parameter server (:mod:`course_lib.comm`) with
-    a fixed global batch (strong scaling), the chosen :math:`N` marked, and the ring
-    with a fixed per-device batch (weak scaling) for comparison. The binary tree reduces
-    to a root and broadcasts back: :math:`2\lceil\log_2 N\rceil` steps, each sending the
+    ring all-reduce, the naive binary tree and one parameter server (:mod:`course_lib.comm`)
+    with a fixed global batch (strong scaling), the chosen :math:`N` marked, and the ring
+    with a fixed per-device batch (weak scaling) for comparison. The naive (not pipelined)
+    binary tree reduces to a root and broadcasts back: :math:`2\lceil\log_2 N\rceil` steps, each sending the
     whole gradient, so it needs few messages (latency) but moves more bytes than the ring.
 
     Parameters
@@ -436,7 +436,7 @@ def comm_efficiency_figure(
     for name, color, style in (("ring", COLORS[0], "-"), ("tree", COLORS[2], "--"), ("ps", COLORS[1], ":")):
         eta = comm.data_parallel_efficiency(tc, possible, m, b, a, algorithm=name, overlap=overlap)
         label = {"ring": "ring all-reduce: 2(N − 1) steps of m/N bytes",
-                 "tree": "binary tree: 2⌈log₂N⌉ steps of all m bytes",
+                 "tree": "naive tree: 2⌈log₂N⌉ steps of all m bytes",
                  "ps": "1 parameter server: N·m bytes through its link"}[name]
         ax_e.plot(possible, eta, style, color=color, label=label)
     weak = comm.data_parallel_efficiency(tc, ns, m, b, a, overlap=overlap, scaling="weak")

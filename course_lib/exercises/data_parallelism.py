@@ -1,10 +1,10 @@
-"""Exercises of chapter 05 (data parallelism).
+"""Exercises of notebook 07 (data parallelism).
 
-Expected values come from :mod:`course_lib.parallel.data`, :mod:`course_lib.comm`,
-:mod:`course_lib.scaling`, :mod:`course_lib.cost` and the running example - never typed in.
-The givens of each exercise are module constants, so the notebook can print them. Exercise 2
-takes the learner's own measurement: the pipe backend's run of section 4, whose serial
-fraction the notebook does not print (section 3 prints e of the shared-memory runs).
+Expected values come from :mod:`course_lib.comm`, :mod:`course_lib.scaling`,
+:mod:`course_lib.cost` and the running example - never typed in. The givens of each
+exercise are module constants, so the notebook can print them. Exercise 2 takes the
+learner's own measurement: the pipe backend's run of section 4, whose serial fraction the
+notebook does not print (section 3 prints e of the shared-memory runs).
 """
 
 from __future__ import annotations
@@ -21,16 +21,13 @@ from . import Result, _fmt, _number, check, check_count, checker, shown_toleranc
 
 __all__ = [
     "EX2_SHOWN_DECIMALS",
-    "EX6_SETUP",
-    "EX7_ZERO",
+    "EX3_PS",
+    "EX4_SETUP",
     "RUNNING_EXAMPLE",
-    "ex1_shard_size",
+    "ex1_mean_of_means",
     "ex2_karp_flatt",
-    "ex3_ring_bytes",
-    "ex4_ps_crossover",
-    "ex5_mean_of_means",
-    "ex6_ring_allreduce_ms",
-    "ex7_zero_gb",
+    "ex3_ps_crossover",
+    "ex4_ring_allreduce_ms",
 ]
 
 #: The model of the measurements and the benchmark: MLP 784-1024-10, float32.
@@ -42,34 +39,40 @@ RUNNING_EXAMPLE = MLP((784, 1024, 10))
 #: one rounded to 2 decimals (0.72, or 72%).
 EX2_SHOWN_DECIMALS = {"speedup": 2, "karp_flatt": 3, "step_ms": 1, "answer": 2}
 
-# Parameters of exercise 4 (stated in the notebook's question).
-EX4_COMPUTE_MS = 50.0
-EX4_BANDWIDTH_GBIT = 10.0
-EX4_LATENCY_US = 10.0
+#: Exercise 3 (stated in the notebook's question): the global batch takes 50 ms on one device,
+#: 10 Gbit/s links, and the course's one network latency (``comm.NETWORK_LATENCY``, 10 µs).
+EX3_PS = {"compute_ms": 50.0, "bandwidth_gbit": 10.0, "latency_us": comm.NETWORK_LATENCY * 1e6}
 
-#: Exercise 6: BERT-Large's 340 million parameters (the BERT paper's count, ``BERT_LARGE.params``),
+#: Exercise 4: BERT-Large's 340 million parameters (the BERT paper's count, ``BERT_LARGE.params``),
 #: 16-bit gradients (mixed precision, 2 bytes per parameter), ring all-reduce over the 16 GPUs
-#: of one DGX-2H, 150 GB/s per direction (half of the V100's 300 GB/s NVLink total), 5 µs per
-#: message. (Section 5's figure starts from float32 gradients.)
-EX6_SETUP = {"params": BERT_LARGE.params, "bytes_per_param": 2, "devices": 16, "bandwidth": 150e9,
-             "latency": 5e-6}
+#: of one DGX-2H, 150 GB/s per direction (half of the V100's 300 GB/s NVLink total) and the
+#: course's one NVLink latency (``comm.NVLINK_LATENCY``, 5 µs per message). (Section 5's figure
+#: starts from float32 gradients.)
+EX4_SETUP = {"params": BERT_LARGE.params, "bytes_per_param": 2, "devices": 16, "bandwidth": 150e9,
+             "latency": comm.NVLINK_LATENCY}
 #: Parameter counts a learner may take for BERT-Large instead of the question's (checkpoints
 #: and model cards give 330 M to 350 M): their answers get a word on the count.
-_EX6_OTHER_COUNTS = (330e6, 335e6, 345e6, 350e6)
+_EX4_OTHER_COUNTS = (330e6, 335e6, 345e6, 350e6)
 
 
-def ex1_shard_size(answer) -> Result:
-    """Samples of the LAST worker when a global batch of 50 is split over 4 workers."""
-    lo, hi = shard_bounds(50, 4)[-1]
-    return check_count(
+def ex1_mean_of_means(answer) -> Result:
+    """True or False: with shards of 4, 3 and 3 samples, averaging the three shard MEAN
+    gradients gives the full-batch mean gradient."""
+    model = MLP((6, 5, 3))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((10, 6)).astype(np.float64)
+    y = rng.integers(0, 3, 10)
+    params = model.init_params(0).astype(np.float64)
+    model64 = MLP((6, 5, 3), dtype=np.float64)
+    _, full = model64.loss_and_grad(params, x, y)
+    means = [model64.loss_and_grad(params, x[lo:hi], y[lo:hi])[1] for lo, hi in shard_bounds(10, 3)]
+    expected = bool(np.allclose(np.mean(means, axis=0), full, rtol=1e-9, atol=1e-12))
+    return check(
         answer,
-        hi - lo,
-        name="samples of worker 3",
-        noun="sample",
-        round_up=False,
-        unit="samples",
-        hint="50 = 4 x 12 + 2: the first 50 % 4 workers get one sample more.",
-        mistakes={hi - lo + 1: "That is the size of the FIRST shards; the extra samples go to the first workers."},
+        expected,
+        name="mean of shard means == full-batch mean",
+        hint="the 4-sample shard's mean would count each of its samples 1/12, the others 1/9; "
+        "a sum over samples splits exactly, a mean over unequal shards does not.",
     )
 
 
@@ -139,31 +142,13 @@ def _karp_flatt_window(expected: float, workers: int, step_seconds, decimals: in
     return lo - rounding, hi + rounding
 
 
-def ex3_ring_bytes(answer) -> Result:
-    """Megabytes each of 8 workers sends in a ring all-reduce of the running example's
-    float32 gradients (MLP 784-1024-10)."""
-    nbytes = RUNNING_EXAMPLE.n_params * RUNNING_EXAMPLE.dtype.itemsize
-    # at 1 byte/s and no latency, the ring's time in seconds IS the bytes per link
-    sent = comm.ring_allreduce_time(nbytes, 8, bandwidth=1.0, latency=0.0)
-    return check(
-        answer,
-        sent / 1e6,
-        rtol=1e-3,
-        name="bytes sent per worker",
-        unit="MB",
-        hint="reduce-scatter and all-gather each take N-1 steps of one chunk of m/N bytes: "
-        "2 (N-1)/N x m, with m = 4 bytes x parameters.",
-        mistakes={nbytes / 1e6: "That is the gradient itself; each chunk travels in both phases.",
-                  7 * nbytes / 1e6: "That is a naive all-to-all; the ring sends chunks, not whole gradients."},
-    )
-
-
-def ex4_ps_crossover(answer) -> Result:
+def ex3_ps_crossover(answer) -> Result:
     """Fewest devices at which ONE parameter server exchanges at least as long as the
-    devices compute (t_c = 50 ms for the global batch on one device, 10 Gbit/s links,
-    10 µs latency, the running example's gradients)."""
+    devices compute (``EX3_PS``: t_c = 50 ms for the global batch on one device, 10 Gbit/s
+    links, 10 µs latency; the running example's gradients)."""
     nbytes = RUNNING_EXAMPLE.n_params * RUNNING_EXAMPLE.dtype.itemsize
-    args = (EX4_COMPUTE_MS * 1e-3, nbytes, EX4_BANDWIDTH_GBIT * 1e9 / 8, EX4_LATENCY_US * 1e-6)
+    g = EX3_PS
+    args = (g["compute_ms"] * 1e-3, nbytes, g["bandwidth_gbit"] * 1e9 / 8, g["latency_us"] * 1e-6)
     expected = communication_crossover(*args, algorithm="ps")
     ring = communication_crossover(*args, algorithm="ring")
     return check_count(
@@ -177,43 +162,22 @@ def ex4_ps_crossover(answer) -> Result:
     )
 
 
-def ex5_mean_of_means(answer) -> Result:
-    """True or False: with shards of 4, 3 and 3 samples, averaging the three shard MEAN
-    gradients gives the full-batch mean gradient."""
-    model = MLP((6, 5, 3))
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((10, 6)).astype(np.float64)
-    y = rng.integers(0, 3, 10)
-    params = model.init_params(0).astype(np.float64)
-    model64 = MLP((6, 5, 3), dtype=np.float64)
-    _, full = model64.loss_and_grad(params, x, y)
-    means = [model64.loss_and_grad(params, x[lo:hi], y[lo:hi])[1] for lo, hi in shard_bounds(10, 3)]
-    expected = bool(np.allclose(np.mean(means, axis=0), full, rtol=1e-9, atol=1e-12))
-    return check(
-        answer,
-        expected,
-        name="mean of shard means == full-batch mean",
-        hint="the 4-sample shard's mean would count each of its samples 1/12, the others 1/9; "
-        "a sum over samples splits exactly, a mean over unequal shards does not.",
-    )
-
-
-def _ex6_expected(latency: float | None = None, bytes_per_param: int | None = None,
+def _ex4_expected(latency: float | None = None, bytes_per_param: int | None = None,
                   params: float | None = None) -> float:
-    s = EX6_SETUP
+    s = EX4_SETUP
     nbytes = (bytes_per_param or s["bytes_per_param"]) * (params or s["params"])
     alpha = s["latency"] if latency is None else latency
     return 1e3 * comm.ring_allreduce_time(nbytes, s["devices"], s["bandwidth"], alpha)
 
 
-def ex6_ring_allreduce_ms(answer) -> Result:
-    """Milliseconds of a ring all-reduce of BERT-Large's 16-bit gradients (see ``EX6_SETUP``)."""
-    s = EX6_SETUP
-    expected = _ex6_expected()
+def ex4_ring_allreduce_ms(answer) -> Result:
+    """Milliseconds of a ring all-reduce of BERT-Large's 16-bit gradients (see ``EX4_SETUP``)."""
+    s = EX4_SETUP
+    expected = _ex4_expected()
     nbytes = s["bytes_per_param"] * s["params"]
-    counts = {_ex6_expected(params=p): f"That takes BERT-Large as {p / 1e6:g} M parameters; the question gives "
-              f"{s['params'] / 1e6:g} M (ex.EX6_SETUP['params']). The rest of your computation may be right."
-              for p in _EX6_OTHER_COUNTS}
+    counts = {_ex4_expected(params=p): f"That takes BERT-Large as {p / 1e6:g} M parameters; the question gives "
+              f"{s['params'] / 1e6:g} M (ex.EX4_SETUP['params']). The rest of your computation may be right."
+              for p in _EX4_OTHER_COUNTS}
     return check(
         answer,
         expected,
@@ -225,42 +189,11 @@ def ex6_ring_allreduce_ms(answer) -> Result:
         mistakes={
             1e3 * nbytes / s["bandwidth"]: "That sends the buffer once. A ring all-reduce is a "
             "reduce-scatter and an all-gather: 2 (N-1)/N x bytes / bandwidth.",
-            _ex6_expected() / 2: "That is half: a reduce-scatter only. Add the all-gather.",
-            _ex6_expected(latency=0.0): "Latency left out: each of the 2 (N-1) steps also "
+            _ex4_expected() / 2: "That is half: a reduce-scatter only. Add the all-gather.",
+            _ex4_expected(latency=0.0): "Latency left out: each of the 2 (N-1) steps also "
             f"waits {s['latency'] * 1e6:g} µs, 2 (N-1) x latency in all.",
-            _ex6_expected(bytes_per_param=4): f"That counts float32 gradients, 4 bytes per parameter; "
+            _ex4_expected(bytes_per_param=4): f"That counts float32 gradients, 4 bytes per parameter; "
             f"these are {8 * s['bytes_per_param']}-bit: {s['bytes_per_param']} bytes.",
             **counts,  # the nearest known mistake wins: 335 M with latency is not "latency left out"
         },
     )
-
-
-#: Exercise 7: a 13-billion-parameter model, mixed-precision Adam (2 + 2 + 12 bytes per
-#: parameter, the ZeRO paper's accounting), 32 data-parallel GPUs, ZeRO stage 2.
-EX7_ZERO = {"n_params": 13e9, "devices": 32, "zero_stage": 2}
-
-
-def ex7_zero_gb(answer) -> Result:
-    """GB (1e9 bytes) of model states per GPU for ``EX7_ZERO``."""
-    from ..memory import model_state_bytes
-
-    g = EX7_ZERO
-    per_stage = {k: model_state_bytes(g["n_params"], g["devices"], k).total / 1e9 for k in range(4)}
-    one_less = model_state_bytes(g["n_params"], g["devices"] - 1, g["zero_stage"]).total / 1e9
-    return check(
-        answer,
-        per_stage[g["zero_stage"]],
-        rtol=2e-3,  # 31.7 will do; the same sum over 31 GPUs (31.87) is 0.6% off
-        name="model states per GPU",
-        unit="GB",
-        hint="stage 2 keeps the 2-byte parameters whole and shards the 2-byte gradients and the "
-             "12 bytes of optimizer states over the 32 GPUs: (2 + (2 + 12) / 32) x 13e9 bytes.",
-        mistakes={
-            per_stage[0]: "That is plain data parallelism (stage 0): 16 bytes per parameter on every GPU.",
-            per_stage[1]: "That is stage 1: only the optimizer states are sharded; stage 2 shards the "
-                          "gradients too.",
-            per_stage[3]: "That is stage 3: it also shards the parameters.",
-            one_less: f"That shards over {g['devices'] - 1} GPUs; all {g['devices']} data-parallel GPUs hold a share.",
-        },
-    )
-
