@@ -500,7 +500,7 @@ def train_pipeline(
         pipes_f = [[launch.pipe() for _ in widths] for _ in range(data)]
         pipes_b = [[launch.pipe() for _ in widths] for _ in range(data)]
         barriers = [launch.barrier(data) if data > 1 else None for _ in range(n_stages)]
-        job = _StageJob(
+        stage_job = _StageJob(
             model=model, boundaries=bounds, replicas=data, schedule=schedule,
             micro_batches=micro_batches, n_samples=job.n_samples, batch_size=job.batch_size,
             seed=job.seed, steps=job.steps, lr=job.lr, params=shared_params.spec,
@@ -520,7 +520,7 @@ def train_pipeline(
                     barriers[s],
                 ))
         results = launch.run(
-            _stage_process, world, args=(job,), rank_args=rank_args, timeout=timeout, name="ddl-stage",
+            _stage_process, world, args=(stage_job,), rank_args=rank_args, timeout=timeout, name="ddl-stage",
             preload=PRELOAD, progress_total=ops_per_worker, progress_label="pipeline ops", progress=progress,
         )
         final = shared_params.array.copy()
