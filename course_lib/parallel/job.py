@@ -46,7 +46,9 @@ MAX_STEPS = 10**7
 
 @dataclass(frozen=True)
 class Job:
-    """Everything a data-parallel worker needs besides the shared arrays (small, picklable)."""
+    """A run's checked arguments: everything a data-parallel (ZeRO, tensor-parallel) worker
+    needs besides the shared arrays (small, picklable); a pipeline hands its stages their own
+    job built from it."""
 
     model: MLP
     n_samples: int
