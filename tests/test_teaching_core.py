@@ -29,16 +29,24 @@ MACHINERY = re.compile(
 
 
 def _displayed() -> list[tuple[str, str]]:
-    """(notebook, dotted target) of every getsource call in the notebooks' code."""
+    """(notebook, dotted target) of every getsource call in the notebooks' code, its name
+    resolved through the notebook's imports (parsed, so an import over several lines counts)."""
     found = []
     for path in NOTEBOOKS:
         cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
-        code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
-        imported = {}
-        for module, names in re.findall(r"from (course_lib[\w.]*) import ([\w, ()\n]+)", code):
-            for name in re.findall(r"\w+", names):
-                imported[name] = f"{module}.{name}"
-        for target in re.findall(r"getsource\(([\w.]+)\)", code):
+        imported, targets = {}, []
+        for cell in (c for c in cells if c["cell_type"] == "code"):
+            source = "\n".join(line for line in "".join(cell["source"]).splitlines()
+                               if not line.lstrip().startswith(("%", "!")))  # IPython magics
+            for node in ast.walk(ast.parse(source)):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "course_lib":
+                    imported.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+                elif isinstance(node, ast.Import):
+                    imported.update({a.asname: a.name for a in node.names if a.asname})
+                elif (isinstance(node, ast.Call) and node.args and getattr(node.func, "attr", None) == "getsource"
+                      and re.fullmatch(r"[\w.]+", target := ast.unparse(node.args[0]))):
+                    targets.append(target)
+        for target in targets:
             head, _, rest = target.partition(".")
             dotted = imported.get(head, f"course_lib.{head}") + (f".{rest}" if rest else "")
             found.append((path.stem, dotted))
