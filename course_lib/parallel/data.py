@@ -204,15 +204,24 @@ def train_data_parallel(
 
 
 def collect(results: list[dict], job: Job, backend: str, start_method: str | None,
-            t_call: float, t_wall: float) -> TrainResult:
-    """Assemble the workers' reports into a :class:`course_lib.models.TrainResult`."""
+            t_call: float, t_wall: float, *, params: np.ndarray | None = None,
+            loss: np.ndarray | None = None) -> TrainResult:
+    """Assemble the workers' reports into a :class:`course_lib.models.TrainResult`.
+
+    Every report holds ``timings`` (steps, 4: compute, waiting, communication, step),
+    ``bytes``, ``memory``, ``digest``, ``ready`` and ``blas_threads``. The parameters are
+    rank 0's ``params`` and the loss of a step the sum of the shards' ``losses`` over its
+    ``samples``, unless given (tensor parallelism gathers the parameters from the blocks,
+    and every worker computes the whole loss).
+    """
     timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
-    shard_losses = np.stack([r["losses"] for r in results], axis=1)
-    losses = np.array([math.fsum(row) for row in shard_losses]) / results[0]["samples"]
+    if loss is None:
+        shard_losses = np.stack([r["losses"] for r in results], axis=1)
+        loss = np.array([math.fsum(row) for row in shard_losses]) / results[0]["samples"]
     memory = [r["memory"] for r in results]
     return TrainResult(
-        params=results[0]["params"],
-        loss=losses,
+        params=results[0]["params"] if params is None else params,
+        loss=loss,
         step_time=timings[:, :, 3].max(axis=1),
         compute=timings[:, :, 0],
         waiting=timings[:, :, 1],

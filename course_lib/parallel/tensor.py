@@ -53,6 +53,7 @@ from ..models import MLP, TrainResult, softmax_cross_entropy
 from ..timing import blas_threads as _blas
 from ..timing import current_blas_threads
 from .allreduce import ShmAllReduce
+from .data import collect
 from .job import Job, check_job, start_params
 from .launch import Launcher, StepClock
 from .partition import shard_bounds
@@ -277,17 +278,8 @@ def train_tensor_parallel(
             timeout=timeout, name="ddl-tp", preload=PRELOAD, progress_total=2 * job.steps,
             progress=progress, progress_label="tensor parallel",
         )
-    timings = np.stack([r["timings"] for r in results], axis=1)  # (steps, workers, 4)
-    return TrainResult(
-        params=gather_params(model, [r["blocks"] for r in results]), loss=results[0]["losses"],
-        step_time=timings[:, :, 3].max(axis=1), compute=timings[:, :, 0], waiting=timings[:, :, 1],
-        communication=timings[:, :, 2], backend="tensor", batch_size=job.batch_size, workers=job.workers,
-        memory=[r["memory"] for r in results], bytes_per_step=results[0]["bytes"],
-        replicas_in_sync=len({r["digest"] for r in results}) == 1, start_method=start_method,
-        blas_threads=job.blas_threads, startup_time=max(0.0, max(r["ready"] for r in results) - t_wall),
-        wall_time=time.perf_counter() - t_call,
-        extra={"worker_blas_threads": [r["blas_threads"] for r in results]},
-    )
+    return collect(results, job, "tensor", start_method, t_call, t_wall, loss=np.asarray(results[0]["losses"]),
+                   params=gather_params(model, [r["blocks"] for r in results]))
 
 
 class _ActivationAllReduce:
