@@ -18,7 +18,6 @@ from course_lib.exercises import (
     check_count,
     data_parallelism,
     large_batches,
-    memory as memory_ex,
     operator_parallelism,
     pipeline_parallelism,
     scaling_laws,
@@ -27,6 +26,7 @@ from course_lib.exercises import (
     summary,
     tensor_hybrid_parallelism,
 )
+from course_lib.exercises import memory as memory_ex
 from course_lib.parallel.speedup import ScalingMeasurement
 from course_lib.scaling import amdahl_limit, devices_needed, gustafson, karp_flatt
 from course_lib.schedule import bubble_fraction

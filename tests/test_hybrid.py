@@ -135,25 +135,27 @@ def test_scheme_comparison_memory_approaches_n_for_big_models():
 
 
 # ------------------------------------------------------------------ exercises
-def test_chapter06_exercises_accept_the_answer_and_catch_known_mistakes():
-    from course_lib.exercises import ch06 as ex
+def test_model_parallel_exercises_accept_the_answer_and_catch_known_mistakes():
+    from course_lib.exercises import memory as mem_ex
+    from course_lib.exercises import pipeline_parallelism as pp_ex
+    from course_lib.exercises import tensor_hybrid_parallelism as ex
 
-    assert ex.ex_bubble(4 / 16).correct  # N_p = 5, M = 12: 4 idle slots of 16
-    assert not ex.ex_bubble(4 / 12).correct and "M + N_p - 1" in ex.ex_bubble(4 / 12).message
-    assert ex.ex_micro_batches(63).correct  # 7 / (M + 7) <= 0.1  <=>  M >= 63
-    assert not ex.ex_micro_batches(62).correct
-    assert ex.smallest_micro_batches(2, 0.5) == 1
+    assert pp_ex.ex_bubble(4 / 16).correct  # N_p = 5, M = 12: 4 idle slots of 16
+    assert not pp_ex.ex_bubble(4 / 12).correct and "M + N_p - 1" in pp_ex.ex_bubble(4 / 12).message
+    assert pp_ex.ex_micro_batches(63).correct  # 7 / (M + 7) <= 0.1  <=>  M >= 63
+    assert not pp_ex.ex_micro_batches(62).correct
+    assert pp_ex.smallest_micro_batches(2, 0.5) == 1
     with pytest.raises(ValueError, match="target"):
-        ex.smallest_micro_batches(2, 1.5)
-    model = MLP(ex.MEMORY["sizes"])
+        pp_ex.smallest_micro_batches(2, 1.5)
+    model = MLP(mem_ex.MEMORY["sizes"])
     bounds = mp.partition_layers(model, 4)
     largest = max(model.layer_range(lo, hi).stop - model.layer_range(lo, hi).start
                   for lo, hi in zip(bounds[:-1], bounds[1:]))
-    assert ex.ex_memory_per_device(largest * 8 / 1e6).correct
-    assert not ex.ex_memory_per_device(model.n_params * 8 / 4 / 1e6).correct
-    assert ex.ex_stash(16 / 4).correct
+    assert mem_ex.ex_memory_per_device(largest * 8 / 1e6).correct
+    assert not mem_ex.ex_memory_per_device(model.n_params * 8 / 4 / 1e6).correct
+    assert pp_ex.ex_stash(16 / 4).correct
     best = planner.best_config(
-        MLP(ex.BEST_SPLIT["sizes"]), 1024, 32, latency=1e-5, **planner.device_parameters()
+        MLP(ex.BEST_SPLIT["sizes"]), 1024, 32, latency=comm.NVLINK_LATENCY, **planner.device_parameters()
     )
     assert ex.ex_best_split((best.data, best.pipeline)).correct
     assert not ex.ex_best_split((32, 1)).correct

@@ -1,4 +1,5 @@
-"""Exercises 6 and 7 of chapter 06 (tensor parallelism, activation memory).
+"""Exercises of notebooks 10 (2 and 3: what a tensor split moves, the crossover batch) and 08
+(3: activations of the first stage).
 
 The expected values come from the library; these tests check them against the
 formulas by hand, that every known mistake gets its own explanation, and that the
@@ -11,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.exercises import ch06 as ex
+from course_lib.exercises import memory as mem_ex
+from course_lib.exercises import tensor_hybrid_parallelism as ex
 from course_lib.models import MLP
 
-NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "06_model_parallelism.ipynb"
+NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
-# ------------------------------------------------------------------ exercise 6
+# ------------------------------------------------------------------ notebook 10, exercise 2
 def test_tensor_bytes_accepts_the_hand_count():
     g = ex.TENSOR_BYTES
     s, batch = g["sizes"], g["batch_size"]
@@ -44,21 +46,21 @@ def test_tensor_bytes_names_the_usual_mistakes(wrong, phrase):
     assert not result.correct and phrase in result.message
 
 
-# ------------------------------------------------------------------ exercise 7
+# ------------------------------------------------------------------ notebook 08, exercise 3
 def _sbh_units(tensor):
-    g = ex.STAGE_ACTIVATIONS
+    g = mem_ex.STAGE_ACTIVATIONS
     a, s, h = g["heads"], g["seq_length"], g["hidden"]
     return 10 + 24 / tensor + 5 * a * s / (h * tensor)  # Korthikanti et al., section 4
 
 
 def test_stage_activations_accepts_the_hand_count():
-    g = ex.STAGE_ACTIVATIONS
+    g = mem_ex.STAGE_ACTIVATIONS
     sbh = g["seq_length"] * g["micro_batch"] * g["hidden"]
     held = min(g["pipeline"], g["micro_batches"])  # 1F1B: p micro-batches on the first stage
     by_hand = held * g["layers"] // g["pipeline"] * sbh * _sbh_units(g["tensor"]) / 1e9
     assert _sbh_units(g["tensor"]) == 23  # 10 + 24/8 + 10
-    assert ex.ex_stage_activations(by_hand).correct
-    assert ex.ex_stage_activations(round(by_hand, 1)).correct
+    assert mem_ex.ex_stage_activations(by_hand).correct
+    assert mem_ex.ex_stage_activations(round(by_hand, 1)).correct
 
 
 @pytest.mark.parametrize(
@@ -72,36 +74,53 @@ def test_stage_activations_accepts_the_hand_count():
     ],
 )
 def test_stage_activations_names_the_usual_mistakes(factor, phrase):
-    g = ex.STAGE_ACTIVATIONS
+    g = mem_ex.STAGE_ACTIVATIONS
     sbh = g["seq_length"] * g["micro_batch"] * g["hidden"]
     wrong = factor(g) * g["layers"] // g["pipeline"] * sbh / 1e9
-    result = ex.ex_stage_activations(wrong)
+    result = mem_ex.ex_stage_activations(wrong)
     assert not result.correct and phrase in result.message
 
 
-# ------------------------------------------------------------------ the notebook
-def _statements():
-    cells = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
+# ------------------------------------------------------------------ notebook 10, exercise 3
+def test_crossover_batch_by_hand():
+    s = ex.CROSSOVER["sizes"]
+    params = MLP(s).n_params
+    # pairs (0, 1) and (2, 3): forward the outputs of both pairs (widths s[2], s[4]), backward the
+    # input gradient of the second pair (width s[2]); layer 4 is replicated
+    per_sample = 4 * (s[2] + s[4] + s[2])
+    expected = -(-4 * params // per_sample)  # the fewest samples with B * per_sample >= 4 * params
+    assert (expected - 1) * per_sample < 4 * params <= expected * per_sample
+    assert ex.ex_crossover_batch(expected).correct
+    assert not ex.ex_crossover_batch(expected - 1).correct
+    assert "forward all-reduces only" in ex.ex_crossover_batch(-(-params // (s[2] + s[4]))).message
+
+
+# ------------------------------------------------------------------ the notebooks
+def _statements(name):
+    cells = json.loads((NOTEBOOKS / name).read_text(encoding="utf-8"))["cells"]
     out = {}
     for cell in cells:
         text = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        match = re.match(r"### Exercise (\d+):", text)
+        match = re.match(r"### Exercise (\d+):", text) or re.search(r"^### Exercise (\d+):", text, re.M)
         if match:
             out[int(match.group(1))] = text
     return out
 
 
-def test_notebook_states_the_givens_of_exercises_6_and_7():
-    questions = _statements()
-    t, a = ex.TENSOR_BYTES, ex.STAGE_ACTIVATIONS
+def test_notebooks_state_the_givens():
+    t, a, c = ex.TENSOR_BYTES, mem_ex.STAGE_ACTIVATIONS, ex.CROSSOVER
     expected = {
-        6: [f"MLP({t['sizes']})", f"batch of {t['batch_size']}", f"{t['workers']} workers"],
+        ("10_tensor_hybrid_parallelism.ipynb", 2): [f"MLP({t['sizes']})", f"batch of {t['batch_size']}",
+                                                    f"{t['workers']} workers"],
+        ("10_tensor_hybrid_parallelism.ipynb", 3): [f"MLP({c['sizes']})"],
         # in the course's notation (data/notation.csv): L, n_layers, N_t, N_p
-        7: [f"$L = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),
+        ("08_memory.ipynb", 3): [
+            f"$L = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),
             f"$a = {a['heads']}$", f"$n_{{\\text{{layers}}}} = {a['layers']}$", f"$b = {a['micro_batch']}$",
             f"$N_t = {a['tensor']}$", f"$N_p = {a['pipeline']}$", f"$M = {a['micro_batches']}$"],
     }
-    for number, phrases in expected.items():
-        assert number in questions, f"exercise {number} is missing"
+    for (name, number), phrases in expected.items():
+        questions = _statements(name)
+        assert number in questions, f"{name}: exercise {number} is missing"
         for phrase in phrases:
-            assert phrase in questions[number], f"exercise {number} should state {phrase!r}"
+            assert phrase in questions[number], f"{name} exercise {number} should state {phrase!r}"
