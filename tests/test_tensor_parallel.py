@@ -49,6 +49,10 @@ def test_parameters_equal_the_serial_run(workers, method):
     np.testing.assert_allclose(tp.loss, ref.loss, rtol=1e-5)
     assert tp.replicas_in_sync and tp.backend == "tensor" and tp.workers == workers
     assert tp.extra["worker_blas_threads"] == [1] * workers
+    # what the workers hold: every weight once, the row layers' biases (13 and 10) on every worker
+    held = [m["parameters"] for m in tp.memory]
+    assert sum(held) == 4 * (MODEL.n_params + (workers - 1) * (13 + 10))
+    assert all(m["gradients"] == m["parameters"] for m in tp.memory)
 
 
 def test_odd_layer_count_more_workers_than_units_and_a_short_last_batch():

@@ -53,18 +53,19 @@ def test_each_worker_keeps_its_chunk_of_the_optimizer_state():
     n = MODEL.n_params
     plain = train_data_parallel(MODEL, X, Y, workers=3, optimizer=OPT, start_method="fork", **KW)
     zero = train_data_parallel(MODEL, X, Y, workers=3, optimizer=OPT, zero_stage=1, start_method="fork", **KW)
-    assert [m["optimizer_states"] for m in plain.extra["worker_memory"]] == [4 * n] * 3
+    assert [m["optimizer_states"] for m in plain.memory] == [4 * n] * 3
     chunks = [(hi - lo) * 4 for lo, hi in chunk_bounds(n, 3)]
-    assert [m["optimizer_states"] for m in zero.extra["worker_memory"]] == chunks
+    assert [m["optimizer_states"] for m in zero.memory] == chunks
     assert sum(chunks) == 4 * n
-    assert all(m["parameters"] == m["gradients"] == 4 * n for m in zero.extra["worker_memory"])
+    assert all(m["parameters"] == m["gradients"] == 4 * n for m in zero.memory)
+    assert zero.extra["worker_memory"] is zero.memory  # the old name, while notebooks 07 and 08 read it
 
 
 def test_plain_sgd_has_no_state_to_shard():
     zero = train_data_parallel(MODEL, X, Y, workers=2, lr=0.1, zero_stage=1, start_method="fork", **KW)
     plain = train_data_parallel(MODEL, X, Y, workers=2, lr=0.1, start_method="fork", **KW)
     assert np.array_equal(zero.params, plain.params)
-    assert [m["optimizer_states"] for m in zero.extra["worker_memory"]] == [0, 0]
+    assert [m["optimizer_states"] for m in zero.memory] == [0, 0]
 
 
 def test_measured_state_bytes_counts_the_arrays():
