@@ -1,4 +1,4 @@
-"""The convolutional variant of the running example (chapter 04): :class:`CNN`.
+"""The convolutional variant of the running example (chapters 05-06): :class:`CNN`.
 
 Same conventions as :class:`course_lib.models.MLP` (one flat parameter buffer with named
 views, the same methods), so :func:`course_lib.models.train` trains it unchanged. Every

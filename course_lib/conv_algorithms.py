@@ -2,7 +2,7 @@
 
 For speed, not for reading, like :mod:`course_lib.conv_fast` and
 :mod:`course_lib.conv_winograd`: :mod:`course_lib.im2col` holds the idea. :func:`conv2d` and
-:func:`conv2d_backward` are the entry points (the course's CNN and chapter 04 call them):
+:func:`conv2d_backward` are the entry points (the course's CNN and chapters 05-06 call them):
 they check the arguments once and run an algorithm. Every algorithm computes what the
 readable module defines - ``weight @ im2col(x)`` per group, the loops of
 :func:`~course_lib.im2col.conv2d_direct` - up to rounding (the tests hold each against those).

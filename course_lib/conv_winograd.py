@@ -5,7 +5,7 @@ One of the algorithms :func:`course_lib.conv_algorithms.conv2d` chooses from
 :func:`course_lib.im2col.conv2d_direct`'s convolution, :func:`conv2d_winograd_backward`
 the gradients of :func:`course_lib.conv_algorithms.conv2d_backward`, up to rounding (the
 tests hold them against the plain loops, PyTorch and each other). Read
-:mod:`course_lib.im2col` for the idea of a convolution; chapter 04 shows
+:mod:`course_lib.im2col` for the idea of a convolution; chapter 06 shows
 :func:`winograd_matrices` at work.
 
 Winograd in brief: cut the output into m x m tiles, each computed from an (m + 2) x (m + 2)

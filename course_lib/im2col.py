@@ -6,7 +6,7 @@ becomes a column of a matrix, the kernels become the rows of another, and the
 convolution is their product, which a BLAS library runs on all cores with SIMD
 instructions - the intra-operator parallelism (算子内并行) of section 6.1.3.
 
-This module is the one to read (chapter 04 shows :func:`im2col` and :func:`col2im`): each
+This module is the one to read (chapter 05 shows :func:`im2col` and :func:`col2im`): each
 function is the idea in a few lines of numpy, and :func:`conv2d_direct` is the definition
 as plain loops. It also holds the sizes (:class:`ConvGeometry`, :func:`conv_output_shape`,
 :func:`gemm_sizes`) and the argument checks every convolution entry point makes once. The

@@ -8,7 +8,7 @@ at least :math:`\max(F / \text{peak},\ Q / \beta_{\text{mem}})` seconds on one d
 
 Left of the **ridge point** :math:`\text{peak} / \beta_{\text{mem}}` an operator is
 memory-bound, right of it compute-bound. (:math:`\beta` alone is the link bandwidth of
-chapter 05; the memory bandwidth is :math:`\beta_{\text{mem}}`.)
+chapter 07; the memory bandwidth is :math:`\beta_{\text{mem}}`.)
 
 Byte counts are the compulsory traffic: every operand read once and every result written
 once - a perfect cache inside an operator and none between operators. Real kernels move

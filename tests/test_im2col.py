@@ -447,32 +447,48 @@ def test_against_torch_on_a_benchmark_shape_in_float32():
     np.testing.assert_allclose(conv2d(x, w, None, 1, 1), ref, rtol=1e-4, atol=1e-4)
 
 
-# ------------------------------------------------------------------ chapter 04 exercises
-def test_chapter_04_exercises_accept_hand_derived_answers_and_explain_mistakes():
-    from course_lib.exercises import ch04 as ex
+# ------------------------------------------------------------ chapters 05 and 06 exercises
+def test_chapter_05_exercises_accept_hand_derived_answers_and_explain_mistakes():
+    from course_lib.exercises import operator_parallelism as ex
 
     assert ex.LAYER == dict(batch=16, c_in=64, c_out=128, image=56, kernel=3, stride=2, padding=1)
-    # H_out = (56 + 2 - 3) // 2 + 1 = 28; M = 16 * 28 * 28 = 12544; K = 64 * 9 = 576
-    assert ex.ex1_output_shape((16, 128, 28, 28)).correct
-    assert "stride" in ex.ex1_output_shape((16, 128, 56, 56)).message
-    assert "padding" in ex.ex1_output_shape((16, 128, 27, 27)).message
-    assert ex.ex2_im2col_size((12544, 576)).correct
-    assert "unfold" in ex.ex2_im2col_size((576, 12544)).message
-    assert ex.ex3_macs(12544 * 576 * 128).correct
-    assert "FLOP" in ex.ex3_macs(2 * 12544 * 576 * 128).message
-    assert ex.ex4_depthwise_macs(12544 * 9 * 64).correct
-    assert "dense" in ex.ex4_depthwise_macs(12544 * 576 * 64).message
+    # H_out = (56 + 2 - 3) // 2 + 1 = 28; M = 16 * 28 * 28 = 12544; K = 64 * 9 = 576; N = 128
+    assert ex.ex1_gemm_sizes((12544, 576, 128)).correct
+    assert "stride" in ex.ex1_gemm_sizes((16 * 56 * 56, 576, 128)).message
+    assert "padding" in ex.ex1_gemm_sizes((16 * 27 * 27, 576, 128)).message
+    assert "unfold" in ex.ex1_gemm_sizes((576, 12544, 128)).message
+    assert "INPUT channels" in ex.ex1_gemm_sizes((12544, 128 * 9, 128)).message
+    # 12544 x 576 float32 numbers = 28.901376 MB; without the stride 4x that; float64 2x
+    assert ex.ex2_im2col_megabytes(12544 * 576 * 4 / 1e6).correct and ex.ex2_im2col_megabytes("28.9 MB").correct
+    assert "stride" in ex.ex2_im2col_megabytes(4 * 28.901376).message
+    assert "float64" in ex.ex2_im2col_megabytes(2 * 28.901376).message
+    assert "MiB" in ex.ex2_im2col_megabytes(12544 * 576 * 4 / 2**20).message
     # 7 convolutions + fc: forward 8 + loss + 7 input gradients + dW and update of conv0 = 18
-    assert ex.ex5_critical_path(18).correct and not ex.ex5_critical_path(32).correct
-    assert not ex.ex5_critical_path(8).correct  # the running example's path (section 2)
-    assert "not answered" in ex.ex3_macs(None).message
+    assert ex.ex3_critical_path(18).correct and not ex.ex3_critical_path(32).correct
+    assert not ex.ex3_critical_path(8).correct  # the running example's path (section 2)
+    assert "not answered" in ex.ex2_im2col_megabytes(None).message
+
+
+def test_chapter_06_exercises_accept_hand_derived_answers_and_explain_mistakes():
+    from course_lib.exercises import operator_algorithms as ex
+
     # F(2x2,3x3): 16 products per channel pair for one 2x2 output tile, not 4 x 9 = 36
     assert ex.WINOGRAD_LAYER == dict(c_in=64, c_out=128)
-    assert ex.ex7_winograd_multiplications(16 * 64 * 128).correct
-    assert ex.ex7_winograd_multiplications("131,072").correct
-    assert "36 products per channel pair" in ex.ex7_winograd_multiplications(36 * 64 * 128).message
-    assert "one pair of channels" in ex.ex7_winograd_multiplications(16).message
-    assert "FLOPs" in ex.ex7_winograd_multiplications(2 * 16 * 64 * 128).message
+    assert ex.ex1_winograd_multiplications(16 * 64 * 128).correct
+    assert ex.ex1_winograd_multiplications("131,072").correct
+    assert "36 products per channel pair" in ex.ex1_winograd_multiplications(36 * 64 * 128).message
+    assert "one pair of channels" in ex.ex1_winograd_multiplications(16).message
+    assert "FLOPs" in ex.ex1_winograd_multiplications(2 * 16 * 64 * 128).message
+    # thin GEMM: 2 * 2048 * 16 * 2048 FLOPs on 4 * (2 * 2048 * 16 + 2048**2) bytes, x 800 GB/s
+    intensity = 2 * 2048 * 16 * 2048 / (4 * (2 * 2048 * 16 + 2048 * 2048))
+    assert ex.ex2_attainable_rate(intensity * 800e9 / 1e12).correct
+    assert "peak" in ex.ex2_attainable_rate(20).message
+    # SGD update of 250M float32 parameters: read w, g, write w = 12 bytes each, 3 GB / 800 GB/s
+    assert ex.UPDATE == dict(params=250_000_000, bytes_per_number=4)
+    assert ex.ex3_update_time(3.75).correct and ex.ex3_update_time("3.75 ms").correct
+    assert "memory-bound" in ex.ex3_update_time(2 * 250e6 / 20e12 * 1e3).message
+    assert "written back" in ex.ex3_update_time(2.5).message
+    assert "in s" in ex.ex3_update_time(3.75e-3).message
 
 
 def test_backward_without_the_input_gradient_gives_the_same_weight_gradients():

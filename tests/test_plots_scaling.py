@@ -139,6 +139,12 @@ def test_measured_speedup_more_series_and_no_fit():
         measured_speedup_figure([1, 2], [1, 2], more={"x": [1, 2, 3]})
 
 
+def test_a_slower_extra_series_stays_on_the_axes():
+    """A contended run once drew a GEMM at S = 0.52 below the axis (its limits saw conv2d only)."""
+    ax = measured_speedup_figure([1, 2], [1.0, 0.94], more={"GEMM": ([1, 2], [1.0, 0.52])}).axes[0]
+    assert ax.get_ylim()[0] < 0.52 and ax.get_ylim()[1] > 2
+
+
 def test_png_and_show():
     fig, ax = new_figure()
     ax.set_title("t")

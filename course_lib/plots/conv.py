@@ -1,4 +1,4 @@
-"""Figures of chapter 04 (intra-operator parallelism): data-flow graph, im2col, GEMM sizes, timings.
+"""Figures of chapter 05 (operator parallelism): data-flow graph, im2col, GEMM sizes, timings.
 
 :func:`dataflow_figure` draws the graph of :func:`course_lib.dataflow.training_graph` with
 the operators that could run at the same time (inter-operator parallelism) in the same
@@ -205,9 +205,9 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
 
     Top: the input feature maps (IFmaps, one colour per channel, pixels ``I0 ..``) and
     the filters (``F0 ..`` per input channel, one row of kernels per output channel).
-    Below: the IFmap matrix (M x K: one row per output pixel, one column per channel and
-    kernel tap) times the filter matrix (K x N: one column per output channel, drawn
-    tall between them) gives the output matrix (M x N). Row 0 of the IFmap matrix times
+    Below: the IFmap matrix (ℳ x 𝒦: one row per output pixel, one column per channel and
+    kernel tap) times the filter matrix (𝒦 x 𝒩: one column per output channel, drawn
+    tall between them) gives the output matrix (ℳ x 𝒩). Row 0 of the IFmap matrix times
     column 0 of the filter matrix is ``O0 = I0*F0 + I1*F1 + I3*F2 + I4*F3 + ...`` (framed).
     """
     c_in, size, kernel, c_out = (check_int(v, name) for v, name in (
@@ -218,7 +218,7 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
             f"1 <= c_out ({c_out}) <= 4"
         )
     index = np.arange(c_in * size * size).reshape(1, c_in, size, size)
-    ifmap_matrix = im2col(index, kernel)[0].T  # (M, K) as drawn in the chapter
+    ifmap_matrix = im2col(index, kernel)[0].T  # (ℳ, 𝒦) as drawn in the chapter
     m, k = ifmap_matrix.shape
     taps, pixels = kernel * kernel, size * size
     widths = (max(k + 0.4, c_in * (size + _GAP) - 0.4), c_out + 1.0,
@@ -267,8 +267,8 @@ def im2col_numbers_figure(x, weight, reference=None):
     -------
     matplotlib.figure.Figure
         Top: the IFmaps and the filters with their values, one colour per input channel.
-        Bottom: the IFmap matrix (M x K, made by :func:`course_lib.im2col.im2col`), the
-        filter matrix (K x N), their product, the output matrix (M x N), and the
+        Bottom: the IFmap matrix (ℳ x 𝒦, made by :func:`course_lib.im2col.im2col`), the
+        filter matrix (𝒦 x 𝒩), their product, the output matrix (ℳ x 𝒩), and the
         sliding-window result, one map per output channel. The title of the last panel
         says whether its values equal the product's columns (to 1e-9).
     """
@@ -288,9 +288,9 @@ def im2col_numbers_figure(x, weight, reference=None):
             f"too large or empty to draw: need 1 <= C_in ({c_in}) <= 6, 1 <= C_out ({c_out}) <= 4 "
             f"and 1 <= kernel ({kh}x{kw}) <= image ({size_h}x{size_w}) <= 6x6"
         )
-    ifmap_matrix = im2col(x, (kh, kw))[0].T  # M x K, as drawn in the chapter
-    filter_matrix = weight.reshape(c_out, -1).T  # K x N
-    product = ifmap_matrix @ filter_matrix  # M x N
+    ifmap_matrix = im2col(x, (kh, kw))[0].T  # ℳ x 𝒦, as drawn in the chapter
+    filter_matrix = weight.reshape(c_out, -1).T  # 𝒦 x 𝒩
+    product = ifmap_matrix @ filter_matrix  # ℳ x 𝒩
     m, k = ifmap_matrix.shape
     ho, wo = size_h - kh + 1, size_w - kw + 1
     if reference is None:
@@ -299,7 +299,7 @@ def im2col_numbers_figure(x, weight, reference=None):
     if reference.shape != (1, c_out, ho, wo):
         raise ValueError(f"reference must have the output shape {(1, c_out, ho, wo)}, got {reference.shape}")
     differ = int(np.sum(~np.isclose(reference[0].reshape(c_out, m).T, product, rtol=1e-9, atol=1e-9)))
-    channel_of_row = np.repeat(np.arange(c_in), kh * kw)  # input channel of each column of K
+    channel_of_row = np.repeat(np.arange(c_in), kh * kw)  # input channel of each column of 𝒦
 
     widths = (max(k + 0.4, c_in * (size_w + _GAP) - 0.4), c_out + 1.0, c_out + 1.0,
               max(c_out * (wo + _GAP) + 0.2, c_in * (kw + _GAP) + 0.7 - c_out))

@@ -253,7 +253,8 @@ def measured_speedup_figure(
     log2_axis(ax.xaxis, hi)
     log2_axis(ax.yaxis, s_hi)
     ax.set_xlim(1 / 1.15, hi * 1.15)
-    ax.set_ylim(min(1.0, float(s_arr.min())) / 1.15, s_hi * 1.15)
+    s_lo = float(min([1.0, s_arr.min(), *(y.min() for _, y in extra.values())]))  # every series shown
+    ax.set_ylim(s_lo / 1.15, s_hi * 1.15)
     fig.legend(loc="outside lower center", ncol=1)
     return fig
 
