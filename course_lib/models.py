@@ -7,6 +7,9 @@ a contiguous slice.
 
 Layer ``i`` computes ``z = a @ W_i + b_i`` with ``W_i`` of shape (fan_in, fan_out);
 hidden layers apply ReLU, the last layer feeds a softmax cross-entropy loss.
+
+:func:`train` is the serial training loop of the first chapters; :class:`TrainResult` is
+what it and every other trainer of the course return (one process or many).
 """
 
 from __future__ import annotations
