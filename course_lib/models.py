@@ -425,10 +425,11 @@ class TrainResult:
     """The columns of the ``(steps, workers)`` arrays: the processes (a pipeline: ``N_d * N_p``),
     the simulated workers of :func:`course_lib.reference.train_simulated`, else 1."""
     memory: list = field(default_factory=list)
-    """What each process held, in bytes, by rank, measured: ``parameters``, ``gradients``,
-    ``optimizer_states`` (:func:`course_lib.memory.measured_state_bytes`), for pipelines
-    ``activations`` (the peak of the activations a stage kept for its pending backward
-    passes). Empty when not measured (:func:`train`)."""
+    """What each process held, in bytes, by rank, measured. Data parallel, ZeRO, tensor
+    parallel and the one-process references: ``parameters``, ``gradients`` and
+    ``optimizer_states`` (:func:`course_lib.memory.measured_state_bytes`); pipeline stages:
+    ``activations``, the peak of the activations kept for pending backward passes (the
+    micro-batched reference: all four). Empty when not measured (:func:`train`)."""
     bytes_per_step: np.ndarray | None = None
     """(steps,) payload bytes moved in each step (one worker's all-reduce payload for data
     and tensor parallelism, every hand-over between stages for a pipeline); None for
