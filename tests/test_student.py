@@ -55,7 +55,7 @@ def test_the_edition_drops_solutions_and_notes_and_clears_answers(path):
             assert _source(after) == student_text(_source(before))
         else:
             assert after == before
-    assert exercises >= 5, "every chapter has exercises"
+    assert exercises >= 3, "every chapter has at least three exercises (issue 27: one chapter per sitting)"
     text = json.dumps(out)
     assert "Speaker notes" not in text and "Talking points" not in text
 
