@@ -1,4 +1,4 @@
-"""course_lib.plots.conv: the training data-flow graph and the chapter 04 figures."""
+"""course_lib.plots.conv: the training data-flow graph and the chapter 05 figures."""
 
 import numpy as np
 import pytest
