@@ -17,8 +17,10 @@ against it bit for bit (with one BLAS thread, the default here as there).
 ========================  ==============================================================
 
 Every one checks its arguments with :func:`course_lib.parallel.job.check_job` (the same
-rules and messages as the process trainers) and returns a
-:class:`course_lib.models.TrainResult`.
+rules and messages as the process trainers), runs with one BLAS thread unless told
+otherwise and keeps freed memory for reuse as every worker process does
+(:func:`course_lib.timing.keep_freed_memory`: serial and parallel runs pay the same for
+their temporary arrays), and returns a :class:`course_lib.models.TrainResult`.
 
 Examples
 --------
@@ -256,6 +258,7 @@ def train_microbatched(
                           stages=1, micro_batches=micro_batches)
     recompute = check_flag(recompute, "recompute")
     p = start_params(model, params, job.seed)
+    keep_freed_memory()  # as every stage process does: the baseline pays what the stages pay
     grads = np.zeros((job.workers, p.size), dtype=p.dtype)
     total_grad = np.zeros_like(p)
     losses, seconds, redo, peak = np.zeros(job.steps), np.zeros(job.steps), np.zeros((job.steps, 1)), 0
