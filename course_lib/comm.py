@@ -59,7 +59,7 @@ __all__ = [
 #: Names accepted by :func:`allreduce_time` and the data-parallel step model.
 ALGORITHMS = ("ring", "tree", "ps")
 
-#: The course's one set of latency assumptions (alpha, seconds per message; chapter 05,
+#: The course's one set of latency assumptions (alpha, seconds per message; chapter 07,
 #: section 5): a message between machines over Ethernet or InfiniBand ...
 NETWORK_LATENCY = 10e-6
 #: ... and between the GPUs of one server over NVLink. Both are assumptions of the right order,

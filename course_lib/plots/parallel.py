@@ -1,4 +1,4 @@
-"""Figures of chapter 05: data parallelism (数据并行).
+"""Figures of chapter 07: data parallelism (数据并行).
 
 * :func:`data_parallel_diagram` - one step drawn: split the batch, compute, all-reduce,
   update (with the reduce-scatter chunks of the shared-memory all-reduce);
