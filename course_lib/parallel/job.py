@@ -102,8 +102,8 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
         As the trainers take them: ``batch_size`` in [1, n]; ``steps`` or ``epochs`` (not
         both; neither: one epoch); ``lr`` finite and > 0; ``seed`` >= 0.
     workers : int
-        Processes that split every batch, >= 1 (a pipeline: its replicas ``N_d``, named
-        ``data`` in the messages).
+        Worker processes, >= 1, each with a shard of every batch (a pipeline: its
+        replicas ``N_d``, named ``data`` in the messages).
     blas : int or None
         ``blas_threads``: None or >= 1.
     fault : course_lib.parallel.workers.Fault or None
