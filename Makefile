@@ -39,12 +39,25 @@ lab: $(STAMP)
 	$(BIN)/python -m course_lib lab-settings
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
-# Unit and property tests, the library's doctests, and every notebook under nbval.
+# Every test, in three pytest runs: (1) the unit, property and process tests and the library's
+# doctests, on every core (pytest-xdist; worksteal keeps a module's tests, and so its module
+# fixtures, together); (2) every notebook under nbval, on every core, one notebook's cells on
+# one kernel (nbval needs --dist loadscope); (3) one test at a time, the tests that need the
+# whole machine: Chromium's slider timings (marker browser) and those marked serial (make
+# slides, which executes every notebook). A run with failed tests (exit status 1) does not
+# stop the next; one that is interrupted (2, e.g. at CI's time limit) does. The exit status
+# is the highest of the runs'.
+PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 test: $(STAMP)
-	$(BIN)/python -m pytest tests course_lib notebooks --doctest-modules --nbval-lax --nbval-current-env -p no:cacheprovider
+	status=0; run() { "$$@" || { rc=$$?; [ $$rc -le $$status ] || status=$$rc; }; }; \
+	run $(PYTEST) -n auto --dist worksteal tests course_lib --doctest-modules -m "not browser and not serial"; \
+	[ $$status -gt 1 ] || run $(PYTEST) -n auto --dist loadscope notebooks --nbval-lax --nbval-current-env; \
+	[ $$status -gt 1 ] || run $(PYTEST) tests -m "browser or serial"; \
+	exit $$status
 
+# The unit and property tests on every core, without the slow, browser and serial ones.
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not slow and not browser" -q
+	$(BIN)/python -m pytest -n auto --dist worksteal tests -m "not slow and not browser and not serial" -q
 
 # Stored outputs are the course's claims: the measuring notebooks are re-executed only when
 # the cores are free (python -m course_lib cores); BUSY_OK=1 stores them anyway.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterable
 
 #: multiprocessing's own long-lived helper processes (not workers).
 HELPERS = ("multiprocessing.resource_tracker", "multiprocessing.forkserver")
@@ -67,5 +68,13 @@ def wait_until(predicate, seconds: float, poll: float = 0.01) -> float | None:
     return None
 
 
-def new_shm(before: set[str]) -> set[str]:
-    return set(os.listdir("/dev/shm")) - before
+def new_shm(before: set[str], owners: Iterable[int] | None = None) -> set[str]:
+    """Entries of /dev/shm that are not in ``before``. With ``owners`` (pids), only those
+    they can have made: their course segments (``ddl_<pid>_*``) and anything not named
+    ``ddl_`` (POSIX semaphores, multiprocessing's arenas), so that the segments of another
+    process - a second pytest-xdist worker - are not taken for a leak."""
+    new = set(os.listdir("/dev/shm")) - before
+    if owners is None:
+        return new
+    mine = tuple(f"ddl_{pid}_" for pid in owners)
+    return {e for e in new if not e.startswith("ddl_") or e.startswith(mine)}

@@ -84,8 +84,8 @@ def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run,
         gone = wait_until(lambda: not any(running(p) for p in everyone), 5.0)
         left = [f"{p} {cmdline(p)}" for p in everyone if running(p)]
         assert gone is not None, f"still running 5 s after the parent died: {left}"
-        clean = wait_until(lambda: not new_shm(shm_before), 10.0)
-        assert clean is not None, f"left in /dev/shm: {sorted(new_shm(shm_before))}"
+        clean = wait_until(lambda: not new_shm(shm_before, [parent.pid, *everyone]), 10.0)
+        assert clean is not None, f"left in /dev/shm: {sorted(new_shm(shm_before, [parent.pid, *everyone]))}"
         with capsys.disabled():
             print(f"\n[{target} SIGKILL] {run:>18} {method:>10}: {len(workers)} workers, "
                   f"all processes gone after {gone * 1000:.0f} ms", end="")
@@ -127,8 +127,8 @@ def nothing_left():
     shm_before = set(os.listdir("/dev/shm"))
     yield before
     assert leaked_resources(before) == []
-    clean = wait_until(lambda: not new_shm(shm_before), 10.0)
-    assert clean is not None, f"left in /dev/shm: {sorted(new_shm(shm_before))}"
+    clean = wait_until(lambda: not new_shm(shm_before, [os.getpid()]), 10.0)
+    assert clean is not None, f"left in /dev/shm: {sorted(new_shm(shm_before, [os.getpid()]))}"
 
 
 @pytest.mark.parametrize("method", METHODS)

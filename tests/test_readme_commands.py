@@ -32,6 +32,7 @@ def _nothing_under_the_package():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # executes every notebook, and the browser tests share its decks (run 3 of make test)
 @pytest.mark.timeout(SLIDES_TIME_LIMIT + 300)
 def test_make_slides_and_the_one_deck_command_write_to_build_slides(readme_slides):
     run = readme_slides
