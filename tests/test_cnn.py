@@ -1,4 +1,7 @@
-"""The convolutional running example (course_lib.cnn.CNN): gradients, training, layout, costs."""
+"""The convolutional running example (course_lib.cnn.CNN): forward pass, layout, costs, errors.
+
+Its gradient (finite differences, float32, shards) and training tests are the MLP's,
+parametrized over both models in test_models.py."""
 
 from __future__ import annotations
 
@@ -8,8 +11,7 @@ import pytest
 from course_lib.cnn import CNN
 from course_lib.conv_algorithms import conv2d
 from course_lib.cost import conv2d_macs, linear_macs
-from course_lib.datasets import load_digits
-from course_lib.models import MLP, train
+from course_lib.models import MLP
 
 SMALL = dict(image_shape=(2, 5, 6), channels=(3, 4), n_classes=3, strides=(1, 2))
 
@@ -18,24 +20,6 @@ def _batch(model: CNN, n: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((n, *model.image_shape)).astype(model.dtype)
     return x, rng.integers(0, model.n_classes, n)
-
-
-def test_gradient_matches_central_finite_differences():
-    model = CNN(**SMALL, dtype=np.float64)
-    params = model.init_params(seed=3) + 0.01  # keep ReLU inputs away from the kink
-    x, y = _batch(model, 4, seed=1)
-    _, analytic = model.loss_and_grad(params, x, y)
-    numeric = np.zeros_like(params)
-    eps = 1e-6
-    for i in range(params.size):
-        saved = params[i]
-        params[i] = saved + eps
-        up = model.loss_and_grad(params, x, y)[0]
-        params[i] = saved - eps
-        down = model.loss_and_grad(params, x, y)[0]
-        params[i] = saved
-        numeric[i] = (up - down) / (2 * eps)
-    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
 
 
 def test_forward_is_conv_relu_then_linear():
@@ -49,33 +33,6 @@ def test_forward_is_conv_relu_then_linear():
     logits, acts = model.forward(params, x.reshape(3, -1))  # flat input accepted too
     np.testing.assert_allclose(logits, expected, rtol=1e-12)
     assert [a.shape[1:] for a in acts[:-1]] == list(model.feature_shapes)
-
-
-def test_float32_gradient_agrees_with_float64():
-    m32, m64 = CNN(**SMALL), CNN(**SMALL, dtype=np.float64)
-    p64 = m64.init_params(seed=2)
-    x, y = _batch(m64, 8)
-    _, g64 = m64.loss_and_grad(p64, x, y)
-    _, g32 = m32.loss_and_grad(p64.astype(np.float32), x.astype(np.float32), y)
-    assert g32.dtype == np.float32
-    np.testing.assert_allclose(g32, g64, rtol=1e-3, atol=1e-5)
-
-
-def test_shard_gradients_with_sum_add_up_to_the_full_batch():
-    model = CNN(**SMALL, dtype=np.float64)
-    params = model.init_params(seed=1)
-    x, y = _batch(model, 9)
-    _, full = model.loss_and_grad(params, x, y, reduction="sum")
-    parts = [model.loss_and_grad(params, x[a:b], y[a:b], reduction="sum")[1] for a, b in ((0, 4), (4, 9))]
-    np.testing.assert_allclose(parts[0] + parts[1], full, rtol=1e-12, atol=1e-12)
-
-
-def test_trains_on_digits_with_the_course_train_loop():
-    tr, te = load_digits("train"), load_digits("test")
-    res = train(CNN(), tr.x, tr.y, epochs=6, batch_size=32, lr=0.1, x_test=te.x, y_test=te.y)
-    assert res.loss[-1] < 0.5 * res.loss[0]
-    assert res.test_accuracy[-1] > 0.9
-    assert res.params.dtype == np.float32
 
 
 def test_layout_is_one_flat_buffer_in_layer_order():

@@ -1,4 +1,5 @@
-"""The running example (course_lib.models.MLP): gradients, accuracy, buffer layout, FLOP count."""
+"""The running example (course_lib.models.MLP): gradients, accuracy, buffer layout, FLOP count;
+the gradient and training tests run on the convolutional network (course_lib.cnn.CNN) too."""
 
 from __future__ import annotations
 
@@ -9,14 +10,29 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib.cnn import CNN
 from course_lib.datasets import load_digits
 from course_lib.models import MLP, sgd_step, softmax_cross_entropy, train
 
+#: The two models of the course, in the small sizes the gradient tests use: the MLP
+#: (chapters 01-10) and the convolutional network (course_lib.cnn, chapter 04). Tests that
+#: hold for both run on each (their own tests stay in test_cnn.py and below).
+MODELS = {
+    "mlp": lambda dtype=np.float32: MLP((5, 4, 3), dtype=dtype),
+    "mlp-deep": lambda dtype=np.float32: MLP((6, 5, 4, 3), dtype=dtype),
+    "mlp-wide": lambda dtype=np.float32: MLP((8, 6, 4), dtype=dtype),
+    "cnn": lambda dtype=np.float32: CNN(image_shape=(2, 5, 6), channels=(3, 4), n_classes=3, strides=(1, 2),
+                                        dtype=dtype),
+}
 
-def _batch(model: MLP, n: int, seed: int = 0):
+
+def _batch(model, n: int, seed: int = 0):
+    """``n`` random inputs of ``model``'s shape (an MLP's input width, a CNN's image) and labels."""
     rng = np.random.default_rng(seed)
-    x = rng.standard_normal((n, model.sizes[0])).astype(model.dtype)
-    y = rng.integers(0, model.sizes[-1], n)
+    shape, classes = (model.image_shape, model.n_classes) if isinstance(model, CNN) else \
+        ((model.sizes[0],), model.sizes[-1])
+    x = rng.standard_normal((n, *shape)).astype(model.dtype)
+    y = rng.integers(0, classes, n)
     return x, y
 
 
@@ -34,38 +50,44 @@ def _numerical_grad(model, params, x, y, reduction, eps=1e-6):
 
 
 # ------------------------------------------------------------------ gradients
-@pytest.mark.parametrize("reduction", ["mean", "sum"])
-@pytest.mark.parametrize("sizes", [(5, 4, 3), (6, 5, 4, 3)])
-def test_gradient_matches_central_finite_differences(sizes, reduction):
-    model = MLP(sizes, dtype=np.float64)
+@pytest.mark.parametrize("name, reduction", [("mlp", "mean"), ("mlp", "sum"), ("mlp-deep", "mean"),
+                                             ("mlp-deep", "sum"), ("cnn", "mean")])
+def test_gradient_matches_central_finite_differences(name, reduction):
+    model = MODELS[name](np.float64)
     params = model.init_params(seed=3)
     params += 0.01  # biases away from 0 so no ReLU sits exactly at its kink
-    x, y = _batch(model, 7, seed=1)
+    x, y = _batch(model, 4 if name == "cnn" else 7, seed=1)
     _, analytic = model.loss_and_grad(params, x, y, reduction=reduction)
     numeric = _numerical_grad(model, params, x, y, reduction)
     np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-7)
 
 
-def test_float32_gradient_agrees_with_float64():
-    m32, m64 = MLP((8, 6, 4)), MLP((8, 6, 4), dtype=np.float64)
+@pytest.mark.parametrize("name, n", [("mlp-wide", 16), ("cnn", 8)])
+def test_float32_gradient_agrees_with_float64(name, n):
+    m32, m64 = MODELS[name](), MODELS[name](np.float64)
     p64 = m64.init_params(seed=2)
-    x, y = _batch(m64, 16)
+    x, y = _batch(m64, n)
     _, g64 = m64.loss_and_grad(p64, x, y)
     _, g32 = m32.loss_and_grad(p64.astype(np.float32), x.astype(np.float32), y)
     assert g32.dtype == np.float32
     np.testing.assert_allclose(g32, g64, rtol=1e-3, atol=1e-5)
 
 
-def test_shard_gradients_with_sum_add_up_to_the_full_batch():
+@pytest.mark.parametrize("name, shards", [
+    ("mlp", [slice(0, 12, 3), slice(1, 12, 3), slice(2, 12, 3)]),  # strided shards
+    ("cnn", [slice(0, 4), slice(4, 9)]),  # unequal contiguous shards
+])
+def test_shard_gradients_with_sum_add_up_to_the_full_batch(name, shards):
     """What data parallelism relies on: sum-reduced shard gradients add to the batch gradient."""
-    model = MLP((10, 7, 5), dtype=np.float64)
+    model = MODELS[name](np.float64)
     params = model.init_params(seed=0)
-    x, y = _batch(model, 12)
+    n = sum(len(range(*s.indices(12))) for s in shards)
+    x, y = _batch(model, n)
     _, full = model.loss_and_grad(params, x, y, reduction="sum")
-    shards = sum(model.loss_and_grad(params, x[i::3], y[i::3], reduction="sum")[1] for i in range(3))
-    np.testing.assert_allclose(shards, full, rtol=1e-12, atol=1e-12)
+    parts = sum(model.loss_and_grad(params, x[s], y[s], reduction="sum")[1] for s in shards)
+    np.testing.assert_allclose(parts, full, rtol=1e-12, atol=1e-12)
     _, mean = model.loss_and_grad(params, x, y, reduction="mean")
-    np.testing.assert_allclose(mean * 12, full, rtol=1e-12)
+    np.testing.assert_allclose(mean * n, full, rtol=1e-12)
 
 
 def test_backward_into_out_buffer_overwrites_it():
@@ -88,13 +110,17 @@ def test_softmax_cross_entropy_hand_values():
 
 
 # ------------------------------------------------------------------- accuracy
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_digits_accuracy_above_90_percent_after_a_short_run(seed):
+@pytest.mark.parametrize("model, epochs, seed", [
+    (MLP((64, 64, 10)), 10, 0), (MLP((64, 64, 10)), 10, 1), (MLP((64, 64, 10)), 10, 2),
+    (CNN(), 6, 0),  # the CNN of chapter 04 at its default sizes, with the course's train loop
+], ids=["mlp-0", "mlp-1", "mlp-2", "cnn"])
+def test_digits_accuracy_above_90_percent_after_a_short_run(model, epochs, seed):
     train_set, test_set = load_digits("train"), load_digits("test")
-    result = train(MLP((64, 64, 10)), train_set.x, train_set.y, epochs=10, batch_size=32,
+    result = train(model, train_set.x, train_set.y, epochs=epochs, batch_size=32,
                    lr=0.1, seed=seed, x_test=test_set.x, y_test=test_set.y)
     assert result.test_accuracy[-1] > 0.90
-    assert result.loss[-1] < result.loss[0]
+    assert result.loss[-1] < 0.5 * result.loss[0]
+    assert result.params.dtype == np.float32
 
 
 def test_training_is_deterministic():
