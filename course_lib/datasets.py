@@ -598,13 +598,18 @@ class GlossaryEntry:
     """Section of the source chapter where the Chinese term appears (e.g. ``6.2.3``)."""
 
 
+#: The course's notebooks are numbered 01 to 12 (12: the appendix); a glossary or notation row's
+#: chapter is one of them.
+LAST_CHAPTER = 12
+
+
 def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:
     """Key terms in English and Chinese with a one-line definition (``data/glossary.csv``).
 
     Parameters
     ----------
     chapter : int, optional
-        Only the terms introduced in this course chapter (1-7).
+        Only the terms introduced in this course chapter (1 to ``LAST_CHAPTER``).
 
     Examples
     --------
@@ -614,7 +619,7 @@ def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:
     True
     """
     if chapter is not None:
-        chapter = check_int(chapter, "chapter", 1, 7)
+        chapter = check_int(chapter, "chapter", 1, LAST_CHAPTER)
     rows = read_csv("glossary.csv", GlossaryEntry)
     path = data_dir() / "glossary.csv"
     seen: set[str] = set()
@@ -622,8 +627,8 @@ def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:
         if e.term in seen:
             raise DataFileError(f"{path}, line {line_no}: duplicate term {e.term!r}")
         seen.add(e.term)
-        if not 1 <= e.chapter <= 7:
-            raise DataFileError(f"{path}, line {line_no}: chapter must be in [1, 7], got {e.chapter}")
+        if not 1 <= e.chapter <= LAST_CHAPTER:
+            raise DataFileError(f"{path}, line {line_no}: chapter must be in [1, {LAST_CHAPTER}], got {e.chapter}")
     return tuple(e for e in rows if chapter is None or e.chapter == chapter)
 
 
