@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from data_support import data_copy_fixture  # noqa: F401 - the data_copy fixture
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,14 +27,6 @@ RECORD_TYPES = {
     "glossary": ds.GlossaryEntry,
     "megatron_configs": ds.MegatronConfig,
 }
-
-
-@pytest.fixture
-def data_copy(tmp_path, monkeypatch):
-    target = tmp_path / "data"
-    shutil.copytree(DATA, target)
-    monkeypatch.setenv("DDL_COURSE_DATA", str(target))
-    return target
 
 
 def test_every_data_file_validates():
