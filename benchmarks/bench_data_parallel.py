@@ -33,8 +33,9 @@ import time
 import numpy as np
 
 from course_lib.models import MLP
-from course_lib.parallel.data import train_data_parallel, train_serial
+from course_lib.parallel.data import train_data_parallel
 from course_lib.parallel.tensor import train_tensor_parallel
+from course_lib.reference import train_serial
 
 SIZES = (784, 1024, 10)
 TARGET_SPEEDUP = 1.5

@@ -55,7 +55,8 @@ def test_the_edition_drops_solutions_and_notes_and_clears_answers(path):
             assert _source(after) == student_text(_source(before))
         else:
             assert after == before
-    assert exercises >= 3, "every chapter has at least three exercises (issue 27: one chapter per sitting)"
+    least = 2 if path.name.startswith("12_") else 3  # 12 is the appendix on process engineering
+    assert exercises >= least, f"every chapter has at least three exercises, the appendix two: {path.name}"
     text = json.dumps(out)
     assert "Speaker notes" not in text and "Talking points" not in text
 

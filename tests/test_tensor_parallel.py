@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
-from course_lib.parallel.data import train_data_parallel, train_serial
+from course_lib.parallel.data import train_data_parallel
 from course_lib.parallel.partition import batch_schedule
 from course_lib.parallel.tensor import (
     gather_params,
@@ -26,6 +26,7 @@ from course_lib.parallel.tensor import (
     train_tensor_parallel,
 )
 from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
+from course_lib.reference import train_serial
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
 

@@ -22,7 +22,8 @@ import pytest
 from course_lib.models import MLP
 from course_lib.parallel import data, torch_engine
 from course_lib.parallel.allreduce import TORCH_MISSING, torch_available
-from course_lib.parallel.data import train_data_parallel, train_serial, train_simulated
+from course_lib.parallel.data import train_data_parallel
+from course_lib.reference import train_serial, train_simulated
 
 MODEL = MLP((10, 20, 4))
 RNG = np.random.default_rng(3)

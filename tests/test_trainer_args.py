@@ -144,12 +144,3 @@ def test_one_result_type_and_one_loss_history():
     for e in range(2):
         losses = trained.loss[3 * e : 3 * e + 3]
         assert trained.epoch_loss[e] == pytest.approx(np.dot(losses, sizes) / 24, rel=1e-12)
-
-
-def test_the_references_are_importable_where_the_trainers_live():
-    """The notebooks import the references beside their trainers: the same functions."""
-    from course_lib import reference
-    from course_lib.parallel import data, pipeline
-
-    assert data.train_serial is reference.train_serial and data.train_simulated is reference.train_simulated
-    assert pipeline.train_microbatched is reference.train_microbatched

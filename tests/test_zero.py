@@ -11,9 +11,10 @@ from course_lib.datasets import load_digits
 from course_lib.memory import measured_state_bytes
 from course_lib.models import MLP
 from course_lib.optim import LAMB, SGD
-from course_lib.parallel.data import train_data_parallel, train_serial
+from course_lib.parallel.data import train_data_parallel
 from course_lib.parallel.partition import chunk_bounds
 from course_lib.parallel.workers import Fault, WorkerError
+from course_lib.reference import train_serial
 
 DIGITS = load_digits("train")
 X, Y = DIGITS.x[:300], DIGITS.y[:300]
@@ -58,7 +59,6 @@ def test_each_worker_keeps_its_chunk_of_the_optimizer_state():
     assert [m["optimizer_states"] for m in zero.memory] == chunks
     assert sum(chunks) == 4 * n
     assert all(m["parameters"] == m["gradients"] == 4 * n for m in zero.memory)
-    assert zero.extra["worker_memory"] is zero.memory  # the old name, while notebooks 07 and 08 read it
 
 
 def test_plain_sgd_has_no_state_to_shard():

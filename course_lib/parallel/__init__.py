@@ -14,7 +14,7 @@ a collective (:mod:`course_lib.comm`) and of memory (:mod:`course_lib.memory`).
 ``job``                the one check of a trainer's arguments, the job a worker gets
 ``partition``          shards, micro-batches, chunks, batch schedules, row sums
 ``allreduce``          shared-memory, pipe and torch-gloo all-reduce, one interface
-``speedup``            chapter 01's first experiment; strong and weak scaling (05)
+``speedup``            chapter 01's first experiment; strong and weak scaling (07)
 ``data``               the data-parallel trainer (its references: course_lib.reference)
 ``zero``               ZeRO stage 1: the optimizer state sharded over the workers
 ``tensor``             tensor parallelism: the Megatron split of pairs of layers

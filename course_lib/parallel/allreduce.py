@@ -48,7 +48,7 @@ TORCH_MISSING = (
 
 
 class ShmAllReduce:
-    """Reduce-scatter + all-gather through shared memory; no master process (notebook 05,
+    """Reduce-scatter + all-gather through shared memory; no master process (notebook 07,
     "Communication: pipes to one reducer vs shared memory").
 
     Every worker computes its gradient directly into its row of ``grads``; after a
@@ -86,7 +86,7 @@ class ShmAllReduce:
 
 class PipeAllReduce:
     """The naive design: pickled gradients through pipes to rank 0, the sum sent back
-    (notebook 05, "Communication: pipes to one reducer vs shared memory")."""
+    (notebook 07, "Communication: pipes to one reducer vs shared memory")."""
 
     def __init__(self, wctx: WorkerContext, n: int, dtype, conns: list, barrier):
         self.wctx, self.conns, self.barrier = wctx, conns, barrier
@@ -121,7 +121,7 @@ class PipeAllReduce:
 
 class GlooAllReduce:
     """``torch.distributed.all_reduce`` (sum) of the worker's flat numpy gradient buffer
-    (notebook 05, "A real engine"); torch is imported here only.
+    (notebook 07, "A real engine"); torch is imported here only.
 
     Use :meth:`joined` to join the gloo process group around the training loop.
     """

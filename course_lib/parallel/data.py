@@ -15,7 +15,7 @@ Entry points (same arguments; ``workers`` only for the parallel ones):
 
 :func:`train_serial`
     The reference: one process, full batch, ``reduction="mean"``
-    (:func:`course_lib.reference.train_serial`, importable from here too).
+    (:func:`course_lib.reference.train_serial`).
 :func:`train_simulated`
     What ``N`` workers compute, done in one process (shard sums added in rank order):
     the bitwise reference of the parallel runs (:func:`course_lib.reference.train_simulated`).
@@ -35,7 +35,7 @@ release all shared memory (see :mod:`course_lib.parallel.workers`).
 
 The teaching core is short and public: :func:`worker_loop` is what every worker runs
 (compute, communicate, update) and :mod:`course_lib.parallel.allreduce` holds the
-all-reduce implementations; notebook 05 shows both.
+all-reduce implementations; notebook 07 shows both.
 
 Examples
 --------
@@ -45,6 +45,7 @@ Examples
 >>> x = rng.random((64, 8), dtype=np.float32); y = rng.integers(0, 3, 64)
 >>> kw = dict(batch_size=20, steps=5, lr=0.5, seed=1)
 >>> par = train_data_parallel(model, x, y, workers=3, start_method="fork", **kw)
+>>> from course_lib.reference import train_serial, train_simulated
 >>> bool(np.array_equal(par.params, train_simulated(model, x, y, workers=3, **kw).params))
 True
 >>> float(np.abs(par.params - train_serial(model, x, y, **kw).params).max()) < 1e-6
@@ -64,7 +65,6 @@ import numpy as np
 from .._validate import check_positive
 from ..memory import measured_state_bytes
 from ..models import MLP, TrainResult
-from ..reference import train_serial, train_simulated
 from ..timing import blas_threads as _blas
 from ..timing import current_blas_threads
 from .allreduce import (
@@ -86,8 +86,6 @@ __all__ = [
     "collect",
     "run_worker",
     "train_data_parallel",
-    "train_serial",
-    "train_simulated",
     "worker_loop",
 ]
 
@@ -236,8 +234,7 @@ def collect(results: list[dict], job: Job, backend: str, start_method: str | Non
         blas_threads=job.blas_threads,
         startup_time=max(0.0, max(r["ready"] for r in results) - t_wall),
         wall_time=time.perf_counter() - t_call,
-        # worker_memory: the old name of ``memory``, kept while notebook 05 reads it
-        extra={"worker_blas_threads": [r["blas_threads"] for r in results], "worker_memory": memory},
+        extra={"worker_blas_threads": [r["blas_threads"] for r in results]},
     )
 
 
@@ -287,7 +284,7 @@ def run_worker(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
 
 
 def worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm, clock: StepClock):
-    """The training loop every data-parallel worker runs (notebook 05, "Run it").
+    """The training loop every data-parallel worker runs (notebook 07, "Run it").
 
     Per step: the gradient sum of this worker's shard, wait for the others, all-reduce,
     the same update on every replica. ``comm`` is one of

@@ -20,7 +20,7 @@ bitwise those of ``recompute=False``; the result reports the measured cost
 
 :func:`train_microbatched`
     The arithmetic of a pipeline in one process (the reference,
-    :func:`course_lib.reference.train_microbatched`, importable from here too).
+    :func:`course_lib.reference.train_microbatched`).
 :func:`train_pipeline`
     ``N_p`` processes, one per stage; its :class:`course_lib.models.TrainResult` holds the
     measured :class:`course_lib.schedule.Timeline`.
@@ -42,7 +42,7 @@ import numpy as np
 
 from .._validate import check_int, check_positive, check_type
 from ..models import TrainResult, sgd_step, softmax_cross_entropy
-from ..reference import layer_outputs, train_microbatched
+from ..reference import layer_outputs
 from ..schedule import (
     StageOp,
     Timeline,
@@ -61,7 +61,6 @@ __all__ = [
     "recompute_overhead",
     "Stage",
     "stage_worker",
-    "train_microbatched",
     "train_pipeline",
 ]
 
@@ -221,7 +220,7 @@ class _Stash(dict):
 
 class Stage:
     """One pipeline stage of one replica: its layers, its buffers, and its forward and
-    backward of one micro-batch (notebook 06, "Model parallelism: split the layers").
+    backward of one micro-batch (notebook 09, "Model parallelism: split the layers").
 
     Stage ``s`` of replica ``d`` owns layers ``lo .. hi - 1``. Activations and their
     gradients travel through shared arrays, one per boundary between stages; a short
@@ -315,7 +314,7 @@ class Stage:
 
 
 def stage_worker(st: Stage, job: _StageJob, barrier, clock) -> None:
-    """The loop of one pipeline stage (notebook 06, "Model parallelism: split the layers").
+    """The loop of one pipeline stage (notebook 09, "Model parallelism: split the layers").
 
     Every step: this stage's forwards and backwards in the schedule's order, then
     (hybrid runs) the all-reduce of this stage's gradient with the same stage of the other
@@ -465,6 +464,7 @@ def train_pipeline(
     >>> d = load_digits("train")
     >>> model = MLP((64, 32, 32, 10))
     >>> res = train_pipeline(model, d.x, d.y, stages=2, micro_batches=4, steps=5)
+    >>> from course_lib.reference import train_microbatched
     >>> ref = train_microbatched(model, d.x, d.y, micro_batches=4, steps=5)
     >>> bool(np.allclose(res.params, ref.params, rtol=0, atol=1e-6)), len(res.timeline.steps)
     (True, 5)

@@ -1,4 +1,4 @@
-"""Measured speedups: chapter 01's first experiment, and chapter 05's strong and weak
+"""Measured speedups: chapter 01's first experiment, and chapter 07's strong and weak
 scaling of the data-parallel trainer (:func:`measure_scaling`).
 
 The first experiment splits one workload across 1, 2, ... processes.
@@ -9,7 +9,7 @@ parameters held fixed, summing every mini-batch gradient (``reduction="sum"``). 
 fixed parameters the mini-batches are independent, so the samples can be split into
 contiguous shards, one per process; the parent adds the shard gradients up. The sum
 is the same as the serial one (up to float rounding): this is data parallelism
-(数据并行) without the update step, which chapter 05 adds.
+(数据并行) without the update step, which chapter 07 adds.
 
 Worker code lives here, in an importable module, so it works with the ``spawn`` start
 method (the default on macOS and Windows; a function defined in a notebook would fail
@@ -41,9 +41,10 @@ import numpy as np
 
 from .._validate import check_int, check_positive, check_type
 from ..models import MLP
+from ..reference import train_serial
 from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
 from ..timing import available_cores, blas_threads, current_blas_threads
-from .data import train_data_parallel, train_serial
+from .data import train_data_parallel
 from .partition import shard_bounds
 from .shm import SharedArray
 from .workers import ProcessGroup, check_start_method
@@ -579,7 +580,7 @@ def measure_parallel_speedup(
     )
 
 
-# ------------------------------------------------- data-parallel scaling (chapter 05)
+# ------------------------------------------------- data-parallel scaling (chapter 07)
 @dataclass
 class ScalingMeasurement:
     r"""Strong and weak scaling of the data-parallel trainer, measured side by side.

@@ -11,7 +11,7 @@ new parameters. The traffic is that of one all-reduce, as before; the state per 
 drops to ``1/N`` (:func:`course_lib.memory.model_state_bytes` counts it by formula).
 
 :func:`zero_worker_loop` is what every worker runs with
-``train_data_parallel(..., zero_stage=1)``; notebook 05, "ZeRO", shows it.
+``train_data_parallel(..., zero_stage=1)``; notebook 08, "ZeRO", shows it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ __all__ = ["zero_worker_loop"]
 
 
 def zero_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce, clock: StepClock):
-    """The data-parallel step loop with the optimizer state sharded (notebook 05, "ZeRO").
+    """The data-parallel step loop with the optimizer state sharded (notebook 08, "ZeRO").
 
     Per step: the gradient sum of this worker's shard of the batch, the reduce-scatter
     (this worker adds chunk ``r`` of every gradient), the optimizer step on chunk ``r``

@@ -143,7 +143,7 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
 
     Examples
     --------
-    >>> from course_lib.parallel.data import train_serial
+    >>> from course_lib.reference import train_serial
     >>> from course_lib.models import MLP
     >>> m = MLP((4, 8, 2)); x = np.ones((16, 4), np.float32); y = np.zeros(16, int)
     >>> fig = step_breakdown_figure({"serial": train_serial(m, x, y, batch_size=8, steps=3)})

@@ -481,7 +481,7 @@ def check_torch() -> Check:
     if version is None:
         return Check(
             "torch (optional)", INFO,
-            "not installed: chapter 05's torch comparison is skipped",
+            "not installed: chapter 07's torch comparison is skipped",
             f"{shlex.quote(sys.executable)} -m pip install torch==2.13.0  # CPU build",
         )
     return Check("torch (optional)", OK, version)

@@ -551,8 +551,8 @@ def deck_title(nb: Any, default: str = "") -> str:
 
     Examples
     --------
-    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 07 Summary"}]}, "07_summary")
-    '07 Summary'
+    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 11 Summary"}]}, "11_summary")
+    '11 Summary'
     """
     _check_notebook(nb)
     return (nb.get("metadata", {}) or {}).get("title") or notebook_title(nb, default)

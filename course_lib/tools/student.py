@@ -70,9 +70,9 @@ STUDENT_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"\b(?:(?:An?|The)\s+)?(?:worked\s+)?[Ss]olutions?(?:\s+cells?)?\s+(?:is|are)\s+hidden"
                 r"(?:\s+below\s+each\s+exercise)?(?:\s*\([^)]*\))?(?:\s*-\s*try\s+first)?\."),
      "Run the cell to check your answer."),
-    # "(The solution prints the steps too: compare the two ratios.)" (03, exercise 8)
+    # "(The solution prints the steps too: compare the two ratios.)" (an exercise's worked solution)
     (re.compile(r"\s*\(The\s+solution\s[^)]*\)"), ""),
-    # "For slides of every chapter, see `make slides` (README, section for lecturers)." (07)
+    # "For slides of every chapter, see `make slides` (README, section for lecturers)." (11)
     (re.compile(r"\s*For\s+slides\s+of\s+every\s+chapter,\s+see\s+`make\s+slides`[^.]*\."), ""),
 )
 
