@@ -137,8 +137,11 @@ def test_redraws_skip_the_audit_but_keep_the_style():
 def test_a_figure_that_changes_size_is_laid_out_for_its_size():
     """Axes positions are fractions of the figure: a taller figure gets its own layout
     (a layout frozen for another height put 06's Gantt title off the top at 1 stage)."""
+    import functools
+
     from course_lib.plots.render import _layout_signature
 
+    @functools.cache  # each chart built once (sig(4) and sig(12) are compared twice)
     def sig(stages):
         return _layout_signature(schedule_figure(stages=stages, micro_batches=8))
 
