@@ -11,6 +11,7 @@ the idea (no circle, no private name across modules).
 from __future__ import annotations
 
 import ast
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -44,11 +45,15 @@ def geometries(draw, max_batch=3, max_channels=4):
 STAGES = (None, 64)
 
 
+@contextlib.contextmanager
 def _staged(stage_bytes):
-    mp = pytest.MonkeyPatch()
-    if stage_bytes is not None:
-        mp.setattr(conv_fast, "_STAGE_BYTES", stage_bytes)
-    return mp
+    """The engine with ``stage_bytes`` per block (None: its own) inside the ``with``, and its
+    own again after it (a patch left behind made every later convolution of the run, the
+    CNN's training included, work in 64-byte blocks)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if stage_bytes is not None:
+            mp.setattr(conv_fast, "_STAGE_BYTES", stage_bytes)
+        yield
 
 
 @settings(max_examples=120, deadline=None)
@@ -62,7 +67,7 @@ def test_fast_im2col_is_the_readable_one_bit_for_bit(geometry, dtype, layout, st
         x = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
     elif layout == "sliced":
         x = np.concatenate([x, x], axis=3)[..., : shape[3]]
-    with _staged(stage).context():
+    with _staged(stage):
         got = fast_im2col(x, k, s, p, d)
     want = im2col(x, k, s, p, d)
     assert got.dtype == want.dtype == x.dtype and got.shape == want.shape
@@ -77,7 +82,7 @@ def test_fast_col2im_is_the_readable_one_bit_for_bit(geometry, dtype, stage, see
     shape, k, s, p, d = geometry
     g = ConvGeometry.from_args(shape, k, s, p, d)
     cols = (np.random.default_rng(seed).standard_normal(g.cols_shape) * 50).astype(dtype)
-    with _staged(stage).context():
+    with _staged(stage):
         got = fast_col2im(cols, shape, k, s, p, d)
     want = col2im(cols, shape, k, s, p, d)
     assert got.dtype == want.dtype == cols.dtype and got.shape == want.shape == shape
