@@ -9,12 +9,9 @@ import pytest
 
 from course_lib import models
 from course_lib.models import MLP, TrainResult
-from course_lib.parallel.data import (
-    train_data_parallel,
-    train_serial,
-    train_simulated,
-)
+from course_lib.parallel.data import train_data_parallel
 from course_lib.parallel.partition import batch_schedule, shard_bounds
+from course_lib.reference import train_serial, train_simulated
 
 MODEL = MLP((12, 24, 5))
 

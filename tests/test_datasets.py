@@ -350,3 +350,12 @@ def test_values_are_finite():
     for d in ds.load_hardware():
         for v in (d.peak_fp32_tflops, d.peak_tensor_tflops, d.memory_bandwidth_gb_s):
             assert v is None or math.isfinite(v)
+
+
+def test_the_schema_and_the_loader_agree_on_the_last_chapter():
+    """data/datapackage.json's chapter maximum is datasets.LAST_CHAPTER: the notebooks' numbers."""
+    package = json.loads((DATA / "datapackage.json").read_text(encoding="utf-8"))
+    maxima = {r["name"]: f["constraints"]["maximum"] for r in package["resources"] if "schema" in r
+              for f in r["schema"]["fields"] if f["name"] == "chapter"}
+    assert maxima == {"glossary": ds.LAST_CHAPTER, "notation": ds.LAST_CHAPTER}
+    assert ds.LAST_CHAPTER == max(int(p.name[:2]) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

@@ -16,6 +16,7 @@ import os
 import numpy as np
 import pytest
 
+from course_lib import reference
 from course_lib import schedule as mp
 from course_lib.models import MLP, train
 from course_lib.parallel import pipeline as mp_run
@@ -31,7 +32,7 @@ RUN = dict(batch_size=50, steps=6, lr=0.2, seed=3)
 
 def _reference(x, y, micro_batches):
     with blas_threads(1):
-        return mp_run.train_microbatched(MODEL, x, y, micro_batches=micro_batches, **RUN)
+        return reference.train_microbatched(MODEL, x, y, micro_batches=micro_batches, **RUN)
 
 
 @pytest.mark.parametrize("schedule", mp.SCHEDULES)
@@ -60,7 +61,7 @@ def test_uneven_micro_batches_and_short_last_batch(digits, no_leaks):
     kw = dict(batch_size=64, epochs=1, lr=0.1, seed=0)
     res = mp_run.train_pipeline(MODEL, x[:290], y[:290], stages=2, micro_batches=5, **kw)
     with blas_threads(1):
-        ref = mp_run.train_microbatched(MODEL, x[:290], y[:290], micro_batches=5, **kw)
+        ref = reference.train_microbatched(MODEL, x[:290], y[:290], micro_batches=5, **kw)
         serial = train(MODEL, x[:290], y[:290], epochs=1, batch_size=64, lr=0.1)
     assert np.array_equal(res.params, ref.params)
     np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
@@ -120,7 +121,7 @@ def test_hybrid_equals_serial(digits, data, stages, no_leaks):
     x, y = digits
     res = train_hybrid(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
     with blas_threads(1):
-        ref = mp_run.train_microbatched(MODEL, x, y, data=data, micro_batches=2, **RUN)
+        ref = reference.train_microbatched(MODEL, x, y, data=data, micro_batches=2, **RUN)
     assert res.replicas_in_sync and res.replicas == data
     assert np.array_equal(res.params, ref.params)
     with blas_threads(1):
@@ -178,7 +179,7 @@ def test_spawn_start_method(digits, no_leaks):
 def test_train_microbatched_with_one_micro_batch_is_models_train(digits):
     x, y = digits
     with blas_threads(1):
-        a = mp_run.train_microbatched(MODEL, x, y, micro_batches=1, batch_size=32, epochs=2, lr=0.1)
+        a = reference.train_microbatched(MODEL, x, y, micro_batches=1, batch_size=32, epochs=2, lr=0.1)
         b = train(MODEL, x, y, batch_size=32, epochs=2, lr=0.1)
     assert np.array_equal(a.params, b.params)
     np.testing.assert_allclose(a.loss, b.loss, rtol=1e-6)

