@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import time
 from collections.abc import Iterable
 
@@ -78,3 +80,19 @@ def new_shm(before: set[str], owners: Iterable[int] | None = None) -> set[str]:
         return new
     mine = tuple(f"ddl_{pid}_" for pid in owners)
     return {e for e in new if not e.startswith("ddl_") or e.startswith(mine)}
+
+
+@contextlib.contextmanager
+def stop_button():
+    """SIGINT raises ``KeyboardInterrupt`` here, as in a kernel while a cell runs.
+
+    A Jupyter kernel ignores SIGINT between cells and installs Python's default handler
+    while a cell runs (the stop button); a test process may likewise have inherited an
+    ignored SIGINT from whatever ran before it. The interrupt tests press the stop button
+    under the handler a running cell has, and put the previous one back.
+    """
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from proc_support import stop_button
 
 from course_lib.models import MLP
 from course_lib.parallel.data import train_data_parallel
@@ -69,7 +70,7 @@ def test_keyboard_interrupt_stops_workers(method, clean):
     timer = threading.Timer(0.4, os.kill, args=(os.getpid(), signal.SIGINT))
     timer.start()
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with stop_button(), pytest.raises(KeyboardInterrupt):
             train_data_parallel(MODEL, X, Y, workers=2, start_method=method,
                                 fault=Fault("hang", rank=1, step=2), timeout=60, **KW)
     finally:

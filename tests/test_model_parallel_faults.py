@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from proc_support import stop_button
 
 from course_lib import schedule as mp
 from course_lib.models import MLP
@@ -96,7 +97,7 @@ def test_keyboard_interrupt_stops_every_stage(method, no_leaks):
 
     timer = threading.Thread(target=interrupt, daemon=True)
     timer.start()
-    with pytest.raises(KeyboardInterrupt):
+    with stop_button(), pytest.raises(KeyboardInterrupt):
         mp_run.train_pipeline(MODEL, X, Y, timeout=60, fault=Fault("hang", rank=1, step=0),
                           start_method=method, **RUN)
     timer.join()

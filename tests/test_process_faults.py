@@ -30,7 +30,7 @@ from course_lib.testing import leaked_resources, resource_snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))
 import process_runs  # noqa: E402
-from proc_support import cmdline, descendants, new_shm, running, wait_until  # noqa: E402
+from proc_support import cmdline, descendants, new_shm, running, stop_button, wait_until  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm"),
@@ -151,6 +151,6 @@ def test_sigint_to_the_parent_stops_everything(run, method, nothing_left):
     _torch_or_skip(run)
     n = process_runs.WORKERS[run]
     thread = _act_on_a_worker(nothing_left, n, lambda pids: os.kill(os.getpid(), signal.SIGINT))
-    with pytest.raises(KeyboardInterrupt):
+    with stop_button(), pytest.raises(KeyboardInterrupt):
         process_runs.RUNS[run](method)
     thread.join()

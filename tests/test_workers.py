@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from proc_support import stop_button
 
 from course_lib.parallel.shm import SharedArray
 from course_lib.parallel.workers import (
@@ -123,7 +124,7 @@ def _interrupt_soon(delay: float) -> threading.Timer:
 def test_keyboard_interrupt_terminates_workers(method, no_leaks):
     timer = _interrupt_soon(0.3)
     try:
-        with pytest.raises(KeyboardInterrupt):
+        with stop_button(), pytest.raises(KeyboardInterrupt):
             with ProcessGroup(demo_worker, 2, args=(3, Fault("hang", rank=1, step=0)),
                               start_method=method, timeout=30) as g:
                 pids = g.pids
