@@ -17,13 +17,22 @@ stages work on different micro-batches at the same time. Two schedules are provi
     alternates a forward and a backward. Same result and, with equal stages, the same
     idle time as GPipe, but at most ``N_p - q`` micro-batches' activations are held at
     once instead of ``M``.
+``"1f1b"`` with ``virtual_stages = v > 1``: interleaved 1F1B
+    Megatron-LM's interleaved schedule (Narayanan et al., SC 2021, "Efficient large-scale
+    language model training on GPU clusters using Megatron-LM", section 2.2.2): the
+    layers are cut into ``v * N_p`` model chunks (virtual stages, 虚拟流水阶段) and
+    device ``d`` holds chunks ``d, d + N_p, d + 2 N_p, ...``; micro-batches go through
+    in groups of ``N_p``, so ``M`` must be a multiple of ``N_p``. The bubble shrinks
+    ``v``-fold, at the price of ``v`` times more hand-overs per micro-batch.
 
 Both schedules are synchronous: the update uses the gradient of the whole batch, so the
 parameters equal those of the serial run (up to floating-point summation order).
 
 The idle share ("bubble", 气泡) of a pipeline with equal stages is
 
-.. math:: \\text{bubble} = \\frac{N_p - 1}{M + N_p - 1},
+.. math:: \\text{bubble} = \\frac{N_p - 1}{v M + N_p - 1}
+
+(``v = 1`` without interleaving),
 
 which :func:`bubble_fraction` computes and :func:`simulate_pipeline` reproduces from
 per-stage costs without running processes. :func:`course_lib.parallel.pipeline.train_pipeline`
@@ -45,30 +54,39 @@ from .models import MLP
 __all__ = [
     "SCHEDULES",
     "handover_bytes",
+    "interleaved_order",
     "StageOp",
     "Timeline",
     "bubble_fraction",
     "check_boundaries",
     "check_schedule",
+    "check_virtual_stages",
     "layer_flops",
     "partition_layers",
     "schedule_order",
     "simulate_pipeline",
     "simulate_uniform",
     "stage_flops",
+    "virtual_handovers",
 ]
 
 SCHEDULES = ("gpipe", "1f1b")
 
 
 # --------------------------------------------------------------------------- formula
-def bubble_fraction(stages, micro_batches):
-    r"""Idle share of a synchronous pipeline with equal stages: :math:`(N_p-1)/(M+N_p-1)`.
+def bubble_fraction(stages, micro_batches, virtual_stages=1):
+    r"""Idle share of a synchronous pipeline with equal stages: :math:`(N_p-1)/(vM+N_p-1)`.
 
     Each of the ``N_p`` stages is busy ``M`` slots of the ``M + N_p - 1`` slots that a
     step lasts (a slot = one micro-batch's forward plus backward on one stage); the
     first stage waits ``N_p - 1`` slots for the last forwards to come back as backwards.
     Holds for GPipe and 1F1B alike.
+
+    Interleaved 1F1B (``virtual_stages = v > 1``; Narayanan et al., SC 2021, "Efficient
+    large-scale language model training on GPU clusters using Megatron-LM", section
+    2.2.2, where the bubble time is :math:`(N_p-1)(t_f+t_b)/v`): each device holds ``v``
+    chunks of ``1/v`` of its layers, the slot becomes ``1/v`` as long, and the step lasts
+    ``v M + N_p - 1`` of the short slots of which the device is busy ``v M``.
 
     Parameters
     ----------
@@ -76,6 +94,8 @@ def bubble_fraction(stages, micro_batches):
         Pipeline stages ``N_p`` >= 1.
     micro_batches : int or array_like
         Micro-batches per step ``M`` >= 1.
+    virtual_stages : int or array_like
+        Model chunks per device ``v`` >= 1 (1: no interleaving).
 
     Returns
     -------
@@ -89,13 +109,17 @@ def bubble_fraction(stages, micro_batches):
     0.0
     >>> bubble_fraction(4, [1, 4, 32]).round(3)
     array([0.75 , 0.429, 0.086])
+    >>> bubble_fraction(4, 8, virtual_stages=2)     # 3 / (2 * 8 + 3): interleaved, v = 2
+    0.15789473684210525
     """
     s_arr = as_real(stages, "stages")
     m_arr = as_real(micro_batches, "micro_batches")
+    v_arr = as_real(virtual_stages, "virtual_stages")
     check_range(s_arr, "stages", 1)
     check_range(m_arr, "micro_batches", 1)
-    s_arr, m_arr = broadcast(stages=s_arr, micro_batches=m_arr)
-    return scalar_or_array((s_arr - 1) / (m_arr + s_arr - 1), stages, micro_batches)
+    check_range(v_arr, "virtual_stages", 1)
+    s_arr, m_arr, v_arr = broadcast(stages=s_arr, micro_batches=m_arr, virtual_stages=v_arr)
+    return scalar_or_array((s_arr - 1) / (v_arr * m_arr + s_arr - 1), stages, micro_batches, virtual_stages)
 
 
 # --------------------------------------------------------------------------- timelines
@@ -107,7 +131,9 @@ class StageOp:
     ``micro`` is the micro-batch index (``-1`` for an all-reduce or update);
     ``start``/``end`` are seconds (from the simulator, or measured with
     :func:`time.perf_counter`); ``step`` is the training step the operation belongs
-    to; ``replica`` the data-parallel replica (0 unless the run is hybrid).
+    to; ``replica`` the data-parallel replica (0 unless the run is hybrid); ``chunk``
+    the device's model chunk (interleaved 1F1B: chunk ``c`` of stage (device) ``q`` is
+    virtual stage ``c * N_p + q``; 0 otherwise).
     """
 
     stage: int
@@ -117,10 +143,12 @@ class StageOp:
     end: float
     step: int = 0
     replica: int = 0
+    chunk: int = 0
 
     def shifted(self, dt: float) -> StageOp:
         """The same operation ``dt`` seconds earlier."""
-        return StageOp(self.stage, self.kind, self.micro, self.start - dt, self.end - dt, self.step, self.replica)
+        return StageOp(self.stage, self.kind, self.micro, self.start - dt, self.end - dt, self.step, self.replica,
+                       self.chunk)
 
     @property
     def duration(self) -> float:
@@ -148,6 +176,8 @@ class Timeline:
         Data-parallel replicas ``N_d`` of the pipeline (1 unless hybrid). The timeline
         has ``N_d * N_p`` rows (devices), row ``replica * N_p + q`` for stage ``q`` of a
         replica.
+    virtual_stages : int
+        Model chunks ``v`` per device (interleaved 1F1B when > 1; rows stay devices).
     """
 
     ops: tuple[StageOp, ...]
@@ -156,6 +186,7 @@ class Timeline:
     schedule: str
     source: str = "simulated"
     replicas: int = 1
+    virtual_stages: int = 1
 
     @property
     def n_rows(self) -> int:
@@ -178,7 +209,8 @@ class Timeline:
             raise ValueError(f"k must be one of the steps {self.steps}, got {k!r}")
         t0 = min(op.start for op in ops)
         shifted = tuple(op.shifted(t0) for op in ops)
-        return Timeline(shifted, self.n_stages, self.n_micro, self.schedule, self.source, self.replicas)
+        return Timeline(shifted, self.n_stages, self.n_micro, self.schedule, self.source, self.replicas,
+                        self.virtual_stages)
 
     def _compute_ops(self) -> list[StageOp]:
         return [op for op in self.ops if op.kind in ("F", "B")]
@@ -218,6 +250,8 @@ class Timeline:
 
         A forward stores its micro-batch's activations until the matching backward
         has run: this count times the activation size is a stage's activation memory.
+        Interleaved (``virtual_stages > 1``): the count is of (micro-batch, chunk) pairs,
+        each ``1/v`` of a device's layers.
         """
         peak = np.zeros(self.n_rows, dtype=int)
         per_stage_step: dict[tuple[int, int], list] = {}
@@ -239,7 +273,21 @@ def check_schedule(schedule) -> str:
     return schedule
 
 
-def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> list[list[tuple[str, int]]]:
+def check_virtual_stages(virtual_stages, stages: int, micro_batches: int | None, schedule: str) -> int:
+    """``virtual_stages`` (``v``) as an int >= 1; ``v > 1`` (interleaved 1F1B) needs
+    ``schedule="1f1b"`` and ``micro_batches`` a multiple of ``stages`` (Megatron-LM's
+    groups of ``N_p`` micro-batches). ``micro_batches=None``: not checked."""
+    v = check_int(virtual_stages, "virtual_stages", 1, 2**20)
+    if v > 1 and schedule != "1f1b":
+        raise ValueError(f"virtual_stages > 1 (interleaved 1F1B) needs schedule='1f1b', got {schedule!r}")
+    if v > 1 and micro_batches is not None and micro_batches % stages:
+        raise ValueError(f"micro_batches must be a multiple of stages = {stages} for interleaved 1F1B "
+                         f"(virtual_stages = {v}), got {micro_batches}")
+    return v
+
+
+def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe", *,
+                   virtual_stages: int = 1) -> list[list[tuple]]:
     """Order in which each stage runs its forwards and backwards in one step.
 
     Parameters
@@ -250,12 +298,17 @@ def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> 
         GPipe: ``F0 .. F(M-1)`` then ``B0 .. B(M-1)``. 1F1B: ``min(N_p - q - 1, M)``
         warm-up forwards on stage ``q``, then forward/backward pairs, then the
         remaining backwards.
+    virtual_stages : int
+        ``v`` >= 1 model chunks per stage (device). ``v > 1``: interleaved 1F1B
+        (:func:`interleaved_order`); needs ``schedule="1f1b"`` and ``M`` a multiple of
+        ``N_p``, else ValueError.
 
     Returns
     -------
-    list of list of (kind, micro)
-        One list per stage. Backwards run in micro-batch order in both schedules, so
-        gradients are accumulated in the same order (and the results are bitwise equal).
+    list of list of (kind, micro), or of (kind, micro, chunk) when ``v > 1``
+        One list per stage. Backwards run in micro-batch order in both schedules (per
+        chunk when interleaved), so gradients are accumulated in the same order (and
+        the results are bitwise equal).
 
     Examples
     --------
@@ -265,10 +318,15 @@ def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe") -> 
     [('F', 0), ('F', 1), ('B', 0), ('F', 2), ('B', 1), ('B', 2)]
     >>> schedule_order(2, 3, "1f1b")[1]
     [('F', 0), ('B', 0), ('F', 1), ('B', 1), ('F', 2), ('B', 2)]
+    >>> schedule_order(2, 2, "1f1b", virtual_stages=2)[0]   # (kind, micro, chunk)
+    [('F', 0, 0), ('F', 1, 0), ('F', 0, 1), ('F', 1, 1), ('B', 0, 1), ('B', 1, 1), ('B', 0, 0), ('B', 1, 0)]
     """
     stages = check_int(stages, "stages", 1)
     micro_batches = check_int(micro_batches, "micro_batches", 1)
     check_schedule(schedule)
+    v = check_virtual_stages(virtual_stages, stages, micro_batches, schedule)
+    if v > 1:
+        return [interleaved_order(q, stages, micro_batches, v) for q in range(stages)]
     return [stage_order(q, stages, micro_batches, schedule) for q in range(stages)]
 
 
@@ -292,6 +350,53 @@ def stage_order(q: int, stages: int, micro_batches: int, schedule: str) -> list[
     return order + [("B", m) for m in range(micro_batches - warmup, micro_batches)]  # drain
 
 
+def interleaved_order(q: int, stages: int, micro_batches: int, chunks: int) -> list[tuple[str, int, int]]:
+    """Interleaved 1F1B on device ``q``: its forwards ``("F", m, c)`` and backwards
+    ``("B", m, c)`` of micro-batch ``m`` on its model chunk ``c`` (virtual stage ``c N_p + q``).
+
+    Megatron-LM's rule (Narayanan et al., SC 2021, section 2.2.2;
+    ``forward_backward_pipelining_with_interleaving``): the device's ``v M`` forwards
+    take the micro-batches in groups of ``N_p``, each group through chunk 0, then chunk
+    1, ...; the backwards likewise, chunks from last to first. It runs
+    ``2 (N_p - q - 1) + (v - 1) N_p`` forwards ahead (all of them if ``M = N_p``), then
+    alternates. :func:`schedule_order` checks the arguments (``M`` a multiple of ``N_p``).
+
+    Examples
+    --------
+    >>> interleaved_order(1, 2, 2, 2)
+    [('F', 0, 0), ('F', 1, 0), ('F', 0, 1), ('F', 1, 1), ('B', 0, 1), ('B', 1, 1), ('B', 0, 0), ('B', 1, 0)]
+    >>> interleaved_order(1, 2, 4, 2)[:6]    # 2 warm-up forwards, then one forward, one backward
+    [('F', 0, 0), ('F', 1, 0), ('F', 0, 1), ('B', 0, 1), ('F', 1, 1), ('B', 1, 1)]
+    """
+    group, total = stages * chunks, micro_batches * chunks
+
+    def unit(k: int, kind: str) -> tuple[str, int, int]:  # the device's k-th forward (backward)
+        c = (k % group) // stages  # chunk of the k-th unit, from the first chunk (F) or the last (B)
+        return kind, (k // group) * stages + k % stages, c if kind == "F" else chunks - 1 - c
+
+    warmup = total if micro_batches == stages else min(2 * (stages - q - 1) + (chunks - 1) * stages, total)
+    order = [unit(k, "F") for k in range(warmup)]
+    for i in range(total - warmup):  # then one forward, one backward
+        order += [unit(warmup + i, "F"), unit(i, "B")]
+    return order + [unit(k, "B") for k in range(total - warmup, total)]  # drain
+
+
+def virtual_handovers(stages: int, virtual_stages: int = 1) -> int:
+    """Hand-overs of one micro-batch's forward (and as many of its backward) through a
+    pipeline of ``N_p`` devices with ``v`` chunks each: ``v N_p - 1``.
+
+    The price of interleaving: ``v N_p - 1`` boundaries instead of ``N_p - 1``, about
+    ``v`` times as many messages and bytes (chunk ``c`` on the last device hands over to
+    chunk ``c + 1`` on the first).
+
+    Examples
+    --------
+    >>> virtual_handovers(4), virtual_handovers(4, 2)
+    (3, 7)
+    """
+    return check_int(virtual_stages, "virtual_stages", 1, 2**20) * check_int(stages, "stages", 1) - 1
+
+
 def _costs(values, name: str, n: int | None = None) -> np.ndarray:
     arr = as_real(values, name)
     if arr.ndim != 1 or arr.size == 0:
@@ -309,6 +414,7 @@ def simulate_pipeline(
     micro_batches: int,
     schedule: str = "gpipe",
     send_time: float = 0.0,
+    virtual_stages: int = 1,
 ) -> Timeline:
     """Compute a pipeline's timeline from per-stage costs, without running anything.
 
@@ -316,28 +422,33 @@ def simulate_pipeline(
     when its stage is free and its input has arrived: forward ``m`` on stage ``q``
     needs forward ``m`` of stage ``q - 1``, backward ``m`` needs backward ``m`` of
     stage ``q + 1`` (the last stage: its own forward ``m``). Each hand-over between
-    stages takes ``send_time`` (the sender does not wait for it).
+    stages takes ``send_time`` (the sender does not wait for it). Interleaved
+    (``virtual_stages = v > 1``): the same rules between the ``v N_p`` virtual stages,
+    virtual stage ``j`` running on device ``j mod N_p``.
 
     Parameters
     ----------
     forward : sequence of float
-        Time of one micro-batch's forward on each stage (``N_p`` entries, >= 0).
+        Time of one micro-batch's forward on each stage (``N_p`` entries, >= 0); with
+        ``v > 1`` on each virtual stage (model chunk), in model order (``v N_p`` entries).
     backward : sequence of float, optional
         Time of one micro-batch's backward on each stage; default ``2 * forward``
         (a layer's backward computes two GEMMs to the forward's one).
     micro_batches : int
-        ``M`` >= 1.
+        ``M`` >= 1 (a multiple of ``N_p`` if ``v > 1``).
     schedule : {"gpipe", "1f1b"}
     send_time : float or sequence of float
         Time to pass an activation (or its gradient) to the neighbour stage, >= 0:
-        one value for every hand-over, or ``N_p - 1`` values, one per boundary
-        (boundary ``q`` lies between stages ``q`` and ``q + 1``).
+        one value for every hand-over, or ``v N_p - 1`` values, one per boundary
+        (boundary ``j`` lies between (virtual) stages ``j`` and ``j + 1``).
+    virtual_stages : int
+        ``v`` >= 1 model chunks per device (interleaved 1F1B, ``schedule="1f1b"``).
 
     Returns
     -------
     Timeline
         With equal stages and ``send_time = 0`` its :meth:`Timeline.bubble` equals
-        :func:`bubble_fraction`.
+        :func:`bubble_fraction` (with ``virtual_stages``).
 
     Examples
     --------
@@ -346,24 +457,22 @@ def simulate_pipeline(
     (33.0, 0.272727, 0.272727)
     >>> simulate_pipeline([1.0] * 4, micro_batches=8, schedule="1f1b").in_flight().tolist()
     [4, 3, 2, 1]
+    >>> t = simulate_pipeline([0.5] * 4, micro_batches=2, schedule="1f1b", virtual_stages=2)
+    >>> t.makespan, t.bubble(), bubble_fraction(2, 2, 2)    # 2 devices x 2 chunks
+    (7.5, 0.19999999999999996, 0.2)
     """
     f = _costs(forward, "forward")
     b = 2.0 * f if backward is None else _costs(backward, "backward", f.size)
     m_count = check_int(micro_batches, "micro_batches", 1)
     check_schedule(schedule)
-    n = f.size
-    send_arr = as_real(send_time, "send_time")
-    check_range(send_arr, "send_time", 0.0)
-    if send_arr.ndim == 0:
-        sends = [float(send_arr)] * max(n - 1, 0)
-    elif send_arr.shape == (n - 1,):
-        sends = [float(v) for v in send_arr]
-    else:
-        raise ValueError(
-            f"send_time must be one number or one per boundary ({n - 1}), got shape {send_arr.shape}"
-        )
-    f_s, b_s = [float(v) for v in f], [float(v) for v in b]
-    orders = schedule_order(n, m_count, schedule)
+    v = check_int(virtual_stages, "virtual_stages", 1, 2**20)
+    if f.size % v:
+        raise ValueError(f"forward must have virtual_stages x N_p entries (v = {v}), got {f.size}")
+    n_virtual, n = f.size, f.size // v
+    check_virtual_stages(v, n, m_count, schedule)
+    sends = _sends(send_time, n_virtual - 1)
+    f_s, b_s = [float(val) for val in f], [float(val) for val in b]
+    orders = [[(*op, 0)[:3] for op in order] for order in schedule_order(n, m_count, schedule, virtual_stages=v)]
     end: dict[tuple[str, int, int], float] = {}
     ops: list[StageOp] = []
     pos = [0] * n
@@ -373,20 +482,21 @@ def simulate_pipeline(
         progressed = False
         for q in range(n):
             while pos[q] < len(orders[q]):
-                kind, m = orders[q][pos[q]]
+                kind, m, c = orders[q][pos[q]]
+                j = c * n + q  # the virtual stage (the stage itself when v = 1)
                 if kind == "F":
-                    dep = ("F", q - 1, m) if q > 0 else None
-                    hop = sends[q - 1] if q > 0 else 0.0
+                    dep = ("F", j - 1, m) if j > 0 else None
+                    hop = sends[j - 1] if j > 0 else 0.0
                 else:
-                    dep = ("B", q + 1, m) if q < n - 1 else ("F", q, m)
-                    hop = sends[q] if q < n - 1 else 0.0
+                    dep = ("B", j + 1, m) if j < n_virtual - 1 else ("F", j, m)
+                    hop = sends[j] if j < n_virtual - 1 else 0.0
                 if dep is not None and dep not in end:
                     break
                 ready = end[dep] + hop if dep is not None else 0.0
                 start = max(free[q], ready)
-                stop = start + (f_s[q] if kind == "F" else b_s[q])
-                end[(kind, q, m)] = stop
-                ops.append(StageOp(q, kind, m, start, stop))
+                stop = start + (f_s[j] if kind == "F" else b_s[j])
+                end[(kind, j, m)] = stop
+                ops.append(StageOp(q, kind, m, start, stop, chunk=c))
                 free[q] = stop
                 pos[q] += 1
                 remaining -= 1
@@ -394,7 +504,20 @@ def simulate_pipeline(
         if not progressed:  # pragma: no cover - impossible for the schedules above
             raise RuntimeError("the schedule deadlocks")
     ops.sort(key=lambda op: (op.start, op.stage))
-    return Timeline(tuple(ops), n, m_count, schedule, "simulated")
+    return Timeline(tuple(ops), n, m_count, schedule, "simulated", virtual_stages=v)
+
+
+def _sends(send_time, boundaries: int) -> list[float]:
+    """``send_time`` as one float per boundary (one value for all, or one each)."""
+    send_arr = as_real(send_time, "send_time")
+    check_range(send_arr, "send_time", 0.0)
+    if send_arr.ndim == 0:
+        return [float(send_arr)] * max(boundaries, 0)
+    if send_arr.shape == (boundaries,):
+        return [float(val) for val in send_arr]
+    raise ValueError(
+        f"send_time must be one number or one per boundary ({boundaries}), got shape {send_arr.shape}"
+    )
 
 
 def simulate_uniform(
@@ -405,18 +528,27 @@ def simulate_uniform(
     forward: float = 1.0,
     backward: float | None = None,
     send_time: float = 0.0,
+    virtual_stages: int = 1,
 ) -> Timeline:
     """:func:`simulate_pipeline` for ``N_p`` equal stages (what the formula assumes).
+
+    With ``virtual_stages = v > 1`` each stage's work is cut into ``v`` equal chunks
+    (``forward / v`` and ``backward / v`` each): the same model on the same devices,
+    interleaved.
 
     Examples
     --------
     >>> round(simulate_uniform(3, 5).bubble(), 12) == round(bubble_fraction(3, 5), 12)
     True
+    >>> round(simulate_uniform(3, 6, schedule="1f1b", virtual_stages=2).bubble(), 12)
+    0.142857142857
     """
     stages = check_int(stages, "stages", 1)
-    back = None if backward is None else [backward] * stages
+    v = check_int(virtual_stages, "virtual_stages", 1, 2**20)
+    back = None if backward is None else [backward / v] * (stages * v)
     return simulate_pipeline(
-        [forward] * stages, back, micro_batches=micro_batches, schedule=schedule, send_time=send_time
+        [forward / v] * (stages * v), back, micro_batches=micro_batches, schedule=schedule, send_time=send_time,
+        virtual_stages=v,
     )
 
 
