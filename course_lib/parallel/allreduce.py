@@ -12,8 +12,13 @@ One interface, three implementations, used by the same worker step loop
 ``allreduce()``
     Return the sum over all workers.
 
-:class:`ShmAllReduce` also offers the two halves apart, ``reduce_scatter()`` and
-``allgather()``: ZeRO (:mod:`course_lib.parallel.zero`) updates its chunk in between.
+:class:`ShmAllReduce` is the two halves of the ring all-reduce as two public steps,
+``reduce_scatter()`` then ``all_gather()`` (chapter "Collectives and synchronisation"):
+ZeRO (:mod:`course_lib.parallel.zero`) updates its chunk in between, and ZeRO-2/3 use
+each half alone. It counts the bytes each step brings in from the other workers
+(``bytes_in``), to set against :func:`course_lib.comm.ring_reduce_scatter_time` and
+:func:`course_lib.comm.ring_allgather_time`; :func:`run_shm_collectives` runs the two
+steps in processes and returns what each worker holds and counted.
 
 :class:`ShmAllReduce`
     Shared memory: worker ``r`` adds chunk ``r`` of every worker's gradient
@@ -33,11 +38,14 @@ from datetime import timedelta
 
 import numpy as np
 
-from .._validate import check_float_dtype, check_int
+from .._validate import check_float_dtype, check_int, check_positive
 from .partition import chunk_bounds, sum_rows
-from .workers import WorkerContext
+from .workers import WorkerContext, check_start_method
 
-__all__ = ["TORCH_MISSING", "GlooAllReduce", "PipeAllReduce", "ShmAllReduce", "free_port", "torch_available"]
+__all__ = [
+    "TORCH_MISSING", "GlooAllReduce", "PipeAllReduce", "ShmAllReduce", "free_port", "run_shm_collectives",
+    "torch_available",
+]
 
 #: What to say where torch is needed but not installed.
 TORCH_MISSING = (
@@ -52,13 +60,27 @@ class ShmAllReduce:
     "Communication: pipes to one reducer vs shared memory").
 
     Every worker computes its gradient directly into its row of ``grads``; after a
-    barrier worker ``r`` adds chunk ``r`` of all rows (in rank order) into
-    ``reduced``; after a second barrier every worker reads all of ``reduced``.
+    barrier (:meth:`wait`) worker ``r`` adds chunk ``r`` of all rows (in rank order) into
+    ``reduced`` (:meth:`reduce_scatter`); after a second barrier every worker reads all of
+    ``reduced`` (:meth:`all_gather`). :meth:`allreduce` is the two in sequence.
+
+    Attributes
+    ----------
+    lo, hi : int
+        This worker's chunk ``[lo, hi)`` of the flat buffer
+        (:func:`course_lib.parallel.partition.chunk_bounds`).
+    bytes_in : dict of str to int
+        Bytes of the other workers' data this worker has read so far, per step:
+        ``"reduce_scatter"`` (chunk ``r`` of the ``N - 1`` other rows) and ``"all_gather"``
+        (the ``N - 1`` chunks the others reduced). Summed over the workers each is
+        ``(N - 1) n`` bytes for an ``n``-byte buffer: ``(N - 1)/N n`` per worker, the
+        ring's figure (:func:`course_lib.comm.ring_reduce_scatter_time`).
     """
 
     def __init__(self, wctx: WorkerContext, grads: np.ndarray, reduced: np.ndarray, barrier):
         self.wctx, self.grads, self.reduced, self.barrier = wctx, grads, reduced, barrier
         self.lo, self.hi = chunk_bounds(reduced.size, wctx.world_size)[wctx.rank]
+        self.bytes_in = {"reduce_scatter": 0, "all_gather": 0}
 
     def gradient_buffer(self) -> np.ndarray:
         return self.grads[self.wctx.rank]
@@ -70,18 +92,100 @@ class ShmAllReduce:
         self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
 
     def reduce_scatter(self) -> np.ndarray:
-        """Add chunk ``r`` of every worker's gradient: this worker's chunk of the sum."""
+        """Step 1, Reduce-Scatter: add chunk ``r`` of every worker's row, in rank order
+        (call it after :meth:`wait`: every row written). Returns this worker's chunk of the
+        sum, a view of ``reduced`` (write into it to change what :meth:`all_gather` shares)."""
         sum_rows(self.grads, self.reduced, self.lo, self.hi)
-        return self.reduced[self.lo : self.hi]
+        mine = self.reduced[self.lo : self.hi]
+        self.bytes_in["reduce_scatter"] += (self.grads.shape[0] - 1) * mine.nbytes  # the others' chunks r
+        return mine
 
-    def allgather(self) -> np.ndarray:
-        """Wait until every worker has written its chunk; return the whole array."""
+    def all_gather(self, chunk: np.ndarray | None = None) -> np.ndarray:
+        """Step 2, All-Gather: put ``chunk`` (if given) as this worker's chunk ``r``, wait
+        until every worker has put its own, return the whole array (``reduced``)."""
+        if chunk is not None:
+            self.reduced[self.lo : self.hi] = chunk
         self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
+        self.bytes_in["all_gather"] += self.reduced.nbytes - self.reduced[self.lo : self.hi].nbytes
         return self.reduced
 
+    def allgather(self) -> np.ndarray:
+        """The former name of :meth:`all_gather` (ZeRO-1's loop, notebook 08)."""
+        return self.all_gather()
+
     def allreduce(self) -> np.ndarray:
+        """All-Reduce = Reduce-Scatter, then All-Gather: the sum over all workers."""
         self.reduce_scatter()
-        return self.allgather()
+        return self.all_gather()
+
+
+def run_shm_collectives(rows, *, start_method: str | None = None, timeout: float = 30.0) -> dict:
+    """Run :class:`ShmAllReduce`'s two steps in ``N`` processes; what each holds and counted.
+
+    Worker ``r`` starts with ``rows[r]``, calls :meth:`ShmAllReduce.reduce_scatter`, keeps
+    a copy of its chunk of the sum, then :meth:`ShmAllReduce.all_gather`.
+
+    Parameters
+    ----------
+    rows : array_like, shape (N, n)
+        One row per worker (``N >= 1`` processes), float32 or float64.
+    start_method : {"fork", "forkserver", "spawn"} or None
+        How the workers start (None: the course default).
+    timeout : float
+        Seconds the parent waits for the workers, > 0.
+
+    Returns
+    -------
+    dict
+        ``"chunks"``: list of ``(lo, hi)``; ``"reduce_scatter"``: each worker's chunk of the
+        sum after step 1; ``"all_gather"``: ``(N, n)`` array, what each holds after step 2;
+        ``"bytes_in"``: ``(N, 2)`` int array, the bytes each worker read from the others in
+        step 1 and step 2 (:attr:`ShmAllReduce.bytes_in`).
+
+    Examples
+    --------
+    >>> out = run_shm_collectives(np.arange(8.0).reshape(2, 4), start_method="fork")
+    >>> out["all_gather"].tolist()
+    [[4.0, 6.0, 8.0, 10.0], [4.0, 6.0, 8.0, 10.0]]
+    >>> out["bytes_in"].sum(axis=0).tolist()   # (N - 1) n bytes per step over the workers
+    [32, 32]
+    """
+    from .launch import Launcher  # the process layer, only when processes run
+
+    rows = np.asarray(rows) if isinstance(rows, (list, tuple, np.ndarray)) else rows
+    if not isinstance(rows, np.ndarray) or rows.dtype.kind not in "iuf":
+        raise TypeError(f"rows must be an (N, n) array of real numbers, got {type(rows).__name__}")
+    if rows.ndim != 2 or not 1 <= rows.shape[0] <= 64:
+        raise ValueError(f"rows must be an (N, n) array with 1 <= N <= 64 workers, got shape {rows.shape}")
+    rows = rows if rows.dtype in (np.float32, np.float64) else rows.astype(np.float64)
+    start_method = check_start_method(start_method)
+    timeout = check_positive(timeout, "timeout")
+    with Launcher(start_method) as launch:
+        grads = launch.shared(rows.shape, rows.dtype, rows)
+        reduced = launch.shared(rows.shape[1], rows.dtype)
+        barrier = launch.barrier(rows.shape[0])
+        results = launch.run(_collectives_worker, rows.shape[0], args=(grads.spec, reduced.spec, barrier),
+                             timeout=timeout, name="ddl-collectives")
+    return {
+        "chunks": [r["chunk"] for r in results],
+        "reduce_scatter": [r["reduce_scatter"] for r in results],
+        "all_gather": np.stack([r["all_gather"] for r in results]),
+        "bytes_in": np.array([[r["bytes_in"]["reduce_scatter"], r["bytes_in"]["all_gather"]] for r in results]),
+    }
+
+
+def _collectives_worker(wctx: WorkerContext, g_spec, r_spec, barrier) -> dict:
+    """One worker of :func:`run_shm_collectives` (runs in a child process)."""
+    with g_spec.attach() as grads, r_spec.attach() as reduced:
+        comm = ShmAllReduce(wctx, grads, reduced, barrier)
+        comm.start()
+        comm.wait()  # every row is in place (written by the parent here)
+        mine = comm.reduce_scatter().copy()
+        gathered = comm.all_gather().copy()
+        out = {"chunk": (comm.lo, comm.hi), "reduce_scatter": mine, "all_gather": gathered,
+               "bytes_in": dict(comm.bytes_in)}
+        del comm
+    return out
 
 
 class PipeAllReduce:
