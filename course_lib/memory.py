@@ -54,6 +54,8 @@ __all__ = [
     "model_state_bytes",
     "recompute_flops_ratio",
     "transformer_activation_bytes",
+    "zero_comm_factor",
+    "zero_step_bytes",
 ]
 
 #: ZeRO stages: 0 = plain data parallelism, 1 = optimizer states sharded, 2 = also the
@@ -170,6 +172,49 @@ def model_state_bytes(
         gradients=g * n_params / (devices if zero_stage >= 2 else 1),
         optimizer_states=k * n_params / (devices if zero_stage >= 1 else 1),
     )
+
+
+def zero_comm_factor(zero_stage: int) -> float:
+    r"""Bytes a ZeRO stage moves per step, in all-reduces of the parameters' size.
+
+    An all-reduce is a reduce-scatter followed by an all-gather. Stages 0, 1 and 2 do
+    exactly that once per step (stage 0 all-reduces the gradient; stages 1 and 2
+    reduce-scatter the gradient and all-gather the updated parameters): factor 1. Stage
+    3 keeps only a shard of the parameters, so it all-gathers each layer before its
+    forward AND again before its backward, plus the reduce-scatter of the gradient: three
+    halves, factor 1.5 (Rajbhandari et al. 2020, Section 7.2: :math:`3\Psi` instead of
+    :math:`2\Psi`). ``train_data_parallel(..., zero_stage=3)`` (:mod:`course_lib.parallel.zero`)
+    measures it on the running example.
+
+    Examples
+    --------
+    >>> [zero_comm_factor(s) for s in ZERO_STAGES]
+    [1.0, 1.0, 1.0, 1.5]
+    """
+    zero_stage = check_int(zero_stage, "zero_stage", 0, 3)
+    return 1.5 if zero_stage == 3 else 1.0
+
+
+def zero_step_bytes(n_params: float, devices: int, zero_stage: int, *, grad_bytes: float = 2.0) -> float:
+    r"""Bytes one device sends per step under ZeRO, ring collectives.
+
+    A ring reduce-scatter or all-gather of :math:`X` bytes sends :math:`(N_d - 1)/N_d \cdot X`
+    bytes per device; a step of stages 0-2 does one of each (an all-reduce), stage 3 one
+    more all-gather (:func:`zero_comm_factor`):
+    :math:`2\,\text{factor}\,(N_d - 1)/N_d \cdot g P` with :math:`g` bytes per value
+    (2: 16-bit gradients and parameters, as mixed precision sends them).
+
+    Examples
+    --------
+    >>> zero_step_bytes(7.5e9, 64, 0) / 1e9, zero_step_bytes(7.5e9, 64, 3) / 1e9
+    (29.53125, 44.296875)
+    >>> zero_step_bytes(100, 1, 3)     # one device sends nothing
+    0.0
+    """
+    n_params = check_real(n_params, "n_params", 0.0)
+    devices = check_int(devices, "devices", 1)
+    g = check_positive(grad_bytes, "grad_bytes", allow_zero=True)
+    return 2.0 * zero_comm_factor(zero_stage) * (devices - 1) / devices * g * n_params
 
 
 def measured_state_bytes(params: np.ndarray, grad: np.ndarray, optimizer) -> dict[str, int]:

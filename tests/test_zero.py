@@ -74,7 +74,7 @@ def test_measured_state_bytes_counts_the_arrays():
 
 
 @pytest.mark.parametrize(("kwargs", "exc", "match"), [
-    ({"zero_stage": 2}, ValueError, "zero_stage"),
+    ({"zero_stage": 4}, ValueError, "zero_stage"),
     ({"zero_stage": True}, TypeError, "zero_stage"),
     ({"zero_stage": 1, "backend": "pipe"}, ValueError, "backend='shm'"),
     ({"zero_stage": 1, "optimizer": LAMB(MODEL, 0.01)}, ValueError, "element-wise"),

@@ -126,11 +126,14 @@ def train_data_parallel(
         As in :func:`course_lib.reference.train_serial`; ``batch_size`` is the GLOBAL
         batch (>= workers).
         Every worker applies the same update with its own copy of ``optimizer``.
-    zero_stage : {0, 1}
+    zero_stage : {0, 1, 2, 3}
         1: ZeRO stage 1 (零冗余优化器, :mod:`course_lib.parallel.zero`, backend "shm"
         only): worker ``r`` keeps the optimizer state of chunk ``r`` of the parameters
         only, updates that chunk after the reduce-scatter, and the all-gather shares
-        the updated parameters. Same parameters as ``zero_stage=0`` within rounding.
+        the updated parameters. 2: also only chunk ``r`` of the gradients (a
+        reduce-scatter per layer in the backward). 3 (FSDP): also only chunk ``r`` of the
+        parameters (each layer all-gathered before its forward and its backward). Same
+        parameters as ``zero_stage=0`` within rounding.
     workers : int
         Number of worker processes, >= 1. Batches that ``workers`` does not divide
         are split into shards differing by one sample (:func:`shard_bounds`).
@@ -173,7 +176,8 @@ def train_data_parallel(
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if job.zero_stage and backend != "shm":
-        raise ValueError(f"zero_stage=1 needs backend='shm' (its reduce-scatter and all-gather), got {backend!r}")
+        raise ValueError(f"zero_stage={job.zero_stage} needs backend='shm' (its reduce-scatter and all-gather), "
+                         f"got {backend!r}")
     start_method = check_start_method(start_method)
     timeout = check_positive(timeout, "timeout")
     if backend == "gloo" and not torch_available():  # after every argument check: a bad call
@@ -267,13 +271,14 @@ def run_worker(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
     report the parent assembles (:func:`collect`): timings, losses, bytes, memory, digest."""
     clock = StepClock(wctx, job.steps, job.fault)
     if job.zero_stage:
-        from .zero import zero_worker_loop as loop  # imported in the worker only when ZeRO runs
+        from .zero import worker_loop_for  # imported in the worker only when ZeRO runs
+        loop = worker_loop_for(job.zero_stage)
     else:
         loop = worker_loop
     with _blas(job.blas_threads):
         blas = current_blas_threads()  # reported, so tests can check the limit took effect
-        params, grad, opt = loop(wctx, job, x, y, p0, comm, clock)
-        memory = measured_state_bytes(params, grad, opt)  # what this worker holds
+        params, grad, opt, *kept = loop(wctx, job, x, y, p0, comm, clock)  # ZeRO-3 also: its chunk
+        memory = measured_state_bytes(kept[0] if kept else params, grad, opt)  # what this worker holds
     return {
         "timings": clock.phases("compute", "waiting", "communication", "step"),
         "losses": clock.counts["loss"], "samples": clock.counts["samples"].astype(int),

@@ -112,7 +112,7 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
         False (tensor parallelism: every worker sees the whole batch) allows more workers
         than samples in a batch.
     optimizer, zero_stage
-        An object with ``step(params, grad)`` or None; ZeRO stage 0 or 1 (1 needs an
+        An object with ``step(params, grad)`` or None; ZeRO stage 0 to 3 (1 to 3 need an
         element-wise optimizer).
     stages : int, optional
         Pipelines: the number of stages ``N_p`` (already checked against the model). Then
@@ -174,10 +174,10 @@ def check_job(model, x, y, batch_size, steps, epochs, lr, seed, workers, blas, f
         raise TypeError(f"optimizer must have a step(params, grad) method, got {type(optimizer).__name__}")
     if callable(getattr(optimizer, "fresh", None)):
         optimizer = optimizer.fresh()  # a template: no state of an earlier run goes into a worker
-    zero_stage = check_int(zero_stage, "zero_stage", 0, 1)
-    if zero_stage == 1 and optimizer is not None and not isinstance(optimizer, SGD):
+    zero_stage = check_int(zero_stage, "zero_stage", 0, 3)
+    if zero_stage >= 1 and optimizer is not None and not isinstance(optimizer, SGD):
         raise ValueError(
-            f"zero_stage=1 shards the optimizer state by chunks of the flat buffer, which needs an "
+            f"zero_stage={zero_stage} shards the optimizer state by chunks of the flat buffer, which needs an "
             f"element-wise optimizer (optim.SGD); {type(optimizer).__name__} needs whole layers"
         )
     job = Job(model, n, batch_size, steps, lr, seed, workers, blas, fault, optimizer, zero_stage, micro_batches)
