@@ -32,6 +32,7 @@ _SUBMODULES = frozenset(
         "memory",
         "models",
         "optim",
+        "overlap",
         "parallel",
         "planner",
         "plots",

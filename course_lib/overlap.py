@@ -1,0 +1,145 @@
+r"""Overlap of communication with the backward pass (通信与计算重叠): the step-time model.
+
+The backward pass computes the gradients of the layers last to first. The gradient of the
+last layers is final long before the backward pass ends, so its all-reduce need not wait:
+the gradients are grouped into **buckets** of consecutive layers, and the all-reduce of a
+bucket starts as soon as the backward pass has finished its layers, while the backward pass
+goes on with the earlier layers (PyTorch DDP: Li et al. 2020, "PyTorch Distributed:
+Experiences on Accelerating Data Parallel Training", PVLDB 13(12), section 3.2.3; Horovod's
+tensor fusion is the same idea).
+
+With a forward time :math:`t_f`, the backward of bucket :math:`j` taking :math:`b_j` and its
+all-reduce :math:`c_j` (buckets numbered in the order the backward pass finishes them), the
+backward pass finishes bucket :math:`j` at :math:`B_j = t_f + \sum_{i \le j} b_i` and the
+all-reduces run one after the other on the link, each once its bucket is ready:
+
+.. math:: C_j = \max(B_j,\ C_{j-1}) + c_j, \qquad C_0 = 0, \qquad
+          t_\text{step} = C_k + t_u
+
+against :math:`t_f + \sum b_j + \sum c_j + t_u` without overlap (one bucket). At best the
+step costs :math:`t_f + \max(\sum b_j, \ldots) + c_k + t_u`: only the last bucket's all-reduce
+is exposed. More buckets hide more, but each all-reduce pays its latency :math:`\alpha` again
+(:func:`course_lib.comm.ring_allreduce_time` of each bucket's bytes), which is why DDP uses
+buckets of about 25 MB, not one per layer.
+
+The model assumes that computation and communication use different resources (a GPU's
+cores and its network engine). On a CPU-only machine both are the same cores: the
+all-reduce's additions compete with the backward's matrix products, and the overlap can
+only hide what is not CPU work (waiting for the other workers, the barrier messages).
+
+Examples
+--------
+>>> t = overlapped_step_time(1.0, [1.0, 1.0, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5])
+>>> t["sequential"], t["overlapped"], t["exposed"]
+(7.0, 5.5, 0.5)
+>>> bucket_layers(5, 2)   # layers [2, 5) finish first in the backward pass
+[(2, 5), (0, 2)]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._validate import as_real, check_int, check_positive, check_range
+
+__all__ = ["bucket_layers", "overlapped_step_time"]
+
+
+def bucket_layers(n_layers: int, buckets: int) -> list[tuple[int, int]]:
+    """Layer ranges ``[start, stop)`` of ``buckets`` buckets of consecutive layers, in the
+    order the backward pass finishes them (the last layers first).
+
+    The layers are split as evenly as counts allow (``stop - start`` differ by at most one).
+
+    Parameters
+    ----------
+    n_layers : int
+        Weight layers of the model, >= 1.
+    buckets : int
+        Number of buckets, in [1, n_layers].
+
+    Examples
+    --------
+    >>> bucket_layers(4, 1), bucket_layers(4, 4)
+    ([(0, 4)], [(3, 4), (2, 3), (1, 2), (0, 1)])
+    """
+    n_layers = check_int(n_layers, "n_layers", 1)
+    buckets = check_int(buckets, "buckets", 1, n_layers)
+    edges = [k * n_layers // buckets for k in range(buckets + 1)]
+    return [(edges[k], edges[k + 1]) for k in reversed(range(buckets))]
+
+
+def _times(value, name: str, count: int | None = None) -> np.ndarray:
+    arr = np.atleast_1d(as_real(value, name, allowed="in [0, inf)"))
+    check_range(arr, name, 0.0)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a number or a non-empty sequence of numbers >= 0")
+    if count is not None and arr.size not in (1, count):
+        raise ValueError(f"{name} must have one value or one per bucket ({count}), got {arr.size}")
+    return arr
+
+
+def overlapped_step_time(compute_fwd, compute_bwd, comm_times, *, update: float = 0.0) -> dict:
+    r"""Step time of data parallelism with and without overlapping the all-reduce with the
+    backward pass (the module's model; Li et al. 2020).
+
+    Parameters
+    ----------
+    compute_fwd : float
+        :math:`t_f`, seconds of the forward pass, >= 0.
+    compute_bwd : float or sequence of float
+        :math:`b_j`, seconds of the backward pass of each bucket in the order it finishes
+        them (the last layers first); one number: the whole backward, split evenly over the
+        buckets.
+    comm_times : float or sequence of float
+        :math:`c_j`, seconds of each bucket's all-reduce (same order); the number of buckets
+        :math:`k` is its length (one number: one bucket, no overlap).
+    update : float
+        :math:`t_u`, seconds of the optimizer step after the last all-reduce, >= 0.
+
+    Returns
+    -------
+    dict
+        ``sequential``: :math:`t_f + \sum b_j + \sum c_j + t_u`; ``overlapped``:
+        :math:`C_k + t_u`; ``exposed``: communication not hidden, :math:`C_k - B_k`;
+        ``hidden``: :math:`\sum c_j` - exposed; ``backward_end``: the :math:`B_j`;
+        ``comm_start`` and ``comm_end``: when each all-reduce starts and ends (seconds from
+        the start of the step), for drawing a timeline.
+
+    Examples
+    --------
+    Two buckets whose all-reduce takes longer than their backward (hand values:
+    :math:`B = 2, 3`; :math:`C_1 = 2 + 2 = 4`, :math:`C_2 = \max(3, 4) + 2 = 6`):
+
+    >>> t = overlapped_step_time(1.0, [1.0, 1.0], [2.0, 2.0])
+    >>> t["sequential"], t["overlapped"], t["hidden"], t["comm_start"].tolist()
+    (7.0, 6.0, 1.0, [2.0, 4.0])
+
+    One bucket hides nothing:
+
+    >>> t = overlapped_step_time(1.0, 2.0, 2.0, update=0.5)
+    >>> t["sequential"] == t["overlapped"] == 5.5
+    True
+    """
+    t_f = check_positive(compute_fwd, "compute_fwd", allow_zero=True)
+    t_u = check_positive(update, "update", allow_zero=True)
+    comm = _times(comm_times, "comm_times")
+    bwd = _times(compute_bwd, "compute_bwd", comm.size)
+    if bwd.size == 1 and comm.size > 1:
+        bwd = np.full(comm.size, bwd[0] / comm.size)
+    backward_end = t_f + np.cumsum(bwd)
+    start, end = np.empty(comm.size), np.empty(comm.size)
+    link_free = 0.0
+    for j in range(comm.size):
+        start[j] = max(backward_end[j], link_free)
+        end[j] = link_free = start[j] + comm[j]
+    exposed = float(end[-1] - backward_end[-1])
+    return {
+        "sequential": float(t_f + bwd.sum() + comm.sum() + t_u),
+        "overlapped": float(end[-1] + t_u),
+        "exposed": exposed,
+        "hidden": float(comm.sum() - exposed),
+        "backward_end": backward_end,
+        "comm_start": start,
+        "comm_end": end,
+    }
