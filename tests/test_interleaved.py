@@ -11,7 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib import reference
 from course_lib import schedule as mp
+from course_lib.models import MLP
+from course_lib.parallel import pipeline as mp_run
+from course_lib.parallel.workers import Fault, WorkerDied, WorkerError
+from course_lib.timing import blas_threads
 
 # ----------------------------------------------------------------------------- schedule
 
@@ -121,3 +126,83 @@ def test_virtual_handovers():
     assert mp.virtual_handovers(1, 1) == 0
     assert mp.virtual_handovers(4, 1) == 3
     assert mp.virtual_handovers(4, 3) == 11
+
+
+# ----------------------------------------------------------------------------- processes
+pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
+
+MODEL = MLP((64, 24, 20, 16, 10))  # 4 layers: 2 processes x 2 chunks of one layer
+RUN = dict(batch_size=48, steps=4, lr=0.2, seed=3)
+
+
+def _reference(x, y, micro_batches, **kw):
+    with blas_threads(1):
+        return reference.train_microbatched(MODEL, x, y, micro_batches=micro_batches, **(RUN | kw))
+
+
+@pytest.mark.parametrize("extra", [dict(), dict(recompute=True)], ids=["plain", "recompute"])
+def test_interleaved_pipeline_equals_reference_bitwise(digits, extra, clean):
+    x, y = digits
+    res = mp_run.train_pipeline(MODEL, x, y, stages=2, micro_batches=4, schedule="1f1b", virtual_stages=2,
+                                **RUN, **extra)
+    assert np.array_equal(res.params, _reference(x, y, 4).params)  # bitwise
+    assert res.boundaries == (0, 1, 2, 3, 4) and res.workers == 2
+    tl = res.timeline
+    assert tl.virtual_stages == 2 and tl.n_stages == 2 and tl.n_rows == 2
+    for q, order in enumerate(mp.schedule_order(2, 4, "1f1b", virtual_stages=2)):
+        for k in tl.steps:  # each process ran its interleaved order, chunks recorded
+            mine = [(o.kind, o.micro, o.chunk) for o in tl.ops if o.stage == q and o.step == k and o.kind in "FB"]
+            assert sorted(mine, key=order.index) == order
+            assert sorted(o.chunk for o in tl.ops if o.stage == q and o.step == k and o.kind == "U") == [0, 1]
+    assert res.bubble_per_step().shape == (4,) and np.all((res.bubble_per_step() >= 0) & (res.bubble_per_step() < 1))
+
+
+def test_interleaved_handover_bytes_are_the_price(digits, clean):
+    x, y = digits
+    plain = mp_run.train_pipeline(MODEL, x, y, stages=2, micro_batches=2, schedule="1f1b", steps=1,
+                                  batch_size=48, lr=0.2, seed=3)
+    inter = mp_run.train_pipeline(MODEL, x, y, stages=2, micro_batches=2, schedule="1f1b", virtual_stages=2,
+                                  steps=1, batch_size=48, lr=0.2, seed=3)
+    # v = 1: one boundary, 2 x 48 x its width x 4 B
+    assert plain.bytes_per_step[0] == mp.handover_bytes(MODEL, plain.boundaries, 48)
+    # v = 2: chunks (0, 1, 2, 3, 4): 3 boundaries of widths 24, 20, 16 = 2 x 48 x 60 x 4 B
+    assert inter.bytes_per_step[0] == mp.handover_bytes(MODEL, (0, 1, 2, 3, 4), 48) == 2 * 48 * 60 * 4
+
+
+def test_interleaved_hybrid_two_replicas(digits, clean):
+    x, y = digits
+    res = mp_run.train_pipeline(MODEL, x, y, stages=2, micro_batches=2, schedule="1f1b", virtual_stages=2,
+                                data=2, **RUN)
+    ref = _reference(x, y, 4)  # two replicas of two micro-batches: four micro-batches
+    np.testing.assert_allclose(res.params, ref.params, rtol=0, atol=1e-6)
+    assert res.replicas_in_sync and res.workers == 4
+    assert {(o.replica, o.stage, o.chunk) for o in res.timeline.ops if o.kind == "A"} == {
+        (d, q, c) for d in range(2) for q in range(2) for c in range(2)}
+
+
+@pytest.mark.parametrize("kwargs, exc, word", [
+    (dict(virtual_stages=0), ValueError, "virtual_stages"),
+    (dict(virtual_stages=2.0), TypeError, "virtual_stages"),
+    (dict(virtual_stages="2"), TypeError, "virtual_stages"),
+    (dict(virtual_stages=2, micro_batches=3), ValueError, "micro_batches must be a multiple"),
+    (dict(virtual_stages=3), ValueError, "at most n_layers"),
+    (dict(virtual_stages=2, schedule="gpipe"), ValueError, "virtual_stages"),
+    (dict(virtual_stages=2, stages=None, boundaries=(0, 1, 2, 4)), ValueError, "boundaries"),
+    # 300 samples = 9 x 33 + 3: the last batch has 3 micro-batches, not a multiple of N_p = 2
+    (dict(virtual_stages=2, steps=None, epochs=1, batch_size=33), ValueError, "micro_batches must be a multiple"),
+])
+def test_bad_interleaved_input_names_the_parameter(digits, kwargs, exc, word, clean):
+    x, y = digits
+    args = dict(stages=2, micro_batches=4, schedule="1f1b", steps=1, batch_size=48) | kwargs
+    with pytest.raises(exc, match=word):
+        mp_run.train_pipeline(MODEL, x, y, **args)
+
+
+def test_interleaved_faults_stop_every_process(digits, clean):
+    x, y = digits
+    kw = dict(stages=2, micro_batches=4, schedule="1f1b", virtual_stages=2, **RUN)
+    with pytest.raises(WorkerError) as info:
+        mp_run.train_pipeline(MODEL, x, y, fault=Fault("raise", rank=1, step=1), **kw)
+    assert info.value.rank == 1 and "stage_worker" in info.value.remote_traceback
+    with pytest.raises(WorkerDied, match="worker 0"):
+        mp_run.train_pipeline(MODEL, x, y, fault=Fault("exit", rank=0, step=1), **kw)

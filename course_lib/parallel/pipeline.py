@@ -10,6 +10,14 @@ at the same time, in the order of a schedule of :mod:`course_lib.schedule`
 (GPipe or 1F1B). Both schedules are synchronous: the parameters equal those of the
 serial run (up to floating-point summation order).
 
+Interleaved 1F1B (``virtual_stages = v > 1``, Megatron-LM, Narayanan et al. 2021,
+section 2.2.2): the layers are cut into ``v N_p`` model chunks (virtual stages) and
+process ``q`` holds chunks ``q, q + N_p, ...``, one :class:`Stage` each; every hand-over
+between consecutive chunks goes through a shared buffer and a pipe like any other
+(chunk ``c`` of the last process hands over to chunk ``c + 1`` of the first). The bubble
+shrinks ``v``-fold; the price is ``v N_p - 1`` hand-overs per micro-batch instead of
+``N_p - 1`` (:func:`course_lib.schedule.virtual_handovers`).
+
 Activation recomputation (激活重计算, notebook section "06 · Memory: activation
 recomputation"): with ``recompute=True`` a stage keeps only the *input* of every
 micro-batch in flight and re-runs its forward at the start of the backward (GPipe's
@@ -41,13 +49,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
-from ..models import TrainResult, sgd_step, softmax_cross_entropy
+from ..models import MLP, TrainResult, sgd_step, softmax_cross_entropy
 from ..reference import layer_outputs
 from ..schedule import (
     StageOp,
     Timeline,
     check_boundaries,
     check_schedule,
+    check_virtual_stages,
     partition_layers,
     schedule_order,
 )
@@ -161,13 +170,23 @@ def recompute_overhead(baseline: TrainResult, recomputed: TrainResult) -> Recomp
     return RecomputeOverhead(redo / busy_without, busy_with / busy_without - 1.0, float(saved))
 
 
-def _resolve_boundaries(model, stages, boundaries) -> tuple[int, ...]:
+def _resolve_boundaries(model, stages, boundaries, virtual_stages: int = 1) -> tuple[int, ...]:
+    """The chunk boundaries: ``v N_p + 1`` layer indices (``N_p + 1`` without interleaving)."""
+    check_type(model, "model", MLP, "a course_lib.models.MLP")
+    v = virtual_stages
     if boundaries is not None:
         b = check_boundaries(model, boundaries)
-        if stages is not None and check_int(stages, "stages", 1) != len(b) - 1:
+        if (len(b) - 1) % v:
+            raise ValueError(f"boundaries must split the layers into virtual_stages x stages chunks "
+                             f"(v = {v}), got {len(b) - 1} chunks: {b}")
+        if stages is not None and check_int(stages, "stages", 1) * v != len(b) - 1:
             raise ValueError(f"stages = {stages} does not match boundaries {b} ({len(b) - 1} stages)")
         return b
-    return partition_layers(model, 2 if stages is None else stages)
+    n_stages = 2 if stages is None else check_int(stages, "stages", 1, model.n_layers)
+    if v * n_stages > model.n_layers:
+        raise ValueError(f"virtual_stages x stages = {v} x {n_stages} model chunks must be at most "
+                         f"n_layers = {model.n_layers} (a chunk holds at least one layer)")
+    return partition_layers(model, v * n_stages)
 
 
 def _nbytes(arrays) -> int:
@@ -197,6 +216,7 @@ class _StageJob:
     fault: object
     blas_threads: int | None
     recompute: bool = False
+    virtual_stages: int = 1
 
     def plan(self):
         """Every step's sample indices, derived from the seed in the stage itself (the
@@ -218,11 +238,49 @@ class _Stash(dict):
         self.peak_bytes = max(self.peak_bytes, sum(_nbytes(a) for a in self.values()))
 
 
+class _ChunkStash:
+    """Chunk ``chunk``'s view of its process's :class:`_Stash` (keys ``(chunk, micro)``):
+    the process's peak counts every chunk's activations held at once."""
+
+    def __init__(self, stash: _Stash, chunk: int):
+        self.stash, self.chunk = stash, chunk
+
+    def __setitem__(self, micro, acts):
+        self.stash[(self.chunk, micro)] = acts
+
+    def pop(self, micro):
+        return self.stash.pop((self.chunk, micro))
+
+
+class _ChunkClock:
+    """The process's :class:`StepClock` seen from one model chunk: the operations it
+    records carry the chunk (interleaved 1F1B; chunk 0 otherwise)."""
+
+    def __init__(self, clock: StepClock, chunk: int):
+        self._clock, self.chunk = clock, chunk
+
+    def __getattr__(self, name):
+        return getattr(self._clock, name)
+
+    def __call__(self, phase: str):
+        return self._clock(phase)
+
+    @contextlib.contextmanager
+    def op(self, kind: str, micro: int = -1):
+        try:
+            with self._clock.op(kind, micro):
+                yield
+        finally:
+            self._clock.ops[-1] = (*self._clock.ops[-1], self.chunk)
+
+
 class Stage:
     """One pipeline stage of one replica: its layers, its buffers, and its forward and
     backward of one micro-batch (notebook 09, "Model parallelism: split the layers").
 
-    Stage ``s`` of replica ``d`` owns layers ``lo .. hi - 1``. Activations and their
+    Stage ``s`` of replica ``d`` owns layers ``lo .. hi - 1``. Interleaved 1F1B: a process
+    holds ``v`` stages, its chunks ``c = 0 .. v - 1``, and ``s = c N_p + q`` is the virtual
+    stage of chunk ``c`` on process ``q``. Activations and their
     gradients travel through shared arrays, one per boundary between stages; a short
     message on a pipe says "micro-batch ``m`` is ready" (:meth:`receive`,
     :meth:`hand_over`). ``stash`` keeps each micro-batch's activations from its forward
@@ -230,13 +288,17 @@ class Stage:
     recomputes the rest (section "06 · Memory: activation recomputation").
     """
 
-    def __init__(self, wctx, job: _StageJob, stack: contextlib.ExitStack, pipes, clock):
-        self.wctx, self.job, self.clock, self.model = wctx, job, clock, job.model
+    def __init__(self, wctx, job: _StageJob, stack: contextlib.ExitStack, pipes, clock, chunk: int = 0,
+                 stash: _Stash | None = None):
+        self.wctx, self.job, self.model = wctx, job, job.model
+        self.clock = _ChunkClock(clock, chunk)
         self.recv_act, self.send_act, self.recv_grad, self.send_grad = pipes
-        self.n_stages = len(job.boundaries) - 1
-        self.d, self.s = divmod(wctx.rank, self.n_stages)
+        n_chunks = len(job.boundaries) - 1
+        self.n_stages = n_chunks // job.virtual_stages  # processes N_p of a replica
+        self.d, self.q = divmod(wctx.rank, self.n_stages)
+        self.s = chunk * self.n_stages + self.q  # the (virtual) stage: my layers' chunk of the model
         self.lo, self.hi = job.boundaries[self.s], job.boundaries[self.s + 1]
-        self.first, self.last = self.s == 0, self.s == self.n_stages - 1
+        self.first, self.last = self.s == 0, self.s == n_chunks - 1
         self.params_slice = job.model.layer_range(self.lo, self.hi)
 
         def attach(specs, k, needed=True):  # map shared array specs[k] if this stage uses it
@@ -251,12 +313,16 @@ class Stage:
         self.reduce = attach([job.reduce], 0, job.reduce is not None)
         self.own = np.zeros(job.model.n_params, job.model.dtype) if self.reduce is None else None
         self.total = np.zeros(self.params_slice.stop - self.params_slice.start, dtype=job.model.dtype)
-        self.stash, self._orders = _Stash(), {}
+        self.stash = _ChunkStash(_Stash() if stash is None else stash, chunk)
+        self._orders = {}
 
-    def order(self, micro_batches: int) -> list[tuple[str, int]]:
-        """This stage's operations of one step (:func:`schedule_order`), computed once."""
+    def order(self, micro_batches: int) -> list[tuple[str, int, int]]:
+        """This process's operations ``(kind, micro, chunk)`` of one step
+        (:func:`schedule_order`; chunk 0 unless interleaved), computed once."""
         if micro_batches not in self._orders:
-            self._orders[micro_batches] = schedule_order(self.n_stages, micro_batches, self.job.schedule)[self.s]
+            orders = schedule_order(self.n_stages, micro_batches, self.job.schedule,
+                                    virtual_stages=self.job.virtual_stages)
+            self._orders[micro_batches] = [(*op, 0)[:3] for op in orders[self.q]]
         return self._orders[micro_batches]
 
     def gradient_buffer(self) -> np.ndarray:
@@ -313,44 +379,48 @@ class Stage:
             self.hand_over(self.send_grad, self.grad_out[r0:r1], g, m)
 
 
-def stage_worker(st: Stage, job: _StageJob, barrier, clock) -> None:
-    """The loop of one pipeline stage (notebook 09, "Model parallelism: split the layers").
+def stage_worker(chunks: list[Stage], job: _StageJob, barrier, clock) -> None:
+    """The loop of one pipeline process (notebook 09, "Model parallelism: split the layers").
 
-    Every step: this stage's forwards and backwards in the schedule's order, then
-    (hybrid runs) the all-reduce of this stage's gradient with the same stage of the other
-    replicas, then the update of this stage's own parameters.
+    ``chunks`` are the stages this process holds (one; ``v`` when interleaved). Every
+    step: their forwards and backwards in the schedule's order, then for each (hybrid
+    runs) the all-reduce of its gradient with the same stage of the other replicas, then
+    the update of its own parameters.
     """
     for idx in clock.steps(job.plan()):
-        grad = st.gradient_buffer()
-        rows = replica_rows(idx.size, job.replicas, job.micro_batches)[st.d]  # my micro-batches
+        grads = [st.gradient_buffer() for st in chunks]
+        rows = replica_rows(idx.size, job.replicas, job.micro_batches)[chunks[0].d]  # my micro-batches
         scale = np.asarray(1.0 / idx.size, dtype=job.model.dtype)
-        for kind, m in st.order(len(rows)):
+        for kind, m, c in chunks[0].order(len(rows)):  # micro-batch m on my chunk c
             if kind == "F":
-                st.forward(m, rows[m], idx)
+                chunks[c].forward(m, rows[m], idx)
             else:
-                st.backward(m, rows[m], idx, grad, scale)
-        update = grad[st.params_slice]
-        if st.reduce is not None:  # hybrid: add my gradient to the other replicas' of my stage
-            with clock.op("A"):
-                barrier.wait(st.d, st.wctx.wait_timeout)
-                update = sum_rows(st.reduce[clock.step % 2, :, st.params_slice], st.total)
-        with clock.op("U"):
-            sgd_step(st.params[st.params_slice], update, job.lr)
+                chunks[c].backward(m, rows[m], idx, grads[c], scale)
+        for st, grad in zip(chunks, grads):
+            update = grad[st.params_slice]
+            if st.reduce is not None:  # hybrid: add my gradient to the other replicas' of my stage
+                with st.clock.op("A"):
+                    barrier.wait(st.d, st.wctx.wait_timeout)
+                    update = sum_rows(st.reduce[clock.step % 2, :, st.params_slice], st.total)
+            with st.clock.op("U"):
+                sgd_step(st.params[st.params_slice], update, job.lr)
 
 
-def _stage_process(wctx, job: _StageJob, recv_act, send_act, recv_grad, send_grad, barrier):
-    """Entry point of a stage process: its clock, its :class:`Stage`, :func:`stage_worker`;
-    returns the recorded operations, the losses, and (peak stored activation bytes, bytes
-    handed over, recomputation seconds of every step, the time it was ready)."""
+def _stage_process(wctx, job: _StageJob, chunk_pipes, barrier):
+    """Entry point of a stage process: its clock, its :class:`Stage` (one per chunk, sharing
+    one stash), :func:`stage_worker`; returns the recorded operations ``(kind, micro, start,
+    end, step, chunk)``, the losses, and (peak stored activation bytes, bytes handed over,
+    recomputation seconds of every step, the time it was ready)."""
     from ..timing import blas_threads
 
     clock = StepClock(wctx, job.steps, job.fault, per_op=True)
     with contextlib.ExitStack() as stack:
         stack.enter_context(blas_threads(job.blas_threads))
-        st = Stage(wctx, job, stack, (recv_act, send_act, recv_grad, send_grad), clock)
-        stage_worker(st, job, barrier, clock)
-        peak = st.stash.peak_bytes
-        del st
+        stash = _Stash()
+        chunks = [Stage(wctx, job, stack, pipes, clock, c, stash) for c, pipes in enumerate(chunk_pipes)]
+        stage_worker(chunks, job, barrier, clock)
+        peak = stash.peak_bytes
+        del chunks, stash
     zeros = np.zeros(job.steps)
     memory = (peak, clock.counts.get("bytes", zeros).astype(np.int64), clock.timings.get("recompute", zeros),
               clock.ready)
@@ -382,6 +452,7 @@ def train_pipeline(
     progress: bool | None = False,
     data: int = 1,
     recompute: bool = False,
+    virtual_stages: int = 1,
 ) -> TrainResult:
     """Train the running example with its layers split over ``N_p`` stage processes.
 
@@ -400,12 +471,13 @@ def train_pipeline(
         Inputs (n, sizes[0]) and integer labels (n,).
     stages : int, optional
         ``N_p`` in [1, n_layers]; the layers are split by :func:`partition_layers`
-        (default 2).
+        (default 2) into ``v N_p`` chunks.
     boundaries : sequence of int, optional
-        An explicit split ``(0, b1, ..., n_layers)`` instead (e.g. an uneven one).
+        An explicit split ``(0, b1, ..., n_layers)`` instead (e.g. an uneven one); with
+        ``virtual_stages = v`` it has ``v N_p + 1`` entries (chunk boundaries).
     micro_batches : int
         ``M`` (per replica) in [1, batch_size // N_d]; a smaller last batch uses
-        ``min(M, its size)``.
+        ``min(M, its size)``. Interleaved: every step's ``M`` a multiple of ``N_p``.
     schedule : {"gpipe", "1f1b"}
     batch_size, steps, epochs, lr, seed, params
         As in :func:`course_lib.reference.train_serial` (same batches as
@@ -437,6 +509,13 @@ def train_pipeline(
         operations in the same order, so the parameters are bitwise those of
         ``recompute=False``; the result's ``stored_activation_bytes`` and
         ``recompute_time`` show what it saved and cost (:func:`recompute_overhead`).
+    virtual_stages : int
+        ``v`` >= 1 model chunks per process: interleaved 1F1B when ``v > 1`` (Megatron-LM;
+        needs ``schedule="1f1b"``, ``M`` a multiple of ``N_p`` and ``v N_p <= n_layers``,
+        else ValueError). Process ``q`` holds chunks ``q, q + N_p, ...``; the timeline's
+        operations carry their chunk, ``result.bubble_per_step()`` is the measured idle
+        share to compare with ``bubble_fraction(N_p, M, v)``, and ``bytes_per_step`` the
+        ``v N_p - 1`` boundaries' hand-overs.
 
     Returns
     -------
@@ -472,31 +551,36 @@ def train_pipeline(
     from .workers import check_start_method
 
     t_call = time.perf_counter()
-    bounds = _resolve_boundaries(model, stages, boundaries)
-    n_stages = len(bounds) - 1
+    check_schedule(schedule)
+    v = check_virtual_stages(virtual_stages, 1, None, schedule)
+    bounds = _resolve_boundaries(model, stages, boundaries, v)
+    n_chunks = len(bounds) - 1
+    n_stages = n_chunks // v  # processes per replica
     x, y, job = check_job(model, x, y, batch_size, steps, epochs, lr, seed, data, blas_threads, fault,
                           stages=n_stages, micro_batches=micro_batches)
     data, micro_batches, world = job.workers, job.micro_batches, job.workers * n_stages
-    check_schedule(schedule)
     recompute = check_flag(recompute, "recompute")
     timeout = check_positive(timeout, "timeout")
     method = check_start_method(start_method)
     p0 = start_params(model, params, job.seed)
     sizes = batch_sizes(job.n_samples, job.batch_size, job.steps)
-    ops_per_worker = sum(  # two sizes at most: every batch, and the last of an epoch
+    for size in np.unique(sizes):  # interleaved: every step's micro-batches come in groups of N_p
+        for rows in replica_rows(int(size), data, micro_batches):
+            check_virtual_stages(v, n_stages, len(rows), schedule)
+    ops_per_worker = v * sum(  # two sizes at most: every batch, and the last of an epoch
         2 * len(replica_rows(int(size), data, micro_batches)[-1]) * int(np.sum(sizes == size))
         for size in np.unique(sizes)
     )
-    ops_per_worker += sizes.size * (2 if data > 1 else 1)  # every step's update (and all-reduce)
+    ops_per_worker += v * sizes.size * (2 if data > 1 else 1)  # every step's updates (and all-reduces)
     t_wall = time.time()
     with Launcher(method) as launch:
         shared_params = launch.shared((data, p0.size), model.dtype, np.broadcast_to(p0, (data, p0.size)))
         shared_x, shared_y = launch.shared(x.shape, model.dtype, x), launch.shared(y.shape, np.int64, y)
-        widths = [model.sizes[b] for b in bounds[1:-1]]
+        widths = [model.sizes[b] for b in bounds[1:-1]]  # one per boundary between (virtual) stages
         acts = [launch.shared((job.batch_size, w), model.dtype) for w in widths]
         grads = [launch.shared((job.batch_size, w), model.dtype) for w in widths]
         reduce = launch.shared((2, data, p0.size), model.dtype) if data > 1 else None
-        # per replica and boundary b: (recv, send) from stage b to b + 1, and back
+        # per replica and boundary b: (recv, send) from (virtual) stage b to b + 1, and back
         pipes_f = [[launch.pipe() for _ in widths] for _ in range(data)]
         pipes_b = [[launch.pipe() for _ in widths] for _ in range(data)]
         barriers = [launch.barrier(data) if data > 1 else None for _ in range(n_stages)]
@@ -506,19 +590,18 @@ def train_pipeline(
             seed=job.seed, steps=job.steps, lr=job.lr, params=shared_params.spec,
             x=shared_x.spec, y=shared_y.spec, acts=tuple(a.spec for a in acts),
             grads=tuple(g.spec for g in grads), reduce=None if reduce is None else reduce.spec,
-            fault=job.fault, blas_threads=job.blas_threads, recompute=recompute,
+            fault=job.fault, blas_threads=job.blas_threads, recompute=recompute, virtual_stages=v,
         )
         rank_args = []
         for d in range(data):
             f, b = pipes_f[d], pipes_b[d]
-            for s in range(n_stages):
-                rank_args.append((
-                    f[s - 1][0] if s > 0 else None,
-                    f[s][1] if s < n_stages - 1 else None,
-                    b[s][0] if s < n_stages - 1 else None,
-                    b[s - 1][1] if s > 0 else None,
-                    barriers[s],
-                ))
+            for q in range(n_stages):
+                chunk_pipes = tuple(
+                    (f[s - 1][0] if s > 0 else None, f[s][1] if s < n_chunks - 1 else None,
+                     b[s][0] if s < n_chunks - 1 else None, b[s - 1][1] if s > 0 else None)
+                    for s in range(q, n_chunks, n_stages)  # my chunks' virtual stages q, q + N_p, ...
+                )
+                rank_args.append((chunk_pipes, barriers[q]))
         results = launch.run(
             _stage_process, world, args=(stage_job,), rank_args=rank_args, timeout=timeout, name="ddl-stage",
             preload=PRELOAD, progress_total=ops_per_worker, progress_label="pipeline ops", progress=progress,
@@ -526,13 +609,13 @@ def train_pipeline(
         final = shared_params.array.copy()
 
     records = [
-        StageOp(r % n_stages, kind, m, t0, t1, step, r // n_stages)
+        StageOp(r % n_stages, kind, m, t0, t1, step, r // n_stages, chunk)
         for r, (ops, _, _) in enumerate(results)
-        for kind, m, t0, t1, step in ops
+        for kind, m, t0, t1, step, chunk in ops
     ]
     start = min(op.start for op in records)
     shifted = tuple(sorted((o.shifted(start) for o in records), key=lambda o: (o.start, o.replica, o.stage)))
-    timeline = Timeline(shifted, n_stages, micro_batches, schedule, "measured", data)
+    timeline = Timeline(shifted, n_stages, micro_batches, schedule, "measured", data, v)
     # the loss of a step: the sum of every replica's last stage, over the batch
     per_replica = np.array([results[d * n_stages + n_stages - 1][1] for d in range(data)])
     step_time, compute, communication = _phases(timeline, job.steps)
