@@ -203,3 +203,34 @@ def test_a_hung_bucketed_worker_times_out(clean):
         train_data_parallel(MODEL, X, Y, workers=2, start_method="fork", buckets=3,
                             fault=Fault("hang", rank=0, step=1), timeout=0.6, **KW)
     assert info.value.progress == [2, 3]  # rank 0 stuck before its step-1 gradient
+
+
+# ------------------------------------------------------------------ figures
+def test_the_model_figure_draws_the_models_times():
+    from course_lib.plots.overlap import overlap_model_figure
+
+    fig = overlap_model_figure(1.0, [1.0, 1.0], [2.0, 2.0], update=0.5)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "1 bucket: compute", "1 bucket: communication", "2 buckets: compute", "2 buckets: communication"]
+    texts = sorted(t.get_text() for t in ax.texts)
+    assert texts == ["step 6.5 ms", "step 7.5 ms"]  # C_2 = 6 (+ 0.5) against 1 + 2 + 4 (+ 0.5)
+    bars = [c for c in ax.collections if c.get_paths()]
+    ends = sorted(round(p.vertices[:, 0].max(), 9) for c in bars for p in c.get_paths())
+    assert 4.0 in ends and 6.0 in ends  # the two bucket all-reduces end at C_1 = 4 and C_2 = 6
+
+
+def test_the_timeline_figure_draws_one_step():
+    from course_lib.plots.overlap import overlap_timeline_figure
+
+    rows = [(r, s, k, b, s * 10 + a, s * 10 + e) for r in range(2) for s in range(3)
+            for k, b, a, e in (("F", -1, 0, 1), ("B", -1, 1, 4), ("W", 0, 2, 2.5), ("A", 0, 2.5, 3),
+                               ("W", 1, 4, 4.2), ("A", 1, 4.2, 5), ("U", -1, 5, 5.5))]
+    fig = overlap_timeline_figure(rows, step=2)
+    ax = fig.axes[0]
+    assert len(ax.get_yticklabels()) == 4 and ax.get_title().startswith("step 2 as measured: 2 buckets")
+    assert ax.get_xlim()[1] >= 5.5e3 * 0.999  # milliseconds from the step's start
+    with pytest.raises(ValueError, match="step"):
+        overlap_timeline_figure(rows, step=3)
+    with pytest.raises(ValueError, match="timeline"):
+        overlap_timeline_figure([])

@@ -1,0 +1,155 @@
+"""Figures of the overlap of communication with the backward pass (chapter "Collectives and
+synchronisation").
+
+* :func:`overlap_timeline_figure` - one measured step of ``train_data_parallel(buckets=k)``:
+  per worker a compute lane (forward, backward, update) and a communication lane (each
+  bucket's wait for the other workers and its all-reduce, by the communication thread);
+* :func:`overlap_model_figure` - the same two lanes from the model
+  :func:`course_lib.overlap.overlapped_step_time`, one bucket above k buckets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .._validate import check_int, check_sequence
+from ..overlap import overlapped_step_time
+from . import COLORS, new_figure, styled
+
+__all__ = ["overlap_model_figure", "overlap_timeline_figure"]
+
+_COMPUTE = {"F": (COLORS[0], "forward"), "B": (COLORS[5], "backward"), "U": ("0.3", "update")}
+#: Consecutive buckets' all-reduces alternate between two colours, so that their edges show.
+_BUCKET_COLORS = (COLORS[1], COLORS[4])
+_WAIT = dict(facecolor="0.94", edgecolor="0.55", hatch="///", linewidth=0.0)
+
+
+def _lanes(ax, lanes: list[tuple[str, list[tuple[str, int, float, float]]]], scale: float) -> list:
+    """Draw ``(name, [(kind, bucket, start, end), ...])`` lanes top to bottom; return legend handles."""
+    from matplotlib.patches import Patch
+
+    used = set()
+    for row, (_, ops) in enumerate(lanes):
+        for kind, bucket, start, end in ops:
+            if kind in _COMPUTE:
+                style = dict(facecolor=_COMPUTE[kind][0], edgecolor="white", linewidth=0.6)
+            elif kind == "W":
+                style = dict(_WAIT)
+            else:
+                style = dict(facecolor=_BUCKET_COLORS[bucket % 2], edgecolor="white", linewidth=0.6)
+            ax.broken_barh([(start * scale, max(end - start, 0.0) * scale)], (row - 0.38, 0.76), **style)
+            used.add(kind)
+    ax.set_yticks(range(len(lanes)), [name for name, _ in lanes])
+    ax.set_ylim(len(lanes) - 0.5, -0.5)
+    ax.grid(False, axis="y")
+    handles = [Patch(facecolor=color, label=name) for kind, (color, name) in _COMPUTE.items() if kind in used]
+    if "A" in used:
+        handles += [Patch(facecolor=_BUCKET_COLORS[0], label="all-reduce, bucket 0, 2, ..."),
+                    Patch(facecolor=_BUCKET_COLORS[1], label="all-reduce, bucket 1, 3, ...")]
+    if "W" in used:
+        handles.append(Patch(**_WAIT, label="waiting for the others"))
+    return handles
+
+
+def _typical_step(rows: list[tuple]) -> int:
+    """The step (after the first) whose duration is the median one."""
+    steps = sorted({r[1] for r in rows})
+    later = steps[1:] or steps
+    span = {s: max(r[5] for r in rows if r[1] == s) - min(r[4] for r in rows if r[1] == s) for s in later}
+    order = sorted(later, key=lambda s: span[s])
+    return order[len(order) // 2]
+
+
+@styled
+def overlap_timeline_figure(timeline: Sequence[tuple], *, step: int | None = None, title: str | None = None):
+    """One measured step of a bucketed data-parallel run, drawn as lanes.
+
+    Parameters
+    ----------
+    timeline : sequence of (rank, step, kind, bucket, start, end)
+        ``result.extra["timeline"]`` of ``train_data_parallel(..., buckets=k)``
+        (:func:`course_lib.parallel.data.overlap_timeline`), seconds.
+    step : int, optional
+        The step to draw; default: the step (after the first) of median duration.
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Milliseconds from the step's first operation on the x axis; per worker a compute
+        lane and a communication lane: where a bucket's all-reduce lies under the backward,
+        communication overlaps computation.
+
+    Examples
+    --------
+    >>> rows = [(0, 0, "F", -1, 0.0, 1.0), (0, 0, "B", -1, 1.0, 3.0), (0, 0, "W", 0, 2.0, 2.2),
+    ...         (0, 0, "A", 0, 2.2, 3.5), (0, 0, "U", -1, 3.5, 3.7)]
+    >>> fig = overlap_timeline_figure(rows)
+    >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    ['worker 0: compute', 'worker 0: communication']
+    """
+    rows = check_sequence(timeline, "timeline", (tuple, list), "a (rank, step, kind, bucket, start, end) row")
+    if not rows:
+        raise ValueError("timeline must hold at least one operation")
+    steps = {int(r[1]) for r in rows}
+    step = _typical_step(rows) if step is None else check_int(step, "step", min(steps), max(steps))
+    mine = [r for r in rows if r[1] == step]
+    origin = min(r[4] for r in mine)
+    lanes = []
+    for rank in sorted({r[0] for r in mine}):
+        ops = [(r[2], int(r[3]), r[4] - origin, r[5] - origin) for r in mine if r[0] == rank]
+        lanes.append((f"worker {rank}: compute", [op for op in ops if op[0] in _COMPUTE]))
+        lanes.append((f"worker {rank}: communication", [op for op in ops if op[0] not in _COMPUTE]))
+    fig, ax = new_figure(size=(8.0, 1.0 + 0.55 * len(lanes)))
+    handles = _lanes(ax, lanes, 1e3)
+    buckets = len({r[3] for r in mine if r[2] == "A"})
+    ax.set_xlabel("milliseconds from the start of the step")
+    ax.set_title(title or f"step {step} as measured: {buckets} buckets, {len(lanes) // 2} workers")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
+
+
+@styled
+def overlap_model_figure(compute_fwd, compute_bwd, comm_times, *, update: float = 0.0, unit: str = "ms"):
+    """The model's step (:func:`course_lib.overlap.overlapped_step_time`): one bucket (no
+    overlap) above ``k`` buckets, each a compute lane and a communication lane.
+
+    Parameters
+    ----------
+    compute_fwd, compute_bwd, comm_times, update
+        As :func:`course_lib.overlap.overlapped_step_time` (``comm_times``: one per bucket).
+    unit : str
+        Label of the time axis (the times are drawn as given).
+
+    Examples
+    --------
+    >>> fig = overlap_model_figure(1.0, [1.0, 1.0], [1.5, 1.5])
+    >>> len(fig.axes[0].get_yticklabels())
+    4
+    """
+    t = overlapped_step_time(compute_fwd, compute_bwd, comm_times, update=update)
+    k = t["comm_start"].size
+    fwd = float(compute_fwd)  # checked by the model
+    bwd_end = float(t["backward_end"][-1])
+    comm = t["comm_end"] - t["comm_start"]
+    one_comm = (bwd_end, bwd_end + float(comm.sum()))
+    lanes = [
+        ("1 bucket: compute", [("F", -1, 0.0, fwd), ("B", -1, fwd, bwd_end),
+                               ("U", -1, one_comm[1], one_comm[1] + update)]),
+        ("1 bucket: communication", [("A", 0, *one_comm)]),
+        (f"{k} buckets: compute", [("F", -1, 0.0, fwd), ("B", -1, fwd, bwd_end),
+                                   ("U", -1, t["overlapped"] - update, t["overlapped"])]),
+        (f"{k} buckets: communication", [("A", j, float(a), float(b))
+                                         for j, (a, b) in enumerate(zip(t["comm_start"], t["comm_end"]))]),
+    ]
+    fig, ax = new_figure(size=(8.0, 3.2))
+    handles = _lanes(ax, lanes, 1.0)
+    for row, end in ((0, t["sequential"]), (2, t["overlapped"])):
+        ax.annotate(f"step {end:.3g} {unit}", (end, row), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=10)
+    ax.set_xlim(0, t["sequential"] * 1.35)
+    ax.set_xlabel(unit)
+    ax.set_title(f"model: the all-reduce after the backward vs in {k} buckets during it")
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    return fig
+
