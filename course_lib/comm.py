@@ -17,10 +17,23 @@ bandwidth term alone is meant, so the latency term is never dropped by omission.
 Every function broadcasts its arguments and returns a Python ``float`` when all of
 them are scalars. ``devices`` must hold whole numbers >= 1.
 
+The collectives family (集合通信原语), one ring-style algorithm each (:data:`COLLECTIVES`,
+:func:`collective_time`): broadcast and reduce as a pipelined chain
+(:func:`ring_broadcast_time`, :func:`ring_reduce_time`), all-gather and reduce-scatter as
+a ring, all-reduce as reduce-scatter + all-gather, all-to-all by pairwise exchange
+(:func:`pairwise_alltoall_time`). :func:`collective_lower_bound` is the bandwidth term
+no algorithm can beat; :func:`simulate_collective` runs each algorithm step by step on
+small numpy arrays: who holds what before and after, and the rounds and bytes that the
+formulas price.
+
 References: Thakur, Rabenseifner, Gropp, "Optimization of collective communication
-operations in MPICH", IJHPCA 19(1), 2005 (ring and tree costs); Patarasuk and Yuan,
-"Bandwidth optimal all-reduce algorithms for clusters of workstations", JPDC 69(2),
-2009 (the ring all-reduce is bandwidth-optimal).
+operations in MPICH", IJHPCA 19(1), 2005 (ring and tree costs, pairwise exchange);
+Patarasuk and Yuan, "Bandwidth optimal all-reduce algorithms for clusters of
+workstations", JPDC 69(2), 2009 (the ring all-reduce is bandwidth-optimal); Chan,
+Heimlich, Purkayastha, van de Geijn, "Collective communication: theory, practice, and
+experience", CCPE 19(13), 2007 (the lower bounds of every collective); Sanders, Speck,
+Träff, "Two-tree algorithms for full bandwidth broadcast, reduction and scan", Parallel
+Computing 35(12), 2009 (pipelined broadcast and reduction along a chain).
 """
 
 from __future__ import annotations
@@ -41,23 +54,34 @@ from ._validate import (
 
 __all__ = [
     "ALGORITHMS",
+    "COLLECTIVES",
     "NETWORK_LATENCY",
     "NVLINK_LATENCY",
     "allreduce_time",
+    "collective_lower_bound",
+    "collective_time",
     "communication_crossover",
     "data_parallel_efficiency",
     "data_parallel_speedup",
     "data_parallel_step_time",
     "hierarchical_allreduce_time",
+    "optimal_segments",
+    "pairwise_alltoall_time",
     "parameter_server_time",
     "ring_allgather_time",
     "ring_allreduce_time",
+    "ring_broadcast_time",
     "ring_reduce_scatter_time",
+    "ring_reduce_time",
+    "simulate_collective",
     "tree_allreduce_time",
 ]
 
 #: Names accepted by :func:`allreduce_time` and the data-parallel step model.
 ALGORITHMS = ("ring", "tree", "ps")
+
+#: The collectives family, in the order the course draws them (:func:`collective_time`).
+COLLECTIVES = ("broadcast", "reduce", "all-gather", "reduce-scatter", "all-to-all", "all-reduce")
 
 #: The course's one set of latency assumptions (alpha, seconds per message; chapter 07,
 #: section 5): a message between machines over Ethernet or InfiniBand ...
@@ -71,8 +95,6 @@ def _nbytes(value) -> np.ndarray:
     arr = as_real(value, "nbytes")
     check_range(arr, "nbytes", 0.0, np.inf)
     return arr
-
-
 
 
 def _bandwidth(value) -> np.ndarray:
@@ -166,6 +188,295 @@ def ring_allgather_time(nbytes, devices, bandwidth, latency):
     0.75
     """
     return ring_reduce_scatter_time(nbytes, devices, bandwidth, latency)
+
+
+def _segments_arg(segments, m, n, b, a):
+    """The segment count S of a pipelined chain: given (whole, >= 1), or the best one."""
+    if segments is None:
+        return optimal_segments(m, n, b, a)
+    return check_array(segments, "segments", 1, whole=True)
+
+
+def optimal_segments(nbytes, devices, bandwidth, latency):
+    r"""The number of segments :math:`S` that makes a pipelined chain fastest.
+
+    A chain of :math:`N` devices cut into :math:`S` segments takes
+    :math:`(N-2+S)(\alpha + m/(S\beta))` (:func:`ring_broadcast_time`); its minimum over
+    real :math:`S` is at :math:`S^* = \sqrt{(N-2)\,m\beta^{-1}/\alpha}`. Returned: the better
+    of the two whole numbers around :math:`S^*`, at least 1 and at most :math:`m` (no
+    segment below one byte); 1 for :math:`N \le 2`.
+
+    Examples
+    --------
+    >>> optimal_segments(1e9, 4, 1e9, 1e-3)    # sqrt(2 x 1 s / 1 ms) = 44.7
+    45.0
+    >>> optimal_segments(1e9, 2, 1e9, 1e-3)
+    1.0
+    """
+    m, n, b, a = _args(nbytes, devices, bandwidth, latency)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        star = np.where(a > 0, np.sqrt(np.maximum(n - 2.0, 0.0) * (m / b) / np.where(a > 0, a, 1.0)), np.inf)
+    top = np.maximum(np.floor(m), 1.0)
+    lo = np.clip(np.floor(star), 1.0, top)
+    hi = np.clip(np.ceil(star), 1.0, top)
+
+    def chain(s):
+        return (n - 2.0 + s) * a + (1.0 + (n - 2.0) / s) * m / b
+
+    result = np.where(n <= 2, 1.0, np.where(chain(hi) < chain(lo), hi, lo))
+    return scalar_or_array(result, nbytes, devices, bandwidth, latency)
+
+
+def ring_broadcast_time(nbytes, devices, bandwidth, latency, segments=None):
+    r"""Time of a pipelined-chain broadcast (广播) of ``nbytes`` from one root to ``devices``.
+
+    The ring with one link left out, as NCCL runs it: the message is cut into :math:`S`
+    segments that flow down the chain root :math:`\to 1 \to \dots \to N-1`, every device
+    passing segment :math:`s` on while it receives :math:`s+1` (Sanders, Speck and
+    Träff 2009 analyse this pipeline). The last device gets the last segment after
+    :math:`N - 2 + S` rounds of one segment each:
+
+    .. math:: t = (N - 2 + S)\left(\alpha + \frac{m}{S\beta}\right)
+
+    With many segments the bandwidth term tends to :math:`m/\beta`, the lower bound
+    (:func:`collective_lower_bound`: every device must receive all :math:`m` bytes). The
+    textbook alternative for long messages, scatter + all-gather (Thakur et al. 2005),
+    moves :math:`2\frac{N-1}{N}m` instead. One device: 0.
+
+    Parameters
+    ----------
+    nbytes, devices, bandwidth, latency
+        As in :func:`ring_allreduce_time`; ``nbytes`` is the message :math:`m`.
+    segments : float or array_like or None
+        :math:`S`, whole number >= 1; None: :func:`optimal_segments`.
+
+    Examples
+    --------
+    >>> ring_broadcast_time(1e9, 4, 1e9, latency=0.0, segments=1)   # store and forward: 3 x 1 s
+    3.0
+    >>> ring_broadcast_time(1e9, 4, 1e9, latency=0.0, segments=4)   # 6 rounds of 0.25 s
+    1.5
+    >>> round(ring_broadcast_time(1e9, 4, 1e9, latency=1e-3), 4)    # S = 45: 1 s + 2 sqrt(2 ms s) + 2 ms
+    1.0914
+    """
+    m, n, b, a = _args(nbytes, devices, bandwidth, latency)
+    s = _segments_arg(segments, m, n, b, a)
+    m, n, b, a, s = broadcast(nbytes=m, devices=n, bandwidth=b, latency=a, segments=np.asarray(s, dtype=np.float64))
+    result = np.where(n > 1, (n - 2.0 + s) * (a + m / (s * b)), 0.0)
+    return scalar_or_array(result, nbytes, devices, bandwidth, latency, segments)
+
+
+def ring_reduce_time(nbytes, devices, bandwidth, latency, segments=None):
+    r"""Time of a pipelined-chain reduce (归约) of ``nbytes`` per device to one root.
+
+    The broadcast run backwards: segments flow from the far end of the chain to the
+    root, each device adding its own segment before it passes the sum on (additions
+    are free in the α-β model), so the time is that of :func:`ring_broadcast_time`:
+    :math:`(N-2+S)(\alpha + m/(S\beta))`. Lower bound :math:`m/\beta`: the root must
+    receive :math:`m` bytes of the others' contributions.
+
+    Examples
+    --------
+    >>> ring_reduce_time(1e9, 4, 1e9, latency=0.0, segments=4)
+    1.5
+    >>> ring_reduce_time(1e9, 2, 1e9, 1e-3) == 1.001    # N = 2: one message
+    True
+    """
+    return ring_broadcast_time(nbytes, devices, bandwidth, latency, segments)
+
+
+def pairwise_alltoall_time(nbytes, devices, bandwidth, latency):
+    r"""Time of an all-to-all (全交换) by pairwise exchange; ``nbytes`` per device.
+
+    Every device holds :math:`m` bytes in :math:`N` blocks, block :math:`j` meant for
+    device :math:`j` (the experts' inputs of a mixture-of-experts layer; a transpose of
+    the data layout). In round :math:`k = 1 \dots N-1` device :math:`i` sends its block
+    for :math:`i+k` and receives the one from :math:`i-k` (Thakur et al. 2005, the
+    long-message algorithm):
+
+    .. math:: t = (N-1)\left(\alpha + \frac{m}{N\beta}\right)
+
+    Its bandwidth term :math:`\frac{N-1}{N}\frac{m}{\beta}` is the lower bound: every
+    device must send :math:`N-1` distinct blocks.
+
+    Examples
+    --------
+    >>> pairwise_alltoall_time(1e9, 4, 1e9, latency=0.0)    # 3 rounds of 0.25 s
+    0.75
+    >>> pairwise_alltoall_time(1e9, 2, 1e9, 1e-3)
+    0.501
+    """
+    m, n, b, a = _args(nbytes, devices, bandwidth, latency)
+    result = (n - 1.0) * (a + m / (n * b))
+    return scalar_or_array(result, nbytes, devices, bandwidth, latency)
+
+
+def _collective(name) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"collective must be one of {COLLECTIVES}, got {type(name).__name__}")
+    if name not in COLLECTIVES:
+        raise ValueError(f"collective must be one of {COLLECTIVES}, got {name!r}")
+    return name
+
+
+def collective_time(collective: str, nbytes, devices, bandwidth, latency, *, segments=None):
+    r"""Time of ``collective`` (one of :data:`COLLECTIVES`) in its ring form.
+
+    ``nbytes`` is :math:`m`, the size of the full buffer: the message (broadcast), each
+    device's input (reduce, reduce-scatter, all-reduce, all-to-all) or each device's
+    output (all-gather). ``segments``: broadcast and reduce; the others ignore it.
+
+    ================  ==============================================  ====================
+    collective        time                                            lower bound
+    ================  ==============================================  ====================
+    broadcast         :math:`(N-2+S)(\alpha + m/(S\beta))`            :math:`m/\beta`
+    reduce            :math:`(N-2+S)(\alpha + m/(S\beta))`            :math:`m/\beta`
+    all-gather        :math:`(N-1)(\alpha + m/(N\beta))`              :math:`\frac{N-1}{N}m/\beta`
+    reduce-scatter    :math:`(N-1)(\alpha + m/(N\beta))`              :math:`\frac{N-1}{N}m/\beta`
+    all-to-all        :math:`(N-1)(\alpha + m/(N\beta))`              :math:`\frac{N-1}{N}m/\beta`
+    all-reduce        reduce-scatter + all-gather                     :math:`2\frac{N-1}{N}m/\beta`
+    ================  ==============================================  ====================
+
+    Examples
+    --------
+    >>> [collective_time(c, 1e9, 4, 1e9, 0.0, segments=4) for c in COLLECTIVES]
+    [1.5, 1.5, 0.75, 0.75, 0.75, 1.5]
+    """
+    name = _collective(collective)
+    if name in ("broadcast", "reduce"):
+        return ring_broadcast_time(nbytes, devices, bandwidth, latency, segments)
+    if name == "all-gather":
+        return ring_allgather_time(nbytes, devices, bandwidth, latency)
+    if name == "reduce-scatter":
+        return ring_reduce_scatter_time(nbytes, devices, bandwidth, latency)
+    if name == "all-to-all":
+        return pairwise_alltoall_time(nbytes, devices, bandwidth, latency)
+    return ring_allreduce_time(nbytes, devices, bandwidth, latency)
+
+
+def collective_lower_bound(collective: str, nbytes, devices, bandwidth):
+    r"""The bandwidth lower bound of ``collective``: seconds no algorithm can beat.
+
+    What some device must receive (or send) through its one link of :math:`\beta` bytes/s,
+    whatever the algorithm (Chan et al. 2007; Patarasuk and Yuan 2009 for all-reduce):
+    :math:`m/\beta` for broadcast and reduce (a device receives the whole message; the
+    root of a reduce receives :math:`m` bytes of sums), :math:`\frac{N-1}{N}m/\beta` for
+    all-gather, reduce-scatter and all-to-all (the :math:`N-1` chunks a device lacks, or
+    must hand on), :math:`2\frac{N-1}{N}m/\beta` for all-reduce (Patarasuk and Yuan's
+    bound). One device: 0. The ring forms of :func:`collective_time` meet each bound
+    up to the latency terms (and, for broadcast and reduce, the pipeline's fill).
+
+    Examples
+    --------
+    >>> collective_lower_bound("all-reduce", 1e9, 4, 1e9)      # 2 x 3/4 x 1 s
+    1.5
+    >>> [collective_lower_bound(c, 1e9, 2, 1e9) for c in COLLECTIVES]
+    [1.0, 1.0, 0.5, 0.5, 0.5, 1.0]
+    """
+    name = _collective(collective)
+    m, n, b, _ = _args(nbytes, devices, bandwidth, 0.0)
+    share = {"broadcast": 1.0, "reduce": 1.0, "all-reduce": 2.0 * (n - 1.0) / n}.get(name, (n - 1.0) / n)
+    result = np.where(n > 1, share * m / b, 0.0)
+    return scalar_or_array(result, nbytes, devices, bandwidth)
+
+
+def _chain_rounds(n: int, root: int, reverse: bool) -> list[list[tuple[int, int, int, int]]]:
+    """Messages ``(src, dst, slot, slot)`` of a pipelined chain over ``n`` segments, by round."""
+    order = [(root + p) % n for p in range(n)]
+    hops = [(order[p + 1], order[p]) if reverse else (order[p], order[p + 1]) for p in range(n - 1)]
+    if reverse:
+        hops = hops[::-1]  # the far end of the chain starts
+    return [[(src, dst, t - h, t - h) for h, (src, dst) in enumerate(hops) if 0 <= t - h < n]
+            for t in range(2 * n - 2)]
+
+
+def simulate_collective(collective: str, devices: int, root: int = 0) -> dict:
+    r"""Run ``collective``'s ring algorithm on small numpy arrays: who holds what, and the cost.
+
+    A reference independent of the cost formulas. Every device's buffer has :math:`N`
+    slots (chunks, blocks or segments of :math:`m/N` bytes). A slot's content is a vector
+    over the :math:`N` source devices: entry :math:`s` is nonzero if device :math:`s`'s
+    data is summed in, and its value is the number of the chunk, plus one (so a summed
+    chunk 2 is ``[3, 3, 3, 3]``); NaN where the device holds nothing. Each round every
+    device sends at most one slot and receives at most one (checked), all at once.
+
+    Parameters
+    ----------
+    collective : str
+        One of :data:`COLLECTIVES`.
+    devices : int
+        :math:`N`, 1 to 16.
+    root : int
+        The root of broadcast and reduce, ``0 <= root < N``.
+
+    Returns
+    -------
+    dict
+        ``"before"``, ``"after"``: arrays ``(N, N, N)`` (device, slot, source), the
+        input and the output the collective defines (NaN elsewhere: for reduce-scatter
+        each device's own chunk only, for reduce the root only); ``"rounds"``: number of
+        rounds; ``"received"``: slots each device received (``(N,)`` int). One round
+        costs :math:`\alpha + m/(N\beta)`, so ``rounds`` times that is
+        :func:`collective_time` (``segments=N`` for broadcast and reduce), and
+        ``received`` times :math:`m/N` is what each device took in.
+
+    Examples
+    --------
+    >>> out = simulate_collective("all-reduce", 2)
+    >>> out["after"][1].tolist()          # device 1: chunk 0 and chunk 1, summed over both
+    [[1.0, 1.0], [2.0, 2.0]]
+    >>> out["rounds"], out["received"].tolist()
+    (2, [2, 2])
+    """
+    name = _collective(collective)
+    n = check_int(devices, "devices", 1, 16)
+    root = check_int(root, "root", 0, n - 1)
+    eye = np.eye(n)
+    ones = np.arange(1.0, n + 1.0)[:, None] * np.ones((n, n))  # slot c, every source: c + 1
+    full = np.stack([ones * eye[d] for d in range(n)])  # device d, slot c: (c + 1) e_d
+    before = full.copy()
+    if name == "all-gather":
+        before[:] = np.nan
+        for d in range(n):
+            before[d, d] = full[d, d]
+    elif name == "broadcast":
+        before[:] = np.nan
+        before[root] = full[root]
+    work = before.copy()
+    rounds: list[list[tuple[int, int, int, int]]] = []
+    ring_rs = [[(d, (d + 1) % n, (d - k - 1) % n, (d - k - 1) % n) for d in range(n)] for k in range(n - 1)]
+    ring_ag = [[(d, (d + 1) % n, (d - k) % n, (d - k) % n) for d in range(n)] for k in range(n - 1)]
+    if name == "reduce-scatter":
+        rounds = ring_rs
+    elif name == "all-gather":
+        rounds = ring_ag
+    elif name == "all-reduce":
+        rounds = ring_rs + ring_ag
+    elif name == "all-to-all":
+        rounds = [[(d, (d + k) % n, (d + k) % n, d) for d in range(n)] for k in range(1, n)]
+        work = np.full_like(before, np.nan)
+        for d in range(n):
+            work[d, d] = before[d, d]
+    else:
+        rounds = _chain_rounds(n, root, reverse=name == "reduce")
+    received = np.zeros(n, dtype=int)
+    for k, messages in enumerate(rounds):
+        senders, receivers = [m[0] for m in messages], [m[1] for m in messages]
+        assert len(set(senders)) == len(senders) and len(set(receivers)) == len(receivers)
+        source = before if name == "all-to-all" else work.copy()  # everyone sends what it held
+        add = name in ("reduce", "reduce-scatter") or (name == "all-reduce" and k < n - 1)
+        for src, dst, slot_src, slot_dst in messages:
+            work[dst, slot_dst] = work[dst, slot_dst] + source[src, slot_src] if add else source[src, slot_src]
+            received[dst] += 1
+    after = work
+    if name == "reduce-scatter":
+        after = np.full_like(work, np.nan)
+        for d in range(n):
+            after[d, d] = work[d, d]
+    elif name == "reduce":
+        after = np.full_like(work, np.nan)
+        after[root] = work[root]
+    return {"before": before, "after": after, "rounds": len(rounds), "received": received}
 
 
 def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, network_bandwidth,
