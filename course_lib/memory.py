@@ -36,11 +36,13 @@ from typing import Any
 import numpy as np
 
 from ._validate import check_int, check_positive, check_real, check_sequence, check_type
-from .models import MLP
+from .models import MLP, softmax_cross_entropy
 from .schedule import partition_layers
 
 __all__ = [
     "ZERO_STAGES",
+    "checkpointed_grad",
+    "CheckpointRun",
     "DeviceFit",
     "MegatronEstimate",
     "ModelStates",
@@ -319,6 +321,106 @@ def mlp_activation_bytes(model, batch_size: int, *, segments: int | None = None,
     largest = max(sum(widths[lo + 1 : hi if hi < model.n_layers else hi + 1])
                   for lo, hi in zip(bounds[:-1], bounds[1:]))
     return batch_size * (stored + largest) * item
+
+
+@dataclass(frozen=True)
+class CheckpointRun:
+    """One forward/backward pass with activation checkpointing (:func:`checkpointed_grad`)."""
+
+    loss: float
+    grad: np.ndarray
+    """The flat gradient (bit for bit :meth:`course_lib.models.MLP.loss_and_grad`'s)."""
+    stored_bytes: int
+    """Peak bytes of the activations held at once, counted from the arrays: the stored
+    segment inputs plus the segment being recomputed (:func:`mlp_activation_bytes`' peak)."""
+    traced_bytes: int
+    """Peak bytes allocated during the pass beyond the gradient buffer, measured with
+    :mod:`tracemalloc`: the activations (but the input batch, allocated before) and the
+    backward's temporaries."""
+    recomputed_flops: int
+    """FLOPs of the forward GEMMs run a second time inside the backward."""
+
+
+def checkpointed_grad(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, segments: int) -> CheckpointRun:
+    r"""Loss and gradient of the running example with activation checkpointing (Chen et al. 2016).
+
+    The layers are split into ``segments`` segments (:func:`course_lib.schedule.partition_layers`).
+    The forward pass keeps only each segment's input (the checkpoints); the backward pass
+    takes the segments from last to first, recomputes the segment's activations from its
+    checkpoint and back-propagates through them. With :math:`n` layers of equal width the
+    checkpoints cost about :math:`k` layers' activations and the segment being recomputed
+    :math:`n/k`: least near :math:`k = \sqrt{n}`. Every layer's forward runs twice.
+
+    Parameters
+    ----------
+    model : MLP
+    params : numpy.ndarray
+        Flat parameters of ``model``.
+    x, y : numpy.ndarray
+        A batch and its labels (mean loss).
+    segments : int
+        :math:`k` in [1, model.n_layers].
+
+    Returns
+    -------
+    CheckpointRun
+        ``stored_bytes`` equals :func:`mlp_activation_bytes` with ``segments``.
+
+    Examples
+    --------
+    >>> model = MLP((8, 16, 16, 16, 4)); p = model.init_params(0)
+    >>> x = np.ones((5, 8), np.float32); y = np.arange(5) % 4
+    >>> run = checkpointed_grad(model, p, x, y, 2)
+    >>> bool(np.array_equal(run.grad, model.loss_and_grad(p, x, y)[1]))
+    True
+    >>> run.stored_bytes == mlp_activation_bytes(model, 5, segments=2)
+    True
+    """
+    import tracemalloc
+
+    model = _check_model(model)
+    model._check_flat(params, "params")
+    x = model._check_x(x)
+    y = model._check_y(y, x.shape[0])
+    bounds = partition_layers(model, check_int(segments, "segments", 1, model.n_layers))
+    tracing = tracemalloc.is_tracing()
+    if not tracing:
+        tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    try:
+        loss, grad, stored, flops = _checkpointed(model, params, x, y, bounds)
+        traced = tracemalloc.get_traced_memory()[1] - base - grad.nbytes
+    finally:
+        if not tracing:
+            tracemalloc.stop()
+    return CheckpointRun(float(loss), grad, int(stored), int(traced), int(flops))
+
+
+def _checkpointed(model: MLP, params, x, y, bounds):
+    """The pass of :func:`checkpointed_grad`: loss, gradient, peak stored bytes, recomputed FLOPs."""
+    segments = list(zip(bounds[:-1], bounds[1:]))
+    checkpoints, a = [], x
+    for lo, hi in segments:  # forward: keep each segment's input only
+        checkpoints.append(a)
+        for i in range(lo, hi):
+            a = model.layer_forward(params, i, a)
+    del a
+    stored = sum(c.nbytes for c in checkpoints)
+    grad, g, peak, flops, loss = np.zeros_like(params), None, 0, 0, 0.0
+    for s in reversed(range(len(segments))):  # backward: one segment at a time, recomputed
+        lo, hi = segments[s]
+        acts = [checkpoints[s]]
+        for i in range(lo, hi):
+            acts.append(model.layer_forward(params, i, acts[-1]))
+            flops += 2 * x.shape[0] * model.sizes[i] * model.sizes[i + 1]
+        last = hi == model.n_layers  # its output is the logits, not the next checkpoint
+        peak = max(peak, stored + sum(t.nbytes for t in acts[1:-1]) + (acts[-1].nbytes if last else 0))
+        if last:
+            loss, g = softmax_cross_entropy(acts[-1], y, reduction="mean")
+        for i in reversed(range(lo, hi)):
+            g = model.layer_backward(params, i, acts[i - lo], acts[i - lo + 1], g, grad, need_input_grad=i > 0)
+    return loss, grad, peak, flops
 
 
 #: Values :func:`transformer_activation_bytes` accepts for ``recompute``.
