@@ -43,9 +43,11 @@ _SUBMODULES = frozenset(
         "roofline",
         "scaling",
         "schedule",
+        "tensor_cost",
         "testing",
         "timing",
         "tools",
+        "transformer",
         "widgets",
     }
 )

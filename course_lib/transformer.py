@@ -37,16 +37,14 @@ Examples
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
-import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ._validate import as_real, check_float_dtype, check_int, check_type
-from .models import Slot, TrainResult, check_labels, softmax_cross_entropy
+from .models import Slot, check_labels, softmax_cross_entropy
 
 __all__ = [
     "DIGITS_TRANSFORMER",
@@ -58,7 +56,8 @@ __all__ = [
     "digit_sequences",
     "layer_norm",
     "layer_norm_backward",
-    "train",
+    "transformer_backward",
+    "transformer_forward",
 ]
 
 EPS = 1e-5
@@ -398,79 +397,7 @@ class Transformer:
 
 DIGITS_TRANSFORMER = Transformer(hidden=32, heads=4, n_layers=2, ffn=64)
 """The course's variant for the digits: h = 32, a = 4 heads, 2 blocks, an MLP block 64 wide
-(18,026 parameters). Trained by :func:`train` with ``SGD(0.05, momentum=0.9)``, batch 32,
-8 epochs, seed 0, it classifies 93.0 % of the test digits (tests/test_transformer.py)."""
-
-
-def check_run(model: Transformer, x, y, batch_size, steps, epochs, lr, seed, workers, blas, fault):
-    """Check a transformer run's arguments with the trainers' one check
-    (:func:`course_lib.parallel.job.check_job`, same rules and messages); return ``x``,
-    ``y`` and the :class:`course_lib.parallel.job.Job` (its ``model`` the transformer).
-
-    ``check_job`` knows the MLP's layout; the transformer checks its model and data itself
-    and lets ``check_job`` check the rest against a stand-in MLP of the same data width.
-    """
-    from .models import MLP
-    from .parallel.job import check_job
-
-    check_type(model, "model", Transformer, "a course_lib.transformer.Transformer")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
-    stand_in = MLP((model.seq_length * model.token_size, model.classes), dtype=model.dtype)
-    _, _, job = check_job(stand_in, x.reshape(x.shape[0], -1), y, batch_size, steps, epochs, lr, seed,
-                          workers, blas, fault, batch_split=False)
-    return x, y, dataclasses.replace(job, model=model)
-
-
-def start_params(model: Transformer, params, seed: int) -> np.ndarray:
-    """``model.init_params(seed)``, or a finite float copy of ``params`` of the model's size."""
-    if params is None:
-        return model.init_params(seed)
-    params = np.array(as_real(params, "params"), dtype=model.dtype)
-    model._check_flat(params, "params")
-    if not np.all(np.isfinite(params)):
-        raise ValueError("params must be finite")
-    return params
-
-
-def train(model: Transformer, x: np.ndarray, y: np.ndarray, *, batch_size: int = 32, steps: int | None = None,
-          epochs: int | None = None, lr: float = 0.1, seed: int = 0, params: np.ndarray | None = None,
-          optimizer=None, x_test: np.ndarray | None = None, y_test: np.ndarray | None = None) -> TrainResult:
-    """Mini-batch training of the transformer in this process: the serial reference.
-
-    The batches are :func:`course_lib.parallel.partition.batch_schedule`'s, as in every
-    trainer of the course; the loss is the batch mean; plain SGD with ``lr`` unless an
-    ``optimizer`` (e.g. ``course_lib.optim.SGD(0.1, momentum=0.9)``; a fresh copy is used)
-    is given. Returns a :class:`course_lib.models.TrainResult` (``backend="serial"``;
-    ``test_accuracy`` holds the final accuracy on ``x_test``, ``y_test`` if given).
-
-    Examples
-    --------
-    >>> from course_lib.datasets import load_digits
-    >>> d = load_digits("train"); x, y = digit_sequences(d.x[:64]), d.y[:64]
-    >>> run = train(Transformer(hidden=8, heads=2, n_layers=1), x, y, batch_size=16, steps=4)
-    >>> run.steps, run.params.dtype
-    (4, dtype('float64'))
-    """
-    t_call = time.perf_counter()
-    x, y, job = check_run(model, x, y, batch_size, steps, epochs, lr, seed, 1, None, None)
-    if optimizer is not None and not callable(getattr(optimizer, "step", None)):
-        raise TypeError(f"optimizer must have a step(params, grad) method, got {type(optimizer).__name__}")
-    opt = optimizer.fresh() if callable(getattr(optimizer, "fresh", None)) else optimizer
-    if (x_test is None) != (y_test is None):
-        raise ValueError("x_test and y_test must be given together")
-    params = start_params(model, params, job.seed)
-    grad = np.zeros_like(params)
-    losses, seconds = [], []
-    for idx in job.schedule():
-        t0 = time.perf_counter()
-        loss, _ = model.loss_and_grad(params, x[idx], y[idx], out=grad)
-        if opt is None:
-            params -= job.lr * grad
-        else:
-            opt.step(params, grad)
-        seconds.append(time.perf_counter() - t0)
-        losses.append(loss)
-    accuracy = [] if x_test is None else [model.accuracy(params, model._check_x(x_test), y_test)]
-    return TrainResult.one_process(params, losses, seconds, "serial", batch_size=job.batch_size,
-                                   test_accuracy=accuracy, wall_time=time.perf_counter() - t_call)
+(18,026 parameters). Trained by :func:`course_lib.models.train` (the serial loop of the
+running example, which takes this model as it takes the MLP) with
+``optimizer=SGD(0.05, momentum=0.9)``, batch 32, 8 epochs, seed 0, it classifies 93.0 % of
+the test digits (tests/test_transformer.py)."""

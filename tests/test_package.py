@@ -82,7 +82,8 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 FLOORS = (
     ("ground", {"course_lib", "_validate", "timing", "progress", "quantity", "datasets", "datapackage"}),
     ("ideas", {"scaling", "cost", "rate", "roofline", "comm", "memory", "models", "cnn", "im2col",
-               "conv_fast", "conv_winograd", "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner", "overlap"}),
+               "conv_fast", "conv_winograd", "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner", "overlap",
+               "transformer", "tensor_cost"}),
     ("processes", {"parallel", "parallel.*", "testing", "reference"}),
     ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),
     ("widgets", {"widgets"}),
