@@ -212,3 +212,18 @@ def test_the_simulation_costs_what_the_formulas_say(n):
         # what the busiest device takes in, against the bound (broadcast/reduce: exactly m)
         taken = out["received"].max() * m / n / b
         assert taken == pytest.approx(comm.collective_lower_bound(c, m, n, b))
+
+
+# ------------------------------------------------------------------ the figure
+def test_the_figure_draws_the_simulation():
+    from course_lib.plots.collectives import collectives_figure
+
+    fig = collectives_figure(devices=3)
+    titles = [ax.get_title() for ax in fig.axes if ax.get_visible()]
+    assert titles == ["broadcast (root A)", "reduce (root A)", "all-gather", "reduce-scatter", "all-to-all", "all-reduce"]
+    texts = [t.get_text() for t in fig.axes[5].texts]  # all-reduce: 9 inputs, 9 sums
+    assert sorted(t for t in texts if t.startswith("Σ")) == ["Σ0"] * 3 + ["Σ1"] * 3 + ["Σ2"] * 3
+    a2a = [t.get_text() for t in fig.axes[4].texts if len(t.get_text()) == 2]
+    assert a2a[9:12] == ["A0", "B0", "C0"]  # after: device A holds block 0 of every device
+    with pytest.raises(ValueError, match="results"):
+        collectives_figure({"gather": {}})
