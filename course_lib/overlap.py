@@ -40,9 +40,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._validate import as_real, check_int, check_positive, check_range
+from ._validate import as_real, check_int, check_positive, check_range, check_sequence
 
-__all__ = ["bucket_layers", "overlapped_step_time"]
+__all__ = ["backward_shares", "bucket_layers", "measured_phases", "overlapped_step_time"]
 
 
 def bucket_layers(n_layers: int, buckets: int) -> list[tuple[int, int]]:
@@ -143,3 +143,66 @@ def overlapped_step_time(compute_fwd, compute_bwd, comm_times, *, update: float 
         "comm_start": start,
         "comm_end": end,
     }
+
+
+def backward_shares(sizes, buckets: int) -> np.ndarray:
+    """Share of the backward pass's FLOPs that each bucket's layers take, in the order the
+    backward pass finishes the buckets (:func:`bucket_layers`).
+
+    Layer ``i`` (``sizes[i]`` inputs, ``sizes[i + 1]`` outputs) costs one GEMM for its weight
+    gradient and, except layer 0, one for its input gradient (as
+    :meth:`course_lib.models.MLP.flops_per_sample` counts them).
+
+    Examples
+    --------
+    >>> (backward_shares((4, 8, 8, 2), 3) * 6).tolist()   # 2*8*2, 2*8*8, 1*4*8 MACs: 32, 128, 32
+    [1.0, 4.0, 1.0]
+    """
+    sizes = [check_int(s, f"sizes[{i}]", 1) for i, s in enumerate(check_sequence(sizes, "sizes"))]
+    if len(sizes) < 2:
+        raise ValueError(f"sizes needs at least an input and an output width, got {sizes}")
+    macs = [a * b * (2 if i else 1) for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:]))]
+    per_bucket = np.array([sum(macs[lo:hi]) for lo, hi in bucket_layers(len(macs), buckets)], dtype=float)
+    return per_bucket / per_bucket.sum()
+
+
+def measured_phases(timeline, *, skip: int = 1) -> dict:
+    """The model's inputs measured: median seconds (over steps and workers) of the forward,
+    the backward, the update, and each bucket's all-reduce and wait, from the timeline of
+    ``train_data_parallel(..., buckets=k)`` (``result.extra["timeline"]``: rows
+    ``(rank, step, kind, bucket, start, end)``).
+
+    Parameters
+    ----------
+    timeline : sequence of (rank, step, kind, bucket, start, end)
+    skip : int
+        Steps left out at the start (warm-up), >= 0; at least one step must remain.
+
+    Returns
+    -------
+    dict
+        ``forward``, ``backward``, ``update`` (float), ``allreduce`` and ``wait`` (one per
+        bucket, in the order the backward pass finishes them).
+
+    Examples
+    --------
+    >>> rows = [(0, s, k, b, 0.0, d) for s in range(3) for k, b, d in
+    ...         (("F", -1, 1.0), ("B", -1, 2.0), ("U", -1, 0.5), ("W", 0, 0.1), ("A", 0, 0.25))]
+    >>> p = measured_phases(rows)
+    >>> p["forward"], p["backward"], p["update"], p["allreduce"].tolist()
+    (1.0, 2.0, 0.5, [0.25])
+    """
+    rows = check_sequence(timeline, "timeline", (tuple, list), "a (rank, step, kind, bucket, start, end) row")
+    skip = check_int(skip, "skip", 0)
+    rows = [r for r in rows if r[1] >= skip]
+    if not rows:
+        raise ValueError(f"timeline has no step after the first skip={skip}")
+
+    def median(kind, bucket=None):
+        values = [r[5] - r[4] for r in rows if r[2] == kind and (bucket is None or r[3] == bucket)]
+        return float(np.median(values)) if values else 0.0
+
+    buckets = sorted({r[3] for r in rows if r[2] == "A"})
+    return {"forward": median("F"), "backward": median("B"), "update": median("U"),
+            "allreduce": np.array([median("A", b) for b in buckets]),
+            "wait": np.array([median("W", b) for b in buckets])}

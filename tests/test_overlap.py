@@ -234,3 +234,36 @@ def test_the_timeline_figure_draws_one_step():
         overlap_timeline_figure(rows, step=3)
     with pytest.raises(ValueError, match="timeline"):
         overlap_timeline_figure([])
+
+
+# ------------------------------------------------------------------ measured phases, benchmark
+def test_backward_shares_and_measured_phases():
+    from course_lib.overlap import backward_shares, measured_phases
+
+    # layer MACs: 1*4*8 = 32 (no input gradient), 2*8*8 = 128, 2*8*2 = 32; buckets last first
+    assert (backward_shares((4, 8, 8, 2), 2) * 192).tolist() == [160.0, 32.0]  # layers 1-2, then 0
+    assert backward_shares(MODEL.sizes, 1).tolist() == [1.0]
+    rows = [(r, s, k, b, 0.0, d * (1 + s)) for r in range(2) for s in range(4)
+            for k, b, d in (("F", -1, 1.0), ("B", -1, 2.0), ("U", -1, 0.5), ("W", 0, 0.1), ("A", 0, 0.2),
+                            ("W", 1, 0.3), ("A", 1, 0.4))]
+    p = measured_phases(rows, skip=1)  # steps 1, 2, 3: durations x2, x3, x4, median x3
+    assert p["forward"] == 3.0 and p["backward"] == 6.0 and p["update"] == 1.5
+    assert np.allclose(p["allreduce"], [0.6, 1.2]) and np.allclose(p["wait"], [0.3, 0.9])
+    with pytest.raises(ValueError, match="skip"):
+        measured_phases(rows, skip=4)
+
+
+@linux
+def test_the_overlap_benchmark_prints_every_bucket_count(capsys, tmp_path, clean):
+    import json
+
+    from benchmarks import bench_overlap
+
+    out = tmp_path / "bench.json"
+    argv = ["--sizes", "8,16,16,3", "--batch", "8", "--buckets", "1,3", "--steps", "3", "--rounds", "1",
+            "--start-method", "fork", "--json", str(out)]
+    assert bench_overlap.main(argv) == 0
+    assert "buckets" in capsys.readouterr().out
+    rows = json.loads(out.read_text())["results"]
+    assert [r["buckets"] for r in rows] == [1, 3] and "model_overlapped_s" in rows[1]
+    assert rows[1]["model_overlapped_s"] <= rows[1]["model_sequential_s"]
