@@ -46,8 +46,10 @@ from ._validate import check_int, check_positive, check_type
 from .memory import format_bytes, mlp_activation_bytes, model_state_bytes
 from .models import MLP
 from .schedule import (
+    bubble_fraction,
     check_boundaries,
     check_schedule,
+    check_virtual_stages,
     layer_flops,
     partition_layers,
     simulate_pipeline,
@@ -139,6 +141,13 @@ class HybridConfig:
     """N_t: tensor-parallel devices per stage."""
     tensor_allreduce: float = 0.0
     """What the activation all-reduces among the N_t devices add to the makespan, s."""
+    virtual_stages: int = 1
+    """v: model chunks per pipeline device (interleaved 1F1B when > 1; 1 when N_p = 1)."""
+
+    @property
+    def bubble_formula(self) -> float:
+        """The equal-stage bubble share ``(N_p - 1)/(v M + N_p - 1)`` of this configuration."""
+        return bubble_fraction(self.pipeline, self.micro_batches, self.virtual_stages)
 
     @property
     def step_time(self) -> float:
@@ -146,8 +155,10 @@ class HybridConfig:
 
     @property
     def label(self) -> str:
-        """``"{N_d}x{N_p}"``, or ``"{N_d}x{N_p}x{N_t}"`` when ``N_t > 1`` (e.g. ``"4x2"``, ``"2x2x2"``)."""
-        return f"{self.data}x{self.pipeline}" + (f"x{self.tensor}" if self.tensor > 1 else "")
+        """``"{N_d}x{N_p}"``, or ``"{N_d}x{N_p}x{N_t}"`` when ``N_t > 1`` (e.g. ``"4x2"``, ``"2x2x2"``);
+        `` v{v}`` appended when interleaved (``"2x4 v2"``)."""
+        return (f"{self.data}x{self.pipeline}" + (f"x{self.tensor}" if self.tensor > 1 else "")
+                + (f" v{self.virtual_stages}" if self.virtual_stages > 1 else ""))
 
 
 def _check_model(model) -> MLP:
@@ -215,6 +226,7 @@ def estimate_config(
     schedule: str = "1f1b",
     optimizer_states: int = 0,
     tensor: int = 1,
+    virtual_stages: int = 1,
 ) -> HybridConfig:
     """Estimate one training step of ``model`` on a ``data x pipeline x tensor`` device grid.
 
@@ -251,6 +263,14 @@ def estimate_config(
         model's input), ``mb x width`` values each (:func:`tensor_stage_bytes`). The
         hand-over to the next stage is unchanged (each of the ``N_t`` devices sends to
         its partner, in parallel).
+    virtual_stages : int
+        ``v`` >= 1 model chunks per pipeline device: interleaved 1F1B (Narayanan et al.,
+        SC 2021, section 2.2.2; needs ``schedule="1f1b"``, ``v N_p <= n_layers`` and ``M``
+        a multiple of ``N_p``; the default ``M`` is rounded down to one). The layers are
+        split into ``v N_p`` chunks, device ``q`` holding chunks ``q, q + N_p, ...``: with
+        equal chunks the bubble is ``(N_p - 1)/(v M + N_p - 1)`` (:attr:`HybridConfig.bubble_formula`),
+        and every micro-batch crosses ``v N_p - 1`` boundaries instead of ``N_p - 1``
+        (``p2p``). Ignored (taken as 1) when ``N_p = 1``.
 
     Notes
     -----
@@ -267,6 +287,13 @@ def estimate_config(
     >>> c = estimate_config(model, 64, 1, 1, device_flops=1e9, bandwidth=1e9, micro_batches=1)
     >>> c.compute == 64 * model.flops_per_sample()["total"] / 1e9, c.bubble, c.allreduce
     (True, 0.0, 0.0)
+    >>> deep = MLP((1,) + (512,) * 5)       # 4 equal layers (and a tiny first one)
+    >>> kw = dict(device_flops=1e9, bandwidth=1e9, micro_batches=4)
+    >>> for v in (1, 2):                    # bubble share of the step vs (N_p-1)/(vM+N_p-1)
+    ...     c = estimate_config(deep, 64, 1, 2, virtual_stages=v, **kw)
+    ...     print(c.label, c.boundaries, round(c.bubble / (c.compute + c.bubble), 3), round(c.bubble_formula, 3))
+    1x2 (0, 3, 5) 0.2 0.2
+    1x2 v2 (0, 2, 3, 4, 5) 0.111 0.111
     """
     _check_model(model)
     batch_size = check_int(batch_size, "batch_size", 1)
@@ -279,30 +306,35 @@ def estimate_config(
     optimizer_states = check_int(optimizer_states, "optimizer_states", 0)
     tensor = check_int(tensor, "tensor", 1, 2**20)
     check_schedule(schedule)
+    v = check_virtual_stages(virtual_stages, pipeline, None, schedule) if pipeline > 1 else 1
+    if v * pipeline > model.n_layers:
+        raise ValueError(f"virtual_stages x pipeline = {v} x {pipeline} model chunks must be at most "
+                         f"n_layers = {model.n_layers}")
     replica = -(-batch_size // data)
     if micro_batches is None:
         micro_batches = min(4 * pipeline, replica)
+        micro_batches -= micro_batches % pipeline if v > 1 else 0
     micro_batches = check_int(micro_batches, "micro_batches", 1, replica)
+    check_virtual_stages(v, pipeline, micro_batches, schedule)
     return _estimate(model, batch_size, data, pipeline, device_flops, bandwidth, latency, memory,
-                     micro_batches, schedule, optimizer_states, tensor)
+                     micro_batches, schedule, optimizer_states, tensor, v)
 
 
 @functools.lru_cache(maxsize=4096)
 def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flops: float,
               bandwidth: float, latency: float, memory: float, micro_batches: int, schedule: str,
-              optimizer_states: int, tensor: int) -> HybridConfig:
+              optimizer_states: int, tensor: int, virtual_stages: int = 1) -> HybridConfig:
     """:func:`estimate_config` on checked arguments; cached (a pure function of hashable
     arguments returning a frozen :class:`HybridConfig`)."""
     replica = -(-batch_size // data)
     mb = -(-replica // micro_batches)
     compute, bubble, tensor_allreduce, p2p, held = _replica_step(
-        model, pipeline, tensor, mb, micro_batches, schedule, device_flops, bandwidth, latency)
-    bounds, n_params, params_mem, act_per_sample = _stage_memory(model, pipeline, tensor,
-                                                                 optimizer_states)
+        model, pipeline, tensor, mb, micro_batches, schedule, device_flops, bandwidth, latency, virtual_stages)
+    bounds, n_params, params_mem, _ = _stage_memory(model, pipeline, tensor, optimizer_states, virtual_stages)
     grads = n_params * model.dtype.itemsize
     allreduce = float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
     # activations are B x widths x bytes: exactly mb times those of one sample
-    act_mem = np.array(held) * (mb * act_per_sample)
+    act_mem = np.array(held) * mb
     per_stage = params_mem + act_mem
     peak = float(per_stage.max())
     return HybridConfig(
@@ -322,17 +354,20 @@ def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flop
         fits=peak <= memory,
         tensor=tensor,
         tensor_allreduce=tensor_allreduce,
+        virtual_stages=virtual_stages,
     )
 
 
 @functools.lru_cache(maxsize=256)
-def _stage_memory(model: MLP, pipeline: int, tensor: int, optimizer_states: int) -> tuple:
+def _stage_memory(model: MLP, pipeline: int, tensor: int, optimizer_states: int, virtual_stages: int = 1) -> tuple:
     """What a split's memory does not owe to the batch, cached: ``(boundaries, parameters
-    per stage, their model-state bytes, activation bytes of one sample per stage)``;
+    per device, their model-state bytes, activation bytes of one sample per chunk)``
+    (chunks: ``virtual_stages * pipeline`` of them, device ``q`` holding ``q, q + N_p, ...``);
     the arrays are read-only (they are shared by every caller)."""
-    bounds = _stage_costs(model, pipeline, tensor)[0]
+    bounds = _stage_costs(model, virtual_stages * pipeline, tensor)[0]
     item = model.dtype.itemsize
     n_params = stage_params(model, bounds, tensor)
+    n_params = np.array([n_params[q::pipeline].sum() for q in range(pipeline)], dtype=np.int64)
     params_mem = np.array([model_state_bytes(n, param_bytes=item, grad_bytes=item,
                                              k=item * optimizer_states).total for n in n_params])
     act_per_sample = np.array([mlp_activation_bytes(_stage_model(model, lo, hi), 1, tensor=tensor)
@@ -358,32 +393,49 @@ def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def _replica_step(model: MLP, pipeline: int, tensor: int, mb: int, micro_batches: int, schedule: str,
-                  device_flops: float, bandwidth: float, latency: float) -> tuple:
-    """One replica's pipeline step, cached: ``(compute, bubble, tensor_allreduce, p2p, in_flight)``.
+                  device_flops: float, bandwidth: float, latency: float, virtual_stages: int = 1) -> tuple:
+    """One replica's pipeline step, cached: ``(compute, bubble, tensor_allreduce, p2p,
+    peak activation bytes of one sample's worth per device)``.
 
     It depends on the samples per micro-batch ``mb``, not on the global batch or ``N_d``,
     so configurations of different ``B`` and ``N`` with the same micro-batches share it
-    (halving ``B`` and ``N_d`` together keeps every simulation).
+    (halving ``B`` and ``N_d`` together keeps every simulation). Interleaved: the costs
+    are those of the ``v N_p`` chunks.
     """
-    bounds, f_flops, b_flops = _stage_costs(model, pipeline, tensor)
+    v = virtual_stages
+    bounds, f_flops, b_flops = _stage_costs(model, v * pipeline, tensor)
     forward = f_flops * mb / device_flops
     backward = b_flops * mb / device_flops
     item = model.dtype.itemsize
-    # activation hand-over at boundary s: the output of stage s, mb x sizes[bounds[s + 1]]
-    sends = [latency + mb * model.sizes[bounds[s + 1]] * item / bandwidth for s in range(pipeline - 1)]
+    # activation hand-over at boundary s: the output of (virtual) stage s, mb x sizes[bounds[s + 1]]
+    sends = [latency + mb * model.sizes[bounds[s + 1]] * item / bandwidth for s in range(v * pipeline - 1)]
+    sim = dict(micro_batches=micro_batches, schedule=schedule, virtual_stages=v)
 
-    ideal = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
+    ideal = simulate_pipeline(forward, backward, **sim)
     with_tp = ideal
     if tensor > 1:  # the activation all-reduces lie on every micro-batch's path
         tp_f, tp_b = _tensor_times(model, bounds, mb, tensor, bandwidth, latency)
         forward, backward = forward + tp_f, backward + tp_b
-        with_tp = simulate_pipeline(forward, backward, micro_batches=micro_batches, schedule=schedule)
-    real = simulate_pipeline(
-        forward, backward, micro_batches=micro_batches, schedule=schedule, send_time=sends
-    )
+        with_tp = simulate_pipeline(forward, backward, **sim)
+    real = simulate_pipeline(forward, backward, send_time=sends, **sim)
     compute = float(ideal.busy().max())
+    acts = _stage_memory(model, pipeline, tensor, 0, v)[3]
     return (compute, ideal.makespan - compute, with_tp.makespan - ideal.makespan,
-            real.makespan - with_tp.makespan, tuple(int(v) for v in real.in_flight()))
+            real.makespan - with_tp.makespan, _peak_activations(real, acts))
+
+
+def _peak_activations(timeline, per_chunk: np.ndarray) -> tuple:
+    """Peak stashed activation bytes of each device of a simulated timeline, the virtual
+    stage ``j`` holding ``per_chunk[j]`` from a micro-batch's forward until its backward."""
+    peaks = []
+    for q in range(timeline.n_stages):
+        held = peak = 0
+        ops = sorted((op for op in timeline.ops if op.stage == q), key=lambda op: (op.start, op.kind == "F"))
+        for op in ops:  # a backward frees first
+            held += (1 if op.kind == "F" else -1) * per_chunk[op.chunk * timeline.n_stages + q]
+            peak = max(peak, held)
+        peaks.append(peak)
+    return tuple(peaks)
 
 
 def _stage_model(model: MLP, lo: int, hi: int) -> MLP:
@@ -467,13 +519,20 @@ def enumerate_configs(model, batch_size: int, devices: int, *, max_tensor: int =
     devices = check_int(devices, "devices", 1)
     batch_size = check_int(batch_size, "batch_size", 1)
     max_tensor = check_int(max_tensor, "max_tensor", 1, 2**20)
+    v = kw.get("virtual_stages", 1)
     out = []
     for t in range(1, min(devices, max_tensor) + 1):
         rest = devices // t
         for p in range(1, min(rest, model.n_layers) + 1) if devices % t == 0 else ():
-            if rest % p == 0 and rest // p <= batch_size:
+            if rest % p == 0 and rest // p <= batch_size and _interleavable(model, batch_size, rest // p, p, v):
                 out.append(estimate_config(model, batch_size, rest // p, p, tensor=t, **kw))
     return out
+
+
+def _interleavable(model: MLP, batch_size: int, data: int, pipeline: int, v) -> bool:
+    """Whether ``v`` chunks per device fit a pipeline of ``N_p`` (``v N_p <= n_layers``,
+    ``N_p`` micro-batches per replica at least); always with ``v = 1`` or ``N_p = 1``."""
+    return v == 1 or pipeline == 1 or (v * pipeline <= model.n_layers and -(-batch_size // data) >= pipeline)
 
 
 def best_config(model, batch_size: int, devices: int, **kw) -> HybridConfig | None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import reference
+from course_lib import planner, reference
 from course_lib import schedule as mp
 from course_lib.models import MLP
 from course_lib.parallel import pipeline as mp_run
@@ -206,3 +206,58 @@ def test_interleaved_faults_stop_every_process(digits, clean):
     assert info.value.rank == 1 and "stage_worker" in info.value.remote_traceback
     with pytest.raises(WorkerDied, match="worker 0"):
         mp_run.train_pipeline(MODEL, x, y, fault=Fault("exit", rank=0, step=1), **kw)
+
+
+# ----------------------------------------------------------------------------- planner
+DEEP = MLP((1,) + (512,) * 9)  # a tiny first layer, then 8 equal ones: chunks of equal cost (to 0.1 %)
+FAST = dict(device_flops=1e9, bandwidth=1e9)
+
+
+@pytest.mark.parametrize("pipeline, v, micro", [(2, 1, 4), (2, 2, 4), (2, 4, 2), (4, 2, 8), (4, 2, 4)])
+def test_planner_bubble_is_the_interleaved_formula(pipeline, v, micro):
+    c = planner.estimate_config(DEEP, 64, 1, pipeline, micro_batches=micro, virtual_stages=v, **FAST)
+    assert c.virtual_stages == v and len(c.boundaries) == v * pipeline + 1
+    assert c.bubble_formula == mp.bubble_fraction(pipeline, micro, v) == (pipeline - 1) / (v * micro + pipeline - 1)
+    assert c.bubble / (c.compute + c.bubble) == pytest.approx(c.bubble_formula, rel=5e-3)
+
+
+def test_planner_interleaving_pays_in_handovers_and_memory():
+    kw = dict(micro_batches=8, **FAST)
+    plain = planner.estimate_config(DEEP, 64, 1, 4, **kw)
+    inter = planner.estimate_config(DEEP, 64, 1, 4, virtual_stages=2, **kw)
+    assert inter.bubble < plain.bubble and inter.compute == pytest.approx(plain.compute, rel=5e-3)
+    # the price: 7 boundaries instead of 3, each 2 x mb x 512 x 4 B a micro-batch (p2p, the time they
+    # add to the makespan, may even shrink: interleaving overlaps them with other chunks' work)
+    assert mp.handover_bytes(DEEP, inter.boundaries, 64) == 7 * 2 * 64 * 512 * 4
+    assert mp.handover_bytes(DEEP, plain.boundaries, 64) == 3 * 2 * 64 * 512 * 4
+    assert inter.memory_activations > plain.memory_activations  # a longer warm-up holds more
+    assert inter.memory_params == plain.memory_params  # the same layers per device (equal widths)
+    assert inter.label == "1x4 v2" and plain.label == "1x4"
+
+
+def test_planner_one_stage_or_v1_is_unchanged():
+    a = planner.estimate_config(DEEP, 64, 2, 1, virtual_stages=4, **FAST)
+    assert a == planner.estimate_config(DEEP, 64, 2, 1, **FAST)  # N_p = 1: nothing to interleave
+    assert planner.estimate_config(DEEP, 64, 1, 2, virtual_stages=1, **FAST) == \
+        planner.estimate_config(DEEP, 64, 1, 2, **FAST)
+
+
+def test_planner_default_micro_batches_is_a_multiple_of_the_stages():
+    c = planner.estimate_config(DEEP, 6, 1, 4, virtual_stages=2, **FAST)  # min(4 N_p, 6) = 6 -> 4
+    assert c.micro_batches == 4
+
+
+def test_planner_enumerate_skips_what_cannot_interleave():
+    labels = [c.label for c in planner.enumerate_configs(MLP((8, 8, 8, 8, 4)), 64, 4, virtual_stages=2, **FAST)]
+    assert labels == ["4x1", "2x2 v2"]  # 1 x 4 would need 8 chunks of 4 layers
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    (dict(virtual_stages=0), "virtual_stages"),
+    (dict(virtual_stages=8), "at most n_layers"),
+    (dict(virtual_stages=2, micro_batches=3), "micro_batches must be a multiple"),
+    (dict(virtual_stages=2, schedule="gpipe"), "virtual_stages"),
+])
+def test_planner_bad_virtual_stages(kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        planner.estimate_config(DEEP, 64, 1, 2, **kwargs, **FAST)
