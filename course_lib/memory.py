@@ -499,6 +499,9 @@ class DeviceFit:
     states: ModelStates
     activations: float
     """Activation bytes assumed on the device."""
+    step_bytes: float = 0.0
+    """Bytes the device sends per step in ring collectives (:func:`zero_step_bytes`:
+    stage 3 sends 1.5 times what stages 0-2 send)."""
 
     @property
     def total(self) -> float:
@@ -534,7 +537,8 @@ def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *
     stage ``zero_stage``; the capacity is the device's ``memory_bytes`` (``memory_gib`` in
     ``data/hardware.csv``, ``hardware = load_hardware()``: an "80GB" A100 holds 80 GiB =
     85.9e9 bytes). Workspace and framework
-    overheads are not counted.
+    overheads are not counted. ``step_bytes``: what the device sends per step
+    (:func:`zero_step_bytes`, in ``grad_bytes`` per value).
 
     Examples
     --------
@@ -544,13 +548,18 @@ def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *
     ('does not fit', 120, 80.0)
     >>> device_fit(7.5e9, 64, 1, "a100_sxm_80gb", hardware=load_hardware()).verdict
     'fits'
+    >>> [format_bytes(device_fit(7.5e9, 64, s, "a100_sxm_80gb", hardware=load_hardware()).step_bytes)
+    ...  for s in (2, 3)]
+    ['29.5 GB', '44.3 GB']
     """
     name, capacity = _device_memory(device_id, hardware)
     unknown = set(byte_sizes) - {"param_bytes", "grad_bytes", "k"}
     if unknown:
         raise TypeError(f"byte_sizes must be param_bytes, grad_bytes or k, got {sorted(unknown)}")
     states = model_state_bytes(n_params, devices, zero_stage, **byte_sizes)
-    return DeviceFit(name, capacity, states, check_positive(activation_bytes, "activation_bytes", allow_zero=True))
+    sent = zero_step_bytes(n_params, devices, zero_stage, grad_bytes=byte_sizes.get("grad_bytes", 2.0))
+    return DeviceFit(name, capacity, states, check_positive(activation_bytes, "activation_bytes", allow_zero=True),
+                     sent)
 
 
 # ------------------------------------------------------------------ Megatron-LM

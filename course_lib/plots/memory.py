@@ -1,16 +1,18 @@
-"""Figures of memory per device: the ZeRO calculator (零冗余优化器)."""
+"""Figures of memory per device: the ZeRO calculator (零冗余优化器), ZeRO stages run on the cores,
+loss scaling for float16 (混合精度), activation checkpointing (激活重计算)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
 from .. import memory
-from .._validate import check_count, check_int, check_positive
+from .._validate import check_count, check_int, check_positive, check_type
 from . import COLORS, new_figure, styled
 
-__all__ = ["zero_memory_figure"]
+__all__ = ["checkpoint_figure", "loss_scale_figure", "zero_memory_figure", "zero_run_figure"]
 
 _STAGE_NAMES = ("stage 0\nreplicated", "stage 1\noptimizer states\nsharded", "stage 2\n+ gradients\nsharded",
                 "stage 3\n+ parameters\nsharded")
@@ -90,7 +92,150 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
     ax.grid(False, axis="x")
     ax.set_axisbelow(True)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="solid: chosen stage")
-    ax.set_title(f"{params_billion:g}B parameters on N = {devices} devices, ZeRO stage {zero_stage}:\n"
+    ax.set_title(f"{params_billion:g}B parameters on N = {devices} devices, ZeRO stage {zero_stage} "
+                 f"(sends {memory.format_bytes(fit.step_bytes)} per step):\n"
                  f"needs {memory.format_bytes(fit.total)} per device of {cap:.3g} GB: {fit.verdict}",
                  color="black" if fit.fits else COLORS[1])
+    return fig
+
+
+@styled
+def zero_run_figure(memory_by_stage: Sequence, bytes_by_stage: Sequence[float], n_params: int, *,
+                    param_bytes: float = 4.0, grad_bytes: float = 4.0, k: float = 4.0):
+    """ZeRO stages 0-3 run on the cores: what the fullest worker held and what a step moved.
+
+    Left: stacked bars of the parameters, gradients and optimizer states the fullest worker
+    of each stage held, measured (``TrainResult.memory`` of ``train_data_parallel(...,
+    zero_stage=s)``); black diamonds: :func:`course_lib.memory.model_state_bytes` for the
+    same ``N`` workers. Right: bytes per step over one all-reduce's payload (``n_params x
+    grad_bytes``), measured (bars) and :func:`course_lib.memory.zero_comm_factor` (diamonds).
+
+    Parameters
+    ----------
+    memory_by_stage : sequence of 4 sequences of dict
+        For stages 0-3, each worker's ``{"parameters", "gradients", "optimizer_states"}`` bytes.
+    bytes_by_stage : sequence of 4 floats
+        Bytes moved per step by each stage's run (``bytes_per_step[0]``).
+    n_params : int
+        Parameters of the model (> 0).
+    param_bytes, grad_bytes, k : float
+        Bytes per parameter of the run (float32 SGD with momentum: 4, 4, 4).
+
+    Examples
+    --------
+    >>> held = [[{"parameters": 40, "gradients": 40, "optimizer_states": 40}]] * 4
+    >>> zero_run_figure(held, [40.0] * 4, 10).axes[1].get_ylabel()
+    'bytes per step / all-reduce payload'
+    """
+    check_type(memory_by_stage, "memory_by_stage", (list, tuple), "a list of 4 lists of dicts")
+    check_type(bytes_by_stage, "bytes_by_stage", (list, tuple, np.ndarray), "4 numbers")
+    if len(memory_by_stage) != 4 or len(bytes_by_stage) != 4:
+        raise ValueError(f"memory_by_stage and bytes_by_stage must hold stages 0-3 (4 entries), got "
+                         f"{len(memory_by_stage)} and {len(bytes_by_stage)}")
+    n_params = check_int(n_params, "n_params", 1)
+    workers = len(memory_by_stage[0])
+    fig, (ax, bx) = new_figure(1, 2, size=(9.6, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
+    x = np.arange(4)
+    fullest = [max(run, key=lambda m: sum(m[a] for a, _ in _PARTS)) for run in memory_by_stage]
+    bottom = np.zeros(4)
+    for i, (attr, name) in enumerate(_PARTS):
+        kb = np.array([m[attr] / 1e3 for m in fullest])
+        ax.bar(x, kb, bottom=bottom, width=0.6, color=COLORS[i], label=f"{name} (measured)")
+        bottom += kb
+    formula = [memory.model_state_bytes(n_params, workers, s, param_bytes=param_bytes, grad_bytes=grad_bytes,
+                                        k=k).total / 1e3 for s in memory.ZERO_STAGES]
+    ax.plot(x, formula, "D", color="black", label=f"model_state_bytes (N = {workers})")
+    for s in x:
+        ax.text(s, bottom[s] * 1.02, memory.format_bytes(bottom[s] * 1e3), ha="center", va="bottom")
+    ax.set_xticks(x, [f"stage {s}" for s in x])
+    ax.set_ylim(0, 1.2 * max(bottom.max(), max(formula)))
+    ax.set_ylabel("held by the fullest worker [kB]")
+    ax.legend(loc="upper right", frameon=False)
+    ax.grid(False, axis="x")
+    payload = n_params * grad_bytes
+    ratio = np.asarray(bytes_by_stage, dtype=float) / payload
+    bx.bar(x, ratio, width=0.6, color=COLORS[5], label="measured")
+    bx.plot(x, [memory.zero_comm_factor(s) for s in x], "D", color="black", label="zero_comm_factor")
+    for s in x:
+        bx.text(s, ratio[s] + 0.03, f"{ratio[s]:g}", ha="center", va="bottom")
+    bx.set_xticks(x, [str(s) for s in x])
+    bx.set_xlabel("ZeRO stage")
+    bx.set_ylim(0, 2.0)
+    bx.set_ylabel("bytes per step / all-reduce payload")
+    bx.legend(loc="upper left", frameon=False)
+    bx.grid(False, axis="x")
+    fig.suptitle(f"ZeRO on {workers} worker processes: the model states shrink, stage 3 moves 1.5 times the bytes")
+    return fig
+
+
+@styled
+def loss_scale_figure(log2_scales: Sequence[float], flushed: Sequence[float], overflow: Sequence[int]):
+    """Loss scaling: the share of gradients float16 flushes to zero against the scale.
+
+    ``flushed[i]`` is the share of non-zero activation gradients that became 0 in float16
+    with loss scale ``2 ** log2_scales[i]`` (:func:`course_lib.precision.gradient_underflow`);
+    scales whose gradients overflowed (``overflow[i] > 0``) are shaded.
+
+    Examples
+    --------
+    >>> fig = loss_scale_figure([0, 8, 16], [0.02, 0.0, 0.0], [0, 0, 3])
+    >>> fig.axes[0].get_xlabel()
+    'loss scale S (log scale)'
+    """
+    s = np.asarray(log2_scales, dtype=float)
+    f = np.asarray(flushed, dtype=float)
+    o = np.asarray(overflow)
+    if not (s.ndim == f.ndim == o.ndim == 1 and s.size == f.size == o.size >= 1):
+        raise ValueError(f"log2_scales, flushed and overflow must be 1-d of one length, got {s.shape}, "
+                         f"{f.shape}, {o.shape}")
+    fig, ax = new_figure(size=(7.6, 3.8))
+    ax.plot(s, 100 * f, "o-", color=COLORS[0], label="activation gradients flushed to 0 in float16")
+    if (o > 0).any():
+        first = s[o > 0].min()
+        ax.axvspan(first - 0.5, s.max() + 0.5, color=COLORS[1], alpha=0.2, label="overflow: gradients > 65,504")
+    ax.set_xticks(s[:: max(1, s.size // 8)], [f"$2^{{{v:g}}}$" for v in s[:: max(1, s.size // 8)]])
+    ax.set_xlabel("loss scale S (log scale)")
+    ax.set_ylabel("flushed to zero [%]")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper right", frameon=False)
+    ax.set_title("Scaling the loss lifts small gradients into float16's range, until the largest overflow")
+    return fig
+
+
+@styled
+def checkpoint_figure(segments: Sequence[int], stored: Sequence[float], traced: Sequence[float],
+                      formula: Sequence[float], everything: float, n_layers: int):
+    """Activation checkpointing: peak activation memory against the number of segments.
+
+    Counted peak of the held arrays (bars), :func:`course_lib.memory.mlp_activation_bytes`
+    (diamonds), the :mod:`tracemalloc` peak (line), all bytes; the dashed line is the plain
+    backward's ``everything``; the dotted line marks :math:`\\sqrt{n}` segments.
+
+    Examples
+    --------
+    >>> fig = checkpoint_figure([1, 2, 3, 4], [8e6, 4e6, 3.5e6, 8e6], [9e6, 6e6, 5e6, 9e6],
+    ...                         [8e6, 4e6, 3.5e6, 8e6], 8e6, 4)
+    >>> fig.axes[0].get_xlabel()
+    'segments k (checkpoints)'
+    """
+    k = np.asarray(segments, dtype=float)
+    arrays = [np.asarray(a, dtype=float) / 1e6 for a in (stored, traced, formula)]
+    if not all(a.shape == k.shape for a in arrays) or k.ndim != 1 or k.size < 1:
+        raise ValueError("segments, stored, traced and formula must be 1-d of one length")
+    everything = check_positive(everything, "everything") / 1e6
+    n_layers = check_int(n_layers, "n_layers", 1)
+    fig, ax = new_figure(size=(8.0, 4.0))
+    ax.bar(k, arrays[0], width=0.7, color=COLORS[0], label="held activations, counted")
+    ax.plot(k, arrays[2], "D", color="black", label="mlp_activation_bytes(segments=k)")
+    ax.plot(k, arrays[1], "-", color=COLORS[1], lw=2, label="tracemalloc peak (with temporaries)")
+    ax.axhline(everything, color="black", ls="--", lw=1.2, label="plain backward: every activation")
+    ax.axvline(math.sqrt(n_layers), ymax=0.72, color=COLORS[2], ls=":", lw=2,
+               label=f"k = sqrt(n) = {math.sqrt(n_layers):.3g}")
+    ax.set_xticks(k)
+    ax.set_xlabel("segments k (checkpoints)")
+    ax.set_ylabel("peak activation memory [MB]")
+    ax.set_ylim(0, 1.4 * max(everything, arrays[1].max()))
+    ax.legend(loc="upper center", ncol=2, frameon=False)
+    ax.grid(False, axis="x")
+    ax.set_title(f"{n_layers} layers: least memory near sqrt(n) segments, for one more forward pass")
     return fig
