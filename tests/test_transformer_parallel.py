@@ -239,3 +239,25 @@ def test_a_worker_that_dies_gives_a_clear_error(clean):
         train_transformer_tensor_parallel(MODEL, X, Y, workers=4, start_method="fork", timeout=30,
                                           fault=Fault("exit", rank=3, step=1), **KW)
     assert info.value.rank == 3 and info.value.exitcode == 3
+
+
+# ------------------------------------------------------------------ exercises
+def test_exercises_accept_the_formula_and_name_the_usual_mistakes():
+    from course_lib.exercises.transformer import (
+        LAYER_TRAFFIC,
+        SEQUENCE_MEMORY,
+        ex_layer_traffic,
+        ex_sequence_parallel_memory,
+    )
+
+    g = LAYER_TRAFFIC
+    m = g["seq_length"] * g["micro_batch"] * g["hidden"] * 2  # bytes of one all-reduce
+    assert ex_layer_traffic(4 * 2 * (g["tensor"] - 1) / g["tensor"] * m / 1e6)
+    payload = ex_layer_traffic(4 * m / 1e6)
+    assert not payload and "payload" in payload.message
+    g = SEQUENCE_MEMORY
+    s, h, a, t = g["seq_length"], g["hidden"], g["heads"], g["tensor"]
+    sbh = s * g["micro_batch"] * h
+    assert ex_sequence_parallel_memory(sbh * (34 / t + 5 * a * s / (h * t)) / 1e6)
+    tensor_only = ex_sequence_parallel_memory(sbh * (10 + 24 / t + 5 * a * s / (h * t)) / 1e6)
+    assert not tensor_only and "tensor parallelism alone" in tensor_only.message
