@@ -29,6 +29,8 @@ def _lanes(ax, lanes: list[tuple[str, list[tuple[str, int, float, float]]]], sca
     from matplotlib.patches import Patch
 
     used = set()
+    ends = [end for _, ops in lanes for *_, end in ops]
+    least = 0.004 * (max(ends, default=1.0) or 1.0)  # an all-reduce of a few kB stays visible
     for row, (_, ops) in enumerate(lanes):
         for kind, bucket, start, end in ops:
             if kind in _COMPUTE:
@@ -37,7 +39,7 @@ def _lanes(ax, lanes: list[tuple[str, list[tuple[str, int, float, float]]]], sca
                 style = dict(_WAIT)
             else:
                 style = dict(facecolor=_BUCKET_COLORS[bucket % 2], edgecolor="white", linewidth=0.6)
-            ax.broken_barh([(start * scale, max(end - start, 0.0) * scale)], (row - 0.38, 0.76), **style)
+            ax.broken_barh([(start * scale, max(end - start, least) * scale)], (row - 0.38, 0.76), **style)
             used.add(kind)
     ax.set_yticks(range(len(lanes)), [name for name, _ in lanes])
     ax.set_ylim(len(lanes) - 0.5, -0.5)
