@@ -54,13 +54,11 @@ from .models import MLP
 __all__ = [
     "SCHEDULES",
     "handover_bytes",
-    "interleaved_order",
     "StageOp",
     "Timeline",
     "bubble_fraction",
     "check_boundaries",
     "check_schedule",
-    "check_virtual_stages",
     "layer_flops",
     "partition_layers",
     "schedule_order",

@@ -261,3 +261,45 @@ def test_planner_enumerate_skips_what_cannot_interleave():
 def test_planner_bad_virtual_stages(kwargs, word):
     with pytest.raises(ValueError, match=word):
         planner.estimate_config(DEEP, 64, 1, 2, **kwargs, **FAST)
+
+
+# ----------------------------------------------------------------------------- figures
+def _collections(ax, prefix):
+    return {c.get_label(): c for c in ax.collections if c.get_label().startswith(prefix)}
+
+
+def test_gantt_of_an_interleaved_timeline_shows_every_chunk():
+    from matplotlib.colors import to_rgba
+
+    from course_lib.plots.pipeline import _NUMBERS, gantt_figure
+
+    t = mp.simulate_uniform(2, 4, schedule="1f1b", virtual_stages=2)
+    ax = gantt_figure(t).axes[0]
+    keys = [lab.get_text() for lab in ax.get_legend().get_texts()]
+    assert keys == ["forward, chunk 0", "forward, chunk 1", "backward, chunk 0", "backward, chunk 1", "idle (bubble)"]
+    for kind, name in (("F", "forward"), ("B", "backward")):
+        for c in range(2):  # one bar per operation of that chunk, each chunk its own shade
+            coll = _collections(ax, f"{name}, chunk {c}")[f"{name}, chunk {c}"]
+            assert len(coll.get_paths()) == sum(op.kind == kind and op.chunk == c for op in t.ops) == 8
+        shades = {tuple(_collections(ax, f"{name}, chunk {c}")[f"{name}, chunk {c}"].get_facecolor()[0])
+                  for c in range(2)}
+        assert len(shades) == 2 and to_rgba(shades.pop()) != to_rgba(shades.pop())
+    numbers = [text for c in ax.collections if c.get_label() == _NUMBERS for text in c.texts]
+    assert sorted(numbers) == sorted(str(op.micro) for op in t.ops if op.kind in "FB")  # every bar numbered
+    title = ax.get_title()
+    assert "interleaved 1F1B, v = 2" in title and f"{mp.bubble_fraction(2, 4, 2):.1%}" in title
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["device 0", "device 1"]
+
+
+def test_interleaved_figure_compares_v_on_one_time_axis():
+    from course_lib.plots.pipeline import interleaved_figure
+
+    fig = interleaved_figure(4, 8, (1, 2))
+    top, bottom = fig.axes[:2]
+    assert top.get_xlim() == bottom.get_xlim()
+    assert "27.3%" in top.get_title() and "3 hand-overs" in top.get_title()  # 3/11; v N_p - 1 = 3
+    assert "15.8%" in bottom.get_title() and "7 hand-overs" in bottom.get_title()  # 3/19; 7
+    with pytest.raises(ValueError, match="micro_batches must be a multiple"):
+        interleaved_figure(4, 6, (1, 2))
+    with pytest.raises(ValueError, match="virtual_stages"):
+        interleaved_figure(4, 8, ())

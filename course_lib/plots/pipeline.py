@@ -2,6 +2,9 @@
 
 Every Gantt chart shades the idle time of each stage between the step's first forward
 and its last backward (hatched grey, "idle (bubble)"): the bubble its title quantifies.
+An interleaved 1F1B timeline (``virtual_stages = v > 1``) draws each model chunk of a
+device in its own shade of the forward or backward colour (chunk 0 darkest), named in
+the key, with the micro-batch number in each bar.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = [
     "gantt_figure",
+    "interleaved_figure",
     "schedule_figure",
     "bubble_figure",
     "hybrid_configs_figure",
@@ -86,7 +90,7 @@ def _boxes(ax, spans, label: str, **style) -> None:
            label, **style)
 
 
-def _numbers(ax, texts) -> None:
+def _numbers(ax, texts, color: str = "white") -> None:
     """White bold numbers ``(text, x, row)`` centred in their bars, as one collection of
     glyph outlines: a live Gantt chart writes up to a few hundred, and one collection draws
     in a fraction of the time as many text artists (for speed; it looks the same)."""
@@ -100,7 +104,7 @@ def _numbers(ax, texts) -> None:
     paths = [_number_path(text, size) for text, _, _ in texts]
     points = Affine2D().scale(1 / 72.0) + ax.figure.dpi_scale_trans  # glyph outlines are in points
     numbers = PathCollection(paths, offsets=[(x, r) for _, x, r in texts], offset_transform=ax.transData,
-                             transform=points, facecolors="white", edgecolors="none", zorder=3, label=_NUMBERS)
+                             transform=points, facecolors=color, edgecolors="none", zorder=3, label=_NUMBERS)
     numbers.texts = [text for text, _, _ in texts]  # what it writes, for readers (and tests)
     ax.add_collection(numbers, autolim=False)
 
@@ -117,7 +121,17 @@ def _number_path(text: str, size: float):
     return path.transformed(Affine2D().translate(-(x0 + x1) / 2, -(y0 + y1) / 2))
 
 
+def _shade(color: str, chunk: int, chunks: int) -> tuple:
+    """``color`` mixed with white by ``0.6 * chunk / chunks``: chunk 0 full, later chunks lighter."""
+    from matplotlib.colors import to_rgb
+
+    w = 0.6 * chunk / max(chunks, 1)
+    return tuple((1 - w) * c + w for c in to_rgb(color))
+
+
 def _row_names(timeline) -> list[str]:
+    if timeline.replicas == 1 and timeline.virtual_stages > 1:  # a row holds v stages: name the device
+        return [f"device {s}" for s in range(timeline.n_rows)]
     if timeline.replicas == 1:
         return [f"stage {s}" for s in range(timeline.n_rows)]
     return [f"replica {r // timeline.n_stages}, stage {r % timeline.n_stages}" for r in range(timeline.n_rows)]
@@ -136,18 +150,25 @@ def _draw_gantt(ax, timeline, scale: float, *, width_in: float, row_in: float, l
     hi = max((op.end for op in ops), default=1.0) * scale
     span = max(hi - lo, 1e-12)
     handles = []
+    v = timeline.virtual_stages
     _boxes(ax, [(r, a * scale, b * scale) for r, a, b in _idle_intervals(timeline)], _IDLE_LABEL, **_IDLE)
     for kind in ("F", "B", "A", "U"):
-        mine = [op for op in ops if op.kind == kind]
-        if mine:
-            _boxes(ax, [(timeline.row(op), op.start * scale, op.end * scale) for op in mine], _KIND_NAME[kind],
-                   facecolor=_KIND_COLOR[kind], edgecolor="white", linewidth=0.6)
-            handles.append(Patch(facecolor=_KIND_COLOR[kind], label=_KIND_NAME[kind]))
+        for c in range(v if kind in ("F", "B") else 1):  # interleaved: one shade per chunk
+            mine = [op for op in ops if op.kind == kind and (op.chunk == c or kind not in ("F", "B"))]
+            name = _KIND_NAME[kind] + (f", chunk {c}" if v > 1 and kind in ("F", "B") else "")
+            color = _shade(_KIND_COLOR[kind], c, v)
+            if mine:
+                _boxes(ax, [(timeline.row(op), op.start * scale, op.end * scale) for op in mine], name,
+                       facecolor=color, edgecolor="white", linewidth=0.6)
+                handles.append(Patch(facecolor=color, label=name))
     handles.append(Patch(**_IDLE, label=_IDLE_LABEL))
     pt_per_unit = width_in * 72.0 / span
     if labels and row_in * 0.8 * 72.0 >= _NUMBER_HEIGHT_PT:
-        _numbers(ax, [(str(op.micro), (op.start + op.end) / 2 * scale, timeline.row(op)) for op in ops
-                      if op.kind in ("F", "B") and op.duration * scale * pt_per_unit >= _DIGIT_PT * len(str(op.micro)) + 4])
+        for c in range(v):  # dark numbers on the light shades of later chunks
+            _numbers(ax, [(str(op.micro), (op.start + op.end) / 2 * scale, timeline.row(op)) for op in ops
+                          if op.kind in ("F", "B") and op.chunk == c
+                          and op.duration * scale * pt_per_unit >= _DIGIT_PT * len(str(op.micro)) + 4],
+                     "white" if 0.6 * c / v < 0.3 else "black")
     names = _row_names(timeline)
     step = 1 if row_in * 72.0 >= 13.0 else 2  # every row named while the names fit
     ax.set_yticks(range(0, timeline.n_rows, step), names[::step])
@@ -163,17 +184,27 @@ def _label_room(names: Sequence[str], fig_width: float, right: float = 0.25) -> 
     return fig_width - 0.45 - 0.58 * 10.5 / 72.0 * max(len(n) for n in names) - right
 
 
-def _gantt_key(ax, handles) -> None:
-    """The key of a Gantt chart, one row above its axes (off the bars)."""
-    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=len(handles),
+def _gantt_key(ax, handles) -> int:
+    """The key of a Gantt chart above its axes (off the bars): one row, or rows of 4 entries
+    when there are more (an interleaved chart names every chunk). Returns the title's pad."""
+    ncols = len(handles) if len(handles) <= 4 else 4
+    ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.0), ncols=ncols,
               frameon=False, borderaxespad=0.2, handlelength=1.6, columnspacing=1.2)
+    return 24 + 18 * (-(-len(handles) // ncols) - 1)
+
+
+def _schedule_name(tl) -> str:
+    name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
+    return f"interleaved {name}, v = {tl.virtual_stages}" if tl.virtual_stages > 1 else name
 
 
 def _gantt_title(name: str, tl, what: str) -> str:
     grid = f"$N_d$ = {tl.replicas} × " if tl.replicas > 1 else ""
-    formula = bubble_fraction(tl.n_stages, tl.n_micro)
+    v = tl.virtual_stages
+    formula = bubble_fraction(tl.n_stages, tl.n_micro, v)
+    text = "$(N_p-1)/(vM+N_p-1)$" if v > 1 else "$(N_p-1)/(M+N_p-1)$"
     return (f"{name}, {grid}$N_p$ = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}\n"
-            f"formula $(N_p-1)/(M+N_p-1)$ = {formula:.1%} (equal stages, no hand-over time)")
+            f"formula {text} = {formula:.1%} (equal stages, no hand-over time)")
 
 
 @styled
@@ -204,13 +235,61 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     tl = timeline.step(step) if step is not None else timeline
     measured = tl.source == "measured"
     width, row_in = 9.6, 0.5
-    fig, ax = new_figure(size=(width, 1.75 + row_in * tl.n_rows))
+    key_rows = -(-(2 * tl.virtual_stages + 1) // 4) if tl.virtual_stages > 1 else 1
+    fig, ax = new_figure(size=(width, 1.75 + row_in * tl.n_rows + 0.25 * (key_rows - 1)))
     handles = _draw_gantt(ax, tl, 1e3 if measured else 1.0, labels=labels, row_in=row_in,
                           width_in=_label_room(_row_names(tl), width))
-    _gantt_key(ax, handles)
+    pad = _gantt_key(ax, handles)
     ax.set_xlabel("time [ms]" if measured else "time [units of one forward]")
-    name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
-    ax.set_title(title or _gantt_title(name, tl, "measured" if measured else "simulated"), pad=24)
+    ax.set_title(title or _gantt_title(_schedule_name(tl), tl, "measured" if measured else "simulated"), pad=pad)
+    return fig
+
+
+@styled
+def interleaved_figure(stages: int, micro_batches: int, virtual_stages: Sequence[int] = (1, 2), *,
+                       backward_ratio: float = 2.0):
+    """Simulated 1F1B with equal stages, plain and interleaved, one Gantt chart above the
+    other on one time axis: the same work per device finishes sooner with ``v`` chunks.
+
+    Each panel is :func:`course_lib.schedule.simulate_uniform` (a device's forward takes
+    1 unit, split into ``v`` chunks of ``1/v``); its title gives the simulated bubble, the
+    formula ``(N_p-1)/(vM+N_p-1)`` and the hand-overs per micro-batch ``v N_p - 1``.
+
+    Parameters
+    ----------
+    stages, micro_batches : int
+        ``N_p`` >= 1 and ``M`` >= 1, a multiple of ``N_p`` (every ``v > 1``).
+    virtual_stages : sequence of int
+        The ``v`` of each panel (1 to 4 panels).
+    backward_ratio : float
+        Backward time relative to the forward.
+    """
+    from ..schedule import virtual_handovers
+
+    stages = check_int(stages, "stages", 1, 64)
+    micro_batches = check_int(micro_batches, "micro_batches", 1, 256)
+    vs = check_sequence(virtual_stages, "virtual_stages")
+    if not 1 <= len(vs) <= 4:
+        raise ValueError(f"virtual_stages must list 1 to 4 values, got {len(vs)}")
+    vs = [check_int(v, f"virtual_stages[{i}]", 1, 16) for i, v in enumerate(vs)]
+    backward = check_positive(backward_ratio, "backward_ratio", allow_zero=True)
+    tls = [simulate_uniform(stages, micro_batches, schedule="1f1b", backward=backward, virtual_stages=v)
+           for v in vs]
+    width, row_in = 9.6, 0.45
+    panel = [1.65 + row_in * stages + 0.25 * -(-(2 * v + 1) // 4) for v in vs]
+    fig, axes = new_figure(len(vs), 1, size=(width, sum(panel)), sharex=True, squeeze=False,
+                           gridspec_kw=dict(height_ratios=panel))
+    for ax, tl, v in zip(axes[:, 0], tls, vs):
+        handles = _draw_gantt(ax, tl, 1.0, row_in=row_in, width_in=_label_room(_row_names(tl), width))
+        pad = _gantt_key(ax, handles)
+        ax.set_title(f"{_schedule_name(tl)}, $N_p$ = {stages}, M = {micro_batches}: step {tl.makespan:.3g} units, "
+                     f"bubble {tl.bubble():.1%}\nformula $(N_p-1)/(vM+N_p-1)$ = "
+                     f"{bubble_fraction(stages, micro_batches, v):.1%}; "
+                     f"{(h := virtual_handovers(stages, v))} hand-over{'' if h == 1 else 's'} per micro-batch ($vN_p-1$)", pad=pad)
+    lo, hi = 0.0, max(tl.makespan for tl in tls)
+    for ax in axes[:, 0]:
+        ax.set_xlim(lo - 0.01 * hi, 1.01 * hi)
+    axes[-1, 0].set_xlabel("time [units of one forward of a whole stage]")
     return fig
 
 
