@@ -132,11 +132,14 @@ def train_data_parallel(
         As in :func:`course_lib.reference.train_serial`; ``batch_size`` is the GLOBAL
         batch (>= workers).
         Every worker applies the same update with its own copy of ``optimizer``.
-    zero_stage : {0, 1}
+    zero_stage : {0, 1, 2, 3}
         1: ZeRO stage 1 (零冗余优化器, :mod:`course_lib.parallel.zero`, backend "shm"
         only): worker ``r`` keeps the optimizer state of chunk ``r`` of the parameters
         only, updates that chunk after the reduce-scatter, and the all-gather shares
-        the updated parameters. Same parameters as ``zero_stage=0`` within rounding.
+        the updated parameters. 2: also only chunk ``r`` of the gradients (a
+        reduce-scatter per layer in the backward). 3 (FSDP): also only chunk ``r`` of the
+        parameters (each layer all-gathered before its forward and its backward). Same
+        parameters as ``zero_stage=0`` within rounding.
     buckets : int
         In [1, model.n_layers]. 1: one all-reduce of the whole gradient after the backward
         pass (:func:`worker_loop`). ``k > 1`` (backend "shm", zero_stage 0): the gradient is
@@ -191,7 +194,8 @@ def train_data_parallel(
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if job.zero_stage and backend != "shm":
-        raise ValueError(f"zero_stage=1 needs backend='shm' (its reduce-scatter and all-gather), got {backend!r}")
+        raise ValueError(f"zero_stage={job.zero_stage} needs backend='shm' (its reduce-scatter and all-gather), "
+                         f"got {backend!r}")
     buckets = check_int(buckets, "buckets", 1, job.model.n_layers)
     if buckets > 1 and (backend != "shm" or job.zero_stage):
         raise ValueError(f"buckets > 1 needs backend='shm' and zero_stage=0, got buckets={buckets}, "
@@ -324,15 +328,16 @@ def run_worker(wctx: WorkerContext, job: Job, x, y, p0, comm) -> dict:
     report the parent assembles (:func:`collect`): timings, losses, bytes, memory, digest."""
     clock = StepClock(wctx, job.steps, job.fault)
     if job.zero_stage:
-        from .zero import zero_worker_loop as loop  # imported in the worker only when ZeRO runs
+        from .zero import worker_loop_for  # imported in the worker only when ZeRO runs
+        loop = worker_loop_for(job.zero_stage)
     elif isinstance(comm, BucketAllReduce):
         loop = overlap_worker_loop
     else:
         loop = worker_loop
     with _blas(job.blas_threads):
         blas = current_blas_threads()  # reported, so tests can check the limit took effect
-        params, grad, opt = loop(wctx, job, x, y, p0, comm, clock)
-        memory = measured_state_bytes(params, grad, opt)  # what this worker holds
+        params, grad, opt, *kept = loop(wctx, job, x, y, p0, comm, clock)  # ZeRO-3 also: its chunk
+        memory = measured_state_bytes(kept[0] if kept else params, grad, opt)  # what this worker holds
     return {
         "timings": clock.phases("compute", "waiting", "communication", "step"),
         "losses": clock.counts["loss"], "samples": clock.counts["samples"].astype(int),
