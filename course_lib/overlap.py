@@ -8,19 +8,21 @@ goes on with the earlier layers (PyTorch DDP: Li et al. 2020, "PyTorch Distribut
 Experiences on Accelerating Data Parallel Training", PVLDB 13(12), section 3.2.3; Horovod's
 tensor fusion is the same idea).
 
-With a forward time :math:`t_f`, the backward of bucket :math:`j` taking :math:`b_j` and its
-all-reduce :math:`c_j` (buckets numbered in the order the backward pass finishes them), the
-backward pass finishes bucket :math:`j` at :math:`B_j = t_f + \sum_{i \le j} b_i` and the
+Number the :math:`N_b` buckets :math:`\nu = 1 \ldots N_b` in the order the backward pass
+finishes them. With the forward taking :math:`t_{\text{fwd}}`, the backward of bucket
+:math:`\nu` :math:`t_{\text{bwd},\nu}`, its all-reduce :math:`t_{\text{ar},\nu}` and the update
+:math:`t_{\text{upd}}`, the backward pass has finished bucket :math:`\nu` at
+:math:`t^{\text{ready}}_\nu = t_{\text{fwd}} + \sum_{\nu' \le \nu} t_{\text{bwd},\nu'}`, and the
 all-reduces run one after the other on the link, each once its bucket is ready:
 
-.. math:: C_j = \max(B_j,\ C_{j-1}) + c_j, \qquad C_0 = 0, \qquad
-          t_\text{step} = C_k + t_u
+.. math:: t^{\text{done}}_\nu = \max(t^{\text{ready}}_\nu,\ t^{\text{done}}_{\nu-1}) + t_{\text{ar},\nu},
+          \qquad t^{\text{done}}_0 = 0, \qquad t_{\text{step}} = t^{\text{done}}_{N_b} + t_{\text{upd}}
 
-against :math:`t_f + \sum b_j + \sum c_j + t_u` without overlap (one bucket). At best the
-step costs :math:`t_f + \max(\sum b_j, \ldots) + c_k + t_u`: only the last bucket's all-reduce
-is exposed. More buckets hide more, but each all-reduce pays its latency :math:`\alpha` again
-(:func:`course_lib.comm.ring_allreduce_time` of each bucket's bytes), which is why DDP uses
-buckets of about 25 MB, not one per layer.
+against :math:`t_{\text{fwd}} + \sum_\nu t_{\text{bwd},\nu} + \sum_\nu t_{\text{ar},\nu} + t_{\text{upd}}`
+without overlap (one bucket). When every all-reduce is shorter than the next bucket's backward,
+only the last bucket's all-reduce is exposed. More buckets hide more, but each all-reduce pays
+its latency :math:`\alpha` again (:func:`course_lib.comm.ring_allreduce_time` of each bucket's
+bytes), which is why DDP's buckets hold 25 MB by default, not one layer each.
 
 The model assumes that computation and communication use different resources (a GPU's
 cores and its network engine). On a CPU-only machine both are the same cores: the
@@ -86,30 +88,31 @@ def overlapped_step_time(compute_fwd, compute_bwd, comm_times, *, update: float 
     Parameters
     ----------
     compute_fwd : float
-        :math:`t_f`, seconds of the forward pass, >= 0.
+        :math:`t_{\text{fwd}}`, seconds of the forward pass, >= 0.
     compute_bwd : float or sequence of float
-        :math:`b_j`, seconds of the backward pass of each bucket in the order it finishes
+        :math:`t_{\text{bwd},\nu}`, seconds of the backward pass of each bucket in the order it finishes
         them (the last layers first); one number: the whole backward, split evenly over the
         buckets.
     comm_times : float or sequence of float
-        :math:`c_j`, seconds of each bucket's all-reduce (same order); the number of buckets
-        :math:`k` is its length (one number: one bucket, no overlap).
+        :math:`t_{\text{ar},\nu}`, seconds of each bucket\'s all-reduce (same order); the number of buckets
+        :math:`N_b` is its length (one number: one bucket, no overlap).
     update : float
-        :math:`t_u`, seconds of the optimizer step after the last all-reduce, >= 0.
+        :math:`t_{\text{upd}}`, seconds of the optimizer step after the last all-reduce, >= 0.
 
     Returns
     -------
     dict
-        ``sequential``: :math:`t_f + \sum b_j + \sum c_j + t_u`; ``overlapped``:
-        :math:`C_k + t_u`; ``exposed``: communication not hidden, :math:`C_k - B_k`;
-        ``hidden``: :math:`\sum c_j` - exposed; ``backward_end``: the :math:`B_j`;
+        ``sequential``: the step without overlap; ``overlapped``:
+        :math:`t^{\text{done}}_{N_b} + t_{\text{upd}}`; ``exposed``: communication not hidden,
+        :math:`t^{\text{done}}_{N_b} - t^{\text{ready}}_{N_b}`; ``hidden``: the sum of the
+        :math:`t_{\text{ar},\nu}` - exposed; ``backward_end``: the :math:`t^{\text{ready}}_\nu`;
         ``comm_start`` and ``comm_end``: when each all-reduce starts and ends (seconds from
         the start of the step), for drawing a timeline.
 
     Examples
     --------
     Two buckets whose all-reduce takes longer than their backward (hand values:
-    :math:`B = 2, 3`; :math:`C_1 = 2 + 2 = 4`, :math:`C_2 = \max(3, 4) + 2 = 6`):
+    ready at 2 and 3, done at :math:`2 + 2 = 4` and :math:`\max(3, 4) + 2 = 6`):
 
     >>> t = overlapped_step_time(1.0, [1.0, 1.0], [2.0, 2.0])
     >>> t["sequential"], t["overlapped"], t["hidden"], t["comm_start"].tolist()

@@ -45,12 +45,12 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspect
 
 # ------------------------------------------------------------------ the model
 def test_model_hand_values():
-    # B = 2, 3, 4, 5; every all-reduce (0.5) ends before the next bucket is ready: only the last is exposed
+    # ready at 2, 3, 4, 5; every all-reduce (0.5) ends before the next bucket is ready: only the last is exposed
     t = overlapped_step_time(1.0, [1.0] * 4, [0.5] * 4, update=0.25)
     assert t["sequential"] == 1 + 4 + 2 + 0.25 and t["overlapped"] == 5.5 + 0.25
     assert t["exposed"] == 0.5 and t["hidden"] == 1.5
     assert t["comm_start"].tolist() == [2.0, 3.0, 4.0, 5.0]
-    # communication-bound: C1 = 2 + 3 = 5, C2 = max(3, 5) + 3 = 8; the backward is hidden instead
+    # communication-bound: done at 2 + 3 = 5, max(3, 5) + 3 = 8; the backward is hidden instead
     t = overlapped_step_time(1.0, [1.0, 1.0], [3.0, 3.0])
     assert (t["sequential"], t["overlapped"], t["exposed"], t["hidden"]) == (9.0, 8.0, 5.0, 1.0)
     assert t["comm_end"].tolist() == [5.0, 8.0] and t["backward_end"].tolist() == [2.0, 3.0]
@@ -217,7 +217,7 @@ def test_the_model_figure_draws_the_models_times():
     assert texts == ["step 6.5 ms", "step 7.5 ms"]  # C_2 = 6 (+ 0.5) against 1 + 2 + 4 (+ 0.5)
     bars = [c for c in ax.collections if c.get_paths()]
     ends = sorted(round(p.vertices[:, 0].max(), 9) for c in bars for p in c.get_paths())
-    assert 4.0 in ends and 6.0 in ends  # the two bucket all-reduces end at C_1 = 4 and C_2 = 6
+    assert 4.0 in ends and 6.0 in ends  # the two bucket all-reduces end at 4 and 6
 
 
 def test_the_timeline_figure_draws_one_step():
@@ -273,7 +273,7 @@ def test_the_overlap_benchmark_prints_every_bucket_count(capsys, tmp_path, clean
 def test_the_exercise_wants_the_hand_computed_step():
     from course_lib.exercises.overlap import ex1_overlapped_step_ms
 
-    # B = 7, 13, 19, 28; C = 9, max(13, 9) + 8 = 21, max(19, 21) + 8 = 29, max(28, 29) + 4 = 33; + update 2
+    # ready at 7, 13, 19, 28; done at 9, max(13, 9) + 8 = 21, max(19, 21) + 8 = 29, max(28, 29) + 4 = 33; + update 2
     assert ex1_overlapped_step_ms(35).correct and ex1_overlapped_step_ms("35 ms").correct
     for wrong, words in ((52, "WITHOUT overlap"), (30, "perfect overlap"), (34, "link is still busy"),
                          (33, "update comes after")):

@@ -36,7 +36,7 @@ def ex1_overlapped_step_ms(answer) -> Result:
                  "start when its bucket is ready AND the previous all-reduce has finished.",
         compute + s["allreduce_ms"][-1]: "Only the last bucket after the backward? The link is still busy "
                                          "with an earlier bucket when the backward ends: follow "
-                                         "C_j = max(B_j, C_(j-1)) + c_j bucket by bucket.",
+                                         "done = max(ready, previous done) + all-reduce, bucket by bucket.",
         t["overlapped"] - s["update_ms"]: "The all-reduces are right; the update comes after the last one.",
     }
     return check(
@@ -44,7 +44,8 @@ def ex1_overlapped_step_ms(answer) -> Result:
         t["overlapped"],
         name="step time with overlap",
         unit="ms",
-        hint="B_j = forward + backward of buckets 1..j; the all-reduce of bucket j ends at "
-             "C_j = max(B_j, C_(j-1)) + c_j; the step ends after C_4 and the update.",
+        hint="bucket ν is ready at forward + the backward of buckets 1..ν; its all-reduce ends at "
+             "max(ready, the previous all-reduce's end) + its own time; the step ends after the "
+             "last all-reduce and the update.",
         mistakes=mistakes,
     )
