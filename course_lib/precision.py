@@ -37,7 +37,20 @@ from ._validate import check_int, check_positive, check_type
 from .memory import ModelStates
 from .models import MLP, softmax_cross_entropy
 
-__all__ = ["HALF_DTYPES", "adam_bytes_per_param", "allreduce_in", "gradient_underflow", "mixed_adam_arrays"]
+__all__ = [
+    "FLOAT16_MAX",
+    "FLOAT16_MIN",
+    "HALF_DTYPES",
+    "adam_bytes_per_param",
+    "allreduce_in",
+    "gradient_underflow",
+    "largest_loss_scale",
+    "mixed_adam_arrays",
+]
+
+#: float16's largest finite value (65,504) and smallest positive (subnormal) value, 2**-24.
+FLOAT16_MAX = float(np.finfo(np.float16).max)
+FLOAT16_MIN = float(np.finfo(np.float16).smallest_subnormal)
 
 #: The 16-bit formats of the passes, and float32 (no mixed precision).
 HALF_DTYPES = ("float16", "bfloat16", "float32")
@@ -205,3 +218,28 @@ def gradient_underflow(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, 
         "overflow": int(np.count_nonzero(~np.isfinite(half))),
         "max_rel_error": float(error),
     }
+
+
+def largest_loss_scale(max_grad: float) -> float:
+    """The largest power-of-two loss scale :math:`S` with ``max_grad * S`` still finite in float16.
+
+    Dynamic loss scaling (Micikevicius et al. 2018, Section 3.2) looks for this scale at run
+    time: it halves :math:`S` after a step whose gradients overflowed and doubles it after
+    a run of steps without overflow. Powers of two change only the exponent, so scaling and
+    unscaling are exact.
+
+    Parameters
+    ----------
+    max_grad : float
+        The largest gradient magnitude of the backward pass, > 0.
+
+    Examples
+    --------
+    >>> largest_loss_scale(3.2), largest_loss_scale(1.0)   # 3.2 x 2**14 = 52,429 <= 65,504
+    (16384.0, 32768.0)
+    """
+    max_grad = check_positive(max_grad, "max_grad")
+    s = 2.0 ** np.floor(np.log2(FLOAT16_MAX / max_grad))
+    while max_grad * s > FLOAT16_MAX:  # guard the rounding of log2
+        s /= 2.0
+    return float(s)

@@ -7,24 +7,43 @@ notebook can print them.
 
 from __future__ import annotations
 
-from ..memory import model_state_bytes, transformer_activation_bytes
+from ..memory import (
+    mlp_activation_bytes,
+    model_state_bytes,
+    transformer_activation_bytes,
+    zero_step_bytes,
+)
 from ..models import MLP
 from ..planner import stage_params
+from ..precision import FLOAT16_MAX, largest_loss_scale
 from ..schedule import partition_layers
 from . import Result, check
 
 __all__ = [
+    "CHECKPOINT",
+    "LOSS_SCALE",
     "MEMORY",
     "STAGE_ACTIVATIONS",
     "ZERO",
+    "ZERO3",
+    "ex_checkpoint_mb",
+    "ex_loss_scale",
     "ex_memory_per_device",
     "ex_stage_activations",
+    "ex_zero3_traffic",
     "ex_zero_gb",
 ]
 
 #: Givens of :func:`ex_zero_gb`: a 13-billion-parameter model, mixed-precision Adam (2 + 2 + 12
 #: bytes per parameter, the ZeRO paper's accounting), 32 data-parallel GPUs, ZeRO stage 2.
 ZERO = {"n_params": 13e9, "devices": 32, "zero_stage": 2}
+#: Givens of :func:`ex_zero3_traffic`: 2 billion parameters sent as 16-bit values (2 bytes) over
+#: 16 data-parallel GPUs with ZeRO stage 3, ring collectives.
+ZERO3 = {"n_params": 2e9, "devices": 16, "grad_bytes": 2.0}
+#: Givens of :func:`ex_loss_scale`: the largest gradient magnitude of a float16 backward pass.
+LOSS_SCALE = {"max_grad": 3.2}
+#: Givens of :func:`ex_checkpoint_mb`: an MLP of 25 layers (float32), a batch of 64 samples.
+CHECKPOINT = {"sizes": (64,) + (1024,) * 24 + (10,), "batch_size": 64}
 #: Givens of :func:`ex_memory_per_device`: layer widths and pipeline stages (SGD, float32).
 MEMORY = {"sizes": (1024,) + (4096,) * 8 + (10,), "stages": 4}
 #: Givens of :func:`ex_stage_activations`: a GPT-3-shaped model (Korthikanti et al. 2023,
@@ -116,5 +135,70 @@ def ex_stage_activations(answer) -> Result:
             "the question asks without it.",
             stage(min(n_p, m), tensor=1) / n_t: "That divides every term by N_t. The 10 L b h of layer-norm "
             "and dropout inputs and of the first linear layers' inputs stay whole on every device.",
+        },
+    )
+
+
+def ex_zero3_traffic(answer) -> Result:
+    """GB one GPU sends per step for :data:`ZERO3` (ring reduce-scatter and all-gathers)."""
+    g = ZERO3
+    n, d, b = g["n_params"], g["devices"], g["grad_bytes"]
+    expected = zero_step_bytes(n, d, 3, grad_bytes=b) / 1e9
+    return check(
+        answer,
+        expected,
+        name="bytes sent per GPU and step",
+        unit="GB",
+        hint="a ring reduce-scatter or all-gather of X bytes sends (N - 1)/N X per device; stage 3 does "
+             "three of them per step (all-gather before the forward, again before the backward, "
+             "reduce-scatter of the gradient), each of 2 x 2e9 bytes.",
+        mistakes={
+            zero_step_bytes(n, d, 2, grad_bytes=b) / 1e9: "That is stages 0-2 (one all-reduce). Stage 3 "
+            "gathers the parameters twice per step: 1.5 times as much.",
+            3 * n * b / 1e9: "That leaves out the (N - 1)/N: a device does not send its own share.",
+            zero_step_bytes(n, d, 3, grad_bytes=4.0) / 1e9: "That sends 4-byte values; the givens say 16-bit (2 bytes).",
+            zero_step_bytes(n, d, 3, grad_bytes=b) / 1e9 / d: "That divides by N once more: each collective "
+            "moves the whole parameter size around the ring, (N - 1)/N of it through each device.",
+        },
+    )
+
+
+def ex_loss_scale(answer) -> Result:
+    """The largest power-of-two loss scale for :data:`LOSS_SCALE` without float16 overflow."""
+    m = LOSS_SCALE["max_grad"]
+    expected = largest_loss_scale(m)
+    return check(
+        answer,
+        expected,
+        name="loss scale S",
+        rtol=1e-9,
+        hint=f"float16's largest value is {FLOAT16_MAX:,.0f}: the largest power of two S with "
+             f"{m} x S <= {FLOAT16_MAX:,.0f}.",
+        mistakes={
+            2 * expected: f"{m} x {2 * expected:,.0f} = {m * 2 * expected:,.0f} overflows float16 "
+                          f"(largest {FLOAT16_MAX:,.0f}).",
+            65536.0: f"2**16 is a common starting scale, but {m} x 65,536 overflows; dynamic scaling "
+                     "would halve it until it fits.",
+            FLOAT16_MAX / m: "That is not a power of two; powers of two scale without rounding error.",
+        },
+    )
+
+
+def ex_checkpoint_mb(answer) -> Result:
+    """MB of activations at the best number of checkpointed segments for :data:`CHECKPOINT`."""
+    model, b = MLP(CHECKPOINT["sizes"]), CHECKPOINT["batch_size"]
+    peaks = {k: mlp_activation_bytes(model, b, segments=k) / 1e6 for k in range(1, model.n_layers + 1)}
+    best = min(peaks, key=peaks.get)
+    inputs = sum(model.sizes[lo] for lo in partition_layers(model, best)[:-1]) * b * model.dtype.itemsize / 1e6
+    return check(
+        answer,
+        peaks[best],
+        name="peak activations at the best k",
+        unit="MB",
+        hint="try every k from 1 to n with memory.mlp_activation_bytes(model, B, segments=k) and take "
+             "the smallest; it lies near sqrt(n).",
+        mistakes={
+            mlp_activation_bytes(model, b) / 1e6: "That stores every activation (k = 1 or k = n saves nothing).",
+            inputs: "That counts the checkpoints only; the segment being recomputed is held too.",
         },
     )
