@@ -303,3 +303,20 @@ def test_interleaved_figure_compares_v_on_one_time_axis():
         interleaved_figure(4, 6, (1, 2))
     with pytest.raises(ValueError, match="virtual_stages"):
         interleaved_figure(4, 8, ())
+
+
+# ----------------------------------------------------------------------------- exercise
+def test_virtual_stages_exercise():
+    from course_lib.exercises import pipeline_parallelism as ex
+
+    n_p, m, target = ex.VIRTUAL_STAGES["stages"], ex.VIRTUAL_STAGES["micro_batches"], ex.VIRTUAL_STAGES["target"]
+    # by hand: (N_p-1)/(vM+N_p-1) <= target  <=>  v >= (N_p-1)(1-target)/(target M) = 5 x 0.95 / 0.6 = 7.92
+    expected = next(v for v in range(1, 100) if (n_p - 1) / (v * m + n_p - 1) <= target + 1e-12)
+    assert expected == 8 == ex.smallest_virtual_stages(n_p, m, target)
+    assert ex.ex_virtual_stages(8).correct and ex.ex_virtual_stages(8.0).correct
+    assert "short" in ex.ex_virtual_stages(7).message  # rounded down
+    assert "denominator" in ex.ex_virtual_stages(9).message  # (N_p-1)/(vM) <= target
+    assert "without interleaving" in ex.ex_virtual_stages(95).message
+    assert not ex.ex_virtual_stages(None).correct and not ex.ex_virtual_stages("eight").correct
+    with pytest.raises(ValueError, match="target"):
+        ex.smallest_virtual_stages(6, 12, 0.0)

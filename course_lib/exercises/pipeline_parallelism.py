@@ -1,4 +1,5 @@
-"""Exercises of notebook 09 (pipeline parallelism: the bubble, micro-batches, 1F1B).
+"""Exercises of notebook 09 (pipeline parallelism: the bubble, micro-batches, 1F1B,
+interleaved 1F1B).
 
 Expected values come from :mod:`course_lib.schedule`. The givens of each exercise are
 module constants, so the notebook can print them.
@@ -13,10 +14,13 @@ __all__ = [
     "BUBBLE",
     "MICRO_BATCHES",
     "STASH",
+    "VIRTUAL_STAGES",
     "ex_bubble",
     "ex_micro_batches",
     "ex_stash",
+    "ex_virtual_stages",
     "smallest_micro_batches",
+    "smallest_virtual_stages",
 ]
 
 #: Givens of :func:`ex_bubble`: stages and micro-batches.
@@ -25,6 +29,8 @@ BUBBLE = {"stages": 5, "micro_batches": 12}
 MICRO_BATCHES = {"stages": 8, "target": 0.10}
 #: Givens of :func:`ex_stash`: stages and micro-batches.
 STASH = {"stages": 4, "micro_batches": 16}
+#: Givens of :func:`ex_virtual_stages`: stages, micro-batches and the largest acceptable bubble share.
+VIRTUAL_STAGES = {"stages": 6, "micro_batches": 12, "target": 0.05}
 
 
 def ex_bubble(answer) -> Result:
@@ -89,4 +95,42 @@ def ex_stash(answer) -> Result:
         rtol=1e-3,
         hint="GPipe runs all M forwards before the first backward; 1F1B lets stage 0 start a "
         "backward as soon as its first micro-batch has come back through the N_p stages.",
+    )
+
+
+def smallest_virtual_stages(stages: int, micro_batches: int, target: float) -> int:
+    """Fewest virtual stages ``v`` with ``bubble_fraction(stages, micro_batches, v) <= target``.
+
+    Examples
+    --------
+    >>> smallest_virtual_stages(6, 12, 0.05)     # 5 / (12 v + 5) <= 0.05 from v = 8 on
+    8
+    """
+    if not 0 < target < 1:
+        raise ValueError(f"target must be in (0, 1), got {target!r}")
+    v = 1
+    while bubble_fraction(stages, micro_batches, v) > target + 1e-12:
+        v += 1
+    return v
+
+
+def ex_virtual_stages(answer) -> Result:
+    """Fewest virtual stages per device that bring the bubble of :data:`VIRTUAL_STAGES` to the target."""
+    n_p, m, target = VIRTUAL_STAGES["stages"], VIRTUAL_STAGES["micro_batches"], VIRTUAL_STAGES["target"]
+    expected = smallest_virtual_stages(n_p, m, target)
+    mistakes = {
+        smallest_micro_batches(n_p, target): "That is the number of micro-batches M that would do it "
+        "without interleaving; the question fixes M and asks for v.",
+    }
+    no_fill = int(-(-(n_p - 1) // (target * m)))  # from (N_p-1)/(vM) <= target: the N_p - 1 left out
+    if no_fill != expected:
+        mistakes[no_fill] = ("That solves (N_p-1)/(vM) <= target: the step lasts vM + N_p - 1 short slots, "
+                             "not vM; keep the N_p - 1 in the denominator.")
+    return check_count(
+        answer,
+        expected,
+        name="virtual stages v",
+        noun="virtual stage",
+        hint="solve (N_p-1)/(vM+N_p-1) <= target for v and round up to a whole chunk per device.",
+        mistakes=mistakes,
     )
