@@ -102,8 +102,8 @@ def leaked_resources(before: ResourceSnapshot, grace: float = 3.0) -> list[str]:
     if not (isinstance(grace, (int, float)) and 0 <= grace < 3600):
         raise ValueError(f"grace must be a number of seconds in [0, 3600), got {grace!r}")
     deadline = time.monotonic() + grace
+    gc.collect()  # once: exiting processes need no collection while we wait for them
     while True:
-        gc.collect()
         now = resource_snapshot()
         old_pids = {p for p, _, _ in before.processes}
         procs = [f"process {p} ({state}) {cmd}" for p, state, cmd in now.processes if p not in old_pids]

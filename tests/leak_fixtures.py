@@ -4,6 +4,7 @@ beside ``tests/browser/conftest.py`` would clash under ``--doctest-modules``).""
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 import os
 
@@ -20,8 +21,16 @@ def digits():
     return d.x[:300], d.y[:300]
 
 
+@pytest.fixture(scope="session")
+def frozen_heap():
+    """What the test process holds so far (modules, collected tests, hypothesis) is moved
+    out of the garbage collector's sight (``gc.freeze``): each leak check's ``gc.collect()``
+    then walks only what the tests made since, about ten times fewer objects."""
+    gc.freeze()
+
+
 @pytest.fixture
-def no_leaks():
+def no_leaks(frozen_heap):
     """No process or shared-memory mapping of this test outlives it."""
     before = resource_snapshot()
     yield before

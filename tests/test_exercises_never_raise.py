@@ -13,6 +13,7 @@ notebook display (what IPython prints for it) is a non-empty text.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import inspect
 import io
@@ -136,11 +137,17 @@ CASES = [
 ]
 
 
-def _display_text(result) -> str:
-    """What a notebook shows for ``result``: IPython's text/plain (and markdown) of it."""
+@functools.cache
+def _formatter():
+    """One IPython display formatter for the module (building its formatters costs ~30 ms)."""
     from IPython.core.formatters import DisplayFormatter
 
-    bundle, _ = DisplayFormatter().format(result)
+    return DisplayFormatter()
+
+
+def _display_text(result) -> str:
+    """What a notebook shows for ``result``: IPython's text/plain (and markdown) of it."""
+    bundle, _ = _formatter().format(result)
     return bundle.get("text/markdown") or bundle.get("text/plain", "")
 
 

@@ -24,18 +24,31 @@ NOTES = re.compile(r'<aside class="notes">(.*?)</aside>', re.S)
 TEX_MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?!\s)(.+?)(?<![\\\s])\$(?!\d)", re.S)
 
 
+class _Decks(dict):
+    """Each notebook's deck from its stored outputs, built on first use and once per test
+    process (under pytest-xdist a worker builds only the decks of the tests it runs).
+    The front-end files are faked: the export only writes relative URLs to them."""
+
+    def __init__(self, tmp: Path):
+        super().__init__()
+        self.vendor = tmp / "vendor"
+        self.out = tmp / "out"
+        for name, version in slides.VENDOR_PACKAGES.items():
+            pkg = self.vendor / "node_modules" / name
+            pkg.mkdir(parents=True)
+            (pkg / "package.json").write_text(json.dumps({"name": name, "version": version}))
+
+    def __missing__(self, name: str) -> str:
+        built = slides.build_slides([ROOT / "notebooks" / name], self.out / name, vendor_dir=self.vendor,
+                                    execute=False, log=lambda msg: None)
+        self[name] = built[0].path.read_text(encoding="utf-8")
+        return self[name]
+
+
 @pytest.fixture(scope="module")
 def decks(tmp_path_factory):
-    """Every notebook's deck from its stored outputs, built once (front-end files faked:
-    the export only writes relative URLs to them)."""
-    tmp = tmp_path_factory.mktemp("decks")
-    vendor = tmp / "vendor"
-    for name, version in slides.VENDOR_PACKAGES.items():
-        pkg = vendor / "node_modules" / name
-        pkg.mkdir(parents=True)
-        (pkg / "package.json").write_text(json.dumps({"name": name, "version": version}))
-    built = slides.build_slides(NOTEBOOKS, tmp / "out", vendor_dir=vendor, execute=False, log=lambda msg: None)
-    return {deck.source.name: deck.path.read_text(encoding="utf-8") for deck in built}
+    """``decks[notebook file name]``: its deck's HTML (see :class:`_Decks`)."""
+    return _Decks(tmp_path_factory.mktemp("decks"))
 
 
 def _kept(path):
@@ -137,12 +150,12 @@ def test_live_figures_are_static_on_slides(decks, path):
 
 def test_code_wraps_at_the_slide_edge(decks):
     """The deck's style wraps long code lines (white-space: pre-wrap on every pre)."""
-    deck = next(iter(decks.values()))
+    deck = decks[NOTEBOOKS[0].name]
     style = re.search(r"\.reveal pre, \.reveal pre code, \.reveal \.highlight pre \{([^}]*)\}", deck)
     assert style and "white-space: pre-wrap" in style.group(1)
 
 
-def test_answers_stay_out_of_the_decks(decks):
+def test_answers_stay_out_of_the_decks():
     """Questionnaire and Try-it answers are skipped slides; if one ever is shown, it is closed."""
     for path in NOTEBOOKS:
         for cell in _kept(path):

@@ -27,19 +27,11 @@ from course_lib.parallel.workers import (
     demo_worker,
 )
 from course_lib.progress import ProgressBar as _Progress
-from course_lib.testing import leaked_resources, resource_snapshot
 from course_lib.timing import blas_threads
 
 LINUX = sys.platform.startswith("linux")
 METHODS = ["fork", "forkserver", "spawn"]
-
-
-@pytest.fixture
-def no_leaks():
-    """Fail the test if it leaves a process, a /dev/shm segment or a mapping behind."""
-    before = resource_snapshot()
-    yield
-    assert leaked_resources(before) == []
+pytest_plugins = ["leak_fixtures"]  # no_leaks
 
 
 def _pid_gone(pid: int) -> bool:
