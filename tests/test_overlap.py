@@ -280,3 +280,20 @@ def test_the_exercise_wants_the_hand_computed_step():
         result = ex1_overlapped_step_ms(wrong)
         assert not result.correct and words in result.message, (wrong, result.message)
     assert not ex1_overlapped_step_ms(None).correct
+
+
+@linux
+def test_keyboard_interrupt_stops_bucketed_workers(clean):
+    import os
+    import signal
+
+    from proc_support import stop_button
+
+    timer = threading.Timer(0.4, os.kill, args=(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with stop_button(), pytest.raises(KeyboardInterrupt):
+            train_data_parallel(MODEL, X, Y, workers=2, start_method="fork", buckets=2,
+                                fault=Fault("hang", rank=1, step=2), timeout=60, **KW)
+    finally:
+        timer.cancel()
