@@ -18,6 +18,7 @@ a collective (:mod:`course_lib.comm`) and of memory (:mod:`course_lib.memory`).
 ``data``               the data-parallel trainer (its references: course_lib.reference)
 ``zero``               ZeRO stage 1: the optimizer state sharded over the workers
 ``tensor``             tensor parallelism: the Megatron split of pairs of layers
+``tensor_transformer`` tensor parallelism of a transformer: blocks split by heads
 ``pipeline``           layer-wise stages as processes (GPipe, 1F1B)
 ``hybrid``             data x pipeline: replicas of a pipeline (train_hybrid)
 ``torch_engine``       the data-parallel step on torch.distributed (gloo), optional

@@ -115,7 +115,9 @@ def _check_workers(model: Transformer, workers) -> int:
 
 
 def local_weights(model: Transformer, flat: np.ndarray, shards: dict) -> dict[str, np.ndarray]:
-    """Copies (contiguous) of a worker's blocks of ``flat``, by name."""
+    """Copies (contiguous) of a worker's blocks of ``flat``, by name (``shards`` from :func:`head_shards`)."""
+    check_type(model, "model", Transformer, "a course_lib.transformer.Transformer")
+    check_type(shards, "shards", dict, "a dict {name: index} from head_shards")
     return {name: np.array(view[shards[name]], order="C") for name, view in model.views(flat).items()}
 
 
