@@ -261,3 +261,12 @@ def test_exercises_accept_the_formula_and_name_the_usual_mistakes():
     assert ex_sequence_parallel_memory(sbh * (34 / t + 5 * a * s / (h * t)) / 1e6)
     tensor_only = ex_sequence_parallel_memory(sbh * (10 + 24 / t + 5 * a * s / (h * t)) / 1e6)
     assert not tensor_only and "tensor parallelism alone" in tensor_only.message
+
+
+@linux
+def test_a_hung_worker_times_out_and_nothing_is_left(clean):
+    from course_lib.parallel.workers import WorkerTimeout
+
+    with pytest.raises(WorkerTimeout, match=r"probably \[1\]"):
+        train_transformer_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork", timeout=0.6,
+                                          fault=Fault("hang", rank=1, step=1), **KW)
