@@ -105,6 +105,7 @@ SKIP = {
     # the teaching core (tests/test_teaching_core.py): the code a notebook displays holds no
     # argument checks; the trainer's entry point checks everything once, before it starts
     "course_lib.parallel.data.worker_loop": "teaching core: checked once by train_data_parallel",
+    "course_lib.parallel.data.overlap_worker_loop": "teaching core: checked once by train_data_parallel",
     "course_lib.parallel.data.run_worker": "worker side: its job comes from check_job",
     "course_lib.parallel.zero.zero_worker_loop": "teaching core: checked once by train_data_parallel",
     "course_lib.parallel.tensor.tensor_forward": "teaching core: checked once by train_tensor_parallel",
