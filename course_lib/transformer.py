@@ -129,7 +129,7 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, head_size: int) -> tu
 
     Returns
     -------
-    ctx : numpy.ndarray
+    heads_out : numpy.ndarray
         (batch, L, width) the heads' outputs side by side.
     probs : numpy.ndarray
         (batch, heads, L, L) the attention weights (for the backward pass).
@@ -161,12 +161,12 @@ def block_forward(w: dict, x: np.ndarray, head_size: int, allreduce=_same) -> tu
     """
     a, ln1 = layer_norm(x, w["ln1.g"], w["ln1.b"])
     q, k, v = a @ w["Wq"] + w["bq"], a @ w["Wk"] + w["bk"], a @ w["Wv"] + w["bv"]  # my heads
-    ctx, probs = attention(q, k, v, head_size)
-    x1 = x + allreduce(ctx @ w["Wo"]) + w["bo"]  # g: add the heads' partial outputs
+    heads_out, probs = attention(q, k, v, head_size)
+    x1 = x + allreduce(heads_out @ w["Wo"]) + w["bo"]  # g: add the heads' partial outputs
     m, ln2 = layer_norm(x1, w["ln2.g"], w["ln2.b"])
     u = np.maximum(m @ w["W1"] + w["b1"], 0)  # my columns of the MLP block
     x2 = x1 + allreduce(u @ w["W2"]) + w["b2"]  # g: add the partial outputs
-    return x2, {"a": a, "ln1": ln1, "q": q, "k": k, "v": v, "probs": probs, "ctx": ctx,
+    return x2, {"a": a, "ln1": ln1, "q": q, "k": k, "v": v, "probs": probs, "heads_out": heads_out,
                 "m": m, "ln2": ln2, "u": u}
 
 
@@ -184,7 +184,7 @@ def block_backward(w: dict, c: dict, dx2: np.ndarray, grads: dict, head_size: in
     dm = allreduce(du @ w["W1"].T)  # f: the input gradient is a sum over workers
     dx1 = dx2 + layer_norm_backward(dm, c["ln2"], w["ln2.g"], grads["ln2.g"], grads["ln2.b"])
     grads["bo"] += dx1.reshape(-1, dx1.shape[-1]).sum(axis=0)
-    grads["Wo"] += _tmm(c["ctx"], dx1)
+    grads["Wo"] += _tmm(c["heads_out"], dx1)
     dq, dk, dv = attention_backward(dx1 @ w["Wo"].T, c["q"], c["k"], c["v"], c["probs"], head_size)
     da = 0.0
     for n, d in (("q", dq), ("k", dk), ("v", dv)):

@@ -270,3 +270,21 @@ def test_a_hung_worker_times_out_and_nothing_is_left(clean):
     with pytest.raises(WorkerTimeout, match=r"probably \[1\]"):
         train_transformer_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork", timeout=0.6,
                                           fault=Fault("hang", rank=1, step=1), **KW)
+
+
+# ------------------------------------------------------------------ figure
+def test_sequence_parallel_figure_draws_the_formulas():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from course_lib.plots.transformer import sequence_parallel_figure
+
+    fig = sequence_parallel_figure(2048, 1, 12288, 96, tensors=(1, 8))
+    ax = fig.axes[0]
+    bars = sorted((round(p.get_x(), 3), p.get_y(), p.get_height()) for p in ax.patches)
+    tops = {x: y + h for x, y, h in bars}  # the upper bar of each stack
+    assert sorted(tops.values()) == pytest.approx(sorted(
+        activation_bytes(2048, 1, 12288, 96, tensor=t, sequence_parallel=sp) / 1e9
+        for t in (1, 8) for sp in (False, True)))
+    with pytest.raises(ValueError, match="tensors"):
+        sequence_parallel_figure(2048, 1, 12288, 96, tensors=(0,))
