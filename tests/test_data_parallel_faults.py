@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from pairwise import all_pairs
 from proc_support import stop_button
 
 from course_lib.models import MLP
@@ -42,10 +43,11 @@ def test_exception_in_worker_is_reraised_with_its_traceback(backend, method, cle
     assert "worker 2 raised FaultInjected" in str(err)
 
 
-@pytest.mark.parametrize(("kind", "code"), [("exit", 3), ("kill", -signal.SIGKILL)])
-@pytest.mark.parametrize("backend", ["shm", "pipe"])
-@pytest.mark.parametrize("method", METHODS)
-def test_worker_that_dies_gives_clear_error(kind, code, backend, method, clean):
+@pytest.mark.parametrize(("backend", "method", "kind"), all_pairs(["shm", "pipe"], METHODS, ["exit", "kill"]))
+def test_worker_that_dies_gives_clear_error(backend, method, kind, clean):
+    """Every backend under every start method; the way the worker dies (exit 3 or SIGKILL)
+    rotates over them so that it meets each backend and each method (tests/pairwise.py)."""
+    code = {"exit": 3, "kill": -signal.SIGKILL}[kind]
     t0 = time.monotonic()
     with pytest.raises(WorkerDied) as info:
         train_data_parallel(MODEL, X, Y, workers=2, backend=backend, start_method=method,

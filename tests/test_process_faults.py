@@ -11,6 +11,9 @@ Under fork, forkserver and spawn:
   stopped, nothing left.
 
 The runs live in ``tests/process_runs.py`` (an importable module, as spawn needs).
+Every run is tested under every start method; the parent-kill target (the parent alone
+or its whole group) is rotated over them so that every pair of factors occurs
+(``tests/pairwise.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from course_lib.testing import leaked_resources, resource_snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))
 import process_runs  # noqa: E402
+from pairwise import all_pairs  # noqa: E402
 from proc_support import cmdline, descendants, new_shm, running, stop_button, wait_until  # noqa: E402
 
 pytestmark = [
@@ -52,9 +56,7 @@ def _torch_or_skip(run: str) -> None:
         pytest.skip("torch is not installed (pip install -e '.[engines]')")
 
 
-@pytest.mark.parametrize("target", ["parent", "group"])
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("run", list(process_runs.RUNS))
+@pytest.mark.parametrize(("run", "method", "target"), all_pairs(list(process_runs.RUNS), METHODS, ["parent", "group"]))
 def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run, method, target, capsys):
     """``target="parent"``: SIGKILL to the parent alone (the out-of-memory killer);
     ``"group"``: to its whole process group, as JupyterLab's "Restart kernel" does."""

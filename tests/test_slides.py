@@ -334,6 +334,7 @@ def test_command_line(tmp_path, vendor, capsys):
 
 # ------------------------------------------------------------------ the decks of `make slides`
 @pytest.mark.slow
+@pytest.mark.serial  # shares `make slides` with the README and browser tests (run 3 of make test): built once
 @pytest.mark.timeout(SLIDES_TIME_LIMIT + 300)
 def test_make_slides_decks_load_only_files_of_their_vendor_folder(readme_slides):
     """The decks that `make slides` wrote (built once per session by the readme_slides

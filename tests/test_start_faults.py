@@ -1,8 +1,9 @@
 """A worker killed while it starts ends the run with ``WorkerDied``, never a hang.
 
 For every process-based trainer and experiment (``tests/process_runs.py``) and every start
-method, the first worker is killed with SIGKILL at three points of its start-up, seen from
-outside through ``/proc``:
+method, the first worker is killed with SIGKILL at one of three points of its start-up, seen
+from outside through ``/proc`` (the point rotates over the run-method pairs so that every
+trainer and every start method meets every point: ``tests/pairwise.py``):
 
 * ``at once``: the moment its process exists (under spawn: before the new interpreter
   has read anything of its arguments, while the parent may still be writing them);
@@ -34,6 +35,7 @@ from course_lib.testing import leaked_resources, resource_snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))
 import process_runs  # noqa: E402
+from pairwise import all_pairs  # noqa: E402
 from proc_support import descendants, new_shm, wait_until  # noqa: E402
 from test_process_faults import _torch_or_skip  # noqa: E402
 
@@ -98,9 +100,7 @@ def helpers_running():
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("point", POINTS)
-@pytest.mark.parametrize("method", METHODS)
-@pytest.mark.parametrize("run", list(process_runs.RUNS))
+@pytest.mark.parametrize(("run", "method", "point"), all_pairs(list(process_runs.RUNS), METHODS, POINTS))
 def test_a_worker_killed_while_starting_ends_the_run(run, method, point):
     _torch_or_skip(run)
     before = resource_snapshot()
