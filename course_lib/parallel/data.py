@@ -37,6 +37,11 @@ The teaching core is short and public: :func:`worker_loop` is what every worker 
 (compute, communicate, update) and :mod:`course_lib.parallel.allreduce` holds the
 all-reduce implementations; notebook 07 shows both.
 
+``buckets=k`` overlaps the all-reduce with the backward pass: :func:`overlap_worker_loop`
+runs the backward layer by layer and hands each complete bucket of layers to the worker's
+communication thread (:class:`BucketAllReduce`), which all-reduces it while the backward
+goes on; the model of the step time is :mod:`course_lib.overlap`.
+
 Examples
 --------
 >>> from course_lib.models import MLP
