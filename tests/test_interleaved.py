@@ -95,6 +95,29 @@ def test_simulated_timeline_by_hand():
     assert t.virtual_stages == 2 and t.step(0).virtual_stages == 2
 
 
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+@pytest.mark.parametrize("v", [2, 3, 4])
+def test_first_device_holds_what_korthikanti_counts(n, v):
+    # Korthikanti et al. 2023, section 4.2.3: interleaving makes the first stage hold the activations
+    # of N_p (1 + (N_p - 1)/(N_p v)) stages' worth of layers; a chunk is 1/v of them
+    t = mp.simulate_uniform(n, 2 * n, schedule="1f1b", virtual_stages=v)
+    assert t.in_flight()[0] / v == pytest.approx(n * (1 + (n - 1) / (n * v)))
+    assert mp.simulate_uniform(n, 2 * n, schedule="1f1b").in_flight()[0] == n  # plain 1F1B: N_p
+
+
+def test_megatron_table_rows_interleave_in_groups_of_n_p():
+    from course_lib.datasets import load_megatron_configs
+
+    rows = [c for c in load_megatron_configs() if c.layers_per_virtual_stage]
+    assert rows
+    for c in rows:
+        n_p = c.pipeline_parallel
+        m = c.batch_size // (c.gpus // (c.tensor_parallel * n_p) * c.micro_batch_size)
+        v = c.layers // n_p // c.layers_per_virtual_stage
+        assert m % n_p == 0 and v > 1  # the rule the schedule enforces holds for the published runs
+        assert mp.bubble_fraction(n_p, m, v) < mp.bubble_fraction(n_p, m)
+
+
 def test_send_time_per_virtual_boundary():
     # 2 devices x 2 chunks: 3 boundaries; the last device's chunk 0 hands back to device 0
     t = mp.simulate_pipeline([1.0] * 4, [1.0] * 4, micro_batches=2, schedule="1f1b", virtual_stages=2,
@@ -245,6 +268,16 @@ def test_planner_one_stage_or_v1_is_unchanged():
 def test_planner_default_micro_batches_is_a_multiple_of_the_stages():
     c = planner.estimate_config(DEEP, 6, 1, 4, virtual_stages=2, **FAST)  # min(4 N_p, 6) = 6 -> 4
     assert c.micro_batches == 4
+
+
+def test_hybrid_explorer_takes_virtual_stages():
+    from course_lib.plots.pipeline import hybrid_explorer_figure
+
+    model = MLP((8,) + (16,) * 4 + (4,))
+    fig = hybrid_explorer_figure(4, model=model, batch_size=64, device_counts=(1, 2, 4), memory=1e9,
+                                 virtual_stages=2, **FAST)
+    labels = [[t.get_text() for t in ax.get_xticklabels()] for ax in fig.axes]
+    assert ["4x1", "2x2 v2"] in labels  # 1 x 4 x 2 = 8 chunks > 5 layers: left out
 
 
 def test_planner_enumerate_skips_what_cannot_interleave():
