@@ -43,6 +43,7 @@ _SUBMODULES = frozenset(
         "roofline",
         "scaling",
         "schedule",
+        "staleness",
         "tensor_cost",
         "testing",
         "timing",

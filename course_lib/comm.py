@@ -190,13 +190,6 @@ def ring_allgather_time(nbytes, devices, bandwidth, latency):
     return ring_reduce_scatter_time(nbytes, devices, bandwidth, latency)
 
 
-def _segments_arg(segments, m, n, b, a):
-    """The segment count S of a pipelined chain: given (whole, >= 1), or the best one."""
-    if segments is None:
-        return optimal_segments(m, n, b, a)
-    return check_array(segments, "segments", 1, whole=True)
-
-
 def optimal_segments(nbytes, devices, bandwidth, latency):
     r"""The number of segments :math:`S` that makes a pipelined chain fastest.
 
@@ -260,7 +253,7 @@ def ring_broadcast_time(nbytes, devices, bandwidth, latency, segments=None):
     1.0914
     """
     m, n, b, a = _args(nbytes, devices, bandwidth, latency)
-    s = _segments_arg(segments, m, n, b, a)
+    s = optimal_segments(m, n, b, a) if segments is None else check_array(segments, "segments", 1, whole=True)
     m, n, b, a, s = broadcast(nbytes=m, devices=n, bandwidth=b, latency=a, segments=np.asarray(s, dtype=np.float64))
     result = np.where(n > 1, (n - 2.0 + s) * (a + m / (s * b)), 0.0)
     return scalar_or_array(result, nbytes, devices, bandwidth, latency, segments)
@@ -431,9 +424,7 @@ def simulate_collective(collective: str, devices: int, root: int = 0) -> dict:
     name = _collective(collective)
     n = check_int(devices, "devices", 1, 16)
     root = check_int(root, "root", 0, n - 1)
-    eye = np.eye(n)
-    ones = np.arange(1.0, n + 1.0)[:, None] * np.ones((n, n))  # slot c, every source: c + 1
-    full = np.stack([ones * eye[d] for d in range(n)])  # device d, slot c: (c + 1) e_d
+    full = np.arange(1.0, n + 1.0)[None, :, None] * np.eye(n)[:, None, :]  # device d, slot c: (c + 1) e_d
     before = full.copy()
     if name == "all-gather":
         before[:] = np.nan

@@ -84,7 +84,7 @@ FLOORS = (
     ("ideas", {"scaling", "cost", "rate", "roofline", "comm", "memory", "models", "cnn", "im2col",
                "conv_fast", "conv_winograd", "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner", "overlap",
                "transformer", "tensor_cost"}),
-    ("processes", {"parallel", "parallel.*", "testing", "reference"}),
+    ("processes", {"parallel", "parallel.*", "testing", "reference", "staleness"}),
     ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),
     ("widgets", {"widgets"}),
     ("tools", {"tools", "tools.*", "__main__"}),

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._validate import check_type
 from ..comm import COLLECTIVES, simulate_collective
-from . import COLORS, new_figure, styled
+from . import COLORS, new_figure, plain_log_axis, styled
 
 __all__ = ["collectives_figure", "staleness_figure"]
 
@@ -136,12 +136,17 @@ def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: M
     check_type(curves, "curves", Mapping, "a mapping of staleness k to a sequence of losses")
     fig, axes = new_figure(1, 2 if max_lr else 1, size=(9.6, 3.8) if max_lr else (6.4, 3.8))
     ax = axes[0] if max_lr else axes
+    shown = []
     for i, (k, losses) in enumerate(sorted(curves.items())):
         losses = np.asarray(losses, dtype=float)
         ax.plot(np.arange(losses.size), losses, color=COLORS[i % len(COLORS)], label=f"k = {k}")
+        shown.append(losses[np.isfinite(losses) & (losses > 0)])
     ax.set_xlabel("step")
-    ax.set_ylabel("training loss (mean)")
+    ax.set_ylabel("loss of the step's batch")
     ax.set_yscale("log")
+    values = np.concatenate(shown) if shown else np.ones(1)
+    if values.size:
+        plain_log_axis(ax.yaxis, float(values.min()), float(values.max()))
     ax.set_title(title or f"Gradients k steps stale, learning rate {lr:g}")
     ax.legend()
     if max_lr:
@@ -149,7 +154,10 @@ def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: M
         right = axes[1]
         right.plot(range(len(ks)), [max_lr[k] for k in ks], "o-", color=COLORS[0])
         right.set_xticks(range(len(ks)), [str(k) for k in ks])
+        right.set_xlim(-0.4, len(ks) - 0.3)
         right.set_yscale("log", base=2)
+        for i, k in enumerate(ks):
+            right.annotate(f"{max_lr[k]:g}", (i, max_lr[k]), textcoords="offset points", xytext=(8, 4), fontsize=10)
         right.set_xlabel("staleness k (steps)")
         right.set_ylabel("largest stable learning rate")
         right.set_title("Staler gradients need smaller steps")
