@@ -323,22 +323,26 @@ def schedule_order(stages: int, micro_batches: int, schedule: str = "gpipe", *,
     micro_batches = check_int(micro_batches, "micro_batches", 1)
     check_schedule(schedule)
     v = check_virtual_stages(virtual_stages, stages, micro_batches, schedule)
-    if v > 1:
-        return [interleaved_order(q, stages, micro_batches, v) for q in range(stages)]
-    return [stage_order(q, stages, micro_batches, schedule) for q in range(stages)]
+    return [stage_order(q, stages, micro_batches, schedule, v) for q in range(stages)]
 
 
-def stage_order(q: int, stages: int, micro_batches: int, schedule: str) -> list[tuple[str, int]]:
+def stage_order(q: int, stages: int, micro_batches: int, schedule: str,
+                virtual_stages: int = 1) -> list[tuple]:
     """The forwards ``("F", m)`` and backwards ``("B", m)`` of stage ``q`` in one step.
 
     The readable rule that :func:`schedule_order` applies to every stage (notebook 09,
-    "1F1B"); :func:`schedule_order` checks the arguments.
+    "1F1B"); :func:`schedule_order` checks the arguments. ``virtual_stages > 1``: the
+    interleaved rule, :func:`interleaved_order` (``(kind, micro, chunk)``).
 
     Examples
     --------
     >>> stage_order(0, 3, 4, "1f1b")
     [('F', 0), ('F', 1), ('F', 2), ('B', 0), ('F', 3), ('B', 1), ('B', 2), ('B', 3)]
+    >>> stage_order(1, 2, 2, "1f1b", virtual_stages=2)[:4]
+    [('F', 0, 0), ('F', 1, 0), ('F', 0, 1), ('F', 1, 1)]
     """
+    if virtual_stages > 1:  # interleaved 1F1B: v chunks per stage
+        return interleaved_order(q, stages, micro_batches, virtual_stages)
     if schedule == "gpipe":  # every forward, then every backward
         return [("F", m) for m in range(micro_batches)] + [("B", m) for m in range(micro_batches)]
     warmup = min(stages - q - 1, micro_batches)  # 1F1B: stage q runs ahead by N_p - q - 1 forwards

@@ -52,6 +52,12 @@ def test_order_two_devices_four_micro_batches_two_chunks_by_hand():
     assert d1[:4] == [("F", 0, 0), ("F", 1, 0), ("F", 0, 1), ("B", 0, 1)]
 
 
+def test_stage_order_is_the_rule_schedule_order_applies():
+    for n, m, v in ((2, 4, 2), (3, 6, 3), (4, 8, 1)):
+        assert mp.schedule_order(n, m, "1f1b", virtual_stages=v) == [
+            mp.stage_order(q, n, m, "1f1b", virtual_stages=v) for q in range(n)]
+
+
 def test_one_virtual_stage_is_plain_1f1b():
     for n, m in ((1, 3), (3, 4), (4, 8)):
         assert mp.schedule_order(n, m, "1f1b", virtual_stages=1) == mp.schedule_order(n, m, "1f1b")
