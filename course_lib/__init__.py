@@ -35,6 +35,7 @@ _SUBMODULES = frozenset(
         "overlap",
         "parallel",
         "planner",
+        "precision",
         "plots",
         "progress",
         "quantity",

@@ -83,7 +83,7 @@ FLOORS = (
     ("ground", {"course_lib", "_validate", "timing", "progress", "quantity", "datasets", "datapackage"}),
     ("ideas", {"scaling", "cost", "rate", "roofline", "comm", "memory", "models", "cnn", "im2col",
                "conv_fast", "conv_winograd", "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner", "overlap",
-               "transformer", "tensor_cost"}),
+               "transformer", "tensor_cost", "precision"}),
     ("processes", {"parallel", "parallel.*", "testing", "reference", "staleness"}),
     ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),
     ("widgets", {"widgets"}),
