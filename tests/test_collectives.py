@@ -227,3 +227,20 @@ def test_the_figure_draws_the_simulation():
     assert a2a[9:12] == ["A0", "B0", "C0"]  # after: device A holds block 0 of every device
     with pytest.raises(ValueError, match="results"):
         collectives_figure({"gather": {}})
+
+
+# ------------------------------------------------------------------ exercises
+def test_exercise_checkers_accept_the_hand_computation_and_name_the_usual_mistakes():
+    from course_lib.exercises import collectives as ex
+
+    g = ex.EX1_ALLTOALL  # 7 rounds of 5 us + 8 MiB / 50 GB/s
+    assert ex.ex1_alltoall_ms(7 * (5e-6 + 8 * 2**20 / 50e9) * 1e3)
+    assert "BLOCK" in ex.ex1_alltoall_ms(7 * (5e-6 + g["nbytes"] / 50e9) * 1e3).message
+    assert ex.ex2_reduce_scatter_bytes(2 * 48 * 4)          # chunk [0, 48) of rows 1 and 2
+    assert "even split" in ex.ex2_reduce_scatter_bytes(2 / 3 * 400).message
+    assert "ALL-GATHER" in ex.ex2_reduce_scatter_bytes((100 - 48) * 4).message
+    assert ex.ex3_syncbn_variance(330 / 10 - 5.2**2)         # S2/n - (S1/n)^2 = 33 - 27.04
+    assert "BETWEEN" in ex.ex3_syncbn_variance((1.25 + 1.0) / 2).message
+    for bad in (None, "abc", [1], float("nan")):
+        for checker in (ex.ex1_alltoall_ms, ex.ex2_reduce_scatter_bytes, ex.ex3_syncbn_variance):
+            assert not checker(bad)

@@ -1,0 +1,121 @@
+"""Exercises of the collectives and synchronisation chapter (the collectives family, the
+shared-memory toy's two steps, SyncBN).
+
+Expected values come from :mod:`course_lib.comm`, :mod:`course_lib.parallel.partition`
+and :mod:`course_lib.staleness` - never typed in. The givens are module constants, so the
+notebook can print them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import comm
+from ..parallel.partition import chunk_bounds
+from ..staleness import sync_batchnorm_statistics
+from . import Result, check
+
+__all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_SHARDS", "ex1_alltoall_ms", "ex2_reduce_scatter_bytes",
+           "ex3_syncbn_variance"]
+
+#: Exercise 1: a mixture-of-experts layer on 8 GPUs of one server; every GPU holds 64 MiB of
+#: token activations, one block per expert (per GPU), and sends each block to its expert's GPU by
+#: pairwise exchange; 50 GB/s per direction and the course's NVLink latency (5 µs).
+EX1_ALLTOALL = {"devices": 8, "nbytes": 64 * 2**20, "bandwidth": 50e9, "latency": comm.NVLINK_LATENCY}
+
+#: Exercise 2: the shared-memory toy (``ShmAllReduce``) with 3 workers on a float32 buffer of
+#: 100 numbers; its chunks start on multiples of 16 numbers (``chunk_bounds``).
+EX2_TOY = {"workers": 3, "n": 100, "itemsize": 4, "rank": 0}
+
+#: Exercise 3: what two workers' SyncBN all-reduce adds up for one feature of a batch-norm
+#: layer: each worker's count, sum and sum of squares of its shard.
+EX3_SHARDS = ({"count": 4, "sum": 10.0, "sum_sq": 30.0}, {"count": 6, "sum": 42.0, "sum_sq": 300.0})
+
+
+def ex1_alltoall_ms(answer) -> Result:
+    """Milliseconds of the all-to-all of :data:`EX1_ALLTOALL` by pairwise exchange."""
+    g = EX1_ALLTOALL
+    n, m, b, a = g["devices"], g["nbytes"], g["bandwidth"], g["latency"]
+    expected = 1e3 * comm.pairwise_alltoall_time(m, n, b, a)
+    return check(
+        answer,
+        expected,
+        rtol=1e-2,
+        name="all-to-all time",
+        unit="ms",
+        hint="N - 1 rounds; in each, every GPU sends one block of m/N bytes: (N-1)(alpha + m/(N beta)).",
+        mistakes={
+            1e3 * (n - 1) * (a + m / b): "Each round sends one BLOCK (m/N bytes), not the whole buffer.",
+            1e3 * comm.pairwise_alltoall_time(m, n, b, 0.0): "Latency left out: each of the N - 1 rounds "
+                                                             "also costs alpha.",
+            1e3 * comm.ring_allreduce_time(m, n, b, a): "That is an all-reduce (2(N-1) rounds); an "
+                                                        "all-to-all moves each block once.",
+            1e3 * (a + m / b): "That is one message of the whole buffer: N - 1 partners need N - 1 rounds.",
+        },
+    )
+
+
+def _ex2_chunk() -> int:
+    g = EX2_TOY
+    lo, hi = chunk_bounds(g["n"], g["workers"])[g["rank"]]
+    return hi - lo
+
+
+def ex2_reduce_scatter_bytes(answer) -> Result:
+    """Bytes worker 0 of :data:`EX2_TOY` reads from the OTHER workers in its reduce-scatter."""
+    g = EX2_TOY
+    chunk = _ex2_chunk()
+    expected = (g["workers"] - 1) * chunk * g["itemsize"]
+    even = (g["workers"] - 1) / g["workers"] * g["n"] * g["itemsize"]
+    return check(
+        answer,
+        expected,
+        rtol=0,
+        atol=0.5,
+        name="bytes read in the reduce-scatter",
+        unit="bytes",
+        hint="find worker 0's chunk with chunk_bounds(100, 3); it reads that chunk of each OTHER "
+             "worker's row: (N - 1) x chunk x 4 bytes.",
+        mistakes={
+            even: "That is the even split (N-1)/N x n x 4. The toy's chunks start on multiples of "
+                  "16 numbers: look at chunk_bounds(100, 3).",
+            chunk * g["itemsize"]: "That is worker 0's own chunk; it reads that chunk of the N - 1 "
+                                   "other rows.",
+            g["workers"] * chunk * g["itemsize"]: "Its own row is not read from another worker: "
+                                                  "N - 1 rows, not N.",
+            (g["n"] - chunk) * g["itemsize"]: "That is what it reads in the ALL-GATHER (the others' "
+                                              "chunks of the sum).",
+        },
+    )
+
+
+def _ex3_stats() -> tuple[float, float, float]:
+    """(global variance, mean of the shards' variances, their count-weighted mean)."""
+    shards = []
+    for s in EX3_SHARDS:  # a shard with these count, sum and sum of squares: two values
+        mean = s["sum"] / s["count"]
+        spread = np.sqrt(s["sum_sq"] / s["count"] - mean * mean)
+        shards.append(np.repeat([[mean - spread], [mean + spread]], s["count"] // 2, axis=0))
+    _, var = sync_batchnorm_statistics(shards)
+    local = [float(np.var(s)) for s in shards]
+    counts = [s["count"] for s in EX3_SHARDS]
+    return float(var[0]), float(np.mean(local)), float(np.average(local, weights=counts))
+
+
+def ex3_syncbn_variance(answer) -> Result:
+    """The global batch's variance of the feature of :data:`EX3_SHARDS` (what SyncBN uses)."""
+    expected, mean_local, weighted_local = _ex3_stats()
+    return check(
+        answer,
+        expected,
+        rtol=1e-3,
+        name="global variance",
+        hint="add the counts, the sums and the sums of squares (the all-reduce), then "
+             "mean = S1 / n and variance = S2 / n - mean^2.",
+        mistakes={
+            mean_local: "That is the mean of the two shards' variances: the spread BETWEEN the shards "
+                        "(their means differ) is missing.",
+            weighted_local: "That weights the shards' variances by their counts, but still misses the "
+                            "spread between the shard means.",
+        },
+    )
