@@ -43,8 +43,8 @@ lab: $(STAMP)
 # doctests, on every core (pytest-xdist; worksteal keeps a module's tests, and so its module
 # fixtures, together); (2) every notebook under nbval, on every core, one notebook's cells on
 # one kernel (nbval needs --dist loadscope); (3) one test at a time, the tests that need the
-# whole machine: Chromium's slider timings (marker browser) and those marked serial (make
-# slides, which executes every notebook). A run with failed tests (exit status 1) does not
+# whole machine: Chromium's slider timings (marker browser) and those marked serial (the
+# README's slide commands, whose decks the browser tests open). A run with failed tests (exit status 1) does not
 # stop the next; one that is interrupted (2, e.g. at CI's time limit) does. The exit status
 # is the highest of the runs'.
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
@@ -76,8 +76,9 @@ bench: $(STAMP)
 clean:
 	rm -rf build .pytest_cache .ruff_cache
 
-# Lecture slides: every notebook executed in a fresh kernel and exported to an offline
-# reveal.js deck in build/slides/ (open build/slides/index.html). The first run fetches
+# Lecture slides: every notebook, with its stored outputs, exported to an offline reveal.js
+# deck in build/slides/ (open build/slides/index.html); `python -m course_lib slides
+# --execute` runs each notebook in a fresh kernel first. The first run fetches
 # reveal.js, MathJax ... with npm into build/slides/vendor; later runs reuse them.
 slides: $(STAMP)
 	$(BIN)/python -m course_lib slides

@@ -1,7 +1,8 @@
 """The README's commands work as typed, from the repository root, and write where it says.
 
-- ``make slides`` (no arguments) and the one-deck command
-  ``.venv/bin/python -m course_lib slides notebooks/02_scaling_laws.ipynb`` write their decks to
+- ``make slides`` (no arguments), the one-deck command
+  ``.venv/bin/python -m course_lib slides notebooks/02_scaling_laws.ipynb`` and the same with
+  ``--execute`` (the notebook run in a fresh kernel first) write their decks to
   ``build/slides/`` at the repository root, never under ``course_lib/`` (run once per session
   by the ``readme_slides`` fixture of tests/readme_support.py);
 - ``make student`` writes the student edition to ``build/student/``;
@@ -32,7 +33,7 @@ def _nothing_under_the_package():
 
 
 @pytest.mark.slow
-@pytest.mark.serial  # executes every notebook, and the browser tests share its decks (run 3 of make test)
+@pytest.mark.serial  # the browser tests share its decks (run 3 of make test)
 @pytest.mark.timeout(SLIDES_TIME_LIMIT + 300)
 def test_make_slides_and_the_one_deck_command_write_to_build_slides(readme_slides):
     run = readme_slides
@@ -41,13 +42,18 @@ def test_make_slides_and_the_one_deck_command_write_to_build_slides(readme_slide
     assert "02_scaling_laws.slides.html" in run.one_deck_files, run.one_deck.stdout
     assert run.one_deck_files["02_scaling_laws.slides.html"] >= run.started - 1
     assert "1 decks" in run.one_deck.stdout and "build/slides/index.html" in run.one_deck.stdout
-    # make slides: every chapter, executed afresh, and the index listing them in order
+    assert "stored outputs" in run.one_deck.stdout and "fresh kernel" not in run.one_deck.stdout
+    # the same with --execute: the notebook ran in a fresh kernel first
+    assert "02_scaling_laws.slides.html" in run.executed_deck.stdout
+    assert "executed in a fresh kernel" in run.executed_deck.stdout and "1 decks" in run.executed_deck.stdout
+    # make slides: every chapter from its stored outputs, and the index listing them in order
     decks = {p.name: p for p in run.deck_dir.glob("*.slides.html")}
     for notebook in NOTEBOOKS:
         deck = decks.get(f"{notebook.stem}.slides.html")
         assert deck is not None, f"make slides wrote no deck for {notebook.name}"
         assert deck.stat().st_mtime >= run.started - 1, f"{deck.name} is left from an earlier run"
     assert f"{len(NOTEBOOKS)} decks" in run.make_slides.stdout
+    assert run.make_slides.stdout.count("stored outputs") == len(NOTEBOOKS)
     index = (run.deck_dir / "index.html").read_text(encoding="utf-8")
     assert re.findall(r'<li><a href="([^"]+)">', index) == [f"{p.stem}.slides.html" for p in NOTEBOOKS]
     assert (run.deck_dir / "vendor" / "node_modules" / "reveal.js" / "package.json").is_file()
@@ -67,7 +73,7 @@ def test_make_student_writes_build_student():
     _nothing_under_the_package()
 
 
-@pytest.mark.parametrize("command", [["slides", "--no-execute"], ["student"], ["notation"]])
+@pytest.mark.parametrize("command", [["slides"], ["student"], ["notation"]])
 def test_outside_a_checkout_the_tools_say_what_they_looked_for(tmp_path, command):
     """course_lib installed away from any checkout (here: a copy of the package beside no
     pyproject.toml), run from a folder that is no checkout either."""

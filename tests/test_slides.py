@@ -309,19 +309,19 @@ def test_build_executes_in_a_fresh_kernel(tmp_path, vendor):
     nb.cells[2].source = "import os"  # the setup cell must run without error (and is dropped)
     path = tmp_path / "01_run.ipynb"
     nbformat.write(nb, path)
-    (deck,) = slides.build_slides([path], tmp_path / "out", vendor_dir=vendor, log=lambda m: None)
+    (deck,) = slides.build_slides([path], tmp_path / "out", vendor_dir=vendor, execute=True, log=lambda m: None)
     assert "42 FRESH" in deck.path.read_text()
     failing = demo_notebook()
     failing.cells[1].source = "1 / 0"
     nbformat.write(failing, path)
     with pytest.raises(RuntimeError, match="01_run.ipynb: execution failed.*ZeroDivisionError"):
-        slides.build_slides([path], tmp_path / "out", vendor_dir=vendor, log=lambda m: None)
+        slides.build_slides([path], tmp_path / "out", vendor_dir=vendor, execute=True, log=lambda m: None)
 
 
 def test_command_line(tmp_path, vendor, capsys):
     paths = write_notebooks(tmp_path / "nb", ["01_a"])
     out = tmp_path / "out"
-    code = slides.main([*map(str, paths), "-o", str(out), "--vendor", str(vendor), "--no-execute"])
+    code = slides.main([*map(str, paths), "-o", str(out), "--vendor", str(vendor)])
     assert code == 0
     assert (out / "index.html").is_file() and (out / "01_a.slides.html").is_file()
     assert "1 decks" in capsys.readouterr().out
@@ -329,7 +329,7 @@ def test_command_line(tmp_path, vendor, capsys):
     assert "slides: error:" in capsys.readouterr().err
     proc = subprocess.run([sys.executable, "-m", "course_lib", "slides", "--help"], capture_output=True,
                           text=True, cwd=ROOT, timeout=60, check=False)
-    assert proc.returncode == 0 and "--no-execute" in proc.stdout
+    assert proc.returncode == 0 and "--execute" in proc.stdout
 
 
 # ------------------------------------------------------------------ the decks of `make slides`

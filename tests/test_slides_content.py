@@ -1,8 +1,8 @@
 """What the decks show (issue 25, point 6), without a browser: speaker notes with their
 formulas as text (reveal.js's speaker view runs no MathJax), live figures as their static
 PNG without sliders, code that wraps at the slide's edge. The decks are built once, from
-the stored outputs (``--no-execute``); tests/browser/test_slides_browser.py opens decks
-built from a fresh execution."""
+the stored outputs (as ``make slides`` does); tests/browser/test_slides_browser.py opens the
+decks that ``make slides`` wrote."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Lecture slides: every notebook as a reveal.js deck that works offline.
 
-``python -m course_lib slides`` (``make slides``) executes each notebook in a fresh
-kernel (so figures and widget state are present), drops the cells tagged ``solution``,
+``python -m course_lib slides`` (``make slides``) takes each notebook with its stored
+outputs (the course's claims: ``make notebooks`` refreshes them, on a quiet machine only;
+``--execute`` runs each notebook in a fresh kernel first), drops the cells tagged ``solution``,
 ``setup`` or ``remove``, keeps ``notes`` cells as speaker notes, and exports a reveal.js
 deck per notebook to ``build/slides/NN_name.slides.html`` plus an ``index.html`` that
 lists the decks in chapter order.
@@ -623,7 +624,7 @@ def build_slides(
     deck_dir: Path,
     *,
     vendor_dir: Path | None = None,
-    execute: bool = True,
+    execute: bool = False,
     timeout: int = 600,
     log: Callable[[str], None] = print,
 ) -> list[Deck]:
@@ -639,8 +640,9 @@ def build_slides(
         Where the front-end packages live (installed there when missing);
         ``deck_dir / "vendor"`` by default. Decks refer to it by relative URLs.
     execute : bool
-        Run each notebook in a fresh kernel first (the default). False exports the
-        stored outputs as they are (fast; used by the tests).
+        Run each notebook in a fresh kernel first. False (the default) exports the stored
+        outputs as they are: the measurements ``make notebooks`` stored on a quiet machine,
+        not those of a lecturer's busy laptop at export time.
     timeout : int
         Seconds allowed per cell.
     """
@@ -672,7 +674,8 @@ def build_slides(
         out = export_deck(nb, path.stem, deck_dir, vendor_dir)
         deck = Deck(path, out, deck_title(nb, path.stem), slide_structure(nb.cells),
                     time.perf_counter() - t0)
-        log(f"slides: {out} ({sum(deck.structure)} slides, {deck.seconds:.1f} s)")
+        how = "executed in a fresh kernel" if execute else "stored outputs"
+        log(f"slides: {out} ({sum(deck.structure)} slides, {how}, {deck.seconds:.1f} s)")
         decks.append(deck)
     write_index(decks, deck_dir)
     return decks
@@ -689,8 +692,8 @@ def main(argv: Sequence[str] = ()) -> int:
                         help="output folder (default: build/slides at the repository root)")
     parser.add_argument("--vendor", type=Path, default=None,
                         help="folder of the front-end packages (default: OUTPUT/vendor)")
-    parser.add_argument("--no-execute", action="store_true",
-                        help="export the stored outputs instead of running each notebook")
+    parser.add_argument("--execute", action="store_true",
+                        help="run each notebook in a fresh kernel first (default: export the stored outputs)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
     args = parser.parse_args(list(argv))
     t0 = time.perf_counter()
@@ -700,7 +703,7 @@ def main(argv: Sequence[str] = ()) -> int:
             args.output = args.output or root / "build" / "slides"
         notebooks = args.notebooks or sorted((root / "notebooks").glob("[0-9]*.ipynb"))
         decks = build_slides(notebooks, args.output, vendor_dir=args.vendor,
-                             execute=not args.no_execute, timeout=args.timeout)
+                             execute=args.execute, timeout=args.timeout)
     except (RuntimeError, ValueError) as exc:
         print(f"slides: error: {exc}", file=sys.stderr)
         return 1
