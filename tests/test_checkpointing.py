@@ -71,3 +71,26 @@ def test_bad_input_names_the_parameter(kwargs, exc, match):
     args = {"model": DEEP, "params": DEEP.init_params(0), "x": X, "y": Y, "segments": 2, **kwargs}
     with pytest.raises(exc, match=match):
         checkpointed_grad(**args)
+
+
+def test_the_checkpoint_exercise():
+    """25 layers (64, 1,024 x 24, 10), B = 64: least at k = 5 = sqrt(25); the 5 checkpoints
+    (widths 64 + 4 x 1,024) plus the largest recomputed segment, the last (4 hidden layers of
+    1,024 and the 10 logits), x 64 samples x 4 bytes."""
+    from course_lib.exercises import memory as ex
+
+    expected = (64 + 4 * 1024 + 4 * 1024 + 10) * 64 * 4 / 1e6
+    assert expected == pytest.approx(2.116096)
+    assert ex.ex_checkpoint_mb(expected).correct
+    assert "every activation" in str(ex.ex_checkpoint_mb(mlp_activation_bytes(MLP(ex.CHECKPOINT["sizes"]), 64) / 1e6))
+
+
+def test_the_checkpoint_figure():
+    from course_lib.plots.memory import checkpoint_figure
+
+    fig = checkpoint_figure([1, 2, 3, 4], [8e6, 4e6, 3.5e6, 8e6], [9e6, 6e6, 5e6, 9e6], [8e6, 4e6, 3.5e6, 8e6], 8e6, 4)
+    assert [p.get_height() for p in fig.axes[0].patches] == [8.0, 4.0, 3.5, 8.0]  # MB
+    with pytest.raises(ValueError, match="everything"):
+        checkpoint_figure([1], [1.0], [1.0], [1.0], 0.0, 1)
+    with pytest.raises(ValueError, match="one length"):
+        checkpoint_figure([1, 2], [1.0], [1.0], [1.0], 1.0, 2)

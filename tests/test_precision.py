@@ -105,3 +105,30 @@ def test_on_the_running_example_scaling_removes_the_underflow():
 def test_bad_input_names_the_parameter(call, exc, match):
     with pytest.raises(exc, match=match):
         call()
+
+
+def test_largest_loss_scale_hand_values():
+    from course_lib.precision import FLOAT16_MAX, largest_loss_scale
+
+    assert largest_loss_scale(3.2) == 2.0**14  # 3.2 x 16,384 = 52,429; x 2 = 104,858 > 65,504
+    assert largest_loss_scale(1.0) == 2.0**15 and largest_loss_scale(FLOAT16_MAX) == 1.0
+    assert largest_loss_scale(1e-3) * 1e-3 <= FLOAT16_MAX < 2 * largest_loss_scale(1e-3) * 1e-3
+    with pytest.raises(ValueError, match="max_grad"):
+        largest_loss_scale(0.0)
+
+
+def test_the_loss_scale_exercise():
+    from course_lib.exercises import memory as ex
+
+    assert ex.ex_loss_scale(16384).correct
+    assert "overflows" in str(ex.ex_loss_scale(32768))
+    assert not ex.ex_loss_scale(65504 / 3.2).correct
+
+
+def test_the_loss_scale_figure():
+    from course_lib.plots.memory import loss_scale_figure
+
+    fig = loss_scale_figure([0, 8, 16], [0.02, 0.0, 0.0], [0, 0, 3])
+    assert [round(y, 6) for y in fig.axes[0].lines[0].get_ydata()] == [2.0, 0.0, 0.0]  # percent
+    with pytest.raises(ValueError, match="log2_scales"):
+        loss_scale_figure([0, 8], [0.1], [0, 0])

@@ -135,3 +135,51 @@ def test_a_hung_stage_3_worker_times_out_and_is_named(digits, clean):
     with pytest.raises(WorkerTimeout, match=r"probably \[0\]"):
         train_data_parallel(MODEL, x, y, workers=2, zero_stage=3, start_method="fork", timeout=0.6,
                             fault=Fault("hang", rank=0, step=1), **KW)
+
+
+# ------------------------------------------------------------------ the calculator and the exercise
+def test_zero_step_bytes_hand_values():
+    """Ring: (N - 1)/N of the payload per collective; 2 collectives (stages 0-2) or 3 (stage 3)."""
+    from course_lib.datasets import load_hardware
+    from course_lib.memory import device_fit, zero_step_bytes
+
+    assert zero_step_bytes(1000, 4, 0) == 2 * 0.75 * 2 * 1000 == 3000
+    assert zero_step_bytes(1000, 4, 3) == 4500 == 1.5 * zero_step_bytes(1000, 4, 2)
+    assert zero_step_bytes(1000, 4, 1, grad_bytes=4) == 6000
+    fit = device_fit(1e9, 8, 3, "a100_sxm_80gb", hardware=load_hardware())
+    assert fit.step_bytes == zero_step_bytes(1e9, 8, 3) == 3 * 7 / 8 * 2e9
+
+
+@pytest.mark.parametrize(("call", "exc", "match"), [
+    (lambda: zero_comm_factor(4), ValueError, "zero_stage"),
+    (lambda: zero_comm_factor(1.0), TypeError, "zero_stage"),
+    (lambda: __import__("course_lib.memory").memory.zero_step_bytes(-1, 2, 0), ValueError, "n_params"),
+    (lambda: __import__("course_lib.memory").memory.zero_step_bytes(10, 0, 0), ValueError, "devices"),
+    (lambda: __import__("course_lib.memory").memory.zero_step_bytes(10, 2, 0, grad_bytes=-2), ValueError,
+     "grad_bytes"),
+])
+def test_calculator_bad_input(call, exc, match):
+    with pytest.raises(exc, match=match):
+        call()
+
+
+def test_the_zero3_traffic_exercise():
+    from course_lib.exercises import memory as ex
+
+    assert ex.ex_zero3_traffic(11.25).correct  # 3 x 15/16 x 2e9 x 2 bytes
+    wrong = ex.ex_zero3_traffic(7.5)
+    assert not wrong.correct and "stages 0-2" in str(wrong)
+    assert not ex.ex_zero3_traffic("lots").correct
+
+
+def test_the_run_figure(runs):
+    from course_lib.plots.memory import zero_run_figure
+
+    fig = zero_run_figure([runs[s].memory for s in range(4)], [runs[s].bytes_per_step[0] for s in range(4)],
+                          MODEL.n_params)
+    heights = [p.get_height() for p in fig.axes[1].patches]
+    assert heights == pytest.approx([1, 1, 1, 1.5])
+    with pytest.raises(ValueError, match="memory_by_stage"):
+        zero_run_figure([runs[0].memory], [1.0], MODEL.n_params)
+    with pytest.raises(TypeError, match="memory_by_stage"):
+        zero_run_figure("memory", [1.0] * 4, MODEL.n_params)
