@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._validate import check_int
 from ..models import MLP, softmax_cross_entropy
 from .allreduce import ShmAllReduce
 from .job import Job
@@ -198,5 +199,11 @@ def zero3_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduc
 
 
 def worker_loop_for(zero_stage: int):
-    """The step loop of ZeRO stage 1, 2 or 3."""
-    return {1: zero_worker_loop, 2: zero2_worker_loop, 3: zero3_worker_loop}[zero_stage]
+    """The step loop of ZeRO stage 1, 2 or 3.
+
+    Examples
+    --------
+    >>> worker_loop_for(3).__name__
+    'zero3_worker_loop'
+    """
+    return {1: zero_worker_loop, 2: zero2_worker_loop, 3: zero3_worker_loop}[check_int(zero_stage, "zero_stage", 1, 3)]

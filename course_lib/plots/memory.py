@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .. import memory
-from .._validate import check_count, check_int, check_positive, check_type
+from .._validate import check_array, check_count, check_int, check_positive, check_type
 from . import COLORS, new_figure, styled
 
 __all__ = ["checkpoint_figure", "loss_scale_figure", "zero_memory_figure", "zero_run_figure"]
@@ -182,9 +182,9 @@ def loss_scale_figure(log2_scales: Sequence[float], flushed: Sequence[float], ov
     >>> fig.axes[0].get_xlabel()
     'loss scale S (log scale)'
     """
-    s = np.asarray(log2_scales, dtype=float)
-    f = np.asarray(flushed, dtype=float)
-    o = np.asarray(overflow)
+    s = check_array(log2_scales, "log2_scales", -200, 200)
+    f = check_array(flushed, "flushed", 0, 1)
+    o = check_array(overflow, "overflow", 0, whole=True)
     if not (s.ndim == f.ndim == o.ndim == 1 and s.size == f.size == o.size >= 1):
         raise ValueError(f"log2_scales, flushed and overflow must be 1-d of one length, got {s.shape}, "
                          f"{f.shape}, {o.shape}")
@@ -218,8 +218,8 @@ def checkpoint_figure(segments: Sequence[int], stored: Sequence[float], traced: 
     >>> fig.axes[0].get_xlabel()
     'segments k (checkpoints)'
     """
-    k = np.asarray(segments, dtype=float)
-    arrays = [np.asarray(a, dtype=float) / 1e6 for a in (stored, traced, formula)]
+    k = check_array(segments, "segments", 1, whole=True)
+    arrays = [check_array(a, name, 0) / 1e6 for a, name in ((stored, "stored"), (traced, "traced"), (formula, "formula"))]
     if not all(a.shape == k.shape for a in arrays) or k.ndim != 1 or k.size < 1:
         raise ValueError("segments, stored, traced and formula must be 1-d of one length")
     everything = check_positive(everything, "everything") / 1e6
