@@ -13,6 +13,8 @@ from course_lib.parallel.allreduce import ShmAllReduce, run_shm_collectives
 from course_lib.parallel.partition import chunk_bounds
 from course_lib.parallel.workers import WorkerContext
 
+pytest_plugins = ["leak_fixtures"]  # the fixture no_leaks
+
 
 class _NoBarrier:
     """Workers simulated one after another in one process: every barrier already passed."""
@@ -64,7 +66,7 @@ def test_all_gather_shares_the_chunk_it_is_given():
     assert np.array_equal(reduced, expected)
 
 
-def test_run_shm_collectives_in_processes():
+def test_run_shm_collectives_in_processes(no_leaks):
     rows = np.random.default_rng(1).standard_normal((3, 50))
     out = run_shm_collectives(rows, start_method="fork", timeout=20)
     expected = (rows[0] + rows[1]) + rows[2]
@@ -79,7 +81,7 @@ def test_run_shm_collectives_in_processes():
     assert out["bytes_in"][:, 1].tolist() == ((50 - sizes) * 8).tolist()
 
 
-def test_run_shm_collectives_one_worker_moves_nothing():
+def test_run_shm_collectives_one_worker_moves_nothing(no_leaks):
     out = run_shm_collectives([[1, 2, 3]], start_method="fork", timeout=20)
     assert out["all_gather"].tolist() == [[1.0, 2.0, 3.0]]
     assert out["bytes_in"].tolist() == [[0, 0]]

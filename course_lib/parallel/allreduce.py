@@ -74,7 +74,7 @@ class ShmAllReduce:
         ``"reduce_scatter"`` (chunk ``r`` of the ``N - 1`` other rows) and ``"all_gather"``
         (the ``N - 1`` chunks the others reduced). Summed over the workers each is
         ``(N - 1) n`` bytes for an ``n``-byte buffer: ``(N - 1)/N n`` per worker, the
-        ring's figure (:func:`course_lib.comm.ring_reduce_scatter_time`).
+        ring's figure and the bound (:func:`course_lib.comm.collective_lower_bound`).
     """
 
     def __init__(self, wctx: WorkerContext, grads: np.ndarray, reduced: np.ndarray, barrier):
