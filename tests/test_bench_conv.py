@@ -37,6 +37,7 @@ def _threads(bench) -> list[int]:
     return sorted({1, bench.available_cores()})
 
 
+@pytest.mark.slow  # more than 3 s on two free cores (make test runs it, make test-fast does not)
 def test_tiny_run_with_torch_prints_every_row(monkeypatch, capsys):
     try:
         import torch

@@ -41,6 +41,7 @@ def test_notebooks_are_numbered_in_chapter_order():
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
 
 
+@pytest.mark.slow  # more than 3 s on two free cores (make test runs it, make test-fast does not)
 def test_make_test_executes_every_notebook():
     makefile = (ROOT / "Makefile").read_text()
     recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]

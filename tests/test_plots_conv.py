@@ -134,6 +134,7 @@ def _panel(fig, title_start):
     return next(ax for ax in fig.axes if ax.get_title().startswith(title_start))
 
 
+@pytest.mark.slow  # more than 3 s on two free cores (make test runs it, make test-fast does not)
 def test_im2col_numbers_figure_draws_the_matrices_and_checks_the_product():
     rng = np.random.default_rng(5)
     x = rng.integers(-3, 4, (1, 3, 3, 3)).astype(float)

@@ -181,6 +181,7 @@ def test_a_following_slider_moves_with_its_control_in_one_redraw():
         Slider("u", "u", 0, 1, 0.1, 0.5, follows="device")
 
 
+@pytest.mark.slow  # more than 3 s on two free cores (make test runs it, make test-fast does not)
 def test_fallback_shows_the_states_under_the_initial_one_and_the_widget_starts_at_the_initial():
     import io
 
