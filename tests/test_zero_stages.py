@@ -73,8 +73,7 @@ def test_bytes_per_step_stage_3_moves_one_and_a_half_all_reduces(runs):
     assert zero_comm_factor(3) == 1.5 and zero_comm_factor(2) == 1.0
 
 
-@pytest.mark.parametrize("stage", [2, 3])
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize(("stage", "workers"), [(2, 1), (3, 2)])
 def test_one_and_two_workers_and_plain_sgd(digits, stage, workers):
     x, y = digits
     plain = train_data_parallel(MODEL, x, y, workers=workers, lr=0.1, start_method="fork", **KW)
@@ -89,8 +88,8 @@ def test_more_workers_than_a_layer_has_chunks(digits):
     tiny = MLP((64, 2, 10))  # 130 + 30 parameters: chunks of 64, 64, 32
     kw = dict(KW, optimizer=OPT)
     plain = train_data_parallel(tiny, x, y, workers=3, start_method="fork", **kw)
-    for stage in (2, 3):
-        zero = train_data_parallel(tiny, x, y, workers=3, zero_stage=stage, start_method="forkserver", **kw)
+    for stage, method in ((2, "fork"), (3, "forkserver")):
+        zero = train_data_parallel(tiny, x, y, workers=3, zero_stage=stage, start_method=method, **kw)
         assert np.array_equal(zero.params, plain.params)
 
 
