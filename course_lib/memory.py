@@ -184,9 +184,9 @@ def zero_comm_factor(zero_stage: int) -> float:
     reduce-scatter the gradient and all-gather the updated parameters): factor 1. Stage
     3 keeps only a shard of the parameters, so it all-gathers each layer before its
     forward AND again before its backward, plus the reduce-scatter of the gradient: three
-    halves, factor 1.5 (Rajbhandari et al. 2020, Section 7.2: :math:`3\Psi` instead of
-    :math:`2\Psi`). ``train_data_parallel(..., zero_stage=3)`` (:mod:`course_lib.parallel.zero`)
-    measures it on the running example.
+    halves, factor 1.5 (Rajbhandari et al. 2020, Section 7.2: 3P values moved instead of
+    2P for P parameters, which the paper calls Ψ). ``train_data_parallel(..., zero_stage=3)``
+    (:mod:`course_lib.parallel.zero`) measures it on the running example.
 
     Examples
     --------
