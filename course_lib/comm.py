@@ -191,13 +191,14 @@ def ring_allgather_time(nbytes, devices, bandwidth, latency):
 
 
 def optimal_segments(nbytes, devices, bandwidth, latency):
-    r"""The number of segments :math:`S` that makes a pipelined chain fastest.
+    r"""The number of segments :math:`n_{\text{seg}}` that makes a pipelined chain fastest.
 
-    A chain of :math:`N` devices cut into :math:`S` segments takes
-    :math:`(N-2+S)(\alpha + m/(S\beta))` (:func:`ring_broadcast_time`); its minimum over
-    real :math:`S` is at :math:`S^* = \sqrt{(N-2)\,m\beta^{-1}/\alpha}`. Returned: the better
-    of the two whole numbers around :math:`S^*`, at least 1 and at most :math:`m` (no
-    segment below one byte); 1 for :math:`N \le 2`.
+    A chain of :math:`N` devices cut into :math:`n_{\text{seg}}` segments takes
+    :math:`(N-2+n_{\text{seg}})(\alpha + m/(n_{\text{seg}}\beta))` (:func:`ring_broadcast_time`);
+    its minimum over real :math:`n_{\text{seg}}` is at
+    :math:`n_{\text{seg}}^* = \sqrt{(N-2)\,m\beta^{-1}/\alpha}`. Returned: the better of the two
+    whole numbers around :math:`n_{\text{seg}}^*`, at least 1 and at most :math:`m` (no segment
+    below one byte); 1 for :math:`N \le 2`.
 
     Examples
     --------
@@ -207,7 +208,7 @@ def optimal_segments(nbytes, devices, bandwidth, latency):
     1.0
     """
     m, n, b, a = _args(nbytes, devices, bandwidth, latency)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a tiny alpha: S* = inf
         star = np.where(a > 0, np.sqrt(np.maximum(n - 2.0, 0.0) * (m / b) / np.where(a > 0, a, 1.0)), np.inf)
     top = np.maximum(np.floor(m), 1.0)
     lo = np.clip(np.floor(star), 1.0, top)
@@ -223,13 +224,13 @@ def optimal_segments(nbytes, devices, bandwidth, latency):
 def ring_broadcast_time(nbytes, devices, bandwidth, latency, segments=None):
     r"""Time of a pipelined-chain broadcast (广播) of ``nbytes`` from one root to ``devices``.
 
-    The ring with one link left out, as NCCL runs it: the message is cut into :math:`S`
+    The ring with one link left out, as NCCL runs it: the message is cut into :math:`n_{\text{seg}}`
     segments that flow down the chain root :math:`\to 1 \to \dots \to N-1`, every device
     passing segment :math:`s` on while it receives :math:`s+1` (Sanders, Speck and
     Träff 2009 analyse this pipeline). The last device gets the last segment after
-    :math:`N - 2 + S` rounds of one segment each:
+    :math:`N - 2 + n_{\text{seg}}` rounds of one segment each:
 
-    .. math:: t = (N - 2 + S)\left(\alpha + \frac{m}{S\beta}\right)
+    .. math:: t = (N - 2 + n_{\text{seg}})\left(\alpha + \frac{m}{n_{\text{seg}}\beta}\right)
 
     With many segments the bandwidth term tends to :math:`m/\beta`, the lower bound
     (:func:`collective_lower_bound`: every device must receive all :math:`m` bytes). The
@@ -241,7 +242,7 @@ def ring_broadcast_time(nbytes, devices, bandwidth, latency, segments=None):
     nbytes, devices, bandwidth, latency
         As in :func:`ring_allreduce_time`; ``nbytes`` is the message :math:`m`.
     segments : float or array_like or None
-        :math:`S`, whole number >= 1; None: :func:`optimal_segments`.
+        :math:`n_{\text{seg}}`, whole number >= 1; None: :func:`optimal_segments`.
 
     Examples
     --------
@@ -249,7 +250,7 @@ def ring_broadcast_time(nbytes, devices, bandwidth, latency, segments=None):
     3.0
     >>> ring_broadcast_time(1e9, 4, 1e9, latency=0.0, segments=4)   # 6 rounds of 0.25 s
     1.5
-    >>> round(ring_broadcast_time(1e9, 4, 1e9, latency=1e-3), 4)    # S = 45: 1 s + 2 sqrt(2 ms s) + 2 ms
+    >>> round(ring_broadcast_time(1e9, 4, 1e9, latency=1e-3), 4)    # n_seg = 45: 1 s + 2 sqrt(2 ms s) + 2 ms
     1.0914
     """
     m, n, b, a = _args(nbytes, devices, bandwidth, latency)
@@ -265,8 +266,8 @@ def ring_reduce_time(nbytes, devices, bandwidth, latency, segments=None):
     The broadcast run backwards: segments flow from the far end of the chain to the
     root, each device adding its own segment before it passes the sum on (additions
     are free in the α-β model), so the time is that of :func:`ring_broadcast_time`:
-    :math:`(N-2+S)(\alpha + m/(S\beta))`. Lower bound :math:`m/\beta`: the root must
-    receive :math:`m` bytes of the others' contributions.
+    :math:`(N-2+n_{\text{seg}})(\alpha + m/(n_{\text{seg}}\beta))`. Lower bound :math:`m/\beta`: the
+    root must receive :math:`m` bytes of the others' contributions.
 
     Examples
     --------
@@ -319,16 +320,11 @@ def collective_time(collective: str, nbytes, devices, bandwidth, latency, *, seg
     device's input (reduce, reduce-scatter, all-reduce, all-to-all) or each device's
     output (all-gather). ``segments``: broadcast and reduce; the others ignore it.
 
-    ================  ==============================================  ====================
-    collective        time                                            lower bound
-    ================  ==============================================  ====================
-    broadcast         :math:`(N-2+S)(\alpha + m/(S\beta))`            :math:`m/\beta`
-    reduce            :math:`(N-2+S)(\alpha + m/(S\beta))`            :math:`m/\beta`
-    all-gather        :math:`(N-1)(\alpha + m/(N\beta))`              :math:`\frac{N-1}{N}m/\beta`
-    reduce-scatter    :math:`(N-1)(\alpha + m/(N\beta))`              :math:`\frac{N-1}{N}m/\beta`
-    all-to-all        :math:`(N-1)(\alpha + m/(N\beta))`              :math:`\frac{N-1}{N}m/\beta`
-    all-reduce        reduce-scatter + all-gather                     :math:`2\frac{N-1}{N}m/\beta`
-    ================  ==============================================  ====================
+    * broadcast, reduce: :math:`(N-2+n_{\text{seg}})(\alpha + m/(n_{\text{seg}}\beta))`;
+      lower bound :math:`m/\beta`;
+    * all-gather, reduce-scatter, all-to-all: :math:`(N-1)(\alpha + m/(N\beta))`; lower bound
+      :math:`\frac{N-1}{N}m/\beta`;
+    * all-reduce: reduce-scatter + all-gather; lower bound :math:`2\frac{N-1}{N}m/\beta`.
 
     Examples
     --------

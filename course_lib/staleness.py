@@ -5,21 +5,24 @@ synchronous training must also synchronise: batch-norm statistics (SyncBN).
 6.2.1) each worker pulls the parameters, computes a gradient and pushes it; the server
 applies it at once, without waiting for the others. By the time a gradient arrives, the
 other workers' updates have moved the parameters: with :math:`N` workers at equal speed
-a gradient is about :math:`k = N - 1` updates old. :func:`train_stale` runs this on the
-running example in one process, deterministically:
+a gradient is about :math:`\delta = N - 1` updates old (the staleness :math:`\delta`; the
+issue's and many papers' :math:`k`, a symbol the course gives to ZeRO's bytes per parameter).
+:func:`train_stale` runs this on the running example in one process, deterministically: the
+update of step :math:`u` applies the gradient, on step :math:`u`'s batch, at the weights of
+step :math:`u - \delta`,
 
-.. math:: \theta_{t+1} = \theta_t - \eta\, \nabla L(\theta_{t-k};\, B_t)
+.. math:: w^{(u+1)} = w^{(u)} - \gamma\, g\big(w^{(u-\delta)}\big)
 
-(:math:`\theta_{t-k} = \theta_0` for :math:`t < k`; :math:`k = 0` is plain SGD, bit for
-bit :func:`course_lib.reference.train_serial`). :func:`largest_stable_lr` searches a grid
+(:math:`w^{(u-\delta)} = w^{(0)}` for :math:`u < \delta`; :math:`\delta = 0` is plain SGD, bit
+for bit :func:`course_lib.reference.train_serial`). :func:`largest_stable_lr` searches a grid
 of learning rates for the largest that still converges: staler gradients need smaller
-steps (the delayed-SGD analyses bound the step size by about :math:`1/k`: Recht et al.,
+steps (the delayed-SGD analyses bound the step size by about :math:`1/\delta`: Recht et al.,
 "Hogwild!", NeurIPS 2011; Lian et al., "Asynchronous parallel stochastic gradient for
 nonconvex optimization", NeurIPS 2015). **Bounded staleness** (有界陈旧, the stale
 synchronous parallel model: Ho et al., "More effective distributed ML via a stale
 synchronous parallel parameter server", NeurIPS 2013) lets a worker run ahead of the
-slowest by at most :math:`s` steps: :math:`k \le s`, and :math:`s = 0` is synchronous
-training. Today's large-scale training is synchronous (an all-reduce every step): on
+slowest by at most :math:`\delta_{\max}` steps: :math:`\delta \le \delta_{\max}`, and
+:math:`\delta_{\max} = 0` is synchronous training. Today's large-scale training is synchronous (an all-reduce every step): on
 uniform accelerators with fast links the wait is short, and synchronous SGD keeps the
 maths of the one-device run, its learning rate and its reproducibility.
 
@@ -54,19 +57,19 @@ from .models import MLP, TrainResult, softmax_cross_entropy
 __all__ = ["converged", "largest_stable_lr", "shard_statistics", "sync_batchnorm_statistics", "train_stale"]
 
 
-def stale_loop(model: MLP, x, y, batches: Iterable[np.ndarray], params: np.ndarray, k: int, lr,
+def stale_loop(model: MLP, x, y, batches: Iterable[np.ndarray], params: np.ndarray, delay: int, lr,
                stop_above: float = np.inf) -> list[float]:
-    """SGD whose update at step ``t`` uses the gradient computed at the parameters of step
-    ``t - k`` (the lecture's pseudo-code; :func:`train_stale` checks and times it).
+    """SGD whose update at each step uses the gradient computed at the parameters of
+    ``delay`` steps before (the lecture's pseudo-code; :func:`train_stale` checks and times it).
 
     Changes ``params`` in place; returns the loss of every step's batch at the current
     parameters (before its update). Stops once a loss is not finite or above ``stop_above``.
     """
-    seen = deque([params.copy()], maxlen=k + 1)  # the parameters of the last k + 1 steps
+    seen = deque([params.copy()], maxlen=delay + 1)  # the parameters of the last delay + 1 steps
     losses = []
     for idx in batches:
-        loss, grad = model.loss_and_grad(seen[0], x[idx], y[idx])  # at theta_{t-k}
-        if k > 0:
+        loss, grad = model.loss_and_grad(seen[0], x[idx], y[idx])  # at the weights delay steps ago
+        if delay > 0:
             loss = softmax_cross_entropy(model.forward(params, x[idx])[0], y[idx])[0]
         losses.append(float(loss))
         if not loss <= stop_above:  # NaN, infinite or too large: diverged
@@ -89,7 +92,7 @@ def train_stale(model: MLP, x: np.ndarray, y: np.ndarray, *, staleness: int, bat
     x, y : numpy.ndarray
         Inputs and labels.
     staleness : int
-        :math:`k \ge 0`, the age of every gradient in steps (0: synchronous SGD).
+        :math:`\delta \ge 0`, the age of every gradient in steps (0: synchronous SGD).
     batch_size, steps, lr, seed, params, blas_threads
         As :func:`course_lib.reference.train_serial` takes them (the same batches).
     stop_above : float, optional
@@ -192,10 +195,11 @@ def shard_statistics(batch: np.ndarray, workers: int) -> tuple[np.ndarray, np.nd
 def sync_batchnorm_statistics(shards: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """SyncBN: the global batch's mean and variance from three all-reduced sums.
 
-    Each worker contributes its count, its per-feature sum and sum of squares; the sums
-    (added in rank order, as the all-reduce does) give :math:`\\mu = S_1/n` and
-    :math:`\\sigma^2 = S_2/n - \\mu^2`: the statistics of the whole batch, whatever the
-    split (in float64; :math:`S_2/n - \\mu^2` loses digits when :math:`|\\mu| \\gg \\sigma`).
+    Each worker contributes its count, its per-feature sum and sum of squares; added over
+    the workers (in rank order, as the all-reduce does) they give the batch's count
+    :math:`B`, the mean :math:`\\bar{x} = \\sum x / B` and the variance
+    :math:`\\sum x^2 / B - \\bar{x}^2`: the statistics of the whole batch, whatever the split
+    (in float64; the difference loses digits when the mean is much larger than the spread).
 
     Examples
     --------

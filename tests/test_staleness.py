@@ -109,5 +109,5 @@ def test_the_staleness_figure():
     from course_lib.plots.collectives import staleness_figure
 
     fig = staleness_figure({0: [2.3, 1.0, 0.5], 16: [2.3, 2.5, np.nan]}, 0.125, {0: 1.0, 16: 0.03125})
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["k = 0", "k = 16"]
+    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["δ = 0", "δ = 16"]
     assert [t.get_text() for t in fig.axes[1].texts] == ["1", "0.03125"]

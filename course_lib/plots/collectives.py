@@ -4,8 +4,8 @@ synchronisation").
 * :func:`collectives_figure` - who holds what before and after each of the six
   collectives, drawn from :func:`course_lib.comm.simulate_collective` (each algorithm run
   on numpy arrays), one small before/after panel per collective;
-* :func:`staleness_figure` - loss curves of SGD with k-step-stale gradients and the
-  largest learning rate that still converges for each k
+* :func:`staleness_figure` - loss curves of SGD with δ-step-stale gradients and the
+  largest learning rate that still converges for each staleness δ
   (:mod:`course_lib.staleness`).
 """
 
@@ -110,16 +110,16 @@ def collectives_figure(results: Mapping[str, Mapping] | None = None, *, devices:
 @styled
 def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: Mapping[int, float] | None = None,
                      *, title: str | None = None):
-    """Loss curves of SGD with k-step-stale gradients; optionally the largest stable learning rate.
+    """Loss curves of SGD with δ-step-stale gradients; optionally the largest stable learning rate.
 
     Parameters
     ----------
     curves : mapping of int to sequence of float
-        ``{k: losses per step}`` (:func:`course_lib.staleness.train_stale`).
+        ``{δ: losses per step}`` (:func:`course_lib.staleness.train_stale`).
     lr : float
         The learning rate of the curves (for the title).
     max_lr : mapping of int to float, optional
-        ``{k: largest learning rate that converged}``
+        ``{δ: largest learning rate that converged}``
         (:func:`course_lib.staleness.largest_stable_lr`); drawn as a second panel.
     title : str, optional
 
@@ -133,13 +133,13 @@ def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: M
     >>> len(fig.axes)
     2
     """
-    check_type(curves, "curves", Mapping, "a mapping of staleness k to a sequence of losses")
+    check_type(curves, "curves", Mapping, "a mapping of staleness δ to a sequence of losses")
     fig, axes = new_figure(1, 2 if max_lr else 1, size=(9.6, 3.8) if max_lr else (6.4, 3.8))
     ax = axes[0] if max_lr else axes
     shown = []
     for i, (k, losses) in enumerate(sorted(curves.items())):
         losses = np.asarray(losses, dtype=float)
-        ax.plot(np.arange(losses.size), losses, color=COLORS[i % len(COLORS)], label=f"k = {k}")
+        ax.plot(np.arange(losses.size), losses, color=COLORS[i % len(COLORS)], label=f"δ = {k}")
         shown.append(losses[np.isfinite(losses) & (losses > 0)])
     ax.set_xlabel("step")
     ax.set_ylabel("loss of the step's batch")
@@ -147,7 +147,7 @@ def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: M
     values = np.concatenate(shown) if shown else np.ones(1)
     if values.size:
         plain_log_axis(ax.yaxis, float(values.min()), float(values.max()))
-    ax.set_title(title or f"Gradients k steps stale, learning rate {lr:g}")
+    ax.set_title(title or f"Gradients δ steps stale, learning rate γ = {lr:g}")
     ax.legend()
     if max_lr:
         ks = sorted(max_lr)
@@ -158,7 +158,7 @@ def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: M
         right.set_yscale("log", base=2)
         for i, k in enumerate(ks):
             right.annotate(f"{max_lr[k]:g}", (i, max_lr[k]), textcoords="offset points", xytext=(8, 4), fontsize=10)
-        right.set_xlabel("staleness k (steps)")
+        right.set_xlabel("staleness δ (steps)")
         right.set_ylabel("largest stable learning rate")
         right.set_title("Staler gradients need smaller steps")
     return fig
