@@ -111,7 +111,7 @@ def ex3_syncbn_variance(answer) -> Result:
         rtol=1e-3,
         name="global variance",
         hint="add the counts, the sums and the sums of squares (the all-reduce), then "
-             "mean = S1 / n and variance = S2 / n - mean^2.",
+             "mean = sum / count and variance = sum of squares / count - mean^2.",
         mistakes={
             mean_local: "That is the mean of the two shards' variances: the spread BETWEEN the shards "
                         "(their means differ) is missing.",
