@@ -29,10 +29,13 @@ X = RNG.random((60, 8), dtype=np.float32)
 Y = RNG.integers(0, 3, 60)
 KW = dict(batch_size=12, steps=5, lr=0.1, progress=False)
 METHODS = ["fork", "forkserver", "spawn"]
+#: Every start method; spawn (a fresh interpreter per worker, about a second more per run) only
+#: in make test, not in make test-fast: the launcher's own tests (test_workers.py) cover it there.
+RUN_METHODS = ["fork", "forkserver", pytest.param("spawn", marks=pytest.mark.slow)]
 
 
 @pytest.mark.parametrize("backend", ["shm", "pipe"])
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 def test_exception_in_worker_is_reraised_with_its_traceback(backend, method, clean):
     with pytest.raises(WorkerError) as info:
         train_data_parallel(MODEL, X, Y, workers=3, backend=backend, start_method=method,
@@ -57,7 +60,7 @@ def test_worker_that_dies_gives_clear_error(backend, method, kind, clean):
 
 
 @pytest.mark.parametrize("backend", ["shm", "pipe"])
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 def test_hung_worker_times_out(backend, method, clean):
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout, match=r"probably \[0\]") as info:
@@ -67,7 +70,7 @@ def test_hung_worker_times_out(backend, method, clean):
     assert info.value.progress == [2, 3]  # rank 0 stuck before its step-1 gradient
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 def test_keyboard_interrupt_stops_workers(method, clean):
     timer = threading.Timer(0.4, os.kill, args=(os.getpid(), signal.SIGINT))
     timer.start()

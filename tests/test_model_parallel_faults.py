@@ -31,7 +31,9 @@ RNG = np.random.default_rng(0)
 X = RNG.standard_normal((120, 16)).astype(np.float32)
 Y = RNG.integers(0, 4, 120)
 RUN = dict(stages=3, micro_batches=3, batch_size=30, steps=4)
-METHODS = ["fork", "forkserver", "spawn"]
+#: Every start method; spawn (a fresh interpreter per worker, about a second more per run) only
+#: in make test, not in make test-fast: the launcher's own tests (test_workers.py) cover it there.
+RUN_METHODS = ["fork", "forkserver", pytest.param("spawn", marks=pytest.mark.slow)]
 
 
 def _gone(pids):
@@ -58,7 +60,7 @@ def test_exception_in_a_middle_stage_reraised_with_its_traceback(schedule, no_le
 
 
 @pytest.mark.parametrize("kind, rank", [("exit", 0), ("kill", 2)])
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 def test_dead_stage_gives_a_clear_error(kind, rank, method, no_leaks):
     t0 = time.monotonic()
     with pytest.raises(WorkerDied, match=f"worker {rank}"):
@@ -67,7 +69,7 @@ def test_dead_stage_gives_a_clear_error(kind, rank, method, no_leaks):
     assert time.monotonic() - t0 < 20  # the neighbours' waits did not block the caller
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 def test_hung_stage_times_out_instead_of_hanging(method, no_leaks):
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout) as info:
@@ -78,7 +80,7 @@ def test_hung_stage_times_out_instead_of_hanging(method, no_leaks):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks /proc")
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 def test_keyboard_interrupt_stops_every_stage(method, no_leaks):
     pids: list[int] = []
     before = {p for p, _, _ in resource_snapshot().processes}

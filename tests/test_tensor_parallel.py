@@ -36,11 +36,13 @@ X, Y = DIGITS.x[:300], DIGITS.y[:300]
 #: The running example with hidden widths that 2, 3 and 4 do not all divide: two pairs.
 MODEL = MLP((64, 30, 13, 22, 10))
 KW = dict(batch_size=64, steps=6, lr=0.2, seed=3, progress=False)
-METHODS = ["fork", "forkserver", "spawn"]
+#: Every start method; spawn (a fresh interpreter per worker, about a second more per run) only
+#: in make test, not in make test-fast: the launcher's own tests (test_workers.py) cover it there.
+RUN_METHODS = ["fork", "forkserver", pytest.param("spawn", marks=pytest.mark.slow)]
 
 
 # ------------------------------------------------------------------ training
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 @pytest.mark.parametrize("workers", [1, 2, 3, 4])
 def test_parameters_equal_the_serial_run(workers, method):
     ref = train_serial(MODEL, X, Y, **KW)
@@ -167,7 +169,7 @@ pytestmark_linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reas
 
 
 @pytestmark_linux
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", RUN_METHODS)
 def test_exception_in_a_worker_is_reraised_and_nothing_is_left(method, clean):
     with pytest.raises(WorkerError) as info:
         train_tensor_parallel(MODEL, X, Y, workers=3, start_method=method,

@@ -23,7 +23,7 @@ KW = dict(batch_size=64, steps=8, seed=3, progress=False)
 OPT = SGD(0.1, momentum=0.9)
 
 
-@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+@pytest.mark.parametrize("method", ["fork", "forkserver", pytest.param("spawn", marks=pytest.mark.slow)])
 @pytest.mark.parametrize("workers", [1, 2, 3])
 def test_zero_1_gives_the_parameters_of_plain_data_parallelism(workers, method):
     plain = train_data_parallel(MODEL, X, Y, workers=workers, optimizer=OPT, start_method=method, **KW)
