@@ -230,3 +230,44 @@ def test_the_engine_lives_in_one_module_headed_for_speed():
     imported = [(node.module, a.name) for node in ast.walk(ast.parse(inspect.getsource(course_lib.plots.render)))
                 if isinstance(node, ast.ImportFrom) for a in node.names]
     assert [name for module, name in imported if name.startswith("_") and module != "_validate"] == []
+
+
+
+def _agg_and_shaped_pixels(fig, dpi=100):
+    """``fig`` drawn by matplotlib's Agg canvas, then twice on one redraw canvas (cold, warm);
+    returns the three pixel arrays and how many glyph bitmaps the canvas kept after each."""
+    import numpy as np
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from course_lib.plots.render import _canvas_class, _remove_layout_engine
+
+    _remove_layout_engine(fig)
+    fig.set_dpi(dpi)
+    agg = FigureCanvasAgg(fig)
+    agg.draw()
+    pixels, kept = [np.asarray(agg.buffer_rgba()).copy()], []
+    shaped = _canvas_class()(fig)
+    for _ in range(2):
+        shaped.draw()
+        pixels.append(np.asarray(shaped.buffer_rgba()).copy())
+        kept.append(len(shaped.renderer._bitmaps))
+    return pixels, kept
+
+
+def test_glyph_bitmaps_kept_per_sub_pixel_phase_give_agg_pixels():
+    """Each glyph's bitmap is rendered once per font, size, rotation and 1/64-pixel phase and
+    drawn at its whole-pixel place: the pixels are Agg's, for plain, turned, unsmoothed and
+    math text at scattered positions, and the second drawing renders no glyph again."""
+    import numpy as np
+
+    from course_lib.plots import new_figure
+
+    fig, ax = new_figure()
+    rng = np.random.default_rng(0)
+    for k in range(40):
+        ax.text(rng.random(), rng.random(), ["Ag 1.25", r"$N_d \times \sqrt{x}$", "µs γ", "stage 12"][k % 4],
+                rotation=[0, 90, 33.3, -45][k % 4], fontsize=[6, 8.5, 11, 14][k // 10], antialiased=k % 7 != 0)
+    ax.set_title(r"$\frac{a}{b}$ title")
+    (agg, cold, warm), (kept_cold, kept_warm) = _agg_and_shaped_pixels(fig)
+    assert (agg == cold).all() and (agg == warm).all()
+    assert kept_cold == kept_warm > 100
