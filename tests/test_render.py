@@ -271,3 +271,26 @@ def test_glyph_bitmaps_kept_per_sub_pixel_phase_give_agg_pixels():
     (agg, cold, warm), (kept_cold, kept_warm) = _agg_and_shaped_pixels(fig)
     assert (agg == cold).all() and (agg == warm).all()
     assert kept_cold == kept_warm > 100
+
+
+def test_quick_png_copies_every_pixel_once_opaque_or_not():
+    """The pixels go straight into the PNG's rows (RGB when opaque, RGBA with a see-through
+    background): decoded, they are the canvas's pixels exactly."""
+    import io
+
+    import numpy as np
+    from matplotlib.image import imread
+
+    from course_lib.plots import new_figure
+    from course_lib.plots.render import _remove_layout_engine, quick_png
+
+    for alpha in (1.0, 0.0):
+        fig, ax = new_figure()
+        ax.plot([0, 1, 2], [2, 0, 1])
+        fig.patch.set_alpha(alpha)
+        _remove_layout_engine(fig)
+        png = quick_png(fig, 50)
+        drawn = np.asarray(fig.canvas.buffer_rgba())  # the canvas quick_png drew at 50 dpi
+        decoded = np.round(imread(io.BytesIO(png)) * 255).astype(np.uint8)
+        assert png[25] == (2 if alpha == 1.0 else 6)  # colour type: RGB, RGBA
+        assert (decoded == drawn[..., : decoded.shape[-1]]).all()
