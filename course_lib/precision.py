@@ -10,8 +10,10 @@ passes in a 16-bit format (float16 or bfloat16) and the update in float32:
   (:func:`course_lib.memory.model_state_bytes`). Not fewer than float32 Adam's 4 + 4 + 8;
   the gain is speed and the activations' size.
 * **bytes sent** (:func:`allreduce_in`): 16-bit gradients halve the all-reduce's payload;
-  the sum, added in the toy's rank order (:func:`course_lib.parallel.partition.sum_rows`),
-  is then rounded to 16 bits.
+  the sum is added in the toy's rank order (:func:`course_lib.parallel.partition.sum_rows`),
+  each partial sum rounded to 16 bits. :func:`course_lib.parallel.allreduce.run_shm_collectives`
+  measures it in processes (float16 rows: half of float32's bytes); this is its one-process
+  reference.
 * **loss scaling** (:func:`gradient_underflow`): float16's smallest positive number is
   :math:`2^{-24} \approx 6 \cdot 10^{-8}`; smaller gradients become 0 and their information is
   lost. Multiplying the loss by a scale :math:`S` multiplies every gradient of the backward

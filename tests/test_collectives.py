@@ -94,10 +94,42 @@ def test_run_shm_collectives_one_worker_moves_nothing(no_leaks):
     (np.array([["a"]]), {}, TypeError, "rows"),
     (np.zeros((2, 3)), {"timeout": 0}, ValueError, "timeout"),
     (np.zeros((2, 3)), {"start_method": "thread"}, ValueError, "start_method"),
+    (np.zeros((2, 3)), {"fault": "raise"}, TypeError, "fault"),
 ])
 def test_run_shm_collectives_rejects_bad_input(rows, kw, error, name):
     with pytest.raises(error, match=name):
         run_shm_collectives(rows, **kw)
+
+
+def _rank_order_sum_rounded(rows: np.ndarray) -> np.ndarray:
+    """Independent reference: each partial sum formed exactly in float64 (two float16 or float32
+    numbers add exactly in float64) and rounded once to the rows' dtype, in rank order."""
+    total = rows[0].astype(np.float64)
+    for row in rows[1:]:
+        total = (total + row.astype(np.float64)).astype(rows.dtype).astype(np.float64)
+    return total.astype(rows.dtype)
+
+
+@pytest.mark.parametrize(("workers", "n"), [(3, 50), (4, 37)])
+def test_float16_all_reduce_moves_half_the_bytes_and_sums_in_float16(workers, n, no_leaks):
+    rows32 = np.random.default_rng(n).standard_normal((workers, n)).astype(np.float32) * 300
+    rows16 = rows32.astype(np.float16)
+    half = run_shm_collectives(rows16, start_method="fork", timeout=20)
+    single = run_shm_collectives(rows32, start_method="fork", timeout=20)
+    assert half["all_gather"].dtype == np.float16 and single["all_gather"].dtype == np.float32
+    assert np.array_equal(half["bytes_in"] * 2, single["bytes_in"])  # exactly half, worker by worker
+    assert half["bytes_in"].sum() == 2 * (workers - 1) * n * 2  # (N - 1) n two-byte numbers per step
+    for out, rows in ((half, rows16), (single, rows32)):
+        expected = _rank_order_sum_rounded(rows)
+        assert all(np.array_equal(row, expected) for row in out["all_gather"])
+    # the float16 sum is rounded at each step: not the float32 sum rounded once at the end
+    assert not np.array_equal(half["all_gather"][0], rows16.astype(np.float32).sum(axis=0).astype(np.float16))
+
+
+def test_float16_sum_overflows_to_inf_as_float16_does(no_leaks):
+    rows = np.array([[40000.0, 1.0], [40000.0, 2.0]], np.float16)  # 80,000 > 65,504
+    out = run_shm_collectives(rows, start_method="fork", timeout=20)
+    assert out["all_gather"][1].tolist() == [np.inf, 3.0]
 
 
 # ------------------------------------------------------------------ alpha-beta costs
