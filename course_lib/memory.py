@@ -37,7 +37,7 @@ import numpy as np
 
 from ._validate import check_int, check_positive, check_real, check_sequence, check_type
 from .models import MLP, softmax_cross_entropy
-from .schedule import partition_layers
+from .schedule import bubble_fraction, partition_layers
 
 __all__ = [
     "ZERO_STAGES",
@@ -632,6 +632,15 @@ class MegatronEstimate:
     """Equation (3)."""
     iteration_time: float
     """Equation (3) / (GPUs x achieved FLOP/s per GPU)."""
+    virtual_stages: int = 1
+    """v = layers / (p x layers_per_virtual_stage): model chunks per GPU (1 without interleaving)."""
+    bubble: float = 0.0
+    """Idle share of the pipeline, (p - 1)/(v m + p - 1) (:func:`course_lib.schedule.bubble_fraction`)."""
+
+    @property
+    def bubble_time(self) -> float:
+        """Seconds of :attr:`iteration_time` the bubble takes, equal stages assumed."""
+        return self.bubble * self.iteration_time
 
     @property
     def tokens_per_second(self) -> float:
@@ -650,13 +659,26 @@ class MegatronEstimate:
 def megatron_estimate(config, *, hardware: Sequence) -> MegatronEstimate:
     r"""Recompute a configuration of Narayanan et al. 2021, Table 1 (``data/megatron_configs.csv``).
 
-    Parameters from equation (2); model states (mixed-precision Adam, :func:`model_state_bytes`)
-    split over the :math:`t p` GPUs of one model replica; activations of the first
-    pipeline stage, which holds :math:`\min(p, m)` micro-batches in flight (1F1B) of its
-    :math:`l / p` layers, each :func:`transformer_activation_bytes`; with the interleaved
-    schedule (``layers_per_virtual_stage``, :math:`v` chunks per GPU) times
-    :math:`1 + (p - 1)/(p v)` (Korthikanti et al., Section 4.2.3). Embedding and output
-    layers are left out (small). Time: equation (3) over GPUs x achieved TFLOP/s.
+    What the reproduction includes, per GPU (:math:`t` tensor, :math:`p` pipeline,
+    :math:`d` = GPUs / (t p) data-parallel, :math:`m = B / (d b)` micro-batches of :math:`b`):
+
+    * parameters from equation (2); model states (mixed-precision Adam,
+      :func:`model_state_bytes`) split over the :math:`t p` GPUs of one model replica;
+    * activations of the first pipeline stage, which holds :math:`\min(p, m)` micro-batches
+      in flight (1F1B) of its :math:`l / p` layers, each :func:`transformer_activation_bytes`;
+      with the interleaved schedule (``layers_per_virtual_stage``,
+      :math:`v = l / (p \cdot \text{layers\_per\_virtual\_stage})` chunks per GPU) times
+      :math:`1 + (p - 1)/(p v)` (Korthikanti et al., Section 4.2.3);
+    * the pipeline bubble :math:`(p - 1)/(v m + p - 1)` (:func:`course_lib.schedule.bubble_fraction`);
+    * time: equation (3) over GPUs x achieved TFLOP/s (the paper's measured throughput, so
+      bubble and communication are inside it, not added).
+
+    The tensor-parallel all-reduces (4 per layer and micro-batch, 2 forward and 2
+    backward, of :math:`b s h` 16-bit values) and their time on NVLink are
+    :func:`course_lib.tensor_cost.megatron_tensor_traffic` of this estimate (``tensor_cost``
+    builds on this module, so it prices them). Left out: embedding and output layers
+    (small), the data-parallel gradient all-reduce, the pipeline hand-overs, the all-reduces
+    the recomputed forward repeats, overlap of communication with compute.
 
     Examples
     --------
@@ -665,6 +687,8 @@ def megatron_estimate(config, *, hardware: Sequence) -> MegatronEstimate:
     >>> est = megatron_estimate(one_t, hardware=load_hardware())
     >>> round(est.params / 1e9, 1), est.fits, est.fits_with_recompute
     (1008.0, False, True)
+    >>> est.virtual_stages, est.micro_batches, round(est.bubble, 4)     # 63 / (512 + 63)
+    (1, 512, 0.1096)
     """
     from .datasets import MegatronConfig
 
@@ -676,7 +700,7 @@ def megatron_estimate(config, *, hardware: Sequence) -> MegatronEstimate:
     m = c.batch_size // (d * b)
     per_stage = c.layers // p
     chunks = per_stage // c.layers_per_virtual_stage if c.layers_per_virtual_stage else 1
-    factor = 1.0 + (p - 1) / (p * chunks) if c.layers_per_virtual_stage else 1.0
+    factor = 1.0 + (p - 1) / (p * chunks) if c.layers_per_virtual_stage else 1.0  # chunks = v
     held = min(p, m) * per_stage * factor  # layer activations the first stage holds
     layer = transformer_activation_bytes(c.sequence_length, b, c.hidden_size, c.attention_heads, tensor=t)
     inputs = transformer_activation_bytes(c.sequence_length, b, c.hidden_size, c.attention_heads,
@@ -694,4 +718,6 @@ def megatron_estimate(config, *, hardware: Sequence) -> MegatronEstimate:
         capacity=capacity,
         flops_per_iteration=flops,
         iteration_time=flops / (c.gpus * c.achieved_tflops_per_gpu * 1e12),
+        virtual_stages=chunks,
+        bubble=float(bubble_fraction(p, m, chunks)),
     )
