@@ -16,7 +16,8 @@ estimates
   hand-overs) plus the gradient all-reduce, every collective priced by
   :func:`course_lib.comm.ring_allreduce_time`;
 * the memory per device: parameters, gradients and optimizer state
-  (:func:`course_lib.memory.model_state_bytes`) and the stashed activations of the
+  (:func:`course_lib.memory.model_state_bytes`, optionally sharded over the ``N_d``
+  replicas by a ZeRO stage, ``zero_stage``) and the stashed activations of the
   micro-batches in flight (:func:`course_lib.memory.mlp_activation_bytes`);
 
 and picks the fastest configuration that fits in memory (:func:`best_config`).
@@ -43,7 +44,7 @@ import numpy as np
 
 from . import comm
 from ._validate import check_int, check_positive, check_type
-from .memory import format_bytes, mlp_activation_bytes, model_state_bytes
+from .memory import format_bytes, mlp_activation_bytes, model_state_bytes, zero_comm_factor
 from .models import MLP
 from .schedule import (
     bubble_fraction,
@@ -143,6 +144,8 @@ class HybridConfig:
     """What the activation all-reduces among the N_t devices add to the makespan, s."""
     virtual_stages: int = 1
     """v: model chunks per pipeline device (interleaved 1F1B when > 1; 1 when N_p = 1)."""
+    zero_stage: int = 0
+    """ZeRO stage (0-3) that shards the model states of each stage over its N_d copies."""
 
     @property
     def bubble_formula(self) -> float:
@@ -227,6 +230,7 @@ def estimate_config(
     optimizer_states: int = 0,
     tensor: int = 1,
     virtual_stages: int = 1,
+    zero_stage: int = 0,
 ) -> HybridConfig:
     """Estimate one training step of ``model`` on a ``data x pipeline x tensor`` device grid.
 
@@ -271,6 +275,14 @@ def estimate_config(
         equal chunks the bubble is ``(N_p - 1)/(v M + N_p - 1)`` (:attr:`HybridConfig.bubble_formula`),
         and every micro-batch crosses ``v N_p - 1`` boundaries instead of ``N_p - 1``
         (``p2p``). Ignored (taken as 1) when ``N_p = 1``.
+    zero_stage : {0, 1, 2, 3}
+        ZeRO over the ``N_d`` copies of each stage (:func:`course_lib.memory.model_state_bytes`):
+        0 (default) every copy holds its stage's whole states; 1 shards the optimizer state,
+        2 also the gradients, 3 also the parameters, each to ``1/N_d``. The gradient
+        all-reduce (``allreduce``) is multiplied by :func:`course_lib.memory.zero_comm_factor`:
+        1 for stages 0-2 (reduce-scatter + all-gather), 1.5 for stage 3 (its parameters are
+        all-gathered before the forward and again before the backward; once per step here,
+        not per micro-batch). Activations do not change.
 
     Notes
     -----
@@ -306,6 +318,7 @@ def estimate_config(
     optimizer_states = check_int(optimizer_states, "optimizer_states", 0)
     tensor = check_int(tensor, "tensor", 1, 2**20)
     check_schedule(schedule)
+    zero_stage = check_int(zero_stage, "zero_stage", 0, 3)
     v = check_virtual_stages(virtual_stages, pipeline, None, schedule) if pipeline > 1 else 1
     if v * pipeline > model.n_layers:
         raise ValueError(f"virtual_stages x pipeline = {v} x {pipeline} model chunks must be at most "
@@ -317,13 +330,13 @@ def estimate_config(
     micro_batches = check_int(micro_batches, "micro_batches", 1, replica)
     check_virtual_stages(v, pipeline, micro_batches, schedule)
     return _estimate(model, batch_size, data, pipeline, device_flops, bandwidth, latency, memory,
-                     micro_batches, schedule, optimizer_states, tensor, v)
+                     micro_batches, schedule, optimizer_states, tensor, v, zero_stage)
 
 
 @functools.lru_cache(maxsize=4096)
 def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flops: float,
               bandwidth: float, latency: float, memory: float, micro_batches: int, schedule: str,
-              optimizer_states: int, tensor: int, virtual_stages: int = 1) -> HybridConfig:
+              optimizer_states: int, tensor: int, virtual_stages: int = 1, zero_stage: int = 0) -> HybridConfig:
     """:func:`estimate_config` on checked arguments; cached (a pure function of hashable
     arguments returning a frozen :class:`HybridConfig`)."""
     replica = -(-batch_size // data)
@@ -331,8 +344,12 @@ def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flop
     compute, bubble, tensor_allreduce, p2p, held = _replica_step(
         model, pipeline, tensor, mb, micro_batches, schedule, device_flops, bandwidth, latency, virtual_stages)
     bounds, n_params, params_mem, _ = _stage_memory(model, pipeline, tensor, optimizer_states, virtual_stages)
-    grads = n_params * model.dtype.itemsize
-    allreduce = float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
+    item = model.dtype.itemsize
+    if zero_stage:  # the states of each device's share, sharded over the N_d copies
+        params_mem = np.array([model_state_bytes(n, data, zero_stage, param_bytes=item, grad_bytes=item,
+                                                 k=item * optimizer_states).total for n in n_params])
+    grads = n_params * item
+    allreduce = zero_comm_factor(zero_stage) * float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
     # activations are B x widths x bytes: exactly mb times those of one sample
     act_mem = np.array(held) * mb
     per_stage = params_mem + act_mem
@@ -355,6 +372,7 @@ def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flop
         tensor=tensor,
         tensor_allreduce=tensor_allreduce,
         virtual_stages=virtual_stages,
+        zero_stage=zero_stage,
     )
 
 

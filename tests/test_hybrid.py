@@ -220,3 +220,35 @@ def test_cached_stage_arrays_cannot_be_changed_by_a_caller():
     for a in (n_params, params_mem, per_sample, f_flops, b_flops):
         with pytest.raises(ValueError, match="read-only"):
             a[0] = 0
+
+
+@pytest.mark.parametrize("stage, per_param", [(0, 4 + 4 + 8), (1, 4 + 4 + 8 / 4), (2, 4 + 4 / 4 + 8 / 4),
+                                              (3, (4 + 4 + 8) / 4)])
+def test_zero_stage_shards_the_states_over_the_replicas_by_hand(stage, per_param):
+    # MLP (64, 64, 10), float32, Adam (2 states): 4 + 4 + 8 bytes a parameter, N_d = 4 replicas
+    model = MLP((64, 64, 10))
+    n = 64 * 64 + 64 + 64 * 10 + 10  # 4,810 parameters
+    c = planner.estimate_config(model, 100, 4, 1, micro_batches=1, optimizer_states=2, zero_stage=stage, **FAST)
+    acts = 25 * (64 + 64 + 10) * 4  # 25 samples per replica: input and both outputs
+    assert c.zero_stage == stage
+    assert c.memory_params == pytest.approx(per_param * n)  # 76,960 / 48,100 / 33,670 / 19,240 bytes
+    assert c.memory == pytest.approx(per_param * n + acts)
+    ring = comm.ring_allreduce_time(4 * n, 4, 1e9, 1e-5)
+    assert c.allreduce == pytest.approx(ring * (1.5 if stage == 3 else 1.0))  # stage 3: one more all-gather
+    assert c.compute == planner.estimate_config(model, 100, 4, 1, micro_batches=1, optimizer_states=2, **FAST).compute
+
+
+def test_zero_stage_0_is_the_default_and_one_replica_shards_nothing():
+    model = MLP((64,) + (128,) * 4 + (10,))
+    kw = dict(micro_batches=4, optimizer_states=1, **FAST)
+    assert planner.estimate_config(model, 64, 2, 2, zero_stage=0, **kw) is planner.estimate_config(model, 64, 2, 2, **kw)
+    one = [planner.estimate_config(model, 64, 1, 2, zero_stage=s, **kw) for s in range(3)]
+    assert len({(c.memory, c.step_time) for c in one}) == 1  # N_d = 1: ZeRO 0-2 change nothing
+    z3 = planner.estimate_config(model, 64, 2, 2, zero_stage=3, tensor=2, **kw)
+    base = planner.estimate_config(model, 64, 2, 2, tensor=2, **kw)
+    assert z3.memory_params == pytest.approx(base.memory_params / 2)  # everything halves on N_d = 2
+    assert [c.zero_stage for c in planner.enumerate_configs(model, 64, 4, zero_stage=2, **kw)] == [2, 2, 2]
+    with pytest.raises(ValueError, match="zero_stage"):
+        planner.estimate_config(model, 64, 2, 2, zero_stage=4, **kw)
+    with pytest.raises(TypeError, match="zero_stage"):
+        planner.estimate_config(model, 64, 2, 2, zero_stage=1.5, **kw)
