@@ -629,7 +629,9 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
     ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.planner.enumerate_configs`
     (``max_tensor`` > 1 adds the tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by
-    ``N_t``, and the best one may split its stages over ``N_t`` devices).
+    ``N_t``, and the best one may split its stages over ``N_t`` devices; ``virtual_stages`` > 1
+    interleaves every pipeline, ``zero_stage`` > 0 shards the model states over the ``N_d``
+    replicas: both are named in the title).
 
     The estimates are cached by :func:`course_lib.planner.estimate_config` (and the
     pipeline simulations inside them by micro-batch size), so moving the ``devices``
@@ -644,7 +646,9 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_count
     fig, ax_t, ax_m, ax_b = _config_grid((9.6, 5.8), extra_column=True)
     handles = _config_panels(ax_t, ax_m, configs, memory, best_here)
     tensor = max(c.tensor for c in configs) > 1
-    ax_t.set_title(f"N = {devices}, B = {batch_size}: estimated step of every split", pad=18 if tensor else 6)
+    extra = f", v = {estimate_kw['virtual_stages']}" if estimate_kw.get("virtual_stages", 1) > 1 else ""
+    extra += f", ZeRO stage {estimate_kw['zero_stage']}" if estimate_kw.get("zero_stage", 0) else ""
+    ax_t.set_title(f"N = {devices}, B = {batch_size}{extra}: estimated step of every split", pad=18 if tensor else 6)
     _best_panel(ax_b, np.asarray(counts, dtype=float), bests, devices=devices)
     ax_b.set_title("best split as N grows")
     _key(fig, handles)
