@@ -252,3 +252,18 @@ def test_zero_stage_0_is_the_default_and_one_replica_shards_nothing():
         planner.estimate_config(model, 64, 2, 2, zero_stage=4, **kw)
     with pytest.raises(TypeError, match="zero_stage"):
         planner.estimate_config(model, 64, 2, 2, zero_stage=1.5, **kw)
+
+
+def test_hybrid_explorer_names_v_and_the_zero_stage_and_draws_sharded_memory():
+    from course_lib.plots.pipeline import hybrid_explorer_figure
+
+    model = MLP((8,) + (16,) * 4 + (4,))
+    kw = dict(model=model, batch_size=64, device_counts=(1, 2, 4), memory=1e9, **FAST)
+    plain = hybrid_explorer_figure(4, **kw)
+    z3 = hybrid_explorer_figure(4, virtual_stages=2, zero_stage=3, **kw)
+    assert "ZeRO" not in plain.axes[0].get_title() and "v =" not in plain.axes[0].get_title()
+    assert ", v = 2, ZeRO stage 3:" in z3.axes[0].get_title()
+    configs = planner.enumerate_configs(model, 64, 4, memory=1e9, virtual_stages=2, zero_stage=3, **FAST)
+    ax_m = next(ax for ax in z3.axes if ax.get_ylabel().startswith("memory per"))
+    tops = [path.vertices[:, 1].max() for coll in ax_m.collections for path in coll.get_paths()]
+    assert sorted(tops) == pytest.approx(sorted(c.memory / 1e9 for c in configs))  # the sharded states
