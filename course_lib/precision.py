@@ -12,8 +12,8 @@ passes in a 16-bit format (float16 or bfloat16) and the update in float32:
 * **bytes sent** (:func:`allreduce_in`): 16-bit gradients halve the all-reduce's payload;
   the sum is added in the toy's rank order (:func:`course_lib.parallel.partition.sum_rows`),
   each partial sum rounded to 16 bits. :func:`course_lib.parallel.allreduce.run_shm_collectives`
-  measures it in processes (float16 rows: half of float32's bytes); this is its one-process
-  reference.
+  measures it in processes (float16 rows: half of float32's bytes); :func:`allreduce_in` is
+  its one-process reference, :func:`sum_error` the error of either sum.
 * **loss scaling** (:func:`gradient_underflow`): float16's smallest positive number is
   :math:`2^{-24} \approx 6 \cdot 10^{-8}`; smaller gradients become 0 and their information is
   lost. Multiplying the loss by a scale :math:`S` multiplies every gradient of the backward
@@ -48,6 +48,7 @@ __all__ = [
     "gradient_underflow",
     "largest_loss_scale",
     "mixed_adam_arrays",
+    "sum_error",
 ]
 
 #: float16's largest finite value (65,504) and smallest positive (subnormal) value, 2**-24.
@@ -154,10 +155,41 @@ def allreduce_in(rows: np.ndarray, dtype) -> dict[str, float]:
     total = sent[0].copy()
     for row in sent[1:]:  # rank order, in ``dtype``: what sum_rows does in the shared-memory all-reduce
         total += row
+    return {"payload": int(sent[0].nbytes), "sum": total, "max_rel_error": _sum_error(total, rows)}
+
+
+def sum_error(total: np.ndarray, rows: np.ndarray) -> float:
+    """The largest error of an all-reduced ``total`` relative to the largest magnitude of the
+    exact (float64) sum of the workers' ``rows``: the rounding a 16-bit all-reduce costs.
+
+    Parameters
+    ----------
+    total : numpy.ndarray
+        ``(n,)`` the sum an all-reduce returned (any float dtype), e.g. a row of
+        :func:`course_lib.parallel.allreduce.run_shm_collectives`' ``"all_gather"``.
+    rows : numpy.ndarray
+        ``(N, n)`` the workers' float gradients before rounding.
+
+    Examples
+    --------
+    >>> rows = np.array([[1.0, 2049.0], [0.0, 0.0]])
+    >>> sum_error(rows.sum(axis=0).astype(np.float16), rows)   # 2049 is 2048 in float16: 1/2049
+    0.000488...
+    """
+    check_type(rows, "rows", np.ndarray, "a numpy array of shape (N, n)")
+    check_type(total, "total", np.ndarray, "a numpy array of shape (n,)")
+    if rows.ndim != 2 or rows.shape[0] < 1 or rows.shape[1] < 1 or rows.dtype.kind != "f":
+        raise ValueError(f"rows must be a float array of shape (N, n), N, n >= 1, got {rows.dtype} {rows.shape}")
+    if total.shape != rows.shape[1:] or total.dtype.kind != "f":
+        raise ValueError(f"total must be a float array of shape ({rows.shape[1]},), got {total.dtype} {total.shape}")
+    return _sum_error(total, rows)
+
+
+def _sum_error(total: np.ndarray, rows: np.ndarray) -> float:
+    """:func:`sum_error` without the checks (its callers have checked)."""
     exact = rows.astype(np.float64).sum(axis=0)
     scale = float(np.abs(exact).max()) or 1.0
-    return {"payload": int(sent[0].nbytes), "sum": total,
-            "max_rel_error": float(np.abs(total.astype(np.float64) - exact).max() / scale)}
+    return float(np.abs(total.astype(np.float64) - exact).max() / scale)
 
 
 def gradient_underflow(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, *,

@@ -132,6 +132,23 @@ def test_float16_sum_overflows_to_inf_as_float16_does(no_leaks):
     assert out["all_gather"][1].tolist() == [np.inf, 3.0]
 
 
+def test_measured_float16_sum_has_the_one_process_reference_error(no_leaks):
+    from course_lib.precision import allreduce_in, sum_error
+
+    rows = np.random.default_rng(7).standard_normal((4, 45)).astype(np.float32)
+    for dtype in ("float16", "float32"):
+        run, here = run_shm_collectives(rows.astype(dtype), start_method="fork", timeout=20), allreduce_in(rows, dtype)
+        assert np.array_equal(run["all_gather"][0], here["sum"])
+        assert sum_error(run["all_gather"][0], rows) == here["max_rel_error"]
+    assert sum_error(rows.sum(axis=0), rows) < 1e-6 < sum_error(rows.sum(axis=0).astype(np.float16), rows) < 1e-3
+    # hand value: 2049 rounds to 2048 in float16 (11 significant bits): error 1/2049
+    assert sum_error(np.array([1.0, 2049.0], np.float16), np.array([[1.0, 2049.0]])) == 1 / 2049
+    with pytest.raises(ValueError, match="total"):
+        sum_error(np.zeros(3), rows)
+    with pytest.raises(TypeError, match="rows"):
+        sum_error(np.zeros(45), [[1.0]])
+
+
 # ------------------------------------------------------------------ alpha-beta costs
 
 
