@@ -294,3 +294,60 @@ def test_quick_png_copies_every_pixel_once_opaque_or_not():
         decoded = np.round(imread(io.BytesIO(png)) * 255).astype(np.uint8)
         assert png[25] == (2 if alpha == 1.0 else 6)  # colour type: RGB, RGBA
         assert (decoded == drawn[..., : decoded.shape[-1]]).all()
+
+
+def _tick_figure(labels=("a", "bb", "ccc")):
+    """Two axes with ticks of many kinds: log y with minor ticks, tick keywords set after
+    the first ticks exist, an outward spine, turned category labels, a twin axes."""
+    from course_lib.plots import new_figure
+
+    fig, (a, b) = new_figure(1, 2)
+    a.plot([1, 2, 3], [1, 30, 900])
+    a.set_yscale("log")
+    a.tick_params(labelsize=7, direction="in", length=6)
+    a.grid(True, which="minor", axis="y")
+    b.bar(range(len(labels)), range(1, len(labels) + 1))
+    b.spines.left.set_position(("outward", 5))
+    b.set_xticks(range(len(labels)), labels, rotation=45)
+    b.minorticks_on()
+    b.twinx().set_ylim(0, 2)
+    return fig
+
+
+def test_ticks_cloned_from_an_earlier_figure_are_new_ticks():
+    """A tick cloned from a pristine tick of an earlier figure has a new tick's state: the
+    same attributes and values, its own lists, arrays, font properties and callbacks, its
+    own axes, figure and transforms (equal to a new tick's); and a figure whose ticks are
+    all clones has the plain route's pixels."""
+    import numpy as np
+    from matplotlib.transforms import Transform
+
+    from course_lib.plots.render import Renderer, _cloned_ticks
+
+    renderer = Renderer(60)
+    with _cloned_ticks(renderer.ticks):  # pristine ticks made here, for the next figure
+        _agg_and_shaped_pixels(_tick_figure())
+    kinds = len(renderer.ticks)
+    assert kinds >= 2  # x and y ticks, major and minor
+    fig = _tick_figure()
+    with _cloned_ticks(renderer.ticks):
+        (cloned, *_), _ = _agg_and_shaped_pixels(_tick_figure(), 60)
+        clone = fig.axes[1].yaxis._get_tick(major=False)
+    (plain, *_), _ = _agg_and_shaped_pixels(_tick_figure(), 60)
+    assert len(renderer.ticks) == kinds and (cloned == plain).all()
+
+    new = fig.axes[1].yaxis._get_tick(major=False)  # made the usual way
+    pairs = [(clone, new)] + [(getattr(clone, n), getattr(new, n))
+                              for n in ("tick1line", "tick2line", "gridline", "label1", "label2")]
+    points = np.array([[0.25, 0.5], [3.0, 7.0]])
+    for c, n in pairs:
+        assert type(c) is type(n) and c.__dict__.keys() == n.__dict__.keys()
+        for key, value in n.__dict__.items():
+            mine = c.__dict__[key]
+            if isinstance(value, Transform):
+                assert np.allclose(mine.transform(points), value.transform(points)), key
+            elif isinstance(value, (list, np.ndarray)) or key in ("_fontproperties", "_callbacks"):
+                assert mine is not value and (key == "_callbacks" or np.array_equal(mine, value) or mine == value), key
+            elif key not in ("tick1line", "tick2line", "gridline", "label1", "label2", "_path", "_marker"):
+                assert mine is value or mine == value, key
+    assert clone.axes is fig.axes[1] and clone.label1.get_figure(root=False) is fig

@@ -24,6 +24,11 @@ pixels exactly (the tests compare them). Each trick skips work, none changes a f
   of :class:`_ShapedTextRenderer`; a whole-pixel shift only moves FreeType's bitmap): text
   drawing 45-65 -> 10-15 ms, a fifth of a redraw (10: 346 -> 277 ms CPU, 01: 282 -> 201,
   09: 255 -> 190, medians of 16 redraws on a loaded 2-core machine);
+* ticks cloned: a redraw's x and y axes make their ticks by copying a pristine tick made
+  the usual way for the same kind of axis, tick keywords, spine positions and style, kept
+  from one redraw to the next (:func:`_cloned_ticks`): 0.05 instead of 0.6-0.9 ms a tick,
+  20-90 ticks a redraw (10: 279 -> 255 ms CPU, 07: 255 -> 237 and 169 -> 156, A/B medians
+  of 20 redraws on a loaded 2-core machine);
 * one canvas for every state, so its renderer and matplotlib's text-size cache carry over:
   about a third (tick labels and titles mostly repeat);
 * no garbage collection while a figure is built and sent, and the figure let go as soon as
@@ -91,6 +96,7 @@ class Renderer:
         self.canvas = None
         self.layouts: dict[tuple, list] = {}
         self.layout: list | None = None
+        self.ticks: dict = {}  # pristine ticks, for cloning (_cloned_ticks)
 
     def render(self, plot: Callable[..., Figure], kwargs: dict[str, Any], *, stored: bool = False) -> bytes:
         """PNG of ``plot(**kwargs)``; ``stored`` renders are audited, laid out and compressed harder.
@@ -100,7 +106,13 @@ class Renderer:
         more room (longer category labels, say), and for every stored state (the initial one
         and the fallback's, which therefore often lay out the widest labels in advance).
         """
-        fig = plot(**kwargs) if stored else redraw(plot, **kwargs)
+        if stored:
+            return self._render(plot(**kwargs), stored=True)
+        with _cloned_ticks(self.ticks):
+            return self._render(redraw(plot, **kwargs), stored=False)
+
+    def _render(self, fig: Figure, *, stored: bool) -> bytes:
+        """PNG of the built ``fig`` (see :meth:`render`)."""
         signature = _layout_signature(fig)
         layout = None if stored else _roomy_layout(self.layouts, signature)
         if layout is not None:
@@ -302,6 +314,112 @@ def _remove_layout_engine(fig) -> None:
 
     with matplotlib.rc_context({"figure.autolayout": False, "figure.constrained_layout.use": False}):
         fig.set_layout_engine(None)
+
+
+# ------------------------------------------------------------------ ticks cloned
+@contextmanager
+def _cloned_ticks(pristine: dict) -> Iterator[None]:
+    """While inside, an x or y axis of plain axes makes its ticks by cloning a pristine tick
+    (:func:`_tick_plan`, :func:`_clone`) made the usual way for the same kind of axis, tick
+    keywords, spine positions and style, and kept in ``pristine`` from one redraw to the next.
+
+    ``Axis._get_tick`` builds a new tick from these (two lines with markers, a grid line, two
+    texts: 0.6-0.9 ms); a clone copies the pristine tick's state and points it at its own
+    axes (its figure, and the transforms a new tick gets from its axes). Matplotlib then
+    sets up every tick as before (position, the first tick's properties). The class
+    attribute is put back on the way out.
+    """
+    import matplotlib
+    from matplotlib import axis as maxis
+    from matplotlib.axes import Axes
+
+    made = maxis.Axis.__dict__["_get_tick"]
+    style = dict(dict.items(matplotlib.rcParams))  # a plain copy (RcParams' own is slow)
+
+    def get_tick(self, major):
+        if (type(self) not in (maxis.XAxis, maxis.YAxis) or type(self.axes) is not Axes
+                or not dict.__eq__(style, matplotlib.rcParams)):
+            return made(self, major)
+        inputs = _tick_inputs(self, major)
+        kept = pristine.setdefault((type(self), major), [])
+        for old_style, old_inputs, plan in kept:
+            try:
+                if old_inputs == inputs and old_style == style:
+                    return _clone(plan, self)
+            except (TypeError, ValueError):  # keywords that do not compare (arrays)
+                return made(self, major)
+        if len(kept) > 16:  # a bound, for figures that set ever new tick keywords
+            kept.clear()
+        plan = _tick_plan(made(self, major))
+        kept.append((style, inputs, plan))
+        return _clone(plan, self)
+
+    maxis.Axis._get_tick = get_tick
+    try:
+        yield
+    finally:
+        maxis.Axis._get_tick = made
+
+
+def _tick_inputs(axis, major: bool) -> tuple:
+    """What a new tick of ``axis`` is made from, besides its axes and the style: the axis'
+    tick keywords and its axes' spine positions (they place the ticks and labels)."""
+    return (dict(axis._major_tick_kw if major else axis._minor_tick_kw),
+            tuple((name, spine._position) for name, spine in axis.axes.spines.items()))
+
+
+_TICK_PARTS = ("tick1line", "tick2line", "gridline", "label1", "label2")
+
+
+def _tick_plan(tick) -> tuple:
+    """How to clone the fresh ``tick``: per artist (the tick, its lines and texts) its class,
+    its state, and the entries a clone gets its own copy of (lists, arrays, font
+    properties); callbacks are new; markers and paths (replaced, never changed, when a tick
+    moves) shared; the axes, figure and transforms set by :func:`_clone`."""
+    from matplotlib.font_manager import FontProperties
+
+    def plan(artist):
+        state = dict(artist.__dict__)
+        for key in ("_axes", "_parent_figure", "_transform"):  # set per clone; no old figure kept
+            if key in state:
+                state[key] = None
+        copies = tuple(key for key, value in state.items()
+                       if isinstance(value, (list, np.ndarray, FontProperties)))
+        return type(artist), state, copies
+
+    return plan(tick), tuple(plan(getattr(tick, name)) for name in _TICK_PARTS)
+
+
+def _clone(tick_plan: tuple, axis):
+    """A new tick of ``axis`` from :func:`_tick_plan`'s plan: what ``Tick.__init__`` takes
+    from the axes (the axes, its figure, the transforms of the lines and labels) is set as
+    ``XTick``/``YTick`` set it."""
+    from matplotlib.cbook import CallbackRegistry
+
+    ax = axis.axes
+    figure = ax.get_figure(root=False)
+
+    def make(cls, state, copies):
+        artist = object.__new__(cls)
+        artist.__dict__ = own = state.copy()
+        for key in copies:
+            own[key] = own[key].copy()
+        own["_callbacks"] = CallbackRegistry(signals=["pchanged"])
+        own["_parent_figure"] = figure
+        return artist
+
+    whole, parts = tick_plan
+    tick = make(*whole)
+    tick._axes = ax
+    for name, part in zip(_TICK_PARTS, parts):
+        setattr(tick, name, make(*part))
+    lines = ax.get_xaxis_transform if tick.__name__ == "xtick" else ax.get_yaxis_transform
+    tick.tick1line._transform = lines("tick1")
+    tick.tick2line._transform = lines("tick2")
+    tick.gridline._transform = lines("grid")
+    tick.label1._transform = tick._get_text1_transform()[0]
+    tick.label2._transform = tick._get_text2_transform()[0]
+    return tick
 
 
 # ------------------------------------------------------------------ text shaped once
