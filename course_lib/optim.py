@@ -517,16 +517,16 @@ class BatchRun:
     peak_lr: float
     warmup_steps: int
     steps_per_epoch: int
-    loss: tuple[float, ...]
-    """Mean training loss of each epoch."""
+    epoch_loss: tuple[float, ...]
+    """Mean training loss of each epoch (as :attr:`course_lib.models.TrainResult.epoch_loss`)."""
     test_accuracy: tuple[float, ...]
     """Test accuracy after each epoch."""
-    step_loss: tuple[float, ...]
-    """Loss of every step."""
+    loss: tuple[float, ...]
+    """Loss of every step (as :attr:`course_lib.models.TrainResult.loss`)."""
 
     @property
     def epochs(self) -> int:
-        return len(self.loss)
+        return len(self.epoch_loss)
 
     @property
     def steps(self) -> np.ndarray:

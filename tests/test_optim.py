@@ -337,11 +337,11 @@ def test_large_batch_experiment_structure():
     same, scaled, lamb = runs
     assert [r.batch_size for r in runs] == [512, 512, 512]
     assert same.steps_per_epoch == 3 and same.steps.tolist() == [3, 6, 9]
-    assert len(same.step_loss) == 9 and len(same.test_accuracy) == 3
+    assert len(same.loss) == 9 and len(same.epoch_loss) == len(same.test_accuracy) == 3
     assert scaled.peak_lr == pytest.approx(linear_scaling_rule(0.05, 16, 512))
     assert scaled.warmup_steps == 3 and lamb.optimizer == "LAMB"
     # same initial weights and data order: the first step's loss is the same in every run
-    assert same.step_loss[0] == scaled.step_loss[0] == lamb.step_loss[0]
+    assert same.loss[0] == scaled.loss[0] == lamb.loss[0]
 
 
 def test_large_batch_experiment_bad_input():

@@ -236,7 +236,7 @@ def test_large_batch_figure_axes_and_data():
     x, y = ax_acc_step.get_lines()[1].get_data()
     assert list(x) == [3, 6, 9, 12, 15] and np.allclose(y, runs[1].test_accuracy)
     x, y = ax_loss_epoch.get_lines()[0].get_data()
-    assert list(x) == [1, 2, 3, 4, 5] and np.allclose(y, runs[0].loss)
+    assert list(x) == [1, 2, 3, 4, 5] and np.allclose(y, runs[0].epoch_loss)
     x, y = ax_loss_step.get_lines()[1].get_data()
     assert len(x) == 15 and y[0] == pytest.approx(2.5)  # running mean starts at the first step
     assert ax_loss_step.get_xscale() == "log"

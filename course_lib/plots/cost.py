@@ -501,7 +501,7 @@ def large_batch_figure(runs: Sequence):
         epochs = np.arange(1, run.epochs + 1)
         every = max(1, run.epochs // 10)
         look = dict(color=color, ls=ls, marker=marker, markevery=every, markersize=6)
-        axes[0, 0].plot(epochs, run.loss, label=run.label, **look)
+        axes[0, 0].plot(epochs, run.epoch_loss, label=run.label, **look)
         axes[0, 1].plot(epochs, run.test_accuracy, **look)
         steps, smooth = _smoothed_step_loss(run)
         axes[1, 0].plot(steps, smooth, color=color, ls=ls)
@@ -527,7 +527,7 @@ def large_batch_figure(runs: Sequence):
 
 def _smoothed_step_loss(run) -> tuple[np.ndarray, np.ndarray]:
     """Per-step loss with a trailing running mean over a third of an epoch's steps."""
-    loss = np.asarray(run.step_loss, float)
+    loss = np.asarray(run.loss, float)
     window = max(1, run.steps_per_epoch // 3)
     csum = np.cumsum(np.insert(loss, 0, 0.0))
     idx = np.arange(1, loss.size + 1)
