@@ -351,3 +351,33 @@ def test_ticks_cloned_from_an_earlier_figure_are_new_ticks():
             elif key not in ("tick1line", "tick2line", "gridline", "label1", "label2", "_path", "_marker"):
                 assert mine is value or mine == value, key
     assert clone.axes is fig.axes[1] and clone.label1.get_figure(root=False) is fig
+
+
+def test_text_layouts_kept_per_string_font_and_alignment_give_the_same_pixels():
+    """Texts laid out once per renderer (same string, font, alignment, rotation, spacing)
+    and placed again from the kept layout: the pixels and the extents are the plain ones,
+    for texts that differ only in size, alignment, rotation or rotation mode."""
+    import itertools
+
+    from course_lib.plots import new_figure
+    from course_lib.plots.render import _kept_text_layouts
+
+    def build():
+        fig, ax = new_figure()
+        cases = itertools.product(["two\nlines", r"$N_p$ = 4"], [9, 12], ["left", "right"], ["top", "baseline"],
+                                  [0, 30], ["default", "anchor"], [1.2, 2.0])
+        for k, (text, size, ha, va, angle, mode, spacing) in enumerate(cases):
+            ax.text(0.1 + 0.006 * k, 0.1 + 0.006 * k, text, fontsize=size, ha=ha, va=va, rotation=angle,
+                    rotation_mode=mode, linespacing=spacing)
+        ax.legend(handles=ax.plot([0, 1], label="a line"), title="key")
+        ax.annotate("here", (0.5, 0.5), xytext=(10, -10), textcoords="offset points", arrowprops={})
+        return fig
+
+    (plain, *_), _ = _agg_and_shaped_pixels(build())
+    kept: dict = {}
+    with _kept_text_layouts(kept):
+        fig = build()
+        (_, cold, warm), _ = _agg_and_shaped_pixels(fig)
+        extents = [t.get_window_extent().bounds for t in fig.texts]
+    assert len(kept) > 128 and (cold == plain).all() and (warm == plain).all()
+    assert extents == [t.get_window_extent().bounds for t in fig.texts]  # as laid out without it
