@@ -346,19 +346,16 @@ def _cloned_ticks(pristine: dict) -> Iterator[None]:
         if (type(self) not in (maxis.XAxis, maxis.YAxis) or type(self.axes) is not Axes
                 or not dict.__eq__(style, matplotlib.rcParams)):
             return made(self, major)
-        inputs = _tick_inputs(self, major)
-        kept = pristine.setdefault((type(self), major), [])
-        for old_style, old_inputs, plan in kept:
-            try:
-                if old_inputs == inputs and old_style == style:
-                    return _clone(plan, self)
-            except (TypeError, ValueError):  # keywords that do not compare (arrays)
-                return made(self, major)
-        if len(kept) > 16:  # a bound, for figures that set ever new tick keywords
-            kept.clear()
-        plan = _tick_plan(made(self, major))
-        kept.append((style, inputs, plan))
-        return _clone(plan, self)
+        try:
+            key = (type(self), major, _tick_inputs(self, major))
+            kept = pristine.get(key)
+        except TypeError:  # keywords that do not hash (arrays)
+            return made(self, major)
+        if kept is None or kept[0] != style:
+            if len(pristine) > 512:  # a bound, for figures that set ever new tick keywords
+                pristine.clear()
+            kept = pristine[key] = (style, _tick_plan(made(self, major)))
+        return _clone(kept[1], self)
 
     maxis.Axis._get_tick = get_tick
     try:
@@ -370,7 +367,8 @@ def _cloned_ticks(pristine: dict) -> Iterator[None]:
 def _tick_inputs(axis, major: bool) -> tuple:
     """What a new tick of ``axis`` is made from, besides its axes and the style: the axis'
     tick keywords and its axes' spine positions (they place the ticks and labels)."""
-    return (dict(axis._major_tick_kw if major else axis._minor_tick_kw),
+    keywords = axis._major_tick_kw if major else axis._minor_tick_kw
+    return (tuple(sorted(keywords.items())),
             tuple((name, spine._position) for name, spine in axis.axes.spines.items()))
 
 
