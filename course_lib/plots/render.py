@@ -39,6 +39,10 @@ pixels exactly (the tests compare them). Each trick skips work, none changes a f
 * no garbage collection while a figure is built and sent, and the figure let go as soon as
   its PNG is out (:meth:`Renderer.quiet`): Python's collector otherwise pauses the kernel
   100-180 ms every sixth redraw or so;
+* together, the glyphs, ticks and text layouts kept make a redraw 28-37 % cheaper in CPU
+  (least of three runs of 16 redraws, loaded 2-core machine, before -> after: 10's
+  explorer 310 -> 218 ms, 01's accuracy 214 -> 155, 09's schedule 225 -> 162, 07's
+  dominance 196 -> 125 and efficiency 206 -> 130);
 * :func:`quick_png`: a PNG written by hand, rows unfiltered, zlib level 1: half the
   encoding time of matplotlib's writer, the same pixels; the pixels copied once, straight
   into the rows, and the rows handed to zlib without a copy: 15 -> 6 ms of a redraw.
