@@ -518,11 +518,11 @@ class BatchRun:
     warmup_steps: int
     steps_per_epoch: int
     epoch_loss: tuple[float, ...]
-    """Mean training loss of each epoch (as :attr:`course_lib.models.TrainResult.epoch_loss`)."""
+    """Mean training loss of each epoch (as ``TrainResult.epoch_loss`` of :mod:`course_lib.models`)."""
     test_accuracy: tuple[float, ...]
     """Test accuracy after each epoch."""
     loss: tuple[float, ...]
-    """Loss of every step (as :attr:`course_lib.models.TrainResult.loss`)."""
+    """Loss of every step (as ``TrainResult.loss`` of :mod:`course_lib.models`)."""
 
     @property
     def epochs(self) -> int:

@@ -149,4 +149,4 @@ def test_enumerate_and_best_with_a_tensor_axis():
 
 def test_config_is_a_frozen_dataclass_with_defaults_for_the_new_fields():
     names = [f.name for f in dataclasses.fields(planner.HybridConfig)]
-    assert names[-3:] == ["tensor", "tensor_allreduce", "virtual_stages"]
+    assert names[-4:] == ["tensor", "tensor_allreduce", "virtual_stages", "zero_stage"]

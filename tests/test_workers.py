@@ -165,8 +165,12 @@ def test_sigint_to_process_group_like_jupyter_stop_button(tmp_path):
                 print("pids", *g.pids, flush=True)
                 g.join()
     """))
+    # A child inherits an ignored SIGINT, and Python then installs no KeyboardInterrupt handler:
+    # start the "kernel" with SIGINT at its default, as JupyterLab's kernel has it, whatever
+    # an earlier test left in this pytest worker.
     proc = subprocess.Popen([sys.executable, str(script), "forkserver"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = proc.stdout.readline().split()
         assert line[0] == "pids", line
