@@ -412,6 +412,7 @@ def test_bad_input_is_rejected_with_the_numbers(call, error, pattern):
 
 
 # ------------------------------------------------------------------ PyTorch reference
+@pytest.mark.slow  # more than 3 s on two free cores (torch imported; make test runs it, make test-fast does not)
 @settings(max_examples=15, deadline=None)
 @given(case=conv_cases(max_batch=3), seed=st.integers(0, 2**16))
 @_with_examples

@@ -134,6 +134,7 @@ def test_redraws_skip_the_audit_but_keep_the_style():
     assert fig.message.value == "" and bytes(fig.image.value) != fig.initial_png
 
 
+@pytest.mark.slow  # more than 3 s on two free cores (make test runs it, make test-fast does not)
 def test_a_figure_that_changes_size_is_laid_out_for_its_size():
     """Axes positions are fractions of the figure: a taller figure gets its own layout
     (a layout frozen for another height put 06's Gantt title off the top at 1 stage)."""

@@ -111,10 +111,15 @@ def test_deck_notebook_copies_and_keeps_widget_only_outputs():
 
 # ------------------------------------------------------------------ the built decks
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_deck_notes_are_open_with_formulas_as_text(decks, path):
+def test_deck_notes_are_open_and_live_figures_static(decks, path):
+    """One test per deck (each deck is built once): its notes, then its live figures."""
+    _notes_are_open_with_formulas_as_text(decks[path.name], path)
+    _live_figures_are_static(decks[path.name], path)
+
+
+def _notes_are_open_with_formulas_as_text(deck, path):
     """Every notes cell becomes one speaker note, open (no <details>), with each of its
     formulas as HTML text: no TeX left for a window without MathJax to drop."""
-    deck = decks[path.name]
     asides = NOTES.findall(deck)
     cells = _notes_cells(path)
     assert len(asides) == len(cells) > 0
@@ -133,10 +138,8 @@ def test_deck_notes_are_open_with_formulas_as_text(decks, path):
         assert '<span class="ddl-math">2(M+N<sub>p</sub>-1)</span>' in deck
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_live_figures_are_static_on_slides(decks, path):
+def _live_figures_are_static(deck, path):
     """A slide show has no kernel: a live figure shows its stored PNG, never its sliders."""
-    deck = decks[path.name]
     live = [o for c in _kept(path) if c.cell_type == "code" and "remove-output" not in c.metadata.get("tags", [])
             for o in c.get("outputs", []) if slides.WIDGET_VIEW_MIME in o.get("data", {})]
     pngs = [o for c in _kept(path) if c.cell_type == "code" and "remove-output" not in c.metadata.get("tags", [])
