@@ -568,7 +568,20 @@ def best_config(model, batch_size: int, devices: int, **kw) -> HybridConfig | No
     >>> best_config(model, 256, 4, device_flops=1e9, bandwidth=1e12, memory=1.0) is None
     True
     """
-    fitting = [c for c in enumerate_configs(model, batch_size, devices, **kw) if c.fits]
+    _check_model(model)
+    batch_size = check_int(batch_size, "batch_size", 1)
+    devices = check_int(devices, "devices", 1)
+    try:
+        return _best_config(model, batch_size, devices, tuple(sorted(kw.items())))
+    except TypeError:  # an unhashable keyword value: enumerate_configs says what is wrong with it
+        return _best_config.__wrapped__(model, batch_size, devices, tuple(kw.items()))
+
+
+@functools.lru_cache(maxsize=1024)
+def _best_config(model: MLP, batch_size: int, devices: int, kw: tuple) -> HybridConfig | None:
+    """:func:`best_config`, cached (the hybrid explorer asks again for every device count
+    at every redraw; the estimates are cached too, but each still checks its arguments)."""
+    fitting = [c for c in enumerate_configs(model, batch_size, devices, **dict(kw)) if c.fits]
     if not fitting:
         return None
     return min(fitting, key=lambda c: (c.step_time, c.pipeline, c.tensor))
