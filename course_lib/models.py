@@ -520,14 +520,18 @@ class TrainResult:
     def stage_costs(self, skip_first: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """Pipelines: median measured forward and backward time of one micro-batch on each
         stage (feed them to :func:`course_lib.schedule.simulate_pipeline`); ``skip_first``
-        leaves out the first step (warm-up: page faults, caches)."""
+        leaves out the first step (warm-up: page faults, caches). Interleaved runs
+        (``v > 1`` chunks per device): one entry per virtual stage ``c N_p + q``, in model
+        order, as ``simulate_pipeline(..., virtual_stages=v)`` takes them."""
         tl = self._timeline()
         first = tl.steps[0] if skip_first and len(tl.steps) > 1 else None
-        fwd, bwd = np.zeros(tl.n_stages), np.zeros(tl.n_stages)
-        for s in range(tl.n_stages):
+        n, v = tl.n_stages, tl.virtual_stages
+        fwd, bwd = np.zeros(v * n), np.zeros(v * n)
+        for j in range(v * n):
+            chunk, s = divmod(j, n)
             for kind, out in (("F", fwd), ("B", bwd)):
-                out[s] = float(np.median([op.duration for op in tl.ops
-                                          if op.stage == s and op.kind == kind and op.step != first]))
+                out[j] = float(np.median([op.duration for op in tl.ops if op.stage == s and op.chunk == chunk
+                                          and op.kind == kind and op.step != first]))
         return fwd, bwd
 
     def __repr__(self) -> str:
@@ -586,10 +590,11 @@ def train(
     >>> res.test_accuracy[-1] > 0.9, len(res.epoch_loss), res.steps == 10 * -(-tr.x.shape[0] // 32)
     (True, 10, True)
     """
-    # An MLP or its convolutional variant course_lib.cnn.CNN (same methods): checked by
-    # what train calls, so that this module does not import the one built on it.
+    # An MLP, its convolutional variant course_lib.cnn.CNN or course_lib.transformer.Transformer
+    # (same methods): checked by what train calls, so that this module imports neither.
     if not all(callable(getattr(model, m, None)) for m in ("loss_and_grad", "init_params", "_check_x")):
-        raise TypeError(f"model must be an MLP or a CNN, got {type(model).__name__}")
+        raise TypeError("model must be an MLP, a CNN or a Transformer (course_lib.transformer), "
+                        f"got {type(model).__name__}")
     epochs = check_int(epochs, "epochs", 1)
     batch_size = check_int(batch_size, "batch_size", 1)
     seed = check_int(seed, "seed", 0)

@@ -196,6 +196,17 @@ def test_interleaved_handover_bytes_are_the_price(digits, clean):
     assert plain.bytes_per_step[0] == mp.handover_bytes(MODEL, plain.boundaries, 48)
     # v = 2: chunks (0, 1, 2, 3, 4): 3 boundaries of widths 24, 20, 16 = 2 x 48 x 60 x 4 B
     assert inter.bytes_per_step[0] == mp.handover_bytes(MODEL, (0, 1, 2, 3, 4), 48) == 2 * 48 * 60 * 4
+    # the measured costs: one per virtual stage (chunk c of device q is c N_p + q), as the
+    # simulator takes them, each the median of that chunk's own operations
+    f, b = inter.stage_costs(skip_first=False)
+    assert f.shape == b.shape == (4,) and np.all(f > 0) and np.all(b > 0)
+    ops = inter.timeline.ops
+    for j in range(4):
+        chunk, q = divmod(j, 2)
+        mine = [o.duration for o in ops if o.kind == "F" and o.stage == q and o.chunk == chunk]
+        assert len(mine) == 2 and f[j] == np.median(mine)
+    sim = mp.simulate_pipeline(f, b, micro_batches=2, schedule="1f1b", virtual_stages=2)
+    assert 0 < sim.bubble() < 1
 
 
 def test_interleaved_hybrid_two_replicas(digits, clean):

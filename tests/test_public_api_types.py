@@ -556,7 +556,7 @@ def test_models_reject_wrong_types_naming_the_parameter():
     params = np.zeros(3, np.float32)
     with pytest.raises(TypeError, match="params"):
         sgd_step("abc", params, 0.1)
-    with pytest.raises(TypeError, match=r"model must be an MLP or a CNN, got NoneType"):
+    with pytest.raises(TypeError, match=r"model must be an MLP, a CNN or a Transformer \(course_lib.transformer\), got NoneType"):
         train(None, np.zeros((2, 4), np.float32), y)
     with pytest.raises(ValueError, match="lr must be finite"):
         sgd_step(params, params, 10**400)
