@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._validate import check_float_dtype, check_int
-from .models import MLP, Slot, check_labels
+from .models import MLP, Slot, check_labels, layout_slots
 
 __all__ = ["CNN"]
 
@@ -135,11 +135,7 @@ class CNN:
             shapes += [(f"W{i}", (c_out, c_in[0], k, k)), (f"b{i}", (c_out,))]
         features = math.prod(self.feature_shapes[-1])
         shapes += [(f"W{self.n_conv}", (features, self.n_classes)), (f"b{self.n_conv}", (self.n_classes,))]
-        slots, offset = [], 0
-        for name, shape in shapes:
-            slots.append(Slot(name, shape, offset))
-            offset += math.prod(shape)
-        return tuple(slots)
+        return layout_slots(shapes)
 
     n_params = MLP.n_params
     layer_range = MLP.layer_range

@@ -29,6 +29,7 @@ __all__ = [
     "Slot",
     "TrainResult",
     "check_labels",
+    "layout_slots",
     "softmax_cross_entropy",
     "sgd_step",
     "train",
@@ -103,6 +104,22 @@ class Slot:
         return math.prod(self.shape)
 
 
+def layout_slots(shapes) -> tuple[Slot, ...]:
+    """The :class:`Slot` of each ``(name, shape)``, packed one after the other in a flat
+    buffer (the layout of every model's parameters: MLP, CNN, transformer).
+
+    Examples
+    --------
+    >>> [(s.name, s.offset, s.size) for s in layout_slots([("W0", (2, 3)), ("b0", (3,))])]
+    [('W0', 0, 6), ('b0', 6, 3)]
+    """
+    slots, offset = [], 0
+    for name, shape in shapes:
+        slots.append(Slot(name, tuple(shape), offset))
+        offset += math.prod(shape)
+    return tuple(slots)
+
+
 @dataclass(frozen=True)
 class MLP:
     """Layout and maths of a fully connected ReLU network with a softmax output.
@@ -149,12 +166,8 @@ class MLP:
     @functools.cached_property
     def slots(self) -> tuple[Slot, ...]:
         """Name, shape and offset of every parameter tensor in the flat buffer (computed once)."""
-        slots, offset = [], 0
-        for i, (fan_in, fan_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:])):
-            for name, shape in ((f"W{i}", (fan_in, fan_out)), (f"b{i}", (fan_out,))):
-                slots.append(Slot(name, shape, offset))
-                offset += math.prod(shape)
-        return tuple(slots)
+        return layout_slots((name, shape) for i, (fan_in, fan_out) in enumerate(zip(self.sizes[:-1], self.sizes[1:]))
+                            for name, shape in ((f"W{i}", (fan_in, fan_out)), (f"b{i}", (fan_out,))))
 
     @property
     def n_params(self) -> int:

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ._validate import as_real, check_float_dtype, check_int, check_type
-from .models import Slot, check_labels, softmax_cross_entropy
+from .models import Slot, check_labels, layout_slots, softmax_cross_entropy
 
 # The pieces (layer_norm, attention and their backward passes) are importable but not
 # listed: the blocks and the model call them with arrays they have checked.
@@ -299,11 +299,7 @@ class Transformer:
         shapes = [("embed.W", (self.token_size, h)), ("embed.b", (h,)), ("pos", (self.seq_length, h))]
         shapes += [(f"l{i}.{n}", block[n]) for i in range(self.n_layers) for n in BLOCK_SLOTS]
         shapes += [("final.g", (h,)), ("final.b", (h,)), ("head.W", (h, self.classes)), ("head.b", (self.classes,))]
-        slots, offset = [], 0
-        for name, shape in shapes:
-            slots.append(Slot(name, shape, offset))
-            offset += math.prod(shape)
-        return tuple(slots)
+        return layout_slots(shapes)
 
     @property
     def n_params(self) -> int:

@@ -269,17 +269,24 @@ def train_tensor_parallel(
     p0 = start_params(model, params, job.seed)
     t_wall = time.time()
     width = job.batch_size * max(model.sizes)  # the widest activation all-reduced
+    results = run_tensor_workers(_worker, job, x, y, p0, width, start_method=start_method, timeout=timeout,
+                                 progress=progress, name="ddl-tp", label="tensor parallel", preload=PRELOAD)
+    return collect(results, job, "tensor", start_method, t_call, t_wall, loss=np.asarray(results[0]["losses"]),
+                   params=gather_params(model, [r["blocks"] for r in results]))
+
+
+def run_tensor_workers(worker, job: Job, x, y, p0, width: int, *, start_method: str, timeout: float, progress,
+                       name: str, label: str, preload) -> list[dict]:
+    """Run ``worker`` in ``job.workers`` processes of a tensor-parallel trainer (the MLP's and
+    the transformer's): the data, the starting parameters and the activation all-reduce's
+    buffers (``width`` values per worker) shared, one barrier; their reports in rank order."""
     with Launcher(start_method) as launch:
         arrays = [launch.shared(x.shape, x.dtype, x), launch.shared(y.shape, np.int64, y),
                   launch.shared(p0.shape, p0.dtype, p0), launch.shared((job.workers, width), p0.dtype),
                   launch.shared(width, p0.dtype)]
-        results = launch.run(
-            _worker, job.workers, args=(job, [a.spec for a in arrays], launch.barrier(job.workers)),
-            timeout=timeout, name="ddl-tp", preload=PRELOAD, progress_total=2 * job.steps,
-            progress=progress, progress_label="tensor parallel",
-        )
-    return collect(results, job, "tensor", start_method, t_call, t_wall, loss=np.asarray(results[0]["losses"]),
-                   params=gather_params(model, [r["blocks"] for r in results]))
+        return launch.run(worker, job.workers, args=(job, [a.spec for a in arrays], launch.barrier(job.workers)),
+                          timeout=timeout, name=name, preload=preload, progress_total=2 * job.steps,
+                          progress=progress, progress_label=label)
 
 
 class _ActivationAllReduce:

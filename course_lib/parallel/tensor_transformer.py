@@ -50,9 +50,9 @@ from ..timing import current_blas_threads
 from ..transformer import Transformer, transformer_backward, transformer_forward
 from .data import collect
 from .job import Job, check_job
-from .launch import Launcher, StepClock
+from .launch import StepClock
 from .partition import shard_bounds
-from .tensor import _ActivationAllReduce
+from .tensor import _ActivationAllReduce, run_tensor_workers
 from .workers import Fault, WorkerContext, check_start_method
 
 __all__ = [
@@ -239,15 +239,9 @@ def train_transformer_tensor_parallel(
     p0 = _start_params(model, params, job.seed)
     t_wall = time.time()
     width = job.batch_size * model.seq_length * model.hidden  # every all-reduce: B L h values
-    with Launcher(start_method) as launch:
-        arrays = [launch.shared(x.shape, x.dtype, x), launch.shared(y.shape, np.int64, y),
-                  launch.shared(p0.shape, p0.dtype, p0), launch.shared((job.workers, width), p0.dtype),
-                  launch.shared(width, p0.dtype)]
-        results = launch.run(
-            _worker, job.workers, args=(job, [a.spec for a in arrays], launch.barrier(job.workers)),
-            timeout=timeout, name="ddl-tpt", preload=PRELOAD, progress_total=2 * job.steps,
-            progress=progress, progress_label="transformer tensor parallel",
-        )
+    results = run_tensor_workers(_worker, job, x, y, p0, width, start_method=start_method, timeout=timeout,
+                                 progress=progress, name="ddl-tpt", label="transformer tensor parallel",
+                                 preload=PRELOAD)
     return collect(results, job, "tensor", start_method, t_call, t_wall, loss=np.asarray(results[0]["losses"]),
                    params=gather_weights(model, [r["blocks"] for r in results]))
 
