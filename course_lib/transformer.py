@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validate import as_real, check_float_dtype, check_int, check_type
-from .models import Slot, check_labels, layout_slots, softmax_cross_entropy
+from ._validate import as_real, check_float_dtype, check_int
+from .models import MLP, Slot, check_labels, layout_slots, softmax_cross_entropy
 
 # The pieces (layer_norm, attention and their backward passes) are importable but not
 # listed: the blocks and the model call them with arrays they have checked.
@@ -301,10 +301,7 @@ class Transformer:
         shapes += [("final.g", (h,)), ("final.b", (h,)), ("head.W", (h, self.classes)), ("head.b", (self.classes,))]
         return layout_slots(shapes)
 
-    @property
-    def n_params(self) -> int:
-        """Total number of parameters."""
-        return sum(s.size for s in self.slots)
+    n_params = MLP.n_params  # the same flat buffer of slots (as course_lib.cnn.CNN shares it)
 
     def views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         """Named views (no copies) into a flat parameter or gradient buffer."""
@@ -370,10 +367,7 @@ class Transformer:
         return float(np.mean(self.predict(params, x) == y))
 
     # --------------------------------------------------------------- checking
-    def _check_flat(self, flat, name: str) -> None:
-        check_type(flat, name, np.ndarray, "a numpy array")
-        if flat.shape != (self.n_params,):
-            raise ValueError(f"{name} must have shape ({self.n_params},), got {flat.shape}")
+    _check_flat = MLP._check_flat
 
     def _check_x(self, x) -> np.ndarray:
         x = np.asarray(x)
