@@ -36,6 +36,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .datasets import notation_markdown
         from .tools.paths import RepoNotFoundError, repo_root
 
+        if rest and rest[0].startswith("-"):  # "notation --help" must not write a file named --help
+            print("usage: python -m course_lib notation [TARGET.md]  (default: notebooks/notation.md)")
+            return 0 if rest[0] in ("-h", "--help") else 2
         try:
             target = Path(rest[0]) if rest else repo_root() / "notebooks" / "notation.md"
         except RepoNotFoundError as exc:

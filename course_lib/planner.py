@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 
-#: Layer widths of the running example scaled up for the estimates of chapter 10: MNIST-sized
+#: Layer widths of the running example scaled up for the estimates of chapter 12: MNIST-sized
 #: inputs, 24 hidden layers of 8,192 units, 10 classes (1.55e9 parameters, 6.2 GB in float32).
 EXAMPLE_SIZES = (784,) + (8192,) * 24 + (10,)
 

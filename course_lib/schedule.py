@@ -330,7 +330,7 @@ def stage_order(q: int, stages: int, micro_batches: int, schedule: str,
                 virtual_stages: int = 1) -> list[tuple]:
     """The forwards ``("F", m)`` and backwards ``("B", m)`` of stage ``q`` in one step.
 
-    The readable rule that :func:`schedule_order` applies to every stage (notebook 09,
+    The readable rule that :func:`schedule_order` applies to every stage (notebook 10,
     "1F1B"); :func:`schedule_order` checks the arguments. ``virtual_stages > 1``: the
     interleaved rule, :func:`interleaved_order` (``(kind, micro, chunk)``).
 

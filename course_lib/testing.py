@@ -1,6 +1,6 @@
 """Test support: what a run left behind (processes, shared memory, mappings).
 
-Used by the tests (and by notebook 12, the appendix, to show that a failed run leaves nothing): take a
+Used by the tests (and by notebook 14, the appendix, to show that a failed run leaves nothing): take a
 :func:`resource_snapshot` before, run, then :func:`leaked_resources` lists what is new.
 Linux only (``/proc``); elsewhere the snapshots are empty.
 

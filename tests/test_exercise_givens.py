@@ -309,7 +309,7 @@ def _questions(name: str) -> dict[int, str]:
 
 def _stated_givens():
     """(notebook, exercise, phrases): each exercise given new givens states them as its
-    chapter module's constants say (notebook 11: tests/test_notebooks.py; 08 Ex3, 10 Ex2-3:
+    chapter module's constants say (notebook 13: tests/test_notebooks.py; 09 Ex3, 11 Ex2-3:
     tests/test_exercises_memory_tensor.py)."""
     from course_lib.exercises import (
         data_parallelism,
@@ -363,12 +363,12 @@ def _stated_givens():
                                           f"{a7['bytes_per_param']} bytes per parameter",
                                           f"the {a7['devices']} GPUs", f"{a7['bandwidth'] / 1e9:g} GB/s",
                                           f"{a7['latency'] * 1e6:g} µs"]),
-        ("12_under_the_hood.ipynb", 2, [f"`{entry}`" for entry in shm12["listing"]]
+        ("14_under_the_hood.ipynb", 2, [f"`{entry}`" for entry in shm12["listing"]]
          + [", ".join(map(str, shm12["alive"][:-1])) + f" and {shm12['alive'][-1]}"]),
-        ("08_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",
+        ("09_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",
                                 f"**ZeRO stage {z8['zero_stage']}**"]),
-        ("09_pipeline_parallelism.ipynb", 1, [f"$N_p = {b9['stages']}$", f"$M = {b9['micro_batches']}$"]),
-        ("10_tensor_hybrid_parallelism.ipynb", 1, [f"on {h10['devices']} V100s", f"global batch {h10['batch_size']:,}",
+        ("10_pipeline_parallelism.ipynb", 1, [f"$N_p = {b9['stages']}$", f"$M = {b9['micro_batches']}$"]),
+        ("11_tensor_hybrid_parallelism.ipynb", 1, [f"on {h10['devices']} V100s", f"global batch {h10['batch_size']:,}",
                                                    f"latency {h10['latency'] * 1e6:g} µs",
                                                    f"$N_d \\times N_p = {h10['devices']}$"]),
     ]

@@ -1,4 +1,4 @@
-"""Exercises of notebooks 10 (2 and 3: what a tensor split moves, the crossover batch) and 08
+"""Exercises of notebooks 11 (2 and 3: what a tensor split moves, the crossover batch) and 09
 (3: activations of the first stage).
 
 The expected values come from the library; these tests check them against the
@@ -19,7 +19,7 @@ from course_lib.models import MLP
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
-# ------------------------------------------------------------------ notebook 10, exercise 2
+# ------------------------------------------------------------------ notebook 11, exercise 2
 def test_tensor_bytes_accepts_the_hand_count():
     g = ex.TENSOR_BYTES
     s, batch = g["sizes"], g["batch_size"]
@@ -46,7 +46,7 @@ def test_tensor_bytes_names_the_usual_mistakes(wrong, phrase):
     assert not result.correct and phrase in result.message
 
 
-# ------------------------------------------------------------------ notebook 08, exercise 3
+# ------------------------------------------------------------------ notebook 09, exercise 3
 def _sbh_units(tensor):
     g = mem_ex.STAGE_ACTIVATIONS
     a, s, h = g["heads"], g["seq_length"], g["hidden"]
@@ -81,7 +81,7 @@ def test_stage_activations_names_the_usual_mistakes(factor, phrase):
     assert not result.correct and phrase in result.message
 
 
-# ------------------------------------------------------------------ notebook 10, exercise 3
+# ------------------------------------------------------------------ notebook 11, exercise 3
 def test_crossover_batch_by_hand():
     s = ex.CROSSOVER["sizes"]
     params = MLP(s).n_params
@@ -110,11 +110,11 @@ def _statements(name):
 def test_notebooks_state_the_givens():
     t, a, c = ex.TENSOR_BYTES, mem_ex.STAGE_ACTIVATIONS, ex.CROSSOVER
     expected = {
-        ("10_tensor_hybrid_parallelism.ipynb", 2): [f"MLP({t['sizes']})", f"batch of {t['batch_size']}",
+        ("11_tensor_hybrid_parallelism.ipynb", 2): [f"MLP({t['sizes']})", f"batch of {t['batch_size']}",
                                                     f"{t['workers']} workers"],
-        ("10_tensor_hybrid_parallelism.ipynb", 3): [f"MLP({c['sizes']})"],
+        ("11_tensor_hybrid_parallelism.ipynb", 3): [f"MLP({c['sizes']})"],
         # in the course's notation (data/notation.csv): L, n_layers, N_t, N_p
-        ("08_memory.ipynb", 3): [
+        ("09_memory.ipynb", 3): [
             f"$L = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),
             f"$a = {a['heads']}$", f"$n_{{\\text{{layers}}}} = {a['layers']}$", f"$b = {a['micro_batch']}$",
             f"$N_t = {a['tensor']}$", f"$N_p = {a['pipeline']}$", f"$M = {a['micro_batches']}$"],

@@ -196,3 +196,18 @@ def test_the_retired_forms_are_caught():
 def test_every_chapter_links_the_notation_page(path):
     first = "".join(json.loads(path.read_text(encoding="utf-8"))["cells"][0]["source"])
     assert "](notation.md)" in first
+
+
+def test_the_notation_command_asks_before_writing_an_option(tmp_path):
+    """`python -m course_lib notation --help` prints its usage and writes no file named --help."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "course_lib", "notation", "--help"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and "usage" in done.stdout
+    assert list(tmp_path.iterdir()) == []
+    target = tmp_path / "page.md"
+    done = subprocess.run([sys.executable, "-m", "course_lib", "notation", str(target)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and target.read_text(encoding="utf-8") == notation_markdown()

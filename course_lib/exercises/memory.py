@@ -1,4 +1,4 @@
-"""Exercises of notebook 08 (memory: model states, ZeRO, activations).
+"""Exercises of notebook 09 (memory: model states, ZeRO, activations).
 
 Expected values come from :mod:`course_lib.memory`, :mod:`course_lib.schedule` and
 :mod:`course_lib.planner`. The givens of each exercise are module constants, so the

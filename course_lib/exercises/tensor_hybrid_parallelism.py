@@ -1,4 +1,4 @@
-"""Exercises of notebook 10 (tensor and hybrid parallelism).
+"""Exercises of notebook 11 (tensor and hybrid parallelism).
 
 Expected values come from :mod:`course_lib.planner` and :mod:`course_lib.parallel.tensor`.
 The givens of each exercise are module constants, so the notebook can print them.
@@ -38,7 +38,7 @@ BEST_SPLIT = {
 #: Givens of :func:`ex_tensor_bytes`: layer widths (float32), global batch, tensor-parallel workers.
 TENSOR_BYTES = {"sizes": (256, 2048, 2048, 2048, 2048, 1000), "batch_size": 128, "workers": 4}
 #: Givens of :func:`ex_crossover_batch`: layer widths (float32) of a model trained either with
-#: data parallelism or with the tensor split of notebook 10 (pairs (0, 1), (2, 3); layer 4 whole).
+#: data parallelism or with the tensor split of notebook 11 (pairs (0, 1), (2, 3); layer 4 whole).
 CROSSOVER = {"sizes": (512, 4096, 4096, 4096, 4096, 10)}
 
 

@@ -110,7 +110,7 @@ class ShmAllReduce:
         return self.reduced
 
     def allgather(self) -> np.ndarray:
-        """The former name of :meth:`all_gather` (ZeRO-1's loop, notebook 08)."""
+        """The former name of :meth:`all_gather` (ZeRO-1's loop, notebook 09)."""
         return self.all_gather()
 
     def allreduce(self) -> np.ndarray:

@@ -276,7 +276,7 @@ class _ChunkClock:
 
 class Stage:
     """One pipeline stage of one replica: its layers, its buffers, and its forward and
-    backward of one micro-batch (notebook 09, "Model parallelism: split the layers").
+    backward of one micro-batch (notebook 10, "Model parallelism: split the layers").
 
     Stage ``s`` of replica ``d`` owns layers ``lo .. hi - 1``. Interleaved 1F1B: a process
     holds ``v`` stages, its chunks ``c = 0 .. v - 1``, and ``s = c N_p + q`` is the virtual
@@ -380,7 +380,7 @@ class Stage:
 
 
 def stage_worker(chunks: list[Stage], job: _StageJob, barrier, clock) -> None:
-    """The loop of one pipeline process (notebook 09, "Model parallelism: split the layers").
+    """The loop of one pipeline process (notebook 10, "Model parallelism: split the layers").
 
     ``chunks`` are the stages this process holds (one; ``v`` when interleaved). Every
     step: their forwards and backwards in the schedule's order, then for each (hybrid

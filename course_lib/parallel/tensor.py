@@ -22,7 +22,7 @@ replicated: every worker computes it whole, with the same bits.
 :func:`train_tensor_parallel` runs this with real processes (the machinery of
 :mod:`course_lib.parallel.workers`, the all-reduce of
 :class:`course_lib.parallel.allreduce.ShmAllReduce`); :func:`tensor_parallel_bytes`
-counts the bytes of one step's all-reduces by formula. Notebook 10, "Tensor
+counts the bytes of one step's all-reduces by formula. Notebook 11, "Tensor
 parallelism", shows :func:`tensor_forward` and :func:`tensor_backward`.
 
 Examples
@@ -179,7 +179,7 @@ def tensor_parallel_bytes(model: MLP, batch_size: int) -> int:
 
 # ------------------------------------------------------------------ the maths
 def tensor_forward(local, shards: list[LayerShard], x: np.ndarray, allreduce) -> list[np.ndarray]:
-    """Forward pass of one worker (notebook 10, "Tensor parallelism").
+    """Forward pass of one worker (notebook 11, "Tensor parallelism").
 
     ``local[i] = (W, b)`` are the worker's blocks, ``allreduce(part)`` returns the sum
     of ``part`` over all workers. Returns the activations the backward pass needs:
@@ -208,7 +208,7 @@ def tensor_backward(local, shards: list[LayerShard], acts: list[np.ndarray], dlo
                     grads, allreduce) -> None:
     """Backward pass of one worker: ADD its blocks' gradients into ``grads`` (same
     layout as ``local``). The input gradient of a pair is an all-reduce ("f" backward),
-    except before the first layer (notebook 10, "Tensor parallelism")."""
+    except before the first layer (notebook 11, "Tensor parallelism")."""
     g, last = dlogits, len(shards) - 1
     for s in reversed(shards):
         (w, _), (gw, gb) = local[s.layer], grads[s.layer]
@@ -330,7 +330,7 @@ def _worker(wctx: WorkerContext, job: Job, specs, barrier) -> dict:
 
 def tensor_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, allreduce, clock: StepClock):
     """The loop every tensor-parallel worker runs: forward with my blocks, loss, backward,
-    update my blocks (notebook 10, "Tensor parallelism")."""
+    update my blocks (notebook 11, "Tensor parallelism")."""
     shards = layer_shards(job.model, job.workers, wctx.rank)
     local = _local_params(job.model, p0, shards)
     grads = [(np.zeros_like(w), np.zeros_like(b)) for w, b in local]

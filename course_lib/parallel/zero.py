@@ -29,7 +29,7 @@ beside :func:`course_lib.memory.model_state_bytes`. ``bytes`` per step counts ev
 reduce-scatter and all-gather of :math:`X` bytes as :math:`X/2`, so that an all-reduce (one
 of each) counts :math:`X` as in plain data parallelism (:class:`Shards`).
 
-``train_data_parallel(..., zero_stage=s)`` runs these loops; notebook 08, "ZeRO", shows them.
+``train_data_parallel(..., zero_stage=s)`` runs these loops; notebook 09, "ZeRO", shows them.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ __all__ = ["Shards", "worker_loop_for", "zero2_worker_loop", "zero3_worker_loop"
 
 
 def zero_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce, clock: StepClock):
-    """The data-parallel step loop with the optimizer state sharded (notebook 08, "ZeRO").
+    """The data-parallel step loop with the optimizer state sharded (notebook 09, "ZeRO").
 
     Per step: the gradient sum of this worker's shard of the batch, the reduce-scatter
     (this worker adds chunk ``r`` of every gradient), the optimizer step on chunk ``r``
@@ -133,7 +133,7 @@ class Shards:
 
 
 def zero2_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce, clock: StepClock):
-    """ZeRO stage 2: the gradients sharded too (notebook 08, "ZeRO stages 2 and 3").
+    """ZeRO stage 2: the gradients sharded too (notebook 09, "ZeRO stages 2 and 3").
 
     The backward runs layer by layer; each layer's gradient leaves in a reduce-scatter as
     soon as it is ready, and this worker keeps only its chunk of the sum (``grad``, 1/N).
@@ -163,7 +163,7 @@ def zero2_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduc
 
 
 def zero3_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce, clock: StepClock):
-    """ZeRO stage 3 (FSDP): the parameters sharded too (notebook 08, "ZeRO stages 2 and 3").
+    """ZeRO stage 3 (FSDP): the parameters sharded too (notebook 09, "ZeRO stages 2 and 3").
 
     This worker keeps chunk ``r`` of the parameters (``mine``) only. Before each layer's
     forward, and again before its backward, the workers all-gather that layer's

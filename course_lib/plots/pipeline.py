@@ -1,4 +1,4 @@
-"""Figures of chapters 09 and 10: pipeline timelines (Gantt charts), bubbles, hybrid grids.
+"""Figures of chapters 10 and 12: pipeline timelines (Gantt charts), bubbles, hybrid grids.
 
 Every Gantt chart shades the idle time of each stage between the step's first forward
 and its last backward (hatched grey, "idle (bubble)"): the bubble its title quantifies.

@@ -158,7 +158,7 @@ class Renderer:
         """No garbage collection inside; the figure let go on the way out.
 
         Python's collector pauses the kernel to scan every object it tracks (170,000 in
-        notebook 09): 100-180 ms, every sixth redraw or so, because each redraw's figure
+        notebook 10): 100-180 ms, every sixth redraw or so, because each redraw's figure
         lives long enough to reach the oldest generation. So no collection runs while a
         figure is built and sent, the figure is let go as soon as its PNG is out, and the
         collection that follows finds it still young: a cheap one, after the reader already

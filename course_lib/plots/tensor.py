@@ -1,4 +1,4 @@
-"""Figures of chapter 10: tensor parallelism (张量并行) and what each scheme moves.
+"""Figures of chapter 11: tensor parallelism (张量并行) and what each scheme moves.
 
 * :func:`tensor_split_diagram` - one pair of linear layers split over workers: the
   first by columns, the second by rows, the partial outputs summed by an all-reduce

@@ -552,7 +552,7 @@ def deck_title(nb: Any, default: str = "") -> str:
 
     Examples
     --------
-    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 11 Summary"}]}, "11_summary")
+    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 11 Summary"}]}, "13_summary")
     '11 Summary'
     """
     _check_notebook(nb)
