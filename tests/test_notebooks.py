@@ -39,6 +39,15 @@ def test_notebooks_are_numbered_in_chapter_order():
     assert NOTEBOOKS, "no notebooks found"
     numbers = [int(re.match(r"(\d\d)_", p.name).group(1)) for p in NOTEBOOKS]
     assert numbers == sorted(numbers) and len(set(numbers)) == len(numbers)
+    assert numbers == list(range(1, len(numbers) + 1)), f"chapter numbers with a gap: {numbers}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_the_title_carries_the_files_number(path):
+    """A chapter's first line is "# NN · title" with NN its file's number (a renumbering that
+    renames the file but not the title, or the reverse, fails here)."""
+    first = _source(_load(path)["cells"][0]).splitlines()[0]
+    assert first.startswith(f"# {path.name[:2]} · "), f"{path.name} starts with {first!r}"
 
 
 @pytest.mark.slow  # more than 3 s on two free cores (make test runs it, make test-fast does not)
