@@ -290,8 +290,8 @@ def test_exercise_checkers_accept_the_hand_computation_and_name_the_usual_mistak
     assert ex.ex2_reduce_scatter_bytes(2 * 48 * 4)          # chunk [0, 48) of rows 1 and 2
     assert "even split" in ex.ex2_reduce_scatter_bytes(2 / 3 * 400).message
     assert "ALL-GATHER" in ex.ex2_reduce_scatter_bytes((100 - 48) * 4).message
-    assert ex.ex3_syncbn_variance(330 / 10 - 5.2**2)         # S2/n - (S1/n)^2 = 33 - 27.04
-    assert "BETWEEN" in ex.ex3_syncbn_variance((1.25 + 1.0) / 2).message
+    assert ex.ex4_syncbn_variance(330 / 10 - 5.2**2)         # S2/n - (S1/n)^2 = 33 - 27.04
+    assert "BETWEEN" in ex.ex4_syncbn_variance((1.25 + 1.0) / 2).message
     for bad in (None, "abc", [1], float("nan")):
-        for checker in (ex.ex1_alltoall_ms, ex.ex2_reduce_scatter_bytes, ex.ex3_syncbn_variance):
+        for checker in (ex.ex1_alltoall_ms, ex.ex2_reduce_scatter_bytes, ex.ex4_syncbn_variance):
             assert not checker(bad)

@@ -271,15 +271,15 @@ def test_the_overlap_benchmark_prints_every_bucket_count(capsys, tmp_path, clean
 
 # ------------------------------------------------------------------ the exercise
 def test_the_exercise_wants_the_hand_computed_step():
-    from course_lib.exercises.overlap import ex1_overlapped_step_ms
+    from course_lib.exercises.collectives import ex3_overlapped_step_ms
 
     # ready at 7, 13, 19, 28; done at 9, max(13, 9) + 8 = 21, max(19, 21) + 8 = 29, max(28, 29) + 4 = 33; + update 2
-    assert ex1_overlapped_step_ms(35).correct and ex1_overlapped_step_ms("35 ms").correct
+    assert ex3_overlapped_step_ms(35).correct and ex3_overlapped_step_ms("35 ms").correct
     for wrong, words in ((52, "WITHOUT overlap"), (30, "perfect overlap"), (34, "link is still busy"),
                          (33, "update comes after")):
-        result = ex1_overlapped_step_ms(wrong)
+        result = ex3_overlapped_step_ms(wrong)
         assert not result.correct and words in result.message, (wrong, result.message)
-    assert not ex1_overlapped_step_ms(None).correct
+    assert not ex3_overlapped_step_ms(None).correct
 
 
 @linux

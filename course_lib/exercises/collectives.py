@@ -1,9 +1,9 @@
-"""Exercises of the collectives and synchronisation chapter (the collectives family, the
-shared-memory toy's two steps, SyncBN).
+"""Exercises of chapter 08, collectives and synchronisation (the collectives family, the
+shared-memory toy's two steps, overlap of the all-reduce with the backward pass, SyncBN).
 
-Expected values come from :mod:`course_lib.comm`, :mod:`course_lib.parallel.partition`
-and :mod:`course_lib.staleness` - never typed in. The givens are module constants, so the
-notebook can print them.
+Expected values come from :mod:`course_lib.comm`, :mod:`course_lib.parallel.partition`,
+:mod:`course_lib.overlap` and :mod:`course_lib.staleness` - never typed in. The givens
+are module constants, so the notebook can print them.
 """
 
 from __future__ import annotations
@@ -11,12 +11,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import comm
+from ..overlap import overlapped_step_time
 from ..parallel.partition import chunk_bounds
 from ..staleness import sync_batchnorm_statistics
 from . import Result, check
 
-__all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_SHARDS", "ex1_alltoall_ms", "ex2_reduce_scatter_bytes",
-           "ex3_syncbn_variance"]
+__all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_STEP", "EX4_SHARDS", "ex1_alltoall_ms", "ex2_reduce_scatter_bytes",
+           "ex3_overlapped_step_ms", "ex4_syncbn_variance"]
 
 #: Exercise 1: a mixture-of-experts layer on 8 GPUs of one server; every GPU holds 64 MiB of
 #: token activations, one block per expert (per GPU), and sends each block to its expert's GPU by
@@ -27,9 +28,16 @@ EX1_ALLTOALL = {"devices": 8, "nbytes": 64 * 2**20, "bandwidth": 50e9, "latency"
 #: 100 numbers; its chunks start on multiples of 16 numbers (``chunk_bounds``).
 EX2_TOY = {"workers": 3, "n": 100, "itemsize": 4, "rank": 0}
 
-#: Exercise 3: what two workers' SyncBN all-reduce adds up for one feature of a batch-norm
+#: Exercise 3: one data-parallel step in 4 buckets, numbered in the order the backward pass
+#: finishes them (the last layers first), in milliseconds. The first layer is the widest: its
+#: bucket's backward is the longest, and the middle buckets' all-reduces take longer than
+#: their backward.
+EX3_STEP = {"forward_ms": 4.0, "backward_ms": (3.0, 6.0, 6.0, 9.0), "allreduce_ms": (2.0, 8.0, 8.0, 4.0),
+            "update_ms": 2.0}
+
+#: Exercise 4: what two workers' SyncBN all-reduce adds up for one feature of a batch-norm
 #: layer: each worker's count, sum and sum of squares of its shard.
-EX3_SHARDS = ({"count": 4, "sum": 10.0, "sum_sq": 30.0}, {"count": 6, "sum": 42.0, "sum_sq": 300.0})
+EX4_SHARDS = ({"count": 4, "sum": 10.0, "sum_sq": 30.0}, {"count": 6, "sum": 42.0, "sum_sq": 300.0})
 
 
 def ex1_alltoall_ms(answer) -> Result:
@@ -89,22 +97,54 @@ def ex2_reduce_scatter_bytes(answer) -> Result:
     )
 
 
-def _ex3_stats() -> tuple[float, float, float]:
+def _ex3_times() -> dict:
+    s = EX3_STEP
+    return overlapped_step_time(s["forward_ms"], s["backward_ms"], s["allreduce_ms"], update=s["update_ms"])
+
+
+def ex3_overlapped_step_ms(answer) -> Result:
+    """Step time in ms of :data:`EX3_STEP` when each bucket's all-reduce starts as soon as its
+    backward is done and the link is free (one all-reduce at a time), the update after the
+    last one."""
+    s, t = EX3_STEP, _ex3_times()
+    compute = s["forward_ms"] + sum(s["backward_ms"]) + s["update_ms"]
+    mistakes = {
+        t["sequential"]: "That is the step WITHOUT overlap: every all-reduce after the whole backward.",
+        compute: "That is a perfect overlap, all communication hidden; but an all-reduce can only "
+                 "start when its bucket is ready AND the previous all-reduce has finished.",
+        compute + s["allreduce_ms"][-1]: "Only the last bucket after the backward? The link is still busy "
+                                         "with an earlier bucket when the backward ends: follow "
+                                         "done = max(ready, previous done) + all-reduce, bucket by bucket.",
+        t["overlapped"] - s["update_ms"]: "The all-reduces are right; the update comes after the last one.",
+    }
+    return check(
+        answer,
+        t["overlapped"],
+        name="step time with overlap",
+        unit="ms",
+        hint="bucket ν is ready at forward + the backward of buckets 1..ν; its all-reduce ends at "
+             "max(ready, the previous all-reduce's end) + its own time; the step ends after the "
+             "last all-reduce and the update.",
+        mistakes=mistakes,
+    )
+
+
+def _ex4_stats() -> tuple[float, float, float]:
     """(global variance, mean of the shards' variances, their count-weighted mean)."""
     shards = []
-    for s in EX3_SHARDS:  # a shard with these count, sum and sum of squares: two values
+    for s in EX4_SHARDS:  # a shard with these count, sum and sum of squares: two values
         mean = s["sum"] / s["count"]
         spread = np.sqrt(s["sum_sq"] / s["count"] - mean * mean)
         shards.append(np.repeat([[mean - spread], [mean + spread]], s["count"] // 2, axis=0))
     _, var = sync_batchnorm_statistics(shards)
     local = [float(np.var(s)) for s in shards]
-    counts = [s["count"] for s in EX3_SHARDS]
+    counts = [s["count"] for s in EX4_SHARDS]
     return float(var[0]), float(np.mean(local)), float(np.average(local, weights=counts))
 
 
-def ex3_syncbn_variance(answer) -> Result:
-    """The global batch's variance of the feature of :data:`EX3_SHARDS` (what SyncBN uses)."""
-    expected, mean_local, weighted_local = _ex3_stats()
+def ex4_syncbn_variance(answer) -> Result:
+    """The global batch's variance of the feature of :data:`EX4_SHARDS` (what SyncBN uses)."""
+    expected, mean_local, weighted_local = _ex4_stats()
     return check(
         answer,
         expected,
