@@ -17,6 +17,7 @@ from course_lib.exercises import (
     check,
     check_count,
     data_parallelism,
+    hybrid_parallelism,
     large_batches,
     operator_parallelism,
     pipeline_parallelism,
@@ -24,7 +25,7 @@ from course_lib.exercises import (
     serial_to_parallel,
     shown_tolerance,
     summary,
-    tensor_hybrid_parallelism,
+    tensor_parallelism,
 )
 from course_lib.exercises import memory as memory_ex
 from course_lib.parallel.speedup import ScalingMeasurement
@@ -104,7 +105,7 @@ def _lamb_efficiency_from_the_s_column() -> float:
         (large_batches.ex3_iteration_efficiency, (0.792, 0.79)),
         (data_parallelism.ex4_ring_allreduce_ms, (8.65, 8.6, 8.7)),
         (pipeline_parallelism.ex_bubble, (0.25, "0.25", "25%")),
-        (tensor_hybrid_parallelism.ex_tensor_bytes, (3.145728, 3.146, 3.15)),
+        (tensor_parallelism.ex_tensor_bytes, (3.145728, 3.146, 3.15)),
         (summary.ex3_gustafson_to_amdahl, (0.9965, 0.99654)),  # "give four decimals"
         (summary.ex5_weak_scaling_efficiency, (0.935, 0.9345)),
         (summary.ex7_1f1b_bubble, (5 / 29, 0.1724, 0.172)),
@@ -128,7 +129,7 @@ def test_true_false_yes_no_text_is_understood():
 
 
 def test_pairs_and_grids_typed_as_text_are_understood():
-    ths = tensor_hybrid_parallelism
+    ths = hybrid_parallelism
     best = ths._best_split()
     d, p, n = best.data, best.pipeline, ths.BEST_SPLIT["devices"]
     assert (d, p) == (2, 16) and d * p == n
@@ -173,8 +174,8 @@ def test_percent_rule_only_where_a_fraction_is_asked():
 
 # ------------------------------------------------------- MB vs MiB
 def test_mib_for_mb_and_the_other_way_round_get_a_word_on_units():
-    right = tensor_hybrid_parallelism.TENSOR_BYTES["batch_size"] * 4 * 6144 / 1e6  # 3.145728 MB = 3 MiB
-    mib = tensor_hybrid_parallelism.ex_tensor_bytes(right * 1e6 / 2**20)
+    right = tensor_parallelism.TENSOR_BYTES["batch_size"] * 4 * 6144 / 1e6  # 3.145728 MB = 3 MiB
+    mib = tensor_parallelism.ex_tensor_bytes(right * 1e6 / 2**20)
     assert not mib.correct and "That is MiB; the question asks MB (10^6 bytes)" in mib.message
     gib = memory_ex.ex_zero_gb(31.6875e9 / 2**30)
     assert not gib.correct and "That is GiB; the question asks GB (10^9 bytes)" in gib.message
@@ -364,7 +365,7 @@ def test_zero_stage_2_over_31_gpus_is_not_the_answer_for_32():
 
 @pytest.mark.parametrize("answer", [(2, 16), (2, 16, 1), "2x16x1", "(2, 16, 1)", "2 x 16"])
 def test_best_grid_takes_the_tensor_degree_1_and_uses_the_course_notation(answer):
-    from course_lib.exercises.tensor_hybrid_parallelism import _best_split, ex_best_split
+    from course_lib.exercises.hybrid_parallelism import _best_split, ex_best_split
 
     best = _best_split()
     assert (best.data, best.pipeline) == (2, 16)

@@ -309,10 +309,11 @@ def _questions(name: str) -> dict[int, str]:
 
 def _stated_givens():
     """(notebook, exercise, phrases): each exercise given new givens states them as its
-    chapter module's constants say (notebook 13: tests/test_notebooks.py; 09 Ex3, 11 Ex2-3:
+    chapter module's constants say (notebook 13: tests/test_notebooks.py; 09 Ex3, 11 Ex1-2:
     tests/test_exercises_memory_tensor.py)."""
     from course_lib.exercises import (
         data_parallelism,
+        hybrid_parallelism,
         large_batches,
         memory,
         operator_algorithms,
@@ -320,7 +321,7 @@ def _stated_givens():
         pipeline_parallelism,
         scaling_laws,
         serial_to_parallel,
-        tensor_hybrid_parallelism,
+        tensor_parallelism,
         training_cost,
         under_the_hood,
     )
@@ -332,7 +333,8 @@ def _stated_givens():
     n_conv = sum(kind == "conv" for _, kind in operator_parallelism.DEEP_CNN_LAYERS)
     l5, w6, u6 = operator_parallelism.LAYER, operator_algorithms.WINOGRAD_LAYER, operator_algorithms.UPDATE
     p7, a7, shm12 = data_parallelism.EX3_PS, data_parallelism.EX4_SETUP, under_the_hood.EX2_SHM
-    b9, h10, z8 = pipeline_parallelism.BUBBLE, tensor_hybrid_parallelism.BEST_SPLIT, memory.ZERO
+    b9, h12, z8 = pipeline_parallelism.BUBBLE, hybrid_parallelism.BEST_SPLIT, memory.ZERO
+    t11, s11 = tensor_parallelism.LAYER_TRAFFIC, tensor_parallelism.SEQUENCE_MEMORY
     return [
         ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
         ("02_scaling_laws.ipynb", 1, [f"spends {l2['serial']:.0%} of its serial run time"]),
@@ -368,9 +370,16 @@ def _stated_givens():
         ("09_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",
                                 f"**ZeRO stage {z8['zero_stage']}**"]),
         ("10_pipeline_parallelism.ipynb", 1, [f"$N_p = {b9['stages']}$", f"$M = {b9['micro_batches']}$"]),
-        ("11_tensor_hybrid_parallelism.ipynb", 1, [f"on {h10['devices']} V100s", f"global batch {h10['batch_size']:,}",
-                                                   f"latency {h10['latency'] * 1e6:g} µs",
-                                                   f"$N_d \\times N_p = {h10['devices']}$"]),
+        ("11_tensor_parallelism.ipynb", 3, [f"$h = {t11['hidden']:,}$".replace(",", "{,}"),
+                                            f"$L = {t11['seq_length']:,}$".replace(",", "{,}"),
+                                            f"$b = {t11['micro_batch']}$ sequences", f"{8 * t11['bytes_per_value']}-bit",
+                                            f"$N_t = {t11['tensor']}$"]),
+        ("11_tensor_parallelism.ipynb", 4, [f"$h = {s11['hidden']:,}$".replace(",", "{,}"), f"$a = {s11['heads']}$",
+                                            f"sequence length ${s11['seq_length']:,}$".replace(",", "{,}"),
+                                            f"micro-batch {s11['micro_batch']}", f"$N_t = {s11['tensor']}$"]),
+        ("12_hybrid_parallelism.ipynb", 1, [f"on {h12['devices']} V100s", f"global batch {h12['batch_size']:,}",
+                                            f"latency {h12['latency'] * 1e6:g} µs",
+                                            f"$N_d \\times N_p = {h12['devices']}$"]),
     ]
 
 

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from course_lib.exercises import memory as mem_ex
-from course_lib.exercises import tensor_hybrid_parallelism as ex
+from course_lib.exercises import tensor_parallelism as ex
 from course_lib.models import MLP
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
-# ------------------------------------------------------------------ notebook 11, exercise 2
+# ------------------------------------------------------------------ notebook 11, exercise 1
 def test_tensor_bytes_accepts_the_hand_count():
     g = ex.TENSOR_BYTES
     s, batch = g["sizes"], g["batch_size"]
@@ -81,7 +81,7 @@ def test_stage_activations_names_the_usual_mistakes(factor, phrase):
     assert not result.correct and phrase in result.message
 
 
-# ------------------------------------------------------------------ notebook 11, exercise 3
+# ------------------------------------------------------------------ notebook 11, exercise 2
 def test_crossover_batch_by_hand():
     s = ex.CROSSOVER["sizes"]
     params = MLP(s).n_params
@@ -110,9 +110,9 @@ def _statements(name):
 def test_notebooks_state_the_givens():
     t, a, c = ex.TENSOR_BYTES, mem_ex.STAGE_ACTIVATIONS, ex.CROSSOVER
     expected = {
-        ("11_tensor_hybrid_parallelism.ipynb", 2): [f"MLP({t['sizes']})", f"batch of {t['batch_size']}",
-                                                    f"{t['workers']} workers"],
-        ("11_tensor_hybrid_parallelism.ipynb", 3): [f"MLP({c['sizes']})"],
+        ("11_tensor_parallelism.ipynb", 1): [f"MLP({t['sizes']})", f"batch of {t['batch_size']}",
+                                             f"{t['workers']} workers"],
+        ("11_tensor_parallelism.ipynb", 2): [f"MLP({c['sizes']})"],
         # in the course's notation (data/notation.csv): L, n_layers, N_t, N_p
         ("09_memory.ipynb", 3): [
             f"$L = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),

@@ -165,7 +165,7 @@ def _run(fn, where, odd):
 
 def test_every_chapter_module_has_checkers():
     modules = {ident.split(".")[1] for ident, _ in CHECKERS}
-    assert {"serial_to_parallel", "scaling_laws", "training_cost", "large_batches", "operator_parallelism", "operator_algorithms", "data_parallelism", "memory", "pipeline_parallelism", "tensor_hybrid_parallelism", "summary", "under_the_hood"} <= modules
+    assert {"serial_to_parallel", "scaling_laws", "training_cost", "large_batches", "operator_parallelism", "operator_algorithms", "data_parallelism", "memory", "pipeline_parallelism", "tensor_parallelism", "hybrid_parallelism", "summary", "under_the_hood"} <= modules
     assert {"exercises.check", "exercises.check_count"} <= {ident for ident, _ in CHECKERS}
     assert len(CHECKERS) >= 40
 
@@ -213,7 +213,7 @@ def test_huge_integer_answer_is_wrong_not_an_overflow():
 
 def test_quoted_answers_are_read_as_meant_or_get_a_hint_about_quotes():
     from course_lib.exercises.data_parallelism import ex1_mean_of_means
-    from course_lib.exercises.tensor_hybrid_parallelism import _best_split, ex_best_split
+    from course_lib.exercises.hybrid_parallelism import _best_split, ex_best_split
 
     assert ex1_mean_of_means("False").correct and ex1_mean_of_means("no").correct
     wrong = ex1_mean_of_means("True")

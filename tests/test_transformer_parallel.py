@@ -243,7 +243,7 @@ def test_a_worker_that_dies_gives_a_clear_error(clean):
 
 # ------------------------------------------------------------------ exercises
 def test_exercises_accept_the_formula_and_name_the_usual_mistakes():
-    from course_lib.exercises.transformer import (
+    from course_lib.exercises.tensor_parallelism import (
         LAYER_TRAFFIC,
         SEQUENCE_MEMORY,
         ex_layer_traffic,
