@@ -165,7 +165,7 @@ def _run(fn, where, odd):
 
 def test_every_chapter_module_has_checkers():
     modules = {ident.split(".")[1] for ident, _ in CHECKERS}
-    assert {"serial_to_parallel", "scaling_laws", "training_cost", "large_batches", "operator_parallelism", "operator_algorithms", "data_parallelism", "memory", "pipeline_parallelism", "tensor_parallelism", "hybrid_parallelism", "summary", "under_the_hood"} <= modules
+    assert {"serial_to_parallel", "scaling_laws", "training_cost", "large_batches", "operator_parallelism", "operator_algorithms", "data_parallelism", "collectives", "memory", "pipeline_parallelism", "tensor_parallelism", "hybrid_parallelism", "summary", "under_the_hood"} <= modules
     assert {"exercises.check", "exercises.check_count"} <= {ident for ident, _ in CHECKERS}
     assert len(CHECKERS) >= 40
 
