@@ -273,9 +273,9 @@ def test_the_overlap_benchmark_prints_every_bucket_count(capsys, tmp_path, clean
 def test_the_exercise_wants_the_hand_computed_step():
     from course_lib.exercises.collectives import ex3_overlapped_step_ms
 
-    # ready at 7, 13, 19, 28; done at 9, max(13, 9) + 8 = 21, max(19, 21) + 8 = 29, max(28, 29) + 4 = 33; + update 2
-    assert ex3_overlapped_step_ms(35).correct and ex3_overlapped_step_ms("35 ms").correct
-    for wrong, words in ((52, "WITHOUT overlap"), (30, "perfect overlap"), (34, "link is still busy"),
+    # ready at 7, 13, 19, 28; done at 9, max(13, 9) + 8 = 21, max(19, 21) + 8 = 29, max(28, 29) + 4 = 33; + update 3
+    assert ex3_overlapped_step_ms(36).correct and ex3_overlapped_step_ms("36 ms").correct
+    for wrong, words in ((53, "WITHOUT overlap"), (31, "perfect overlap"), (35, "link is still busy"),
                          (33, "update comes after")):
         result = ex3_overlapped_step_ms(wrong)
         assert not result.correct and words in result.message, (wrong, result.message)
