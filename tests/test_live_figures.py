@@ -40,9 +40,9 @@ STATED = {
     ("03", "cnn_calculator_figure", "devices"): (r"epochs, (?P<v>\d+) x NVIDIA", 1),
     ("03", "cnn_calculator_figure", "utilisation"): (r"SXM2 32GB +125 +tensor +(?P<v>[\d.]+)", 1),
     ("03", "cnn_calculator_figure", "efficiency"): (r"TFLOP/s x \d+ x (?P<v>[\d.]+)\)", 1),
-    ("08", "zero_memory_figure", "params_billion"): (r"\((?P<v>[\d.]+) billion parameters, \d+ GPUs\)", 1),
-    ("08", "zero_memory_figure", "devices"): (r"billion parameters, (?P<v>\d+) GPUs\)", 1),
-    ("08", "zero_memory_figure", "zero_stage"): (r"stage (?P<v>0): +120\.00 GB per GPU", 1),
+    ("09", "zero_memory_figure", "params_billion"): (r"\((?P<v>[\d.]+) billion parameters, \d+ GPUs\)", 1),
+    ("09", "zero_memory_figure", "devices"): (r"billion parameters, (?P<v>\d+) GPUs\)", 1),
+    ("09", "zero_memory_figure", "zero_stage"): (r"stage (?P<v>0): +120\.00 GB per GPU", 1),
     ("07", "comm_dominance_figure", "bandwidth_gbit"): (r"(?P<v>25) Gbit/s +\d+", 1),
     ("03", "transformer_calculator_figure", "params_million"): (r"transformer, (?P<v>\d+)M parameters", 1),
     ("03", "transformer_calculator_figure", "tokens_million"): (r"parameters, (?P<v>[\d,]+)M tokens", 1),
@@ -50,9 +50,9 @@ STATED = {
     ("05", "gemm_sizes_figure", "kernel"): (r"(?P<v>\d+)x\d+, 64 ch, 56x56, B=32", 1),
     ("05", "gemm_sizes_figure", "image"): (r"64 ch, (?P<v>\d+)x\d+, B=32", 1),
     ("05", "gemm_sizes_figure", "batch"): (r"64 ch, 56x56, B=(?P<v>\d+)", 1),
-    ("09", "schedule_figure", "stages"): (r"gpipe +N_p = (?P<v>\d+), M = \d+", 1),
-    ("09", "schedule_figure", "micro_batches"): (r"gpipe +N_p = \d+, M = (?P<v>\d+)", 1),
-    ("11", "laws_figure", "p"): (r"p = (?P<v>[\d.]+): S\(16\)", 1),
+    ("10", "schedule_figure", "stages"): (r"gpipe +N_p = (?P<v>\d+), M = \d+", 1),
+    ("10", "schedule_figure", "micro_batches"): (r"gpipe +N_p = \d+, M = (?P<v>\d+)", 1),
+    ("13", "laws_figure", "p"): (r"p = (?P<v>[\d.]+): S\(16\)", 1),
 }
 
 
@@ -119,8 +119,8 @@ FIGURES = [(path.name[:2], *figure) for path in NOTEBOOKS for figure in _live_fi
 def test_every_notebook_with_sliders_is_read():
     names = {(nb, plot) for nb, plot, *_ in FIGURES}
     assert {("02", "amdahl_figure"), ("02", "laws_figure"), ("03", "cnn_calculator_figure"),
-            ("03", "transformer_calculator_figure"), ("08", "zero_memory_figure"),
-            ("07", "comm_efficiency_figure"), ("10", "hybrid_explorer_figure"), ("11", "laws_figure")} <= names
+            ("03", "transformer_calculator_figure"), ("09", "zero_memory_figure"),
+            ("07", "comm_efficiency_figure"), ("12", "hybrid_explorer_figure"), ("13", "laws_figure")} <= names
     assert len(FIGURES) >= 12
 
 
@@ -165,4 +165,4 @@ def test_the_stated_value_check_fails_on_a_contradiction():
     spec = Slider("params_billion", "parameters", -1, 3, 0.01, 7.58578, unit="billion", kind="log")
     text = "(7.5 billion parameters, 64 GPUs)"
     with pytest.raises(AssertionError, match="the text says 7.5"):
-        test_the_text_states_the_values_the_sliders_start_at("08", "zero_memory_figure", [spec], "", text)
+        test_the_text_states_the_values_the_sliders_start_at("09", "zero_memory_figure", [spec], "", text)

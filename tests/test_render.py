@@ -382,3 +382,53 @@ def test_text_layouts_kept_per_string_font_and_alignment_give_the_same_pixels():
         extents = [t.get_window_extent().bounds for t in fig.texts]
     assert len(kept) > 128 and (cold == plain).all() and (warm == plain).all()
     assert extents == [t.get_window_extent().bounds for t in fig.texts]  # as laid out without it
+
+
+def test_ticks_made_while_a_styled_figure_is_built_are_cloned_too():
+    """Ticks made while a figure is built (under the course style, e.g. by ``set_xticks`` with
+    labels) are cloned from a pristine tick of that style, not made the slow way, once one
+    redraw has run; the tick copies share their marker; the pixels are the plain route's;
+    and the pristine ticks keep no figure alive."""
+    import gc
+    import weakref
+
+    from matplotlib import axis as maxis
+
+    from course_lib.plots.render import Renderer
+
+    renderer = Renderer(60)
+    kwargs = dict(p=0.9, n=16)
+    renderer.render(laws_figure, kwargs)  # pristine ticks of both styles
+    made = maxis.Tick.__init__
+    calls = []
+
+    def counting(self, *args, **kw):
+        calls.append(type(self).__name__)
+        return made(self, *args, **kw)
+
+    maxis.Tick.__init__ = counting
+    try:
+        cloned = renderer.render(laws_figure, kwargs)
+    finally:
+        maxis.Tick.__init__ = made
+    assert calls == [], f"ticks made the slow way during a redraw: {calls}"
+    assert cloned == renderer.render(laws_figure, kwargs)
+    from matplotlib.figure import Figure
+    from matplotlib.markers import MarkerStyle
+
+    from course_lib.plots.render import _cloned_ticks
+
+    with _cloned_ticks(renderer.ticks):
+        fig = Figure()
+        axis = fig.add_subplot().xaxis
+        first = axis.get_major_ticks(numticks=1)[0]
+        second = axis.get_major_ticks(numticks=2)[1]  # a new tick: matplotlib copies the first's props
+    assert second.tick1line._marker is first.tick1line._marker  # shared, not deep-copied
+    assert isinstance(second.tick1line._marker, MarkerStyle)
+    assert MarkerStyle.__module__ == "matplotlib.markers" and axis.__class__._copy_tick_props.__module__ == (
+        "matplotlib.axis")  # everything patched is put back
+    ref = weakref.ref(fig)
+    del fig, axis, first, second
+    renderer.let_go()
+    gc.collect()
+    assert ref() is None
