@@ -78,10 +78,22 @@ def _idle_intervals(timeline) -> list[tuple[int, float, float]]:
 
 
 def _polys(ax, verts, label: str, **style) -> None:
-    """Add polygons ``verts`` as one PolyCollection (without moving the axis limits)."""
-    from matplotlib.collections import PolyCollection
+    """Add polygons ``verts`` as one PolyCollection (without moving the axis limits).
 
-    ax.add_collection(PolyCollection(verts, label=label, **style), autolim=False)
+    Hatched polygons become one compound path instead: Agg draws a hatch tile for every
+    path it fills, and 30 hatched bars cost 16 ms of a 190 ms redraw (chapter 12's
+    explorer); one path, one tile, the same pixels (the hatch is anchored to the canvas)."""
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import PathPatch
+    from matplotlib.path import Path
+
+    if not style.get("hatch"):
+        ax.add_collection(PolyCollection(verts, label=label, **style), autolim=False)
+        return
+    if not len(verts):
+        return
+    path = Path.make_compound_path(*(Path(np.vstack([v, v[:1]]), closed=True) for v in map(np.asarray, verts)))
+    ax.add_patch(PathPatch(path, label=label, **style))
 
 
 def _boxes(ax, spans, label: str, **style) -> None:
