@@ -335,6 +335,7 @@ def _stated_givens():
     p7, a7, shm12 = data_parallelism.EX3_PS, data_parallelism.EX4_SETUP, under_the_hood.EX2_SHM
     b9, h12, z8 = pipeline_parallelism.BUBBLE, hybrid_parallelism.BEST_SPLIT, memory.ZERO
     t11, s11 = tensor_parallelism.LAYER_TRAFFIC, tensor_parallelism.SEQUENCE_MEMORY
+    ta12, da12 = hybrid_parallelism.TENSOR_AXIS, hybrid_parallelism.DATA_AXIS
     return [
         ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
         ("02_scaling_laws.ipynb", 1, [f"spends {l2['serial']:.0%} of its serial run time"]),
@@ -380,6 +381,17 @@ def _stated_givens():
         ("12_hybrid_parallelism.ipynb", 1, [f"on {h12['devices']} V100s", f"global batch {h12['batch_size']:,}",
                                             f"latency {h12['latency'] * 1e6:g} µs",
                                             f"$N_d \\times N_p = {h12['devices']}$"]),
+        ("12_hybrid_parallelism.ipynb", 2, [f"$n_{{\\text{{layers}}}} = {ta12['layers']}$",
+                                            f"$h = {ta12['hidden']:,}$".replace(",", "{,}"),
+                                            f"$L = {ta12['seq_length']:,}$".replace(",", "{,}"),
+                                            f"$N_t = {ta12['tensor']}$", f"$N_p = {ta12['pipeline']}$",
+                                            f"$b = {ta12['micro_batch']}$ sequence", f"$M = {ta12['micro_batches']}$",
+                                            f"{8 * ta12['bytes_per_value']}-bit activations"]),
+        ("12_hybrid_parallelism.ipynb", 3, [f"{da12['params'] / 1e9:g} billion parameters",
+                                            f"{8 * da12['bytes_per_param']}-bit gradients",
+                                            f"{da12['data']} \\times {da12['pipeline']} \\times {da12['tensor']}$",
+                                            f"$N_d = {da12['data']}$", f"{da12['bandwidth'] / 1e9:g} GB/s",
+                                            f"latency of {da12['latency'] * 1e6:g} µs"]),
     ]
 
 

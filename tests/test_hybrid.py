@@ -162,6 +162,28 @@ def test_model_parallel_exercises_accept_the_answer_and_catch_known_mistakes():
     assert "not answered" in ex.ex_best_split(None).message
 
 
+
+def test_grid_axis_exercises_accept_the_hand_count_and_name_the_usual_mistakes():
+    from course_lib.exercises import hybrid_parallelism as ex
+
+    # tensor axis: 48 / 4 = 12 layers per GPU, 32 micro-batches, 4 ring all-reduces of
+    # 2048 x 1 x 6144 values x 2 bytes, each 2 x 7/8 of it sent per GPU
+    by_hand = 12 * 32 * 4 * 2 * 7 / 8 * (2048 * 6144 * 2) / 1e9
+    assert by_hand == pytest.approx(67.645734912)
+    assert ex.ex_tensor_axis_gb(by_hand).correct and ex.ex_tensor_axis_gb(67.6).correct
+    assert "all the model's layers" in ex.ex_tensor_axis_gb(by_hand * 4).message  # 48 layers, not 12
+    assert "one micro-batch" in ex.ex_tensor_axis_gb(by_hand / 32).message
+    assert "payload" in ex.ex_tensor_axis_gb(by_hand * 8 / 7 / 2).message
+    # data axis: 40e9 / (8 x 8) parameters x 2 bytes = 1.25 GB per device, ring over N_d = 16
+    share = 40e9 / 64 * 2
+    ms = 1e3 * (2 * 15 / 16 * share / 25e9 + 2 * 15 * 5e-6)
+    assert ms == pytest.approx(93.9)
+    assert ex.ex_data_axis_ms(ms).correct and ex.ex_data_axis_ms(94).correct
+    assert "whole model" in ex.ex_data_axis_ms(ms * 64).message
+    assert "sends the buffer once" in ex.ex_data_axis_ms(1e3 * share / 25e9).message
+    assert not ex.ex_data_axis_ms(110.1).correct  # a ring over all 1,024 devices
+
+
 def test_device_parameters_from_the_hardware_table():
     p = planner.device_parameters("a100_sxm_80gb")
     assert p["bandwidth"] == 300e9 and p["memory"] == 80 * 2**30

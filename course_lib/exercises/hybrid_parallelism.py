@@ -1,7 +1,8 @@
 """Exercises of notebook 12 (hybrid parallelism: combine the schemes).
 
-Expected values come from :mod:`course_lib.planner`. The givens of each exercise are module
-constants, so the notebook can print them.
+Expected values come from :mod:`course_lib.planner`, :mod:`course_lib.tensor_cost` and
+:mod:`course_lib.comm`. The givens of each exercise are module constants, so the notebook can
+print them.
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ import numpy as np
 from .. import comm
 from ..models import MLP
 from ..planner import EXAMPLE_SIZES, best_config, device_parameters
+from ..tensor_cost import tensor_allreduce_bytes, tensor_layer_communication
 from . import Result, _coerce, _fmt, check
 
-__all__ = ["BEST_SPLIT", "ex_best_split"]
+__all__ = ["BEST_SPLIT", "DATA_AXIS", "TENSOR_AXIS", "ex_best_split", "ex_data_axis_ms", "ex_tensor_axis_gb"]
 
 #: Givens of :func:`ex_best_split`: the scaled-up running example on V100s linked by NVLink
 #: (the course's NVLink latency, :data:`course_lib.comm.NVLINK_LATENCY`), a device count and
@@ -71,5 +73,89 @@ def ex_best_split(answer) -> Result:
             (n, 1): f"Pure data parallelism all-reduces {grad_gb:.1f} GB of gradients every step: "
             "compare the all-reduce bar with the bubble of the pipelines.",
             (1, n): pipeline_only,
+        },
+    )
+
+
+#: Givens of :func:`ex_tensor_axis_gb`: a GPT-style model (``layers`` transformer layers of
+#: hidden size ``hidden``, sequences of ``seq_length`` tokens) on a grid with ``tensor``-way
+#: tensor and ``pipeline``-way pipeline parallelism, micro-batches of ``micro_batch`` sequences,
+#: ``micro_batches`` of them per iteration, 16-bit activations, ring all-reduces.
+TENSOR_AXIS = {"layers": 48, "hidden": 6144, "seq_length": 2048, "micro_batch": 1, "tensor": 8,
+               "pipeline": 4, "micro_batches": 32, "bytes_per_value": 2}
+#: Givens of :func:`ex_data_axis_ms`: ``params`` parameters with 16-bit gradients, spread evenly
+#: over the N_p x N_t devices of one replica; N_d replicas all-reduce them over links of
+#: ``bandwidth`` bytes/s with ``latency`` seconds per message (ring, alpha-beta model).
+DATA_AXIS = {"params": 40e9, "bytes_per_param": 2, "data": 16, "pipeline": 8, "tensor": 8,
+             "bandwidth": 25e9, "latency": 5e-6}
+
+
+def _tensor_axis_gb(*, layers_per_gpu=None, micro_batches=None, bytes_per_value=None) -> float:
+    g = TENSOR_AXIS
+    layer = tensor_layer_communication(g["seq_length"], g["micro_batch"], g["hidden"], g["tensor"], 1e9, 0.0,
+                                       bytes_per_value=bytes_per_value or g["bytes_per_value"])
+    layers = layers_per_gpu or g["layers"] // g["pipeline"]
+    return layers * (micro_batches or g["micro_batches"]) * layer.bytes_per_device / 1e9
+
+
+def ex_tensor_axis_gb(answer) -> Result:
+    """GB (1e9 bytes) each GPU sends in the tensor-parallel all-reduces of one iteration on the
+    grid of :data:`TENSOR_AXIS` (4 ring all-reduces per layer and micro-batch)."""
+    g = TENSOR_AXIS
+    expected = _tensor_axis_gb()
+    layers = g["layers"] // g["pipeline"]
+    payload = layers * g["micro_batches"] * tensor_allreduce_bytes(
+        g["seq_length"], g["micro_batch"], g["hidden"], bytes_per_value=g["bytes_per_value"]) / 1e9
+    return check(
+        answer,
+        expected,
+        name="tensor all-reduce bytes per GPU and iteration",
+        unit="GB",
+        rtol=5e-3,
+        hint="each GPU holds n_layers / N_p layers; each layer does 4 all-reduces per micro-batch, each of "
+        "m = L x b x h values of 2 bytes, and a ring sends 2 (N_t - 1) / N_t x m per GPU; M micro-batches.",
+        mistakes={
+            _tensor_axis_gb(layers_per_gpu=g["layers"]): "That counts all the model's layers. A GPU holds only "
+            "its pipeline stage's n_layers / N_p layers and all-reduces for those.",
+            _tensor_axis_gb(micro_batches=1): "That is one micro-batch. Every one of the M micro-batches of "
+            "the iteration passes through the layer, forward and backward.",
+            payload: "That is the payload, 4 m per layer and micro-batch. In a ring each GPU sends "
+            "2 (N_t - 1) / N_t of each payload.",
+            expected / 2: "That is the forward pass only: the backward pass all-reduces the gradients of the "
+            "inputs of the two split regions too.",
+            _tensor_axis_gb(bytes_per_value=4): "16-bit activations are 2 bytes per value, not 4.",
+        },
+    )
+
+
+def _data_axis_ms(*, share=None, devices=None, bytes_per_param=None) -> float:
+    g = DATA_AXIS
+    if share is None:
+        share = g["params"] / (g["pipeline"] * g["tensor"])
+    nbytes = share * (bytes_per_param or g["bytes_per_param"])
+    return 1e3 * float(comm.ring_allreduce_time(nbytes, devices or g["data"], g["bandwidth"], g["latency"]))
+
+
+def ex_data_axis_ms(answer) -> Result:
+    """Milliseconds of the gradient all-reduce of one device's share on the grid of :data:`DATA_AXIS`."""
+    g = DATA_AXIS
+    share_bytes = g["params"] / (g["pipeline"] * g["tensor"]) * g["bytes_per_param"]
+    return check(
+        answer,
+        _data_axis_ms(),
+        name="gradient all-reduce time",
+        unit="ms",
+        rtol=5e-3,
+        hint="a device holds P / (N_p N_t) parameters; the N_d copies of that share all-reduce its gradients: "
+        "2 (N_d - 1) / N_d x bytes / bandwidth + 2 (N_d - 1) x latency.",
+        mistakes={
+            _data_axis_ms(share=g["params"]): "That all-reduces the whole model. On the grid each device holds "
+            "only 1 / (N_p N_t) of it, and the N_d copies of that share all-reduce at the same time as the others.",
+            _data_axis_ms(devices=g["data"] * g["pipeline"] * g["tensor"]): "The all-reduce runs among the N_d "
+            "replicas of the same share, not among all N = N_d N_p N_t devices.",
+            1e3 * share_bytes / g["bandwidth"]: "That sends the buffer once. A ring all-reduce is a "
+            "reduce-scatter and an all-gather: 2 (N_d - 1) / N_d x bytes / bandwidth.",
+            _data_axis_ms(bytes_per_param=4): f"These gradients are {8 * g['bytes_per_param']}-bit: "
+            f"{g['bytes_per_param']} bytes per parameter, not 4.",
         },
     )
