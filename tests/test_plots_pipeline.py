@@ -311,3 +311,29 @@ def test_hybrid_explorer_shows_the_tensor_axis():
     assert r"$N_d \times N_p \times N_t$" in ax_m.get_xlabel() and "N = 8" in ax_t.get_title()
     assert figure_to_png(fig)[:4] == b"\x89PNG"
 
+
+
+def test_hatched_bars_draw_as_one_path_with_the_same_pixels():
+    """The bubble's hatched bars are drawn as one compound path (one hatch tile instead of
+    one per bar) and give the pixels of a plain PolyCollection; their paths stay one per bar."""
+    import io
+
+    import matplotlib.image as mimage
+    from matplotlib.collections import PolyCollection
+
+    from course_lib.plots import figure_to_png
+    from course_lib.plots import pipeline as pl
+
+    t = mp.simulate_uniform(4, 6, schedule="1f1b")
+    fig = gantt_figure(t)
+    (coll,) = [c for c in fig.axes[0].collections if c.get_label() == IDLE]
+    assert type(coll) is not PolyCollection and len(coll.get_paths()) == len(_spans(coll)) > 1
+    fast = mimage.imread(io.BytesIO(figure_to_png(fig, 60)))
+    assert len(coll.get_paths()) > 1  # put back after the draw
+    plain = pl._hatched_polys_class
+    pl._hatched_polys_class = lambda: PolyCollection
+    try:
+        slow = mimage.imread(io.BytesIO(figure_to_png(gantt_figure(t), 60)))
+    finally:
+        pl._hatched_polys_class = plain
+    assert fast.shape == slow.shape and (fast == slow).all()
