@@ -1,7 +1,7 @@
 r"""What tensor parallelism of a transformer costs: bytes moved, bytes held, and sequence parallelism.
 
-A transformer layer split over :math:`N_t` devices by heads (Megatron-LM: :math:`W_q, W_k,
-W_v` and the MLP block's :math:`A_1` by columns, :math:`W_o` and :math:`A_2` by rows) sums
+A transformer layer split over :math:`N_t` devices by heads (Megatron-LM: :math:`A_Q, A_K,
+A_V` and the MLP block's :math:`A_1` by columns, :math:`A_O` and :math:`A_2` by rows) sums
 partial outputs twice in the forward pass and input gradients twice in the backward
 pass: **4 all-reduces per layer and step**, each of the layer's activations, :math:`B L h`
 values (batch, sequence length, hidden size). :func:`tensor_allreduce_bytes` counts them;
@@ -54,7 +54,7 @@ __all__ = [
 ALLREDUCES_PER_LAYER = 4
 """Two in the forward pass (after the attention's output projection and after the MLP
 block's second layer: "g"), two in the backward pass (the gradients of the inputs of
-:math:`W_{q,k,v}` and :math:`A_1`: "f")."""
+:math:`A_Q, A_K, A_V` and :math:`A_1`: "f")."""
 
 
 def _sizes(seq_length, batch, hidden) -> tuple[int, int, int]:
@@ -201,8 +201,8 @@ def activation_bytes(seq_length: int, micro_batch: int, hidden: int, heads: int,
 def tensor_param_bytes(model: Transformer, workers: int) -> list[int]:
     r"""Bytes of the parameters each of ``workers`` devices holds of ``model`` split by heads.
 
-    Split (a :math:`1/N_t` share each): per block :math:`W_q, W_k, W_v` with their biases
-    and :math:`W_o` by heads (``hidden / workers`` columns or rows each), the MLP block's
+    Split (a :math:`1/N_t` share each): per block :math:`A_Q, A_K, A_V` with their biases
+    and :math:`A_O` by heads (``hidden / workers`` columns or rows each), the MLP block's
     :math:`A_1` with its bias and :math:`A_2` by the ``ffn`` units (the first
     ``ffn % workers`` devices one more). Whole on every device: the embedding, the
     positions, the layer norms, the biases added after an all-reduce (:math:`b_o`,

@@ -7,7 +7,7 @@ pixels. The network, with hidden size :math:`h`, :math:`a` attention heads of si
 .. math::
 
     z_0 &= x E + e + P                                  && \text{token embedding + learned positions} \\
-    z' &= z + \operatorname{attn}(\operatorname{LN}_1(z))\, W_o + b_o  && \text{self-attention, } a \text{ heads} \\
+    z' &= z + \operatorname{attn}(\operatorname{LN}_1(z))\, A_O + b_o  && \text{self-attention, } a \text{ heads} \\
     z'' &= z' + \operatorname{relu}(\operatorname{LN}_2(z')\, A_1 + b_1)\, A_2 + b_2 && \text{the MLP block} \\
     \text{logits} &= \operatorname{mean}_{\text{tokens}}(\operatorname{LN}_f(z_{n_{\text{layers}}}))\, W_h + b_h
 
@@ -19,7 +19,7 @@ default) with named views, so the course's optimisers (:mod:`course_lib.optim`) 
 :func:`block_forward` and :func:`block_backward` are one block, written out. Each takes an
 ``allreduce``: the identity on one device; under tensor parallelism
 (:mod:`course_lib.parallel.tensor_transformer`) each worker passes its heads' columns of
-:math:`W_q, W_k, W_v`, its rows of :math:`W_o`, its columns of :math:`A_1` and rows of
+:math:`A_Q, A_K, A_V`, its rows of :math:`A_O`, its columns of :math:`A_1` and rows of
 :math:`A_2`, and the sum over workers: two all-reduces forward (Megatron's "g") and two
 backward ("f") per block.
 

@@ -158,6 +158,8 @@ RETIRED = {
     r"\bD \* S\b|\bd \* S \+ s\b": "a hybrid run has N_d * N_p processes; replica * N_p + q is stage q",
     r"\bS - s\b": "stage q of N_p stages: N_p - q - 1 warm-up forwards, N_p - q held",
     r"\bctx\b": "a worker's context is wctx (ctx also named the multiprocessing context, now mp_context)",
+    r"\bW_\{?[qkv][},$`\s]|\bW_\{?o\}?(?=[\s,.$`)])[^\n]{0,40}\b(?:heads?|attention|projection)\b": (
+        "attention's weights are A_Q, A_K, A_V, A_O (W is a feature map's width, W_o an output width)"),
 }
 
 #: Files that still write a retired form and who rewrites them (issue 26, the lead's process
@@ -186,9 +188,10 @@ def test_the_retired_forms_are_caught():
     """Each new pattern finds the form it retires, and not the course's notation."""
     found = {pattern for pattern in RETIRED for text in (
         "``D * P * T = N``", "process ``d * S + s``", "``D * S`` processes", "after ``S - s - 1`` warm-up",
-        "def stage_worker(ctx, job):") if re.search(pattern, text)}
-    assert {p for p in RETIRED if "ctx" in p or "\\*" in p or "S - s" in p} <= found
-    notation = "``N_d * N_p * N_t = N``, ``replica * N_p + q``, ``N_p - q - 1``, def f(wctx, mp_context):"
+        "def stage_worker(ctx, job):", "its columns of $W_q$", "the rows of $W_o$ by heads", "$W_{q,k,v}$") if re.search(pattern, text)}
+    assert {p for p in RETIRED if "ctx" in p or "\\*" in p or "S - s" in p or "W_" in p} <= found
+    notation = ("``N_d * N_p * N_t = N``, ``replica * N_p + q``, ``N_p - q - 1``, def f(wctx, mp_context):"
+                " $A_Q$ by heads, output size $H_o \\times W_o$, (N, C_out, H_out, W_out)")
     assert not [p for p in RETIRED if re.search(p, notation)]
 
 

@@ -133,7 +133,7 @@ def _notes_are_open_with_formulas_as_text(deck, path):
             text = slides.math_as_text(match.group(0))
             assert text in aside, f"formula {match.group(0)!r} is not in the deck's note as {text!r}"
         assert re.sub(r"<[^>]+>", "", aside).strip(), "an empty speaker note"
-    if path.name.startswith("09_"):
+    if path.name.startswith("10_"):
         assert formulas >= 10, "chapter 10's bubble note derives the bubble with formulas"
         assert '<span class="ddl-math">2(M+N<sub>p</sub>-1)</span>' in deck
 

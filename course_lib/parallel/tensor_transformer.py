@@ -3,10 +3,10 @@ r"""Tensor parallelism of a transformer: every block split by heads over worker 
 Megatron-LM's split of a transformer layer (Shoeybi et al. 2019), on the course's
 :class:`course_lib.transformer.Transformer`. Worker :math:`j` of :math:`N_t` holds
 
-* the columns of :math:`W_q, W_k, W_v` (and their biases) of heads
+* the columns of :math:`A_Q, A_K, A_V` (and their biases) of heads
   :math:`j a / N_t \ldots (j + 1) a / N_t - 1`: attention needs no exchange, the heads are
   independent (:func:`course_lib.transformer.attention`);
-* the same rows of the output projection :math:`W_o`: its product is a partial sum, added
+* the same rows of the output projection :math:`A_O`: its product is a partial sum, added
   over the workers by one all-reduce;
 * the MLP block as :mod:`course_lib.parallel.tensor` splits it: columns of :math:`A_1`,
   rows of :math:`A_2`, one all-reduce;
