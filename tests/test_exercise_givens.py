@@ -312,6 +312,7 @@ def _stated_givens():
     chapter module's constants say (notebook 13: tests/test_notebooks.py; 09 Ex3, 11 Ex1-2:
     tests/test_exercises_memory_tensor.py)."""
     from course_lib.exercises import (
+        collectives,
         data_parallelism,
         hybrid_parallelism,
         large_batches,
@@ -336,6 +337,8 @@ def _stated_givens():
     b9, h12, z8 = pipeline_parallelism.BUBBLE, hybrid_parallelism.BEST_SPLIT, memory.ZERO
     t11, s11 = tensor_parallelism.LAYER_TRAFFIC, tensor_parallelism.SEQUENCE_MEMORY
     ta12, da12 = hybrid_parallelism.TENSOR_AXIS, hybrid_parallelism.DATA_AXIS
+    c1, c2, c3 = collectives.EX1_ALLTOALL, collectives.EX2_TOY, collectives.EX3_STEP
+    words = {2: "Two", 3: "Three", 4: "Four"}
     return [
         ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
         ("02_scaling_laws.ipynb", 1, [f"spends {l2['serial']:.0%} of its serial run time"]),
@@ -366,6 +369,14 @@ def _stated_givens():
                                           f"{a7['bytes_per_param']} bytes per parameter",
                                           f"the {a7['devices']} GPUs", f"{a7['bandwidth'] / 1e9:g} GB/s",
                                           f"{a7['latency'] * 1e6:g} µs"]),
+        ("08_collectives.ipynb", 1, [f"the {c1['devices']} GPUs", f"holds {c1['nbytes'] // 2**20} MiB",
+                                     f"{c1['bandwidth'] / 1e9:g} GB/s", f"{c1['latency'] * 1e6:g} µs"]),
+        ("08_collectives.ipynb", 2, [f"{words[c2['workers']]} workers", f"float{8 * c2['itemsize']} buffer of {c2['n']} numbers",
+                                     f"worker {c2['rank']} read"]),
+        ("08_collectives.ipynb", 3, [f"{len(c3['backward_ms'])} buckets", f"forward {c3['forward_ms']:g};",
+                                     "backward " + ", ".join(f"{t:g}" for t in c3["backward_ms"]) + ";",
+                                     "all-reduce " + ", ".join(f"{t:g}" for t in c3["allreduce_ms"]) + ";",
+                                     f"update {c3['update_ms']:g}."]),
         ("14_under_the_hood.ipynb", 2, [f"`{entry}`" for entry in shm12["listing"]]
          + [", ".join(map(str, shm12["alive"][:-1])) + f" and {shm12['alive'][-1]}"]),
         ("09_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",
