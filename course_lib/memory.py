@@ -432,23 +432,23 @@ def transformer_activation_bytes(seq_length: int, micro_batch: int, hidden: int,
     r"""Activation bytes of ONE transformer layer for one micro-batch, 16-bit activations.
 
     Korthikanti et al. 2023 (arXiv:2205.05198), Section 4, with sequence length
-    :math:`s`, micro-batch :math:`b`, hidden size :math:`h`, :math:`a` attention heads
-    and tensor-parallel size :math:`t`:
+    :math:`L` (the paper's :math:`s`), micro-batch :math:`b`, hidden size :math:`h`,
+    :math:`a` attention heads and tensor-parallel size :math:`N_t` (the paper's :math:`t`):
 
-    * no parallelism: :math:`sbh\,(34 + 5as/h)` (the 34: attention 11, MLP 19, two
-      layer norms 4, in units of :math:`sbh` bytes; :math:`5as/h`: the attention
-      scores, quadratic in :math:`s`);
-    * tensor parallelism: :math:`sbh\,(10 + 24/t + 5as/(ht))` (the 10 stay replicated:
+    * no parallelism: :math:`bLh\,(34 + 5aL/h)` (the 34: attention 11, MLP 19, two
+      layer norms 4, in units of :math:`bLh` bytes; :math:`5aL/h`: the attention
+      scores, quadratic in :math:`L`);
+    * tensor parallelism: :math:`bLh\,(10 + 24/N_t + 5aL/(hN_t))` (the 10 stay replicated:
       layer-norm and dropout inputs, the inputs of the first linear layers); for
-      :math:`t = 1` this is the line above;
-    * full recomputation (``recompute="full"``): :math:`2sbh`, only the layer's input
+      :math:`N_t = 1` this is the line above;
+    * full recomputation (``recompute="full"``): :math:`2bLh`, only the layer's input
       is kept (the rest is recomputed in the backward pass).
 
     Examples
     --------
-    >>> round(transformer_activation_bytes(2048, 1, 12288, 96) / 1e9, 3)   # GPT-3 layer: sbh (34 + 80)
+    >>> round(transformer_activation_bytes(2048, 1, 12288, 96) / 1e9, 3)   # GPT-3 layer: bLh (34 + 80)
     2.869
-    >>> round(transformer_activation_bytes(2048, 1, 12288, 96, tensor=8) / 1e9, 4)  # sbh (10 + 3 + 10)
+    >>> round(transformer_activation_bytes(2048, 1, 12288, 96, tensor=8) / 1e9, 4)  # bLh (10 + 3 + 10)
     0.5788
     >>> transformer_activation_bytes(2048, 1, 12288, 96, recompute="full") == 2 * 2048 * 12288
     True

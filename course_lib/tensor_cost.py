@@ -27,7 +27,7 @@ Examples
 --------
 >>> tensor_allreduce_bytes(2048, 1, 12288) / 2**20    # one GPT-3 layer, b = 1, fp16: 4 x 48 MiB
 192.0
->>> round(activation_bytes(2048, 1, 12288, 96, tensor=8, sequence_parallel=True) / 2**20)  # MiB: sbh (34/8 + 10)
+>>> round(activation_bytes(2048, 1, 12288, 96, tensor=8, sequence_parallel=True) / 2**20)  # MiB: bLh (34/8 + 10)
 342
 """
 
@@ -146,9 +146,9 @@ def layer_norm_dropout_bytes(seq_length: int, micro_batch: int, hidden: int, *, 
     r"""Activation bytes of the layer-norm and dropout regions of one layer (16-bit values).
 
     What tensor parallelism leaves whole on every device: the inputs of the two layer
-    norms (:math:`4sbh`), their outputs, the inputs of the first split layers
-    (:math:`4sbh`), and the two dropout masks (:math:`2sbh`, one byte per value): :math:`10sbh`.
-    Sequence parallelism splits them along the sequence: :math:`10sbh / N_t`.
+    norms (:math:`4bLh`), their outputs, the inputs of the first split layers
+    (:math:`4bLh`), and the two dropout masks (:math:`2bLh`, one byte per value): :math:`10bLh`.
+    Sequence parallelism splits them along the sequence: :math:`10bLh / N_t`.
 
     Examples
     --------
@@ -168,23 +168,23 @@ def activation_bytes(seq_length: int, micro_batch: int, hidden: int, heads: int,
     r"""Activation bytes of one transformer layer for one micro-batch: Table 2 of Korthikanti et al. 2023.
 
     =========================================  =====================================
-    tensor parallel                            :math:`sbh\,(10 + 24/t + 5as/(ht))`
-    tensor + sequence parallel                 :math:`sbh\,(34/t + 5as/(ht))`
-    tensor parallel + selective recompute      :math:`sbh\,(10 + 24/t)`
-    tensor + sequence + selective recompute    :math:`sbh\,(34/t)`
+    tensor parallel                            :math:`bLh\,(10 + 24/N_t + 5aL/(hN_t))`
+    tensor + sequence parallel                 :math:`bLh\,(34/N_t + 5aL/(hN_t))`
+    tensor parallel + selective recompute      :math:`bLh\,(10 + 24/N_t)`
+    tensor + sequence + selective recompute    :math:`bLh\,(34/N_t)`
     =========================================  =====================================
 
-    (:math:`t = 1`: no parallelism, :math:`sbh\,(34 + 5as/h)`). The tensor-parallel row is
+    (:math:`N_t = 1`: no parallelism, :math:`bLh\,(34 + 5aL/h)`). The tensor-parallel row is
     :func:`course_lib.memory.transformer_activation_bytes`; sequence parallelism divides
-    its :func:`layer_norm_dropout_bytes` by :math:`t`; selective recomputation drops the
-    attention scores' :math:`5as^2b/t` (recomputed in the backward pass).
+    its :func:`layer_norm_dropout_bytes` by :math:`N_t`; selective recomputation drops the
+    attention scores' :math:`5aL^2b/N_t` (recomputed in the backward pass).
 
     Examples
     --------
-    >>> sbh = 2048 * 1 * 12288                      # GPT-3: s = 2048, h = 12288, a = 96
-    >>> activation_bytes(2048, 1, 12288, 96, tensor=8, sequence_parallel=True) / sbh   # 34/8 + 80/8
+    >>> bLh = 1 * 2048 * 12288                      # GPT-3: L = 2048, h = 12288, a = 96
+    >>> activation_bytes(2048, 1, 12288, 96, tensor=8, sequence_parallel=True) / bLh   # 34/8 + 80/8
     14.25
-    >>> activation_bytes(2048, 1, 12288, 96, tensor=8, selective_recompute=True) / sbh  # 10 + 24/8
+    >>> activation_bytes(2048, 1, 12288, 96, tensor=8, selective_recompute=True) / bLh  # 10 + 24/8
     13.0
     """
     check_type(selective_recompute, "selective_recompute", bool, "True or False")

@@ -273,10 +273,11 @@ def test_the_overlap_benchmark_prints_every_bucket_count(capsys, tmp_path, clean
 def test_the_exercise_wants_the_hand_computed_step():
     from course_lib.exercises.collectives import ex3_overlapped_step_ms
 
-    # ready at 7, 13, 19, 28; done at 9, max(13, 9) + 8 = 21, max(19, 21) + 8 = 29, max(28, 29) + 4 = 33; + update 3
-    assert ex3_overlapped_step_ms(36).correct and ex3_overlapped_step_ms("36 ms").correct
-    for wrong, words in ((53, "WITHOUT overlap"), (31, "perfect overlap"), (35, "link is still busy"),
-                         (33, "update comes after")):
+    # ready at 16, 28, 40, 58; done at 20, max(28, 20) + 16 = 44, max(40, 44) + 16 = 60, max(58, 60) + 8 = 68;
+    # + update 6 = 74. Without overlap 10 + 48 + 44 + 6 = 108; all hidden 64; only the last bucket 72.
+    assert ex3_overlapped_step_ms(74).correct and ex3_overlapped_step_ms("74 ms").correct
+    for wrong, words in ((108, "WITHOUT overlap"), (64, "perfect overlap"), (72, "link is still busy"),
+                         (68, "update comes after")):
         result = ex3_overlapped_step_ms(wrong)
         assert not result.correct and words in result.message, (wrong, result.message)
     assert not ex3_overlapped_step_ms(None).correct

@@ -32,7 +32,7 @@ EX2_TOY = {"workers": 3, "n": 100, "itemsize": 4, "rank": 0}
 #: finishes them (the last layers first), in milliseconds. The first layer is the widest: its
 #: bucket's backward is the longest, and the middle buckets' all-reduces take longer than
 #: their backward.
-EX3_STEP = {"forward_ms": 4, "backward_ms": (3, 6, 6, 9), "allreduce_ms": (2, 8, 8, 4), "update_ms": 3}
+EX3_STEP = {"forward_ms": 10, "backward_ms": (6, 12, 12, 18), "allreduce_ms": (4, 16, 16, 8), "update_ms": 6}
 
 #: Exercise 4: what two workers' SyncBN all-reduce adds up for one feature of a batch-norm
 #: layer: each worker's count, sum and sum of squares of its shard.
