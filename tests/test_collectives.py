@@ -290,8 +290,14 @@ def test_exercise_checkers_accept_the_hand_computation_and_name_the_usual_mistak
     assert ex.ex2_reduce_scatter_bytes(2 * 48 * 4)          # chunk [0, 48) of rows 1 and 2
     assert "even split" in ex.ex2_reduce_scatter_bytes(2 / 3 * 400).message
     assert "ALL-GATHER" in ex.ex2_reduce_scatter_bytes((100 - 48) * 4).message
-    assert ex.ex4_syncbn_variance(330 / 10 - 5.2**2)         # S2/n - (S1/n)^2 = 33 - 27.04
-    assert "BETWEEN" in ex.ex4_syncbn_variance((1.25 + 1.0) / 2).message
+    # w_1 = 1 - 0.9 = 0.1, w_2 = 0.1 - 0.9 = -0.8, w_3 = -0.8 - 0.9 = -1.7, w_4 = -1.7 - 0.09 = -1.79,
+    # w_5 = -1.79 + 0.72 = -1.07, w_6 = -1.07 + 1.53 = 0.46 (each update uses the weight of 2 steps before)
+    assert ex.ex4_stale_weight(0.46) and ex.ex4_stale_weight("0.46")
+    assert "FRESH" in ex.ex4_stale_weight(1e-6).message           # 0.1 ** 6
+    assert "one step less stale" in ex.ex4_stale_weight(0.784).message
+    assert "not 0" in ex.ex4_stale_weight(-1.79).message and "short" in ex.ex4_stale_weight(-1.07).message
+    assert ex.ex5_syncbn_variance(330 / 10 - 5.2**2)         # S2/n - (S1/n)^2 = 33 - 27.04
+    assert "BETWEEN" in ex.ex5_syncbn_variance((1.25 + 1.0) / 2).message
     for bad in (None, "abc", [1], float("nan")):
-        for checker in (ex.ex1_alltoall_ms, ex.ex2_reduce_scatter_bytes, ex.ex4_syncbn_variance):
+        for checker in (ex.ex1_alltoall_ms, ex.ex2_reduce_scatter_bytes, ex.ex4_stale_weight, ex.ex5_syncbn_variance):
             assert not checker(bad)

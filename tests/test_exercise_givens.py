@@ -337,7 +337,7 @@ def _stated_givens():
     b9, h12, z8 = pipeline_parallelism.BUBBLE, hybrid_parallelism.BEST_SPLIT, memory.ZERO
     t11, s11 = tensor_parallelism.LAYER_TRAFFIC, tensor_parallelism.SEQUENCE_MEMORY
     ta12, da12 = hybrid_parallelism.TENSOR_AXIS, hybrid_parallelism.DATA_AXIS
-    c1, c2, c3 = collectives.EX1_ALLTOALL, collectives.EX2_TOY, collectives.EX3_STEP
+    c1, c2, c3, c4 = collectives.EX1_ALLTOALL, collectives.EX2_TOY, collectives.EX3_STEP, collectives.EX4_STALE
     words = {2: "Two", 3: "Three", 4: "Four"}
     return [
         ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
@@ -377,6 +377,8 @@ def _stated_givens():
                                      "backward " + ", ".join(f"{t:g}" for t in c3["backward_ms"]) + ";",
                                      "all-reduce " + ", ".join(f"{t:g}" for t in c3["allreduce_ms"]) + ";",
                                      f"update {c3['update_ms']:g}."]),
+        ("08_collectives.ipynb", 4, [f"$w_0 = {c4['w0']:g}$", f"$\\gamma = {c4['lr']:g}$", f"$\\delta = {c4['delay']}$",
+                                     f"$w_{c4['steps']}$", f"after {c4['steps']} updates"]),
         ("14_under_the_hood.ipynb", 2, [f"`{entry}`" for entry in shm12["listing"]]
          + [", ".join(map(str, shm12["alive"][:-1])) + f" and {shm12['alive'][-1]}"]),
         ("09_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",

@@ -1,5 +1,6 @@
 """Exercises of chapter 08, collectives and synchronisation (the collectives family, the
-shared-memory toy's two steps, overlap of the all-reduce with the backward pass, SyncBN).
+shared-memory toy's two steps, overlap of the all-reduce with the backward pass, stale
+gradients, SyncBN).
 
 Expected values come from :mod:`course_lib.comm`, :mod:`course_lib.parallel.partition`,
 :mod:`course_lib.overlap` and :mod:`course_lib.staleness` - never typed in. The givens
@@ -16,8 +17,8 @@ from ..parallel.partition import chunk_bounds
 from ..staleness import sync_batchnorm_statistics
 from . import Result, check
 
-__all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_STEP", "EX4_SHARDS", "ex1_alltoall_ms", "ex2_reduce_scatter_bytes",
-           "ex3_overlapped_step_ms", "ex4_syncbn_variance"]
+__all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_STEP", "EX4_STALE", "EX5_SHARDS", "ex1_alltoall_ms",
+           "ex2_reduce_scatter_bytes", "ex3_overlapped_step_ms", "ex4_stale_weight", "ex5_syncbn_variance"]
 
 #: Exercise 1: a mixture-of-experts layer on 8 GPUs of one server; every GPU holds 64 MiB of
 #: token activations, one block per expert (per GPU), and sends each block to its expert's GPU by
@@ -34,9 +35,13 @@ EX2_TOY = {"workers": 3, "n": 100, "itemsize": 4, "rank": 0}
 #: their backward.
 EX3_STEP = {"forward_ms": 10, "backward_ms": (6, 12, 12, 18), "allreduce_ms": (4, 16, 16, 8), "update_ms": 6}
 
-#: Exercise 4: what two workers' SyncBN all-reduce adds up for one feature of a batch-norm
+#: Exercise 4: SGD with stale gradients on the loss w^2 / 2 of one weight (its gradient is w):
+#: w_{t+1} = w_t - lr * w_{t - delay}, with w_t = w0 for t < 0; the weight after ``steps`` updates.
+EX4_STALE = {"w0": 1.0, "lr": 0.9, "delay": 2, "steps": 6}
+
+#: Exercise 5: what two workers' SyncBN all-reduce adds up for one feature of a batch-norm
 #: layer: each worker's count, sum and sum of squares of its shard.
-EX4_SHARDS = ({"count": 4, "sum": 10.0, "sum_sq": 30.0}, {"count": 6, "sum": 42.0, "sum_sq": 300.0})
+EX5_SHARDS = ({"count": 4, "sum": 10.0, "sum_sq": 30.0}, {"count": 6, "sum": 42.0, "sum_sq": 300.0})
 
 
 def ex1_alltoall_ms(answer) -> Result:
@@ -128,22 +133,58 @@ def ex3_overlapped_step_ms(answer) -> Result:
     )
 
 
-def _ex4_stats() -> tuple[float, float, float]:
+def _stale_weights(w0: float, lr: float, delay: int, steps: int, *, start: float | None = None) -> list[float]:
+    """w_1 ... w_steps of SGD on w^2 / 2 with gradients ``delay`` steps old; the weights
+    before the start are ``w0`` (or ``start``: a variant for the usual mistake)."""
+    w = [w0 if start is None else start] * delay + [w0]
+    for _ in range(steps):
+        w.append(w[-1] - lr * w[-1 - delay])
+    return w[delay + 1:]
+
+
+def ex4_stale_weight(answer) -> Result:
+    """The weight after :data:`EX4_STALE`'s updates with stale gradients."""
+    g = EX4_STALE
+    w0, lr, delay, steps = g["w0"], g["lr"], g["delay"], g["steps"]
+    expected = _stale_weights(w0, lr, delay, steps)[-1]
+    mistakes = {
+        _stale_weights(w0, lr, 0, steps)[-1]: "That is SGD with FRESH gradients (delta = 0): each update "
+                                              "must use the weight of delta steps before.",
+        _stale_weights(w0, lr, delay - 1, steps)[-1]: "That uses gradients one step less stale: w_{t+1} "
+                                                      "uses w_{t-delta}, delta steps before w_t.",
+        _stale_weights(w0, lr, delay, steps, start=0.0)[-1]: "Before the start the weight is w_0, not 0: the "
+                                                             "first delta updates use the initial weight.",
+        _stale_weights(w0, lr, delay, steps - 1)[-1]: f"One update short: w_{steps} is the weight after {steps} updates.",
+        _stale_weights(w0, lr, delay, steps + 1)[-1]: f"One update too many: w_{steps} is the weight after {steps} "
+                                                      "updates.",
+    }
+    return check(
+        answer,
+        expected,
+        atol=5e-3,
+        name=f"w_{steps}",
+        hint="keep a list of the weights, starting with delta + 1 copies of w_0; each update appends "
+             "last - lr * (the weight delta places before the last).",
+        mistakes=mistakes,
+    )
+
+
+def _ex5_stats() -> tuple[float, float, float]:
     """(global variance, mean of the shards' variances, their count-weighted mean)."""
     shards = []
-    for s in EX4_SHARDS:  # a shard with these count, sum and sum of squares: two values
+    for s in EX5_SHARDS:  # a shard with these count, sum and sum of squares: two values
         mean = s["sum"] / s["count"]
         spread = np.sqrt(s["sum_sq"] / s["count"] - mean * mean)
         shards.append(np.repeat([[mean - spread], [mean + spread]], s["count"] // 2, axis=0))
     _, var = sync_batchnorm_statistics(shards)
     local = [float(np.var(s)) for s in shards]
-    counts = [s["count"] for s in EX4_SHARDS]
+    counts = [s["count"] for s in EX5_SHARDS]
     return float(var[0]), float(np.mean(local)), float(np.average(local, weights=counts))
 
 
-def ex4_syncbn_variance(answer) -> Result:
-    """The global batch's variance of the feature of :data:`EX4_SHARDS` (what SyncBN uses)."""
-    expected, mean_local, weighted_local = _ex4_stats()
+def ex5_syncbn_variance(answer) -> Result:
+    """The global batch's variance of the feature of :data:`EX5_SHARDS` (what SyncBN uses)."""
+    expected, mean_local, weighted_local = _ex5_stats()
     return check(
         answer,
         expected,
