@@ -57,3 +57,16 @@ def test_a_run_after_a_fault_gives_the_sum(clean):
 def test_a_fault_that_cannot_fire_is_refused(fault, name):
     with pytest.raises(ValueError, match=name):
         run_shm_collectives(ROWS, fault=fault)
+
+
+@pytest.mark.slow  # a spawn start takes seconds; the fork runs above keep make test-fast quick
+@pytest.mark.parametrize("start_method", ["forkserver", "spawn"])
+def test_faults_under_the_other_start_methods_leave_nothing(start_method, clean):
+    """The same guarantees when the workers are started fresh (forkserver, spawn): a killed
+    worker is named at once and a raising one with its traceback; nothing is left behind."""
+    with pytest.raises(WorkerDied) as info:
+        run_shm_collectives(ROWS, fault=Fault("kill", rank=1, step=1), start_method=start_method, timeout=60)
+    assert info.value.rank == 1 and info.value.exitcode == -signal.SIGKILL
+    with pytest.raises(WorkerError) as raised:
+        run_shm_collectives(ROWS, fault=Fault("raise", rank=2, step=0), start_method=start_method, timeout=60)
+    assert raised.value.rank == 2 and "_collectives_worker" in raised.value.remote_traceback
