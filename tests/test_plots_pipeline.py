@@ -337,3 +337,23 @@ def test_hatched_bars_draw_as_one_path_with_the_same_pixels():
     finally:
         pl._hatched_polys_class = plain
     assert fast.shape == slow.shape and (fast == slow).all()
+
+
+def test_the_explorer_without_device_counts_draws_the_configurations_only(monkeypatch):
+    """Without ``device_counts`` the explorer draws the step-time and memory panels of one N
+    and asks the planner for that N only (a new batch or v then costs a few simulations,
+    not one search per device count)."""
+    model = MLP((64, 256, 256, 256, 10))
+    full = hybrid_explorer_figure(4, model=model, batch_size=256, device_counts=[1, 2, 4], memory=1e9, **FAST)
+    assert len(full.axes) == 3
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("best_configs asked although no device counts were given")
+
+    monkeypatch.setattr(planner, "best_configs", refuse)
+    fig = hybrid_explorer_figure(4, model=model, batch_size=256, memory=1e9, **FAST)
+    assert len(fig.axes) == 2
+    assert [ax.get_title() for ax in fig.axes][0] == full.axes[0].get_title()
+    (t_full, t_own) = [[p.vertices[:, 1].max() for c in f.axes[0].collections for p in c.get_paths()]
+                       for f in (full, fig)]
+    assert t_full == t_own  # the same bars

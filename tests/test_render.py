@@ -432,3 +432,20 @@ def test_ticks_made_while_a_styled_figure_is_built_are_cloned_too():
     renderer.let_go()
     gc.collect()
     assert ref() is None
+
+
+def test_a_figure_legend_takes_room_by_its_rows():
+    """Figures whose legend below the axes has 7 or 8 entries in 4 columns (2 rows) share a
+    layout signature; 9 entries (3 rows) need another."""
+    from course_lib.plots import new_figure
+    from course_lib.plots.render import _layout_signature
+
+    def fig_with(entries: int):
+        fig, ax = new_figure()
+        for i in range(entries):
+            ax.plot([0, 1], [i, i], label=f"line {i}")
+        fig.legend(loc="outside lower center", ncols=4)
+        return fig
+
+    seven, eight, nine = (_layout_signature(fig_with(n)) for n in (7, 8, 9))
+    assert seven == eight and eight != nine

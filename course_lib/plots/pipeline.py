@@ -612,7 +612,8 @@ def _best_panel(ax, counts: np.ndarray, bests: Sequence, *, devices: int | None 
 
 @styled
 def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
-    """Best configuration as the device count grows: step time and the chosen ``N_d``, ``N_p``.
+    """Best configuration as the device count grows: step time and the chosen ``N_d``, ``N_p``
+    (and ``N_t`` when some best grid splits its stages).
 
     Parameters
     ----------
@@ -635,44 +636,58 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     ax_t.set_title("fastest configuration that fits")
     d = np.array([b.data if b is not None else np.nan for b in best])
     p = np.array([b.pipeline if b is not None else np.nan for b in best])
-    ax_c.plot(n, d, "o-", color=COLORS[0], label="$N_d$ (data-parallel replicas)")
+    t = np.array([b.tensor if b is not None else np.nan for b in best])
+    ax_c.plot(n, d, "D-", color=COLORS[3], label="$N_d$ (data-parallel replicas)")
     ax_c.plot(n, p, "s--", color=COLORS[1], label="$N_p$ (pipeline stages)")
+    tensor = bool(np.nanmax(t, initial=1) > 1)
+    if tensor:
+        ax_c.plot(n, t, "^:", color=COLORS[2], label="$N_t$ (tensor degree)")
     log2_axis(ax_c.xaxis, n.max())
     log2_axis(ax_c.yaxis, n.max())
-    ax_c.set(xlabel="devices N", ylabel="degree", title=r"chosen split $N_d \times N_p = N$")
+    grid = r"N_d \times N_p \times N_t" if tensor else r"N_d \times N_p"
+    ax_c.set(xlabel="devices N", ylabel="degree", title=f"chosen split ${grid} = N$")
     _key(fig, [h for ax in (ax_t, ax_c) for h in ax.get_lines() if not h.get_label().startswith('_')], ncols=2)
     return fig
 
 
 @styled
-def hybrid_explorer_figure(devices: int, *, model, batch_size: int, device_counts: Sequence[int],
-                           memory: float, **estimate_kw):
-    """Live-figure view: the configurations at ``devices`` and the best one as N grows.
+def hybrid_explorer_figure(devices: int, *, model, batch_size: int, memory: float,
+                           device_counts: Sequence[int] | None = None, **estimate_kw):
+    """Live-figure view: the configurations at ``devices`` and, if ``device_counts`` is
+    given, the best one as N grows beside them.
 
-    ``devices`` is the slider; ``device_counts`` the N axis of the right panel;
-    ``memory`` and ``estimate_kw`` are passed to :func:`course_lib.planner.enumerate_configs`
-    (``max_tensor`` > 1 adds the tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by
-    ``N_t``, and the best one may split its stages over ``N_t`` devices; ``virtual_stages`` > 1
-    interleaves every pipeline, ``zero_stage`` > 0 shards the model states over the ``N_d``
-    replicas: both are named in the title).
+    ``devices`` is the slider; ``device_counts`` the N axis of the right panel (None: no
+    right panel, the cheaper redraw chapter 12 uses: its next cell prints the best grids
+    for every N); ``memory`` and ``estimate_kw`` are passed to
+    :func:`course_lib.planner.enumerate_configs` (``max_tensor`` > 1 adds the
+    tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by ``N_t``, and the best
+    one may split its stages over ``N_t`` devices; ``virtual_stages`` > 1 interleaves every
+    pipeline, ``zero_stage`` > 0 shards the model states over the ``N_d`` replicas: both are
+    named in the title).
 
     The estimates are cached by :func:`course_lib.planner.estimate_config` (and the
     pipeline simulations inside them by micro-batch size), so moving the ``devices``
     slider recomputes nothing and a new global batch only the configurations whose
-    micro-batches are new.
+    micro-batches are new. The right panel asks for every device count: a new batch or
+    ``v`` then costs about 55 pipeline simulations (0.2-0.5 s), the panel alone instead
+    only the configurations of ``devices``.
     """
-    counts = check_sequence(device_counts, "device_counts")
-    bests = planner.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
     configs = planner.enumerate_configs(model, batch_size, devices, memory=memory, **estimate_kw)
     fitting = [c for c in configs if c.fits]
     best_here = min(fitting, key=_rank) if fitting else None
-    fig, ax_t, ax_m, ax_b = _config_grid((9.6, 5.8), extra_column=True)
+    if device_counts is None:
+        fig, ax_t, ax_m, ax_b = _config_grid((8.4, 5.8), extra_column=False)
+    else:
+        counts = check_sequence(device_counts, "device_counts")
+        bests = planner.best_configs(model, batch_size, counts, memory=memory, **estimate_kw)
+        fig, ax_t, ax_m, ax_b = _config_grid((9.6, 5.8), extra_column=True)
     handles = _config_panels(ax_t, ax_m, configs, memory, best_here)
     tensor = max(c.tensor for c in configs) > 1
     extra = f", v = {estimate_kw['virtual_stages']}" if estimate_kw.get("virtual_stages", 1) > 1 else ""
     extra += f", ZeRO stage {estimate_kw['zero_stage']}" if estimate_kw.get("zero_stage", 0) else ""
     ax_t.set_title(f"N = {devices}, B = {batch_size}{extra}: estimated step of every split", pad=18 if tensor else 6)
-    _best_panel(ax_b, np.asarray(counts, dtype=float), bests, devices=devices)
-    ax_b.set_title("best split as N grows")
+    if ax_b is not None:
+        _best_panel(ax_b, np.asarray(counts, dtype=float), bests, devices=devices)
+        ax_b.set_title("best split as N grows")
     _key(fig, handles)
     return fig

@@ -272,7 +272,8 @@ def _layout_signature(fig) -> tuple:
     Returned as ``(exact, room)``. ``room`` holds the widest y tick label and the longest
     turned x tick label of each axes; ``exact`` the rest: the size, the first and last
     level x tick labels (they stick out past the axes' ends), how many lines each title,
-    axis label and tick label has, and how many legend entries there are. The number of
+    axis label and tick label has, and how many legend entries there are (a figure
+    legend: how many rows, ``ncols`` entries a row). The number of
     ticks does not count (a Gantt chart with 4 or 8 stages has the same margins), nor a
     title's length (a title is centred: a number in it changes nothing around the axes),
     nor hidden tick labels. Tick labels are formatted as they will be drawn (with the
@@ -299,7 +300,8 @@ def _layout_signature(fig) -> tuple:
             signature += [ends, lines(labels), len(formatter.get_offset()), lines([axis.label.get_text()])]
         legend = ax.get_legend()
         signature += [lines([ax.get_title()]), 0 if legend is None else len(legend.get_texts())]
-    signature += [len(legend.get_texts()) for legend in fig.legends]
+    # a figure legend below or beside the axes takes room by its rows, not its entries
+    signature += [-(-len(legend.get_texts()) // max(legend._ncols, 1)) for legend in fig.legends]
     return tuple(signature), tuple(room)
 
 
