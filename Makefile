@@ -6,6 +6,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.install-stamp
 # JupyterLab refuses to start as root unless told; harmless for other users.
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# Python caches compiled modules in __pycache__ (git-ignored), even where the environment
+# says not to (PYTHONDONTWRITEBYTECODE=1, as on some CI images): otherwise every pytest worker,
+# notebook kernel and spawned worker process compiles course_lib afresh, and pytest rewrites
+# every test module again in every worker (about 5 s of each test process's start-up here).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: help install lab test test-fast notebooks lint bench clean slides student browser-deps
 
