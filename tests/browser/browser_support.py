@@ -30,7 +30,8 @@ REQUIRE = os.environ.get("DDL_REQUIRE_BROWSER") == "1"
 LATENCIES: dict[str, list[tuple[str, float]]] = {}
 #: phase -> seconds, filled by the fixtures and tests (reported at the end).
 DURATIONS: dict[str, float] = {}
-#: The machine's one-minute load average when each notebook's sliders were measured.
+#: How many cores were busy (all processes, the test's own included) on average while each
+#: notebook's sliders moved (from /proc/stat; Linux only).
 LOADS: dict[str, float] = {}
 #: The slide-deck build of the ``decks`` fixture: seconds, notebooks, executed (reported).
 SLIDE_BUILD: dict[str, float | int | bool] = {}
@@ -71,3 +72,23 @@ def evaluate(page, js: str, arg=None, timeout_s: float = 60):
         "'no answer after ' + ms / 1000 + ' s')), ms))])"
     )
     return page.evaluate(wrapped, [arg, int(timeout_s * 1000)])
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of all cores since boot, from /proc/stat (None elsewhere);
+    the difference of two readings over the difference of totals, times the core count,
+    is how many cores were busy in between."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+    return sum(fields[:8]) - idle, sum(fields[:8])
+
+
+def cores_busy(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Average number of busy cores between two :func:`cpu_ticks` readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)

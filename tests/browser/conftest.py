@@ -246,11 +246,11 @@ def pytest_terminal_summary(terminalreporter):
             continue
         everything += values
         med, worst = statistics.median(values), max(values)
-        load = f", load average {LOADS[name]:.2f}" if name in LOADS else ""
+        load = f", {LOADS[name]:.2f} of {os.cpu_count()} cores busy" if LOADS.get(name) is not None else ""
         tr.write_line(f"{name}: {len(values)} slider changes, median {med:.0f} ms ({_verdict(med)}), "
                       f"max {worst:.0f} ms{load}")
         report["latency_ms"][name] = {"median": med, "max": worst, "goal_met": med < LATENCY_GOAL_MS,
-                                      "load_average": LOADS.get(name), "each": rows}
+                                      "cores_busy": LOADS.get(name), "each": rows}
     if everything:
         med, worst = statistics.median(everything), max(everything)
         met = med < LATENCY_GOAL_MS
