@@ -7,6 +7,7 @@ decks that ``make slides`` wrote."""
 from __future__ import annotations
 
 import copy
+import functools
 import html
 import json
 import re
@@ -51,8 +52,9 @@ def decks(tmp_path_factory):
     return _Decks(tmp_path_factory.mktemp("decks"))
 
 
+@functools.cache  # each notebook read once per test process (several MB of stored outputs)
 def _kept(path):
-    return slides.kept_cells(nbformat.read(path, as_version=4).cells)
+    return tuple(slides.kept_cells(nbformat.read(path, as_version=4).cells))
 
 
 def _notes_cells(path):
