@@ -48,6 +48,15 @@ def _serial(micro_batches: int, recompute: bool, data: int = 1) -> TrainResult:
         )
 
 
+@functools.cache
+def _pipeline(boundaries, micro_batches: int, schedule: str, recompute: bool) -> TrainResult:
+    """One pipeline run on the 300 digits (RUN), made once per test process: the
+    hand-derived test reads the same three runs as the parametrized S = 2, M = 5 cases."""
+    d = load_digits("train")
+    return mp_run.train_pipeline(MODEL, d.x[:300], d.y[:300], boundaries=boundaries, micro_batches=micro_batches,
+                                 schedule=schedule, recompute=recompute, **RUN)
+
+
 def _expected_bytes(boundaries, micro_batches, schedule, recompute, batch=50):
     """Hand-derived peak stored bytes of every stage (see the module docstring)."""
     n_stages = len(boundaries) - 1
@@ -65,12 +74,9 @@ CASES = [((0, 2, 4), 5), ((0, 1, 2, 4), 2), ((0, 1, 2, 3, 4), 5)]
 
 @pytest.mark.parametrize("schedule", mp.SCHEDULES)
 @pytest.mark.parametrize("boundaries, micro_batches", CASES, ids=["S=2 M=5", "S=3 M=2", "S=4 M=5"])
-def test_recompute_is_bitwise_equal_and_stores_only_inputs(digits, boundaries, micro_batches, schedule,
-                                                           no_leaks):
-    x, y = digits
-    kw = dict(boundaries=boundaries, micro_batches=micro_batches, schedule=schedule, **RUN)
-    plain = mp_run.train_pipeline(MODEL, x, y, **kw)
-    redo = mp_run.train_pipeline(MODEL, x, y, recompute=True, **kw)
+def test_recompute_is_bitwise_equal_and_stores_only_inputs(boundaries, micro_batches, schedule, no_leaks):
+    plain = _pipeline(boundaries, micro_batches, schedule, False)
+    redo = _pipeline(boundaries, micro_batches, schedule, True)
     ref = _serial(micro_batches, False)
     assert not plain.recompute and redo.recompute
     assert np.array_equal(redo.params, plain.params)  # bitwise
@@ -92,13 +98,11 @@ def test_recompute_is_bitwise_equal_and_stores_only_inputs(digits, boundaries, m
             assert 0 < redo.recompute_time[k, s] < backward
 
 
-def test_hand_derived_bytes_of_two_stages(digits, no_leaks):
+def test_hand_derived_bytes_of_two_stages(no_leaks):
     """S = 2 (layers 0-1 | 2-3), M = 5 micro-batches of 10 rows, the figures written out."""
-    x, y = digits
-    kw = dict(boundaries=(0, 2, 4), micro_batches=5, **RUN)
-    gpipe = mp_run.train_pipeline(MODEL, x, y, recompute=True, **kw)
-    plain = mp_run.train_pipeline(MODEL, x, y, **kw)
-    one_f_one_b = mp_run.train_pipeline(MODEL, x, y, recompute=True, schedule="1f1b", **kw)
+    gpipe = _pipeline((0, 2, 4), 5, "gpipe", True)
+    plain = _pipeline((0, 2, 4), 5, "gpipe", False)
+    one_f_one_b = _pipeline((0, 2, 4), 5, "1f1b", True)
     # GPipe, all 5 micro-batches held: 5 x 10 rows x 64 (stage 0) or 20 (stage 1) x 4 B
     assert gpipe.stored_activation_bytes.tolist() == [12_800, 4_000]
     # without: stage 0 keeps 64 + 24 + 20 values a row, stage 1 20 + 16 + 10
