@@ -11,6 +11,7 @@ another order (seen: 1e-5 on a wider model).
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -18,6 +19,7 @@ import pytest
 
 from course_lib import reference
 from course_lib import schedule as mp
+from course_lib.datasets import load_digits
 from course_lib.models import MLP, train
 from course_lib.parallel import pipeline as mp_run
 from course_lib.parallel.hybrid import train_hybrid
@@ -28,6 +30,14 @@ pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
 
 MODEL = MLP((64, 24, 20, 16, 10))  # 4 layers: room for S = 2, 3 and uneven splits
 RUN = dict(batch_size=50, steps=6, lr=0.2, seed=3)
+
+
+@functools.cache
+def _pipeline(schedule: str, **split):
+    """A pipeline run on the 300 digits (RUN, 4 micro-batches), made once per test process:
+    the timeline test reads the run of test_pipeline_equals_serial[S=3-1f1b]."""
+    d = load_digits("train")
+    return mp_run.train_pipeline(MODEL, d.x[:300], d.y[:300], micro_batches=4, schedule=schedule, **split, **RUN)
 
 
 def _reference(x, y, micro_batches):
@@ -43,7 +53,7 @@ def _reference(x, y, micro_batches):
 )
 def test_pipeline_equals_serial(digits, split, schedule, no_leaks):
     x, y = digits
-    res = mp_run.train_pipeline(MODEL, x, y, micro_batches=4, schedule=schedule, **split, **RUN)
+    res = _pipeline(schedule, **split)
     ref = _reference(x, y, 4)
     assert np.array_equal(res.params, ref.params)  # bitwise
     with blas_threads(1):
@@ -79,9 +89,8 @@ def test_one_stage_is_gradient_accumulation(digits, no_leaks):
         assert ops[-1].kind == "U" and all(a.end <= b.start for a, b in zip(ops, ops[1:]))
 
 
-def test_measured_timeline_is_causal_and_complete(digits, no_leaks):
-    x, y = digits
-    res = mp_run.train_pipeline(MODEL, x, y, stages=3, micro_batches=4, schedule="1f1b", **RUN)
+def test_measured_timeline_is_causal_and_complete(no_leaks):
+    res = _pipeline("1f1b", stages=3)
     tl = res.timeline
     assert tl.source == "measured" and tl.steps == tuple(range(6))
     for k in tl.steps:
