@@ -17,8 +17,15 @@ def _sliders():
     ]
 
 
-def test_bundle_has_widget_view_png_and_text():
-    fig = live_figure(laws_figure, _sliders())
+@pytest.fixture(scope="module")
+def untouched():
+    """A live figure of laws_figure that no test moves: the read-only tests of its initial
+    state share it (one initial render instead of one each)."""
+    return live_figure(laws_figure, _sliders())
+
+
+def test_bundle_has_widget_view_png_and_text(untouched):
+    fig = untouched
     bundle, _metadata = fig._repr_mimebundle_()
     assert bundle["image/png"].startswith(PNG_MAGIC)
     assert bundle[WIDGET_VIEW_MIME]["model_id"] == fig.widget.model_id
@@ -123,10 +130,10 @@ def test_glossary_search_filters_live_and_shows_the_whole_table_statically():
 
 
 # ------------------------------------------------------------------ issue 16: scales, HiDPI, fallback states
-def test_png_is_rendered_at_2x_and_shown_at_display_size():
+def test_png_is_rendered_at_2x_and_shown_at_display_size(untouched):
     import struct
 
-    fig = live_figure(laws_figure, _sliders())
+    fig = untouched
     width = struct.unpack(">I", fig.initial_png[16:20])[0]
     bundle, metadata = fig._repr_mimebundle_()
     assert width >= 1000
