@@ -122,6 +122,7 @@ def _checkers():
 CHECKERS = _checkers()
 
 
+@functools.cache  # asked on every call of a checker (thousands): inspect.signature once per checker
 def _positions(fn):
     """Required parameters of ``fn``: where an odd value is tried."""
     return [
