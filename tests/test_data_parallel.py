@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 import numpy as np
@@ -79,11 +80,18 @@ def test_simulated_within_1e6_of_serial(workers):
 KW = dict(batch_size=20, steps=6, lr=0.4, seed=2)
 
 
+@functools.cache
+def _fork_run(workers: int, backend: str = "shm") -> TrainResult:
+    """``train_data_parallel`` on X, Y with KW under fork, made once per test process: the
+    timings test and the step-breakdown figure read the run of the 2-worker shm bitwise test."""
+    return train_data_parallel(MODEL, X, Y, workers=workers, backend=backend, start_method="fork",
+                               progress=False, **KW)
+
+
 @pytest.mark.parametrize("backend", ["shm", "pipe"])  # gloo: its own order, tests/test_torch_engine.py
 @pytest.mark.parametrize("workers", [1, 2, 3])  # 3 does not divide the batch of 20
 def test_parallel_bitwise_equal_to_simulated_and_close_to_serial(backend, workers):
-    par = train_data_parallel(MODEL, X, Y, workers=workers, backend=backend,
-                              start_method="fork", progress=False, **KW)
+    par = _fork_run(workers, backend)
     sim = train_simulated(MODEL, X, Y, workers=workers, **KW)
     ser = train_serial(MODEL, X, Y, **KW)
     assert par.params.dtype == np.float32 and par.params.shape == (MODEL.n_params,)
@@ -121,7 +129,7 @@ def test_epochs_and_start_params():
 
 
 def test_result_timings_are_consistent():
-    par = train_data_parallel(MODEL, X, Y, workers=2, start_method="fork", progress=False, **KW)
+    par = _fork_run(2)
     assert isinstance(par, TrainResult)
     for arr in (par.compute, par.communication, par.waiting):
         assert arr.shape == (KW["steps"], 2) and np.all(arr >= 0)
@@ -301,8 +309,7 @@ def test_plots_have_the_expected_artists():
         data_parallel_diagram(4, 3)
 
     runs = {"serial": train_serial(MODEL, X, Y, **KW),
-            "2 workers": train_data_parallel(MODEL, X, Y, workers=2, start_method="fork",
-                                             progress=False, **KW)}
+            "2 workers": _fork_run(2)}
     fig = step_breakdown_figure(runs)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["serial", "2 workers"]
