@@ -146,6 +146,23 @@ def test_export_is_offline_and_drops_tagged_cells(tmp_path, vendor):
     assert "vendor/node_modules/reveal.js/dist/theme/white.css" in html
 
 
+def test_one_exporter_serves_a_folder_and_gives_the_decks_of_a_fresh_one(tmp_path, vendor):
+    """export_deck keeps one nbconvert exporter per output and vendor folder (its templates
+    compiled once): a deck it makes after another notebook's is the deck a fresh exporter
+    makes, byte for byte, and another folder gets its own exporter (its own relative URLs)."""
+    first, second = demo_notebook(), demo_notebook()
+    first.cells[0].source = "# 01 · Another deck\n\nwith other text"
+    decks = tmp_path / "decks"
+    slides.export_deck(first, "01_first", decks, vendor)
+    kept = slides.export_deck(second, "02_second", decks, vendor).read_text()
+    assert slides._exporter(str(decks), str(vendor)) is slides._exporter(str(decks), str(vendor))
+    slides._exporter.cache_clear()
+    assert slides.export_deck(second, "02_second", decks, vendor).read_text() == kept
+    nested = slides.export_deck(second, "02_second", decks / "deeper", vendor).read_text()
+    assert "../../vendor/node_modules/reveal.js" in nested and "../vendor/node_modules/reveal.js" in kept
+    assert "../../vendor" not in kept
+
+
 def test_deck_title_is_the_first_heading(tmp_path, vendor):
     nb = demo_notebook()
     nb.cells[0].source = "# 07 · Summary & <discussion>\n\ntext"

@@ -40,7 +40,8 @@ class _Decks(dict):
             (pkg / "package.json").write_text(json.dumps({"name": name, "version": version}))
 
     def __missing__(self, name: str) -> str:
-        built = slides.build_slides([ROOT / "notebooks" / name], self.out / name, vendor_dir=self.vendor,
+        # every deck in one folder, as make slides writes them (one exporter serves them all)
+        built = slides.build_slides([ROOT / "notebooks" / name], self.out, vendor_dir=self.vendor,
                                     execute=False, log=lambda msg: None)
         self[name] = built[0].path.read_text(encoding="utf-8")
         return self[name]
