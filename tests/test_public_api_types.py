@@ -344,13 +344,14 @@ ALL = _walk()
 WALKED = [(q, fn) for q, fn in ALL if q not in SKIP and not _is_exception(fn)]
 
 
+@functools.cache  # asked for every case of a function (thousands of times): read its signature once
 def _parameters(fn):
     sig = inspect.signature(fn)
-    params = [
+    params = tuple(
         p for p in sig.parameters.values()
         if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
-    ]
-    required = [p for p in params if p.default is p.empty]
+    )
+    required = tuple(p for p in params if p.default is p.empty)
     return params, required
 
 
@@ -522,15 +523,18 @@ def test_bad_arguments_raise_type_or_value_error(qual, fn):
         pytest.fail(f"{qual} takes no arguments: add it to SKIP")
     for where, key in _cases(fn):
         args, kwargs = [], _arguments(qual, fn, key, where)
-        call = ", ".join(f"{k}={_show(v)}" for k, v in kwargs.items())
+
+        def call(kwargs=kwargs):  # the call as text, for a failure's message only (repr of arrays is slow)
+            return ", ".join(f"{k}={_show(v)}" for k, v in kwargs.items())
+
         if qual in KNOWN_FAILURES and KNOWN_FAILURES[qual][1]:
             outcome = _call_isolated(fn, args, kwargs)
             if outcome is not None and outcome[0] not in ("TypeError", "ValueError"):
-                raise AssertionError(f"{qual}({call}) raised {outcome[0]}: {outcome[1][:300]}")
+                raise AssertionError(f"{qual}({call()}) raised {outcome[0]}: {outcome[1][:300]}")
             continue
         exc = _call(fn, args, kwargs)
         if exc is not None and not isinstance(exc, (TypeError, ValueError)):
-            raise AssertionError(f"{qual}({call}) raised {type(exc).__name__}: {str(exc)[:300]}") from exc
+            raise AssertionError(f"{qual}({call()}) raised {type(exc).__name__}: {str(exc)[:300]}") from exc
 
 
 def test_walk_covers_the_package():
