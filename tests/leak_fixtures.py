@@ -29,28 +29,12 @@ def frozen_heap():
     gc.freeze()
 
 
-def _nothing_new(before) -> bool:
-    """No process, segment or mapping that ``before`` does not have, seen without collecting
-    garbage first (the comparison of :func:`course_lib.testing.leaked_resources`)."""
-    now = resource_snapshot()
-    old_pids = {p for p, _, _ in before.processes}
-    return (all(p in old_pids for p, _, _ in now.processes) and now.segments <= before.segments
-            and now.mapped <= before.mapped)
-
-
 @pytest.fixture
 def no_leaks(frozen_heap):
-    """No process or shared-memory mapping of this test outlives it.
-
-    Nothing new even before a garbage collection means nothing leaked (a collection only
-    frees), and the test passes at once: a full ``gc.collect()`` in a test process that has
-    drawn many figures takes 0.1-0.3 s, most of the leak checks' time. Anything new gets the
-    full check, which collects garbage (a failed run's traceback holds its mappings) and
-    waits for exiting processes, and fails the test if anything is still there."""
+    """No process or shared-memory mapping of this test outlives it."""
     before = resource_snapshot()
     yield before
-    if not _nothing_new(before):
-        assert leaked_resources(before) == []
+    assert leaked_resources(before) == []
 
 
 @pytest.fixture
