@@ -44,19 +44,22 @@ lab: $(STAMP)
 	$(BIN)/python -m course_lib lab-settings
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
-# Every test, in three pytest runs: (1) the unit, property and process tests and the library's
-# doctests, on every core (pytest-xdist; worksteal keeps a module's tests, and so its module
-# fixtures, together); (2) every notebook under nbval, on every core, one notebook's cells on
-# one kernel (nbval needs --dist loadscope); (3) one test at a time, the tests that need the
-# whole machine: Chromium's slider timings (marker browser) and those marked serial (the
-# README's slide commands, whose decks the browser tests open). A run with failed tests (exit status 1) does not
-# stop the next; one that is interrupted (2, e.g. at CI's time limit) does. The exit status
-# is the highest of the runs'.
+# Every test, in two pytest runs. (1) Every notebook under nbval, and the unit, property and
+# process tests and the library's doctests, together, on one pytest-xdist worker more than
+# there are cores: a notebook's kernel keeps about two thirds of a core busy and the process
+# tests wait for their workers, so the extra worker fills those gaps. --dist loadscope keeps
+# a notebook's cells in order on one kernel (nbval needs it) and a module's tests, and so its
+# module fixtures, together; the notebooks come first, as the longest pieces of work.
+# (2) One test at a time, the tests that need the whole machine: Chromium's slider timings
+# (marker browser) and those marked serial (the README's slide commands, whose decks the
+# browser tests open). A run with failed tests (exit status 1) does not stop the next; one
+# that is interrupted (2, e.g. at CI's time limit) does. The exit status is the higher one.
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
+TEST_WORKERS := $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)' 2>/dev/null || echo 3)
 test: $(STAMP)
 	status=0; run() { "$$@" || { rc=$$?; [ $$rc -le $$status ] || status=$$rc; }; }; \
-	run $(PYTEST) -n auto --dist worksteal tests course_lib --doctest-modules -m "not browser and not serial"; \
-	[ $$status -gt 1 ] || run $(PYTEST) -n auto --dist loadscope notebooks --nbval-lax --nbval-current-env; \
+	run $(PYTEST) -n $(TEST_WORKERS) --dist loadscope notebooks tests course_lib --doctest-modules \
+	    --nbval-lax --nbval-current-env -m "not browser and not serial"; \
 	[ $$status -gt 1 ] || run $(PYTEST) tests -m "browser or serial"; \
 	exit $$status
 
