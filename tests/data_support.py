@@ -1,10 +1,12 @@
-"""A writable copy of data/ for the tests of its loaders and its validator (test_datasets.py,
-test_data_schema.py). Test modules import the fixture (``from data_support import
+"""Data for the tests: a writable copy of data/ for the tests of its loaders and its
+validator (test_datasets.py, test_data_schema.py), and the first 300 training digits of the
+process tests. Test modules import what they use (``from data_support import
 data_copy_fixture``): a second ``conftest.py`` beside ``tests/browser/conftest.py`` would
 clash under ``--doctest-modules``."""
 
 from __future__ import annotations
 
+import functools
 import shutil
 from pathlib import Path
 
@@ -21,3 +23,13 @@ def data_copy_fixture(tmp_path, monkeypatch) -> Path:
     shutil.copytree(DATA, target)
     monkeypatch.setenv("DDL_COURSE_DATA", str(target))
     return target
+
+
+@functools.cache
+def first_digits():
+    """The first 300 training digits: inputs and labels, read once per test process (the
+    ``digits`` fixture of leak_fixtures.py, and the runs that test modules cache)."""
+    from course_lib.datasets import load_digits
+
+    d = load_digits("train")
+    return d.x[:300], d.y[:300]

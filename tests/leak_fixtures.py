@@ -9,16 +9,15 @@ import multiprocessing
 import os
 
 import pytest
+from data_support import first_digits  # tests/ is on sys.path, as for this module itself
 
-from course_lib.datasets import load_digits
 from course_lib.testing import leaked_resources, resource_snapshot
 
 
 @pytest.fixture(scope="module")
 def digits():
-    """The first 300 training digits: inputs and labels."""
-    d = load_digits("train")
-    return d.x[:300], d.y[:300]
+    """The first 300 training digits: inputs and labels (``data_support.first_digits``)."""
+    return first_digits()
 
 
 @pytest.fixture(scope="session")

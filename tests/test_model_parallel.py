@@ -16,10 +16,10 @@ import os
 
 import numpy as np
 import pytest
+from data_support import first_digits
 
 from course_lib import reference
 from course_lib import schedule as mp
-from course_lib.datasets import load_digits
 from course_lib.models import MLP, train
 from course_lib.parallel import pipeline as mp_run
 from course_lib.parallel.hybrid import train_hybrid
@@ -36,8 +36,7 @@ RUN = dict(batch_size=50, steps=6, lr=0.2, seed=3)
 def _pipeline(schedule: str, **split):
     """A pipeline run on the 300 digits (RUN, 4 micro-batches), made once per test process:
     the timeline test reads the run of test_pipeline_equals_serial[S=3-1f1b]."""
-    d = load_digits("train")
-    return mp_run.train_pipeline(MODEL, d.x[:300], d.y[:300], micro_batches=4, schedule=schedule, **split, **RUN)
+    return mp_run.train_pipeline(MODEL, *first_digits(), micro_batches=4, schedule=schedule, **split, **RUN)
 
 
 def _reference(x, y, micro_batches):

@@ -22,6 +22,7 @@ import functools
 
 import numpy as np
 import pytest
+from data_support import first_digits
 
 from course_lib import reference
 from course_lib import schedule as mp
@@ -41,10 +42,9 @@ F32 = 4  # bytes per value
 
 @functools.cache
 def _serial(micro_batches: int, recompute: bool, data: int = 1) -> TrainResult:
-    d = load_digits("train")
     with blas_threads(1):
         return reference.train_microbatched(
-            MODEL, d.x[:300], d.y[:300], micro_batches=micro_batches, data=data, recompute=recompute, **RUN
+            MODEL, *first_digits(), micro_batches=micro_batches, data=data, recompute=recompute, **RUN
         )
 
 
@@ -52,8 +52,7 @@ def _serial(micro_batches: int, recompute: bool, data: int = 1) -> TrainResult:
 def _pipeline(boundaries, micro_batches: int, schedule: str, recompute: bool) -> TrainResult:
     """One pipeline run on the 300 digits (RUN), made once per test process: the
     hand-derived test reads the same three runs as the parametrized S = 2, M = 5 cases."""
-    d = load_digits("train")
-    return mp_run.train_pipeline(MODEL, d.x[:300], d.y[:300], boundaries=boundaries, micro_batches=micro_batches,
+    return mp_run.train_pipeline(MODEL, *first_digits(), boundaries=boundaries, micro_batches=micro_batches,
                                  schedule=schedule, recompute=recompute, **RUN)
 
 

@@ -32,7 +32,7 @@ LATENCIES: dict[str, list[tuple[str, float]]] = {}
 DURATIONS: dict[str, float] = {}
 #: How many cores were busy (all processes, the test's own included) on average while each
 #: notebook's sliders moved (from /proc/stat; Linux only).
-LOADS: dict[str, float] = {}
+CORES_BUSY: dict[str, float] = {}
 #: The slide-deck build of the ``decks`` fixture: seconds, notebooks, executed (reported).
 SLIDE_BUILD: dict[str, float | int | bool] = {}
 #: Goal for the median slider-to-figure latency (reported, not asserted).

@@ -31,10 +31,10 @@ from browser_support import (  # noqa: E402
     ARTIFACTS,
     CHROMIUM,
     CHROMIUM_ARGS,
+    CORES_BUSY,
     DURATIONS,
     LATENCIES,
     LATENCY_GOAL_MS,
-    LOADS,
     SLIDE_BUILD,
     browser_missing,
     notebooks,
@@ -246,11 +246,11 @@ def pytest_terminal_summary(terminalreporter):
             continue
         everything += values
         med, worst = statistics.median(values), max(values)
-        load = f", {LOADS[name]:.2f} of {os.cpu_count()} cores busy" if LOADS.get(name) is not None else ""
+        load = f", {CORES_BUSY[name]:.2f} of {os.cpu_count()} cores busy" if CORES_BUSY.get(name) is not None else ""
         tr.write_line(f"{name}: {len(values)} slider changes, median {med:.0f} ms ({_verdict(med)}), "
                       f"max {worst:.0f} ms{load}")
         report["latency_ms"][name] = {"median": med, "max": worst, "goal_met": med < LATENCY_GOAL_MS,
-                                      "cores_busy": LOADS.get(name), "each": rows}
+                                      "cores_busy": CORES_BUSY.get(name), "each": rows}
     if everything:
         med, worst = statistics.median(everything), max(everything)
         met = med < LATENCY_GOAL_MS

@@ -17,9 +17,9 @@ import time
 import pytest
 from browser_support import (
     ARTIFACTS,
+    CORES_BUSY,
     DURATIONS,
     LATENCIES,
-    LOADS,
     cores_busy,
     cpu_ticks,
     evaluate,
@@ -294,7 +294,7 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_runs, notebook):
         for i in range(expected):
             _exercise_sliders(page, figures.nth(i), i, notebook)
         if expected:
-            LOADS[notebook.stem] = cores_busy(ticks, cpu_ticks())  # what ran while the sliders moved
+            CORES_BUSY[notebook.stem] = cores_busy(ticks, cpu_ticks())  # what ran while the sliders moved
         searches = page.locator(f'[id="{panel_id}"] .ddl-glossary')
         for i in range(searches.count()):
             _exercise_search(page, searches.nth(i), notebook)
