@@ -192,6 +192,52 @@ ARM_JS = """([i, k]) => {
   obs.observe(root, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
 }""".replace("CONTROLS", repr(".widget-slider, .widget-dropdown"))
 
+# Each step of a slider move is one call into the page, its elements found inside the
+# notebook in front: a playwright locator is resolved against the whole page at every use,
+# which with a dozen notebooks open costs about 70 ms a call, more than the redraw itself.
+# MOVE_JS: figure i, control k scrolled into view, armed (ARM_JS) and described; a
+# slider's handle gets the focus, for the real key press that follows.
+MOVE_JS = """([i, k]) => {
+  (ARM)([i, k]);
+  const root = window.jupyterapp.shell.currentWidget.node.querySelectorAll('.ddl-live-figure')[i];
+  const control = root.querySelectorAll(CONTROLS)[k];
+  control.scrollIntoView({block: 'nearest'});
+  const label = control.querySelector('.widget-label').innerText.trim();
+  const select = control.querySelector('select');
+  if (select) return {label, before: select.value, options: [...select.options].map(o => o.value)};
+  const handle = control.querySelector('.noUi-handle');
+  handle.focus();
+  return {label, before: control.querySelector('.widget-readout').innerText.trim(), options: null,
+          atMax: +handle.getAttribute('aria-valuenow') >= +handle.getAttribute('aria-valuemax')};
+}""".replace("ARM", ARM_JS).replace("CONTROLS", repr(".widget-slider, .widget-dropdown"))
+
+# The value figure i, control k shows now (a drop-down's selection, a slider's readout).
+VALUE_JS = """([i, k]) => {
+  const root = window.jupyterapp.shell.currentWidget.node.querySelectorAll('.ddl-live-figure')[i];
+  const control = root.querySelectorAll(CONTROLS)[k];
+  const select = control.querySelector('select');
+  return select ? select.value : control.querySelector('.widget-readout').innerText.trim();
+}""".replace("CONTROLS", repr(".widget-slider, .widget-dropdown"))
+
+# Resolves once the kernel of the notebook in front has been idle twice, 50 ms apart: the
+# redraws that a change caused in linked figures are done, so they are not taken for the
+# next control's redraw. Then: the armed redraw's latency (ms) and what figure i's message
+# area says (empty unless the figure reports an error).
+SETTLE_JS = """async (i) => {
+  const sleep = ms => new Promise(r => setTimeout(r, ms));
+  const panel = window.jupyterapp.shell.currentWidget;
+  for (let n = 0; n < 2; n++) {
+    while (panel.sessionContext.session.kernel.status !== 'idle') await sleep(10);
+    await sleep(50);
+  }
+  const root = i === null ? null : panel.node.querySelectorAll('.ddl-live-figure')[i];
+  return {
+    latency: window.__ddl ? window.__ddl.done - window.__ddl.key : null,
+    message: root ? [...root.querySelectorAll('.widget-html-content')].map(e => e.innerText.trim())
+                      .filter(t => t).join(' / ') : '',
+  };
+}"""
+
 
 def _live_figure_count(cells) -> int:
     return sum(o["plain"].startswith("<live figure") for c in cells for o in c["outputs"])
@@ -341,12 +387,10 @@ def _close_notebook(page, panel_id: str | None, failure: BaseException | None = 
             failure.add_note(note)
 
 
-def _settle(page):
-    """Wait until the kernel is idle twice 50 ms apart: redraws that a change caused in
-    linked figures are done, so they are not taken for the next control's redraw."""
-    for _ in range(2):
-        page.wait_for_function(KERNEL_IDLE_JS, timeout=REDRAW_TIMEOUT_MS)
-        page.wait_for_timeout(50)
+def _settle(page, figure: int | None = None) -> dict:
+    """SETTLE_JS: wait until the kernel is idle twice 50 ms apart; the armed latency and
+    the message of live figure ``figure``."""
+    return evaluate(page, SETTLE_JS, figure, timeout_s=REDRAW_TIMEOUT_MS / 1000)
 
 
 def _exercise_search(page, box, notebook):
@@ -368,39 +412,28 @@ def _exercise_search(page, box, notebook):
 
 
 def _exercise_sliders(page, figure, i, notebook):
-    """Move every control of live figure ``i`` once through the UI; check and time the redraw."""
-    controls = figure.locator(".widget-slider, .widget-dropdown")
-    assert controls.count() > 0, f"{notebook.name}: live figure {i} has no slider"
-    message = figure.locator(".widget-html-content")
-    for k in range(controls.count()):
-        control = controls.nth(k)
-        control.scroll_into_view_if_needed()
-        label = control.locator(".widget-label").first.inner_text().strip()
-        page.evaluate(ARM_JS, [i, k])
-        if "widget-dropdown" in (control.get_attribute("class") or ""):
-            select = control.locator("select")
-            before = select.input_value()
-            options = select.locator("option").evaluate_all("os => os.map(o => o.value)")
-            select.select_option(options[(options.index(before) + 1) % len(options)])
-            after = select.input_value()
+    """Move every control of live figure ``i`` once through the UI (a key press on a
+    slider's handle, a new choice in a drop-down); check and time the redraw."""
+    controls = figure.locator(".widget-slider, .widget-dropdown").count()
+    assert controls > 0, f"{notebook.name}: live figure {i} has no slider"
+    for k in range(controls):
+        shown = page.evaluate(MOVE_JS, [i, k])
+        label, before = shown["label"], shown["before"]
+        if shown["options"] is not None:  # a drop-down: the next choice
+            options = shown["options"]
+            control = figure.element_handle().query_selector_all(".widget-slider, .widget-dropdown")[k]
+            control.query_selector("select").select_option(options[(options.index(before) + 1) % len(options)])
         else:
-            readout = control.locator(".widget-readout")
-            handle = control.locator(".noUi-handle")
-            before = readout.inner_text().strip()
-            at_max = float(handle.get_attribute("aria-valuenow")) >= float(handle.get_attribute("aria-valuemax"))
-            handle.focus()
-            page.keyboard.press("ArrowLeft" if at_max else "ArrowRight")
-            after = readout.inner_text().strip()
+            page.keyboard.press("ArrowLeft" if shown["atMax"] else "ArrowRight")
+        after = page.evaluate(VALUE_JS, [i, k])
         where = f"{notebook.name}: figure {i}, control {label!r}"
         assert after != before, f"{where}: value stayed at {before} after the change"
         try:
             page.wait_for_function("window.__ddl.done !== null", timeout=REDRAW_TIMEOUT_MS, polling="raf")
         except Exception:
-            shown = " / ".join(t for t in message.all_inner_texts() if t.strip())
+            message = _settle(page, i)["message"]
             pytest.fail(f"{where}: figure not redrawn within {REDRAW_TIMEOUT_MS / 1000:.0f} s after "
-                        f"{before} -> {after}" + (f"; the figure says: {shown}" if shown else ""), pytrace=False)
-        latency = page.evaluate("window.__ddl.done - window.__ddl.key")
-        _settle(page)
-        LATENCIES[notebook.stem].append((f"figure {i} {label} {before}->{after}", round(latency, 1)))
-        shown = " / ".join(t for t in message.all_inner_texts() if t.strip())
-        assert not shown, f"{where}: the figure reports an error after {before} -> {after}: {shown}"
+                        f"{before} -> {after}" + (f"; the figure says: {message}" if message else ""), pytrace=False)
+        settled = _settle(page, i)
+        LATENCIES[notebook.stem].append((f"figure {i} {label} {before}->{after}", round(settled["latency"], 1)))
+        assert not settled["message"], f"{where}: the figure reports an error after {before} -> {after}: {settled['message']}"
