@@ -32,6 +32,10 @@ RUN_ALL_TIMEOUT_MS = 600_000
 REDRAW_TIMEOUT_MS = 20_000
 LANES = 2  # notebooks whose Run All goes on at the same time
 KERNEL_IDLE_JS = "window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'idle'"
+CONTROLS = ".widget-slider, .widget-dropdown"  # the controls of a live figure
+# JavaScript: live figure i of the notebook in front (root) and its control k (control).
+FIND_CONTROL = ("const root = window.jupyterapp.shell.currentWidget.node.querySelectorAll('.ddl-live-figure')[i];\n"
+                f"  const control = root.querySelectorAll({CONTROLS!r})[k];")
 
 # Cells of the notebook model, as [index, executionCount, tags, [outputs]] (JupyterLab 4 API).
 CELLS_JS = """() => {
@@ -181,11 +185,9 @@ CLOSE_ALL_JS = """async () => {
 # first key press or input event on the control and the time at which the figure's <img>
 # shows a new picture (the widget may replace the element: query it afresh).
 ARM_JS = """([i, k]) => {
-  const panel = window.jupyterapp.shell.currentWidget.node;
-  const root = panel.querySelectorAll('.ddl-live-figure')[i];
+  FIND_CONTROL
   const before = root.querySelector('img').src;
   const t = window.__ddl = {before: before, key: null, done: null};
-  const control = root.querySelectorAll(CONTROLS)[k];
   const start = () => { if (t.key === null) t.key = performance.now(); };
   for (const ev of ['keydown', 'input', 'change']) control.addEventListener(ev, start, {capture: true});
   const check = () => {
@@ -194,7 +196,7 @@ ARM_JS = """([i, k]) => {
   };
   const obs = new MutationObserver(check);
   obs.observe(root, {subtree: true, childList: true, attributes: true, attributeFilter: ['src']});
-}""".replace("CONTROLS", repr(".widget-slider, .widget-dropdown"))
+}""".replace("FIND_CONTROL", FIND_CONTROL)
 
 # Each step of a slider move is one call into the page, its elements found inside the
 # notebook in front: a playwright locator is resolved against the whole page at every use,
@@ -203,8 +205,7 @@ ARM_JS = """([i, k]) => {
 # slider's handle gets the focus, for the real key press that follows.
 MOVE_JS = """([i, k]) => {
   (ARM)([i, k]);
-  const root = window.jupyterapp.shell.currentWidget.node.querySelectorAll('.ddl-live-figure')[i];
-  const control = root.querySelectorAll(CONTROLS)[k];
+  FIND_CONTROL
   control.scrollIntoView({block: 'nearest'});
   const label = control.querySelector('.widget-label').innerText.trim();
   const select = control.querySelector('select');
@@ -213,32 +214,35 @@ MOVE_JS = """([i, k]) => {
   handle.focus();
   return {label, before: control.querySelector('.widget-readout').innerText.trim(), options: null,
           atMax: +handle.getAttribute('aria-valuenow') >= +handle.getAttribute('aria-valuemax')};
-}""".replace("ARM", ARM_JS).replace("CONTROLS", repr(".widget-slider, .widget-dropdown"))
+}""".replace("ARM", ARM_JS).replace("FIND_CONTROL", FIND_CONTROL)
 
 # The value figure i, control k shows now (a drop-down's selection, a slider's readout).
 VALUE_JS = """([i, k]) => {
-  const root = window.jupyterapp.shell.currentWidget.node.querySelectorAll('.ddl-live-figure')[i];
-  const control = root.querySelectorAll(CONTROLS)[k];
+  FIND_CONTROL
   const select = control.querySelector('select');
   return select ? select.value : control.querySelector('.widget-readout').innerText.trim();
-}""".replace("CONTROLS", repr(".widget-slider, .widget-dropdown"))
+}""".replace("FIND_CONTROL", FIND_CONTROL)
 
 # Resolves once the kernel of the notebook in front has been idle twice, 50 ms apart: the
 # redraws that a change caused in linked figures are done, so they are not taken for the
-# next control's redraw. Then: the armed redraw's latency (ms) and what figure i's message
-# area says (empty unless the figure reports an error).
-SETTLE_JS = """async (i) => {
+# next control's redraw.
+SETTLE_JS = """async () => {
   const sleep = ms => new Promise(r => setTimeout(r, ms));
   const panel = window.jupyterapp.shell.currentWidget;
   for (let n = 0; n < 2; n++) {
     while (panel.sessionContext.session.kernel.status !== 'idle') await sleep(10);
     await sleep(50);
   }
-  const root = i === null ? null : panel.node.querySelectorAll('.ddl-live-figure')[i];
+}"""
+
+# The armed redraw's latency (ms; null before the redraw) and what live figure i's message
+# area says (empty unless the figure reports an error).
+REPORT_JS = """(i) => {
+  const root = window.jupyterapp.shell.currentWidget.node.querySelectorAll('.ddl-live-figure')[i];
+  const t = window.__ddl;
   return {
-    latency: window.__ddl ? window.__ddl.done - window.__ddl.key : null,
-    message: root ? [...root.querySelectorAll('.widget-html-content')].map(e => e.innerText.trim())
-                      .filter(t => t).join(' / ') : '',
+    latency: t && t.done !== null ? t.done - t.key : null,
+    message: [...root.querySelectorAll('.widget-html-content')].map(e => e.innerText.trim()).filter(x => x).join(' / '),
   };
 }"""
 
@@ -391,10 +395,9 @@ def _close_notebook(page, panel_id: str | None, failure: BaseException | None = 
             failure.add_note(note)
 
 
-def _settle(page, figure: int | None = None) -> dict:
-    """SETTLE_JS: wait until the kernel is idle twice 50 ms apart; the armed latency and
-    the message of live figure ``figure``."""
-    return evaluate(page, SETTLE_JS, figure, timeout_s=REDRAW_TIMEOUT_MS / 1000)
+def _settle(page) -> None:
+    """SETTLE_JS: wait until the kernel is idle twice 50 ms apart."""
+    evaluate(page, SETTLE_JS, timeout_s=REDRAW_TIMEOUT_MS / 1000)
 
 
 def _exercise_search(page, box, notebook):
@@ -418,14 +421,14 @@ def _exercise_search(page, box, notebook):
 def _exercise_sliders(page, figure, i, notebook):
     """Move every control of live figure ``i`` once through the UI (a key press on a
     slider's handle, a new choice in a drop-down); check and time the redraw."""
-    controls = figure.locator(".widget-slider, .widget-dropdown").count()
+    controls = figure.locator(CONTROLS).count()
     assert controls > 0, f"{notebook.name}: live figure {i} has no slider"
     for k in range(controls):
         shown = page.evaluate(MOVE_JS, [i, k])
         label, before = shown["label"], shown["before"]
         if shown["options"] is not None:  # a drop-down: the next choice
             options = shown["options"]
-            control = figure.element_handle().query_selector_all(".widget-slider, .widget-dropdown")[k]
+            control = figure.element_handle().query_selector_all(CONTROLS)[k]
             control.query_selector("select").select_option(options[(options.index(before) + 1) % len(options)])
         else:
             page.keyboard.press("ArrowLeft" if shown["atMax"] else "ArrowRight")
@@ -435,9 +438,10 @@ def _exercise_sliders(page, figure, i, notebook):
         try:
             page.wait_for_function("window.__ddl.done !== null", timeout=REDRAW_TIMEOUT_MS, polling="raf")
         except Exception:
-            message = _settle(page, i)["message"]
+            message = page.evaluate(REPORT_JS, i)["message"]  # as it is: the kernel may still be busy
             pytest.fail(f"{where}: figure not redrawn within {REDRAW_TIMEOUT_MS / 1000:.0f} s after "
                         f"{before} -> {after}" + (f"; the figure says: {message}" if message else ""), pytrace=False)
-        settled = _settle(page, i)
-        LATENCIES[notebook.stem].append((f"figure {i} {label} {before}->{after}", round(settled["latency"], 1)))
-        assert not settled["message"], f"{where}: the figure reports an error after {before} -> {after}: {settled['message']}"
+        _settle(page)
+        report = page.evaluate(REPORT_JS, i)
+        LATENCIES[notebook.stem].append((f"figure {i} {label} {before}->{after}", round(report["latency"], 1)))
+        assert not report["message"], f"{where}: the figure reports an error after {before} -> {after}: {report['message']}"
