@@ -1,8 +1,8 @@
 """im2col / conv2d benchmark: the course's convolution against physical limits and PyTorch.
 
-The im2col and col2im rows time the fast engine (``course_lib.conv_fast.fast_im2col`` and
-``fast_col2im``, bit for bit what the readable ``course_lib.im2col.im2col`` and ``col2im``
-return); ``conv2d`` and ``conv2d_backward`` are ``course_lib.conv_algorithms``' entry points.
+The im2col and col2im rows time the fast engine (``course_lib.conv.fast.fast_im2col`` and
+``fast_col2im``, bit for bit what the readable ``course_lib.conv.im2col.im2col`` and ``col2im``
+return); ``conv2d`` and ``conv2d_backward`` are ``course_lib.conv.algorithms``' entry points.
 
 Run with ``python -m benchmarks conv`` (options after ``--``, e.g.
 ``python -m benchmarks conv -- --repeat 9``; ``--tiny`` is a smoke test on the tiny
@@ -20,7 +20,7 @@ most of the drift of a shared machine. The targets of issue 5:
 
 ``conv2d`` runs with its default ``algorithm="auto"``: on its first call for a shape and
 thread count (the warm-up) it times im2col, Winograd F(2x2,3x3) and F(4x4,3x3) where they
-apply, and keeps the fastest (:mod:`course_lib.conv_algorithms`). After the table, the
+apply, and keeps the fastest (:mod:`course_lib.conv.algorithms`). After the table, the
 choices are listed with the single timings behind them, and the ratios are held against
 the goals of issue 17: conv2d (auto) <= 1.0 x torch at 1 thread and <= 1.25 x at 2 threads
 (all cores), im2col <= 1.5 x memcpy.
@@ -39,9 +39,10 @@ from collections.abc import Callable
 
 import numpy as np
 
-from course_lib.conv_algorithms import ALGORITHM_CACHE, conv2d, conv2d_backward, conv_key
-from course_lib.conv_fast import fast_col2im, fast_im2col
-from course_lib.im2col import conv2d_direct, conv_output_shape
+from course_lib.conv.algorithms import ALGORITHM_CACHE, conv2d, conv2d_backward, conv_key
+from course_lib.conv.fast import fast_col2im, fast_im2col
+from course_lib.conv.geometry import conv_output_shape
+from course_lib.conv.im2col import conv2d_direct
 from course_lib.timing import available_cores, keep_freed_memory
 
 #: (N, C, H, W, kernel, stride, padding, C_out): the issue's reference shapes. C_out

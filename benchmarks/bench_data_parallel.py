@@ -33,9 +33,9 @@ import time
 import numpy as np
 
 from course_lib.models import MLP
-from course_lib.parallel.data import train_data_parallel
-from course_lib.parallel.tensor import train_tensor_parallel
-from course_lib.reference import train_serial
+from course_lib.parallel.train.data import train_data_parallel
+from course_lib.parallel.train.reference import train_serial
+from course_lib.parallel.train.tensor import train_tensor_parallel
 
 SIZES = (784, 1024, 10)
 TARGET_SPEEDUP = 1.5
@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--json", default=None, help="also write the results to this file")
     args = parser.parse_args(argv)
     batches = [int(b) for b in args.batches.split(",")]
-    from course_lib.parallel.allreduce import torch_available
+    from course_lib.parallel.engine.gloo import torch_available
 
     with_gloo = not args.no_gloo and torch_available()
     model = MLP(SIZES)

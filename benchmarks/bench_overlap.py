@@ -38,7 +38,7 @@ import numpy as np
 
 from course_lib.models import MLP
 from course_lib.overlap import backward_shares, measured_phases, overlapped_step_time
-from course_lib.parallel.data import train_data_parallel
+from course_lib.parallel.train.data import train_data_parallel
 
 SIZES = (784, 1024, 1024, 1024, 10)
 

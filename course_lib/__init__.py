@@ -18,17 +18,15 @@ __version__ = "0.1.0"
 _SUBMODULES = frozenset(
     {
         "cnn",
-        "comm",
-        "conv_algorithms",
-        "conv_fast",
-        "conv_winograd",
+        "alpha_beta",
+        "conv",
         "critical_batch",
         "cost",
         "dataflow",
         "datapackage",
         "datasets",
         "exercises",
-        "im2col",
+        "live",
         "memory",
         "models",
         "optim",
@@ -38,7 +36,7 @@ _SUBMODULES = frozenset(
         "precision",
         "plots",
         "progress",
-        "quantity",
+        "typed_numbers",
         "rate",
         "reference",
         "roofline",
@@ -50,7 +48,6 @@ _SUBMODULES = frozenset(
         "timing",
         "tools",
         "transformer",
-        "widgets",
     }
 )
 

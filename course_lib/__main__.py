@@ -60,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return lab_settings_main(rest)
     if command == "cores":
-        from .parallel.speedup import check_cores
+        from .parallel.train.cores import check_cores
 
         check = check_cores()
         print(f"cores: {check}")

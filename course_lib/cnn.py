@@ -1,8 +1,8 @@
-"""The convolutional variant of the running example (chapters 05-06): :class:`CNN`.
+"""The convolutional variant of the running example: :class:`CNN`.
 
 Same conventions as :class:`course_lib.models.MLP` (one flat parameter buffer with named
-views, the same methods), so :func:`course_lib.models.train` trains it unchanged. Every
-convolution is :func:`course_lib.conv_algorithms.conv2d` (im2col + GEMM).
+views, the same methods), so :func:`course_lib.parallel.train.reference.train_serial` trains it unchanged. Every
+convolution is :func:`course_lib.conv.algorithms.conv2d` (im2col + GEMM).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ class CNN:
     ``backward``, ``loss_and_grad``, ``predict``, ``accuracy``, ``views``, ``layer``,
     ``layer_range``, ``init_params`` and ``flops_per_sample`` behave as the MLP's, so
     :func:`train` trains it unchanged. Every convolution is
-    :func:`course_lib.conv_algorithms.conv2d` (``algorithm="im2col"``: im2col + GEMM) with "same" padding
+    :func:`course_lib.conv.algorithms.conv2d` (``algorithm="im2col"``: im2col + GEMM) with "same" padding
     (``kernel_size // 2``), and its gradients come from
-    :func:`course_lib.conv_algorithms.conv2d_backward`.
+    :func:`course_lib.conv.algorithms.conv2d_backward`.
 
     Parameters
     ----------
@@ -117,7 +117,7 @@ class CNN:
     @functools.cached_property
     def feature_shapes(self) -> tuple[tuple[int, int, int], ...]:
         """(C, H, W) of the input and of every convolution's output."""
-        from .im2col import conv_output_shape
+        from .conv.geometry import conv_output_shape
 
         shapes = [self.image_shape]
         for c_out, stride in zip(self.channels, self.strides):
@@ -159,7 +159,7 @@ class CNN:
     # ---------------------------------------------------------------- compute
     def layer_forward(self, params: np.ndarray, i: int, a: np.ndarray) -> np.ndarray:
         """Output of layer ``i``: conv2d + ReLU for a convolution, ``a @ W + b`` for the last."""
-        from .conv_algorithms import conv2d
+        from .conv.algorithms import conv2d
 
         w, b = self.layer(params, i)
         if i < self.n_conv:
@@ -177,7 +177,7 @@ class CNN:
         grad_out: np.ndarray, grad: np.ndarray, *, need_input_grad: bool = True,
     ) -> np.ndarray | None:
         """Back-propagate through layer ``i``; ADDS its gradients into ``grad`` (see MLP)."""
-        from .conv_algorithms import conv2d_backward
+        from .conv.algorithms import conv2d_backward
 
         w, _ = self.layer(params, i)
         gw, gb = self.layer(grad, i)
@@ -227,9 +227,10 @@ class CNN:
         return {"forward": forward, "backward": backward, "total": forward + backward}
 
     # --------------------------------------------------------------- checking
-    _check_flat = MLP._check_flat
+    check_flat = MLP.check_flat
 
-    def _check_x(self, x) -> np.ndarray:
+    def check_x(self, x) -> np.ndarray:
+        """``x`` as this model's input batch in its dtype, else TypeError/ValueError."""
         x = np.asarray(x)
         c, h, w = self.image_shape
         if x.ndim == 2 and x.shape[1] == c * h * w:
@@ -242,7 +243,8 @@ class CNN:
             raise TypeError(f"x must be a float array, got dtype {x.dtype}")
         return x.astype(self.dtype, copy=False)
 
-    def _check_y(self, y, batch: int) -> np.ndarray:
+    def check_y(self, y, batch: int) -> np.ndarray:
+        """``y`` as ``batch`` integer labels of this model's classes, else TypeError/ValueError."""
         return check_labels(y, batch, self.n_classes)
 
 

@@ -1,4 +1,5 @@
-r"""The critical batch size and the time to a target accuracy (chapter 04, section 3).
+r"""Large batches measured: the large-batch experiment (SGD with linear scaling and warm-up,
+LARS, LAMB on the running example), the critical batch size and the time to a target accuracy.
 
 Hardware efficiency grows with the batch size :math:`B` (samples per second); statistical
 efficiency falls beyond the **critical batch size** (临界批尺寸): the steps to a target stop
@@ -28,11 +29,13 @@ from ._validate import (
 )
 
 __all__ = [
+    "BatchRun",
     "BatchSizeSweep",
     "CriticalBatchFit",
     "TimeToTarget",
     "batch_size_sweep",
     "fit_critical_batch",
+    "large_batch_experiment",
     "steps_to_target",
     "time_to_target",
 ]
@@ -245,7 +248,7 @@ def time_to_target(sweep: BatchSizeSweep, fit: CriticalBatchFit, devices: int, *
     r"""Time to the target on ``devices`` devices: modelled steps x time of one step.
 
     The global batch :math:`B` runs on a geometric grid of ``points`` sizes over the sweep's
-    range. One step is data-parallel (:func:`course_lib.comm.data_parallel_step_time`, weak
+    range. One step is data-parallel (:func:`course_lib.alpha_beta.data_parallel_step_time`, weak
     form): each device computes :math:`B/N` samples in the time the sweep measured for that
     batch on one core (interpolated log-log; below the smallest measured batch, its time),
     then a ring all-reduce of ``nbytes`` with the α-β model. The steps are ``fit.steps(B)``.
@@ -259,7 +262,7 @@ def time_to_target(sweep: BatchSizeSweep, fit: CriticalBatchFit, devices: int, *
     >>> t.batch_sizes.tolist(), (t.seconds * 1e3).round(6).tolist()   # 48 x 0.1 ms, 20 x 0.2 ms
     ([8.0, 64.0], [4.8, 4.0])
     """
-    from . import comm
+    from . import alpha_beta
 
     check_type(sweep, "sweep", BatchSizeSweep, "a BatchSizeSweep (batch_size_sweep)")
     check_type(fit, "fit", CriticalBatchFit, "a CriticalBatchFit (fit_critical_batch)")
@@ -268,6 +271,152 @@ def time_to_target(sweep: BatchSizeSweep, fit: CriticalBatchFit, devices: int, *
     sizes = sweep.batch_sizes.astype(float)
     grid = np.geomspace(sizes[0], sizes[-1], points)
     compute = np.exp(np.interp(np.log(grid / devices), np.log(sizes), np.log(sweep.step_seconds)))
-    step = comm.data_parallel_step_time(compute, devices, nbytes, bandwidth, latency, scaling="weak")
+    step = alpha_beta.data_parallel_step_time(compute, devices, nbytes, bandwidth, latency, scaling="weak")
     seconds = np.where(grid >= devices, fit.steps(grid) * step, np.nan)
     return TimeToTarget(devices, grid, seconds, step)
+
+
+# ------------------------------------------------------------ the large-batch experiment
+@dataclass(frozen=True)
+class BatchRun:
+    """One training run of :func:`large_batch_experiment`."""
+
+    label: str
+    batch_size: int
+    optimizer: str
+    peak_lr: float
+    warmup_steps: int
+    steps_per_epoch: int
+    epoch_loss: tuple[float, ...]
+    """Mean training loss of each epoch (as ``TrainResult.epoch_loss`` of :mod:`course_lib.models`)."""
+    test_accuracy: tuple[float, ...]
+    """Test accuracy after each epoch."""
+    loss: tuple[float, ...]
+    """Loss of every step (as ``TrainResult.loss`` of :mod:`course_lib.models`)."""
+
+    @property
+    def epochs(self) -> int:
+        return len(self.epoch_loss)
+
+    @property
+    def steps(self) -> np.ndarray:
+        """Updates made by the end of each epoch (1-based epochs)."""
+        return self.steps_per_epoch * np.arange(1, self.epochs + 1)
+
+
+def large_batch_experiment(
+    *,
+    small_batch: int = 16,
+    factor: int = 32,
+    epochs: int = 20,
+    base_lr: float = 0.05,
+    warmup_epochs: int = 5,
+    lamb_lr: float = 0.03,
+    momentum: float = 0.9,
+    lars_trust: float = 0.02,
+    hidden: int = 64,
+    seed: int = 0,
+    runs: Sequence[str] = ("small", "same_lr", "scaled", "scaled_warmup", "lars", "lamb"),
+) -> tuple[BatchRun, ...]:
+    """Train the running example with a small batch and a ``factor`` x larger one.
+
+    The running example (:class:`course_lib.models.MLP` ``(64, hidden, 10)`` on the
+    digits) with the same initial weights and data order seed in every run:
+
+    * ``"small"``: batch ``small_batch``, :class:`SGD` (with ``momentum``) at ``base_lr``;
+    * ``"same_lr"``: batch ``factor * small_batch``, SGD at the same ``base_lr``;
+    * ``"scaled_warmup"``: the large batch, SGD at :func:`linear_scaling_rule`'s rate,
+      reached by a linear :class:`WarmupLR` over ``warmup_epochs`` epochs;
+    * ``"scaled"``: the same without warm-up;
+    * ``"lamb"``: the large batch with :class:`LAMB` at ``lamb_lr`` (warm-up as above);
+    * ``"lars"``: the large batch with :class:`LARS` (``momentum``, trust coefficient
+      ``lars_trust``) at the linearly scaled rate with warm-up.
+
+    Every run uses one BLAS thread (``threadpoolctl``): the matrices are small, and extra
+    threads only add waiting on a shared machine. Results are deterministic for a given
+    machine; other BLAS builds may round differently, so runs at the edge of stability
+    can end differently elsewhere.
+
+    Parameters
+    ----------
+    small_batch, factor : int
+        Small batch size and the ratio of the large one to it.
+    epochs : int
+        Epochs of every run (equal data, so the large batch makes ``factor`` x fewer steps).
+    base_lr : float
+        SGD rate for the small batch.
+    warmup_epochs : int
+        Length of the warm-up of the large-batch runs, in epochs (0: none).
+    lamb_lr : float
+        Peak rate of LAMB (a fraction of each layer's norm per step).
+    momentum : float
+        Momentum of the SGD and LARS runs, in [0, 1).
+    lars_trust : float
+        Trust coefficient of LARS, > 0.
+    hidden : int
+        Hidden width of the MLP.
+    seed : int
+        Initial weights and shuffling.
+    runs : sequence of str
+        Which runs, in order.
+
+    Examples
+    --------
+    >>> res = large_batch_experiment(epochs=2, runs=("small", "same_lr"))
+    >>> [(r.label, r.batch_size, r.steps_per_epoch) for r in res]
+    [('batch 16, SGD lr 0.05', 16, 90), ('batch 512, SGD lr 0.05 (same)', 512, 3)]
+    """
+    from .datasets import load_digits
+    from .models import MLP
+    from .optim import LAMB, LARS, SGD, WarmupLR, linear_scaling_rule
+    from .parallel.train.reference import train_serial
+
+    small_batch = check_int(small_batch, "small_batch", 1)
+    factor = check_int(factor, "factor", 2)
+    epochs = check_int(epochs, "epochs", 1)
+    base_lr = check_positive(base_lr, "base_lr")
+    warmup_epochs = check_int(warmup_epochs, "warmup_epochs", 0)
+    lamb_lr = check_positive(lamb_lr, "lamb_lr")
+    momentum = check_real(momentum, "momentum", 0.0, 1.0, high_open=True)
+    lars_trust = check_positive(lars_trust, "lars_trust")
+    hidden = check_int(hidden, "hidden", 1)
+    seed = check_int(seed, "seed", 0)
+    known = ("small", "same_lr", "scaled", "scaled_warmup", "lamb", "lars")
+    if isinstance(runs, str) or not all(r in known for r in runs) or not runs:
+        raise ValueError(f"runs must be a non-empty sequence of {known}, got {runs!r}")
+
+    tr, te = load_digits("train"), load_digits("test")
+    model = MLP((64, hidden, 10))
+    n = len(tr)
+    big = small_batch * factor
+    big_steps = -(-n // big)
+    warm = warmup_epochs * big_steps
+    scaled_lr = linear_scaling_rule(base_lr, small_batch, big)
+
+    def warmed(peak):
+        return WarmupLR(peak, warm) if warm else peak
+
+    specs = {
+        "small": (f"batch {small_batch}, SGD lr {base_lr:g}", small_batch, "SGD", base_lr, 0,
+                  lambda: SGD(base_lr, momentum)),
+        "same_lr": (f"batch {big}, SGD lr {base_lr:g} (same)", big, "SGD", base_lr, 0,
+                    lambda: SGD(base_lr, momentum)),
+        "scaled": (f"batch {big}, SGD lr {scaled_lr:g} (linear scaling)", big, "SGD", scaled_lr, 0,
+                   lambda: SGD(scaled_lr, momentum)),
+        "scaled_warmup": (f"batch {big}, SGD lr {scaled_lr:g} (linear scaling + warm-up)", big,
+                          "SGD", scaled_lr, warm, lambda: SGD(warmed(scaled_lr), momentum)),
+        "lamb": (f"batch {big}, LAMB lr {lamb_lr:g} (+ warm-up)", big, "LAMB", lamb_lr, warm,
+                 lambda: LAMB(model, warmed(lamb_lr))),
+        "lars": (f"batch {big}, LARS lr {scaled_lr:g} (+ warm-up)", big, "LARS", scaled_lr, warm,
+                 lambda: LARS(model, warmed(scaled_lr), momentum, trust_coefficient=lars_trust)),
+    }
+    out = []
+    # Small matrices: extra BLAS threads only add overhead (and on a shared machine,
+    # waits of milliseconds); one thread (train_serial's default) makes the runs fast and reproducible.
+    for key in runs:
+        label, batch, opt_name, peak, warmup, make = specs[key]
+        res = train_serial(model, tr.x, tr.y, epochs=epochs, batch_size=batch, seed=seed,
+                           optimizer=make(), x_test=te.x, y_test=te.y, progress=False)
+        out.append(BatchRun(label, batch, opt_name, peak, warmup, -(-n // batch),
+                            tuple(res.epoch_loss), tuple(res.test_accuracy), tuple(res.loss)))
+    return tuple(out)

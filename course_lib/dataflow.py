@@ -1,4 +1,4 @@
-"""The data-flow graph (数据流图) of one training step (chapter 05).
+"""The data-flow graph (数据流图) of one training step.
 
 :func:`training_graph` builds the graph of one SGD step of a layered model - forward,
 loss, backward (input and weight gradients), update - with, for every operator, the

@@ -379,9 +379,9 @@ def checkpointed_grad(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, s
     import tracemalloc
 
     model = _check_model(model)
-    model._check_flat(params, "params")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
+    model.check_flat(params, "params")
+    x = model.check_x(x)
+    y = model.check_y(y, x.shape[0])
     bounds = partition_layers(model, check_int(segments, "segments", 1, model.n_layers))
     tracing = tracemalloc.is_tracing()
     if not tracing:

@@ -8,31 +8,36 @@ a contiguous slice.
 Layer ``i`` computes ``z = a @ W_i + b_i`` with ``W_i`` of shape (fan_in, fan_out);
 hidden layers apply ReLU, the last layer feeds a softmax cross-entropy loss.
 
-:func:`train` is the serial training loop of the first chapters; :class:`TrainResult` is
-what it and every other trainer of the course return (one process or many).
+Every model of the course (this MLP, :class:`course_lib.cnn.CNN`,
+:class:`course_lib.transformer.Transformer`) speaks one protocol, :class:`Model`: the trainers
+check their data and parameters with it once, at their entry point. :class:`TrainResult` is
+what every trainer of the course returns (one process or many); the serial loop is
+:func:`course_lib.parallel.train.reference.train_serial`.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ._validate import as_real, check_float_dtype, check_int, check_positive, check_type
+from ._validate import check_float_dtype, check_int, check_positive, check_type
 
 __all__ = [
     "MLP",
+    "Model",
     "Slot",
     "TrainResult",
     "check_labels",
+    "check_model",
+    "layer_outputs",
     "layout_slots",
     "softmax_cross_entropy",
     "sgd_step",
-    "train",
 ]
 
 
@@ -188,7 +193,7 @@ class MLP:
 
     def views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         """Named views (no copies) into a flat parameter or gradient buffer."""
-        self._check_flat(flat, "flat")
+        self.check_flat(flat, "flat")
         return {s.name: flat[s.offset : s.offset + s.size].reshape(s.shape) for s in self.slots}
 
     def layer(self, flat: np.ndarray, i: int) -> tuple[np.ndarray, np.ndarray]:
@@ -266,8 +271,8 @@ class MLP:
         acts : list of numpy.ndarray
             ``acts[0] = x`` and ``acts[i + 1]`` = output of layer ``i``.
         """
-        self._check_flat(params, "params")
-        x = self._check_x(x)
+        self.check_flat(params, "params")
+        x = self.check_x(x)
         acts = [x]
         for i in range(self.n_layers):
             acts.append(self.layer_forward(params, i, acts[-1]))
@@ -287,10 +292,10 @@ class MLP:
         ``out``, if given, is a flat buffer that receives the gradient (it is zeroed
         first); otherwise a new buffer is returned.
         """
-        y = self._check_y(y, acts[0].shape[0])
+        y = self.check_y(y, acts[0].shape[0])
         grad = np.zeros_like(params) if out is None else out
         if out is not None:
-            self._check_flat(out, "out")
+            self.check_flat(out, "out")
             grad.fill(0)
         loss, g = softmax_cross_entropy(acts[-1], y, reduction)
         for i in reversed(range(self.n_layers)):
@@ -329,7 +334,7 @@ class MLP:
 
     def accuracy(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
         """Fraction of rows of ``x`` classified correctly."""
-        y = self._check_y(y, np.shape(x)[0])
+        y = self.check_y(y, np.shape(x)[0])
         return float(np.mean(self.predict(params, x) == y))
 
     # ------------------------------------------------------------------ costs
@@ -354,12 +359,15 @@ class MLP:
         return {"forward": forward, "backward": backward, "total": forward + backward}
 
     # --------------------------------------------------------------- checking
-    def _check_flat(self, flat, name: str) -> None:
+    def check_flat(self, flat, name: str) -> None:
+        """Raise TypeError/ValueError (naming ``name``) unless ``flat`` is a flat buffer of
+        :attr:`n_params` values, as a parameter or gradient buffer of this model."""
         check_type(flat, name, np.ndarray, "a numpy array")
         if flat.shape != (self.n_params,):
             raise ValueError(f"{name} must have shape ({self.n_params},), got {flat.shape}")
 
-    def _check_x(self, x) -> np.ndarray:
+    def check_x(self, x) -> np.ndarray:
+        """``x`` as a (batch, sizes[0]) array of this model's dtype, else TypeError/ValueError."""
         x = np.asarray(x)
         if x.ndim != 2 or x.shape[1] != self.sizes[0]:
             raise ValueError(f"x must have shape (batch, {self.sizes[0]}), got {x.shape}")
@@ -367,8 +375,68 @@ class MLP:
             raise TypeError(f"x must be a float array, got dtype {x.dtype}")
         return x.astype(self.dtype, copy=False)
 
-    def _check_y(self, y, batch: int) -> np.ndarray:
+    def check_y(self, y, batch: int) -> np.ndarray:
+        """``y`` as ``batch`` integer labels in [0, classes), else TypeError/ValueError."""
         return check_labels(y, batch, self.sizes[-1])
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What every model of the course provides (:class:`MLP`, :class:`course_lib.cnn.CNN`,
+    :class:`course_lib.transformer.Transformer`): a layout over one flat parameter buffer,
+    its maths, and the checks a trainer runs once, at its entry point, on what it is given."""
+
+    dtype: np.dtype
+    n_params: int
+
+    def init_params(self, seed: int = 0) -> np.ndarray: ...
+
+    def loss_and_grad(self, params, x, y, reduction: str = "mean", out=None): ...
+
+    def check_x(self, x) -> np.ndarray: ...
+
+    def check_y(self, y, batch: int) -> np.ndarray: ...
+
+    def check_flat(self, flat, name: str) -> None: ...
+
+
+def check_model(model, allowed: tuple[type, ...] | None = None) -> Model:
+    """``model`` if it is a course model (one of ``allowed``, if given), else TypeError.
+
+    Examples
+    --------
+    >>> check_model(MLP((4, 2))).sizes
+    (4, 2)
+    >>> check_model("mlp")
+    Traceback (most recent call last):
+    ...
+    TypeError: model must be a course model (course_lib.models.MLP, course_lib.cnn.CNN or course_lib.transformer.Transformer), got str
+    """
+    if not isinstance(model, Model):
+        raise TypeError("model must be a course model (course_lib.models.MLP, course_lib.cnn.CNN or "
+                        f"course_lib.transformer.Transformer), got {type(model).__name__}")
+    if allowed is not None and not isinstance(model, allowed):
+        names = " or ".join(f"{t.__module__}.{t.__qualname__}" for t in allowed)
+        raise TypeError(f"model must be a {names} here, got {type(model).__name__}")
+    return model
+
+
+def layer_outputs(model: MLP, params: np.ndarray, lo: int, hi: int, a: np.ndarray) -> list[np.ndarray]:
+    """``[a, out(lo), ..., out(hi - 1)]``: the input and the output of every layer in ``[lo, hi)``
+    (what a pipeline stage owning those layers keeps for its backward).
+
+    Examples
+    --------
+    >>> m = MLP((4, 3, 2)); p = m.init_params(0); a = np.ones((5, 4), np.float32)
+    >>> [o.shape for o in layer_outputs(m, p, 0, 2, a)]
+    [(5, 4), (5, 3), (5, 2)]
+    >>> bool(np.array_equal(layer_outputs(m, p, 0, 2, a)[-1], m.forward(p, a)[0]))
+    True
+    """
+    acts = [a]
+    for i in range(lo, hi):
+        acts.append(model.layer_forward(params, i, acts[-1]))
+    return acts
 
 
 def sgd_step(params: np.ndarray, grad: np.ndarray, lr: float) -> None:
@@ -396,9 +464,9 @@ class TrainResult:
     """What every trainer returns: the final parameters, the loss of every step, and where
     the time, the bytes and the memory went.
 
-    One type for the one-process references (:func:`train`,
-    :func:`course_lib.reference.train_serial`, :func:`course_lib.reference.train_simulated`,
-    :func:`course_lib.reference.train_microbatched`) and the process trainers (data parallel
+    One type for the one-process references (:func:`course_lib.parallel.train.reference.train_serial`,
+    :func:`~course_lib.parallel.train.reference.train_simulated`,
+    :func:`~course_lib.parallel.train.reference.train_microbatched`) and the process trainers (data parallel
     and ZeRO, tensor, pipeline and hybrid). Times are seconds. Arrays of shape
     ``(steps, workers)`` hold one value per step and process (for a pipeline, row
     ``replica * N_p + q`` is stage ``q`` of replica ``replica``, like its timeline's rows);
@@ -436,13 +504,13 @@ class TrainResult:
     """The global batch."""
     workers: int = 1
     """The columns of the ``(steps, workers)`` arrays: the processes (a pipeline: ``N_d * N_p``),
-    the simulated workers of :func:`course_lib.reference.train_simulated`, else 1."""
+    the simulated workers of :func:`course_lib.parallel.train.reference.train_simulated`, else 1."""
     memory: list = field(default_factory=list)
     """What each process held, in bytes, by rank, measured. Data parallel, ZeRO, tensor
     parallel and the one-process references: ``parameters``, ``gradients`` and
     ``optimizer_states`` (:func:`course_lib.memory.measured_state_bytes`); pipeline stages:
     ``activations``, the peak of the activations kept for pending backward passes (the
-    micro-batched reference: all four). Empty when not measured (:func:`train`)."""
+    micro-batched reference: all four). Empty when not measured."""
     bytes_per_step: np.ndarray | None = None
     """(steps,) payload bytes moved in each step (one worker's all-reduce payload for data
     and tensor parallelism, every hand-over between stages for a pipeline); None for
@@ -462,7 +530,7 @@ class TrainResult:
     boundaries: tuple[int, ...] = ()
     """Pipelines: the layer boundaries of the stages."""
     schedule: str | None = None
-    """Pipelines: "gpipe" or "1f1b" ("serial" for :func:`course_lib.reference.train_microbatched`)."""
+    """Pipelines: "gpipe" or "1f1b" ("serial" for :func:`course_lib.parallel.train.reference.train_microbatched`)."""
     micro_batches: int = 1
     replicas: int = 1
     """Data-parallel replicas ``N_d`` of a pipeline (1 for a plain pipeline)."""
@@ -472,9 +540,9 @@ class TrainResult:
     """(steps, workers) seconds spent recomputing forwards inside the backwards (part of
     ``compute``); None for runs without pipeline stages."""
     epoch_loss: list = field(default_factory=list)
-    """:func:`train`: mean training loss of each epoch."""
+    """The serial reference given a test set: mean training loss of each epoch."""
     test_accuracy: list = field(default_factory=list)
-    """:func:`train`: test accuracy after each epoch (empty when no test set was given)."""
+    """The serial reference given a test set: test accuracy after each epoch (else empty)."""
 
     @classmethod
     def one_process(cls, params, loss, seconds, backend: str, **fields) -> TrainResult:
@@ -552,103 +620,3 @@ class TrainResult:
         return (f"TrainResult(backend={self.backend!r}, workers={self.workers}, steps={self.steps}, "
                 f"batch_size={self.batch_size}, time_per_step={self.time_per_step() * 1e3:.3g} ms, "
                 f"final_loss={final})")
-
-
-def train(
-    model: MLP,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    epochs: int = 5,
-    batch_size: int = 32,
-    lr: float = 0.1,
-    seed: int = 0,
-    optimizer=None,
-    x_test: np.ndarray | None = None,
-    y_test: np.ndarray | None = None,
-    params: np.ndarray | None = None,
-) -> TrainResult:
-    """Train ``model`` with mini-batch gradient descent (serial reference loop).
-
-    Parameters
-    ----------
-    model : MLP
-    x, y : numpy.ndarray
-        Training inputs (n, features) and labels (n,).
-    epochs, batch_size : int
-        Passes over the data and samples per step (the last, smaller batch of an epoch
-        is kept).
-    lr : float
-        Learning rate of plain SGD (ignored when ``optimizer`` is given).
-    seed : int
-        Seeds the initial parameters and the shuffling of every epoch.
-    optimizer : object with ``step(params, grad)``, optional
-        E.g. one from :mod:`course_lib.optim`; updates ``params`` in place.
-    x_test, y_test : numpy.ndarray, optional
-        Evaluated after every epoch.
-    params : numpy.ndarray, optional
-        Start from these parameters (copied) instead of ``model.init_params(seed)``.
-
-    Returns
-    -------
-    TrainResult
-        ``loss`` of every step, ``epoch_loss`` and ``test_accuracy`` of every epoch, the
-        measured ``step_time`` (``backend="serial"``).
-
-    Examples
-    --------
-    >>> from course_lib.datasets import load_digits
-    >>> tr, te = load_digits("train"), load_digits("test")
-    >>> res = train(MLP((64, 64, 10)), tr.x, tr.y, epochs=10, x_test=te.x, y_test=te.y)
-    >>> res.test_accuracy[-1] > 0.9, len(res.epoch_loss), res.steps == 10 * -(-tr.x.shape[0] // 32)
-    (True, 10, True)
-    """
-    # An MLP, its convolutional variant course_lib.cnn.CNN or course_lib.transformer.Transformer
-    # (same methods): checked by what train calls, so that this module imports neither.
-    if not all(callable(getattr(model, m, None)) for m in ("loss_and_grad", "init_params", "_check_x")):
-        raise TypeError("model must be an MLP, a CNN or a Transformer (course_lib.transformer), "
-                        f"got {type(model).__name__}")
-    epochs = check_int(epochs, "epochs", 1)
-    batch_size = check_int(batch_size, "batch_size", 1)
-    seed = check_int(seed, "seed", 0)
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
-    if optimizer is None:
-        lr = check_positive(lr, "lr")
-    elif not callable(getattr(optimizer, "step", None)):
-        raise TypeError(
-            f"optimizer must have a step(params, grad) method, got {type(optimizer).__name__}"
-        )
-    if (x_test is None) != (y_test is None):
-        raise ValueError("x_test and y_test must be given together")
-    if x_test is not None:
-        x_test = model._check_x(x_test)
-        y_test = model._check_y(y_test, x_test.shape[0])
-    if params is None:
-        params = model.init_params(seed)
-    else:
-        params = np.array(as_real(params, "params"), dtype=model.dtype)
-        model._check_flat(params, "params")
-    grad = np.zeros_like(params)
-    rng = np.random.default_rng(seed + 1)
-    losses, seconds, epoch_loss, accuracy = [], [], [], []
-    for _ in range(epochs):
-        order = rng.permutation(x.shape[0])
-        total, count = 0.0, 0
-        for start in range(0, x.shape[0], batch_size):
-            t0 = time.perf_counter()
-            idx = order[start : start + batch_size]
-            loss, _ = model.loss_and_grad(params, x[idx], y[idx], out=grad)
-            if optimizer is None:
-                sgd_step(params, grad, lr)
-            else:
-                optimizer.step(params, grad)
-            seconds.append(time.perf_counter() - t0)
-            losses.append(loss)
-            total += loss * idx.size
-            count += idx.size
-        epoch_loss.append(total / count)
-        if x_test is not None and y_test is not None:
-            accuracy.append(model.accuracy(params, x_test, y_test))
-    return TrainResult.one_process(params, losses, seconds, "serial", batch_size=batch_size,
-                                   epoch_loss=epoch_loss, test_accuracy=accuracy)

@@ -1,10 +1,10 @@
 r"""Optimisers for the running example: SGD with momentum, LARS and LAMB (numpy).
 
 Every optimiser is an object with ``step(params, grad)`` that updates the flat
-parameter buffer **in place** - the protocol :func:`course_lib.models.train` uses
-(``train(..., optimizer=opt)``). The learning rate may be a number or a schedule
-(a callable ``lr(step)``, e.g. :class:`WarmupSchedule`); ``step`` counts the updates
-already made, from 0.
+parameter buffer **in place** - the protocol every trainer uses
+(``train_serial(..., optimizer=opt)``). The learning rate may be a number or a function of the
+step (a callable ``lr(step)``, e.g. :class:`WarmupLR`); ``step`` counts the updates already
+made, from 0.
 
 Layer-wise optimisers (LARS, LAMB) compute their norms **per parameter tensor**: each
 weight matrix ``W_i`` and each bias vector ``b_i`` of :attr:`course_lib.models.MLP.slots`
@@ -40,9 +40,7 @@ __all__ = [
     "LAMB",
     "LARS",
     "SGD",
-    "BatchRun",
-    "WarmupSchedule",
-    "large_batch_experiment",
+    "WarmupLR",
     "linear_scaling_rule",
     "sqrt_scaling_rule",
 ]
@@ -93,7 +91,7 @@ def sqrt_scaling_rule(base_lr: float, base_batch: int, batch: int) -> float:
 
 
 @dataclass(frozen=True)
-class WarmupSchedule:
+class WarmupLR:
     r"""Linear warm-up to ``peak_lr``, then constant or a polynomial decay.
 
     For update number ``step`` = 0, 1, ... (the course's learning rate is :math:`\gamma`):
@@ -123,10 +121,10 @@ class WarmupSchedule:
 
     Examples
     --------
-    >>> s = WarmupSchedule(1.0, warmup_steps=4)
+    >>> s = WarmupLR(1.0, warmup_steps=4)
     >>> [s(t) for t in range(6)]
     [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
-    >>> s = WarmupSchedule(1.0, warmup_steps=2, total_steps=6)
+    >>> s = WarmupLR(1.0, warmup_steps=2, total_steps=6)
     >>> [s(t) for t in range(7)]
     [0.5, 1.0, 1.0, 0.75, 0.5, 0.25, 0.0]
     """
@@ -180,6 +178,10 @@ def _norm(x: np.ndarray) -> float:
 
 class _Optimizer:
     """Shared parts: learning-rate lookup, step counter, argument checks."""
+
+    elementwise = False
+    """Whether each number's update depends on that number alone (then ZeRO can shard the
+    state by arbitrary chunks of the flat buffer; LARS and LAMB need whole layers)."""
 
     def __init__(self, lr, weight_decay: float):
         self.lr = _check_lr(lr)
@@ -258,7 +260,7 @@ class SGD(_Optimizer):
     Parameters
     ----------
     lr : float or callable
-        Learning rate :math:`\gamma` or a schedule ``lr(step)``.
+        Learning rate :math:`\gamma` or a function ``lr(step)`` (e.g. :class:`WarmupLR`).
     momentum : float
         :math:`\mu \in [0, 1)`.
     weight_decay : float
@@ -275,6 +277,8 @@ class SGD(_Optimizer):
     >>> opt.step(w, g); w.tolist()          # v = 0.9 * g + g = 1.9 g
     [0.71, 2.29]
     """
+
+    elementwise = True
 
     def __init__(self, lr, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
         super().__init__(lr, weight_decay)
@@ -356,7 +360,7 @@ class LARS(_LayerWise):
     model : course_lib.models.MLP
         Gives the parameter tensors (``model.slots``).
     lr : float or callable
-        Global rate :math:`\gamma` or a schedule ``lr(step)``.
+        Global rate :math:`\gamma` or a function ``lr(step)`` (e.g. :class:`WarmupLR`).
     momentum : float
         :math:`\mu \in [0, 1)`.
     weight_decay : float
@@ -439,7 +443,7 @@ class LAMB(_LayerWise):
     model : course_lib.models.MLP
         Gives the parameter tensors (``model.slots``).
     lr : float or callable
-        :math:`\gamma` or a schedule ``lr(step)``.
+        :math:`\gamma` or a function ``lr(step)`` (e.g. :class:`WarmupLR`).
     betas : (float, float)
         :math:`\mu_1, \mu_2 \in [0, 1)` (the paper's :math:`\beta_1, \beta_2`).
     eps : float
@@ -504,149 +508,3 @@ class LAMB(_LayerWise):
             ratios[slot.name] = ratio
             w -= np.asarray(lr * ratio, dtype=params.dtype) * u.astype(params.dtype, copy=False)
         self.last_trust_ratios = ratios
-
-
-# ------------------------------------------------------------------ the experiment
-@dataclass(frozen=True)
-class BatchRun:
-    """One training run of :func:`large_batch_experiment`."""
-
-    label: str
-    batch_size: int
-    optimizer: str
-    peak_lr: float
-    warmup_steps: int
-    steps_per_epoch: int
-    epoch_loss: tuple[float, ...]
-    """Mean training loss of each epoch (as ``TrainResult.epoch_loss`` of :mod:`course_lib.models`)."""
-    test_accuracy: tuple[float, ...]
-    """Test accuracy after each epoch."""
-    loss: tuple[float, ...]
-    """Loss of every step (as ``TrainResult.loss`` of :mod:`course_lib.models`)."""
-
-    @property
-    def epochs(self) -> int:
-        return len(self.epoch_loss)
-
-    @property
-    def steps(self) -> np.ndarray:
-        """Updates made by the end of each epoch (1-based epochs)."""
-        return self.steps_per_epoch * np.arange(1, self.epochs + 1)
-
-
-def large_batch_experiment(
-    *,
-    small_batch: int = 16,
-    factor: int = 32,
-    epochs: int = 20,
-    base_lr: float = 0.05,
-    warmup_epochs: int = 5,
-    lamb_lr: float = 0.03,
-    momentum: float = 0.9,
-    lars_trust: float = 0.02,
-    hidden: int = 64,
-    seed: int = 0,
-    runs: Sequence[str] = ("small", "same_lr", "scaled", "scaled_warmup", "lars", "lamb"),
-) -> tuple[BatchRun, ...]:
-    """Train the running example with a small batch and a ``factor`` x larger one.
-
-    The running example (:class:`course_lib.models.MLP` ``(64, hidden, 10)`` on the
-    digits) with the same initial weights and data order seed in every run:
-
-    * ``"small"``: batch ``small_batch``, :class:`SGD` (with ``momentum``) at ``base_lr``;
-    * ``"same_lr"``: batch ``factor * small_batch``, SGD at the same ``base_lr``;
-    * ``"scaled_warmup"``: the large batch, SGD at :func:`linear_scaling_rule`'s rate,
-      reached by a linear :class:`WarmupSchedule` over ``warmup_epochs`` epochs;
-    * ``"scaled"``: the same without warm-up;
-    * ``"lamb"``: the large batch with :class:`LAMB` at ``lamb_lr`` (warm-up as above);
-    * ``"lars"``: the large batch with :class:`LARS` (``momentum``, trust coefficient
-      ``lars_trust``) at the linearly scaled rate with warm-up.
-
-    Every run uses one BLAS thread (``threadpoolctl``): the matrices are small, and extra
-    threads only add waiting on a shared machine. Results are deterministic for a given
-    machine; other BLAS builds may round differently, so runs at the edge of stability
-    can end differently elsewhere.
-
-    Parameters
-    ----------
-    small_batch, factor : int
-        Small batch size and the ratio of the large one to it.
-    epochs : int
-        Epochs of every run (equal data, so the large batch makes ``factor`` x fewer steps).
-    base_lr : float
-        SGD rate for the small batch.
-    warmup_epochs : int
-        Length of the warm-up of the large-batch runs, in epochs (0: none).
-    lamb_lr : float
-        Peak rate of LAMB (a fraction of each layer's norm per step).
-    momentum : float
-        Momentum of the SGD and LARS runs, in [0, 1).
-    lars_trust : float
-        Trust coefficient of LARS, > 0.
-    hidden : int
-        Hidden width of the MLP.
-    seed : int
-        Initial weights and shuffling.
-    runs : sequence of str
-        Which runs, in order.
-
-    Examples
-    --------
-    >>> res = large_batch_experiment(epochs=2, runs=("small", "same_lr"))
-    >>> [(r.label, r.batch_size, r.steps_per_epoch) for r in res]
-    [('batch 16, SGD lr 0.05', 16, 90), ('batch 512, SGD lr 0.05 (same)', 512, 3)]
-    """
-    from .datasets import load_digits
-    from .models import MLP, train
-    from .timing import blas_threads
-
-    small_batch = check_int(small_batch, "small_batch", 1)
-    factor = check_int(factor, "factor", 2)
-    epochs = check_int(epochs, "epochs", 1)
-    base_lr = check_positive(base_lr, "base_lr")
-    warmup_epochs = check_int(warmup_epochs, "warmup_epochs", 0)
-    lamb_lr = check_positive(lamb_lr, "lamb_lr")
-    momentum = check_real(momentum, "momentum", 0.0, 1.0, high_open=True)
-    lars_trust = check_positive(lars_trust, "lars_trust")
-    hidden = check_int(hidden, "hidden", 1)
-    seed = check_int(seed, "seed", 0)
-    known = ("small", "same_lr", "scaled", "scaled_warmup", "lamb", "lars")
-    if isinstance(runs, str) or not all(r in known for r in runs) or not runs:
-        raise ValueError(f"runs must be a non-empty sequence of {known}, got {runs!r}")
-
-    tr, te = load_digits("train"), load_digits("test")
-    model = MLP((64, hidden, 10))
-    n = len(tr)
-    big = small_batch * factor
-    big_steps = -(-n // big)
-    warm = warmup_epochs * big_steps
-    scaled_lr = linear_scaling_rule(base_lr, small_batch, big)
-
-    def schedule(peak):
-        return WarmupSchedule(peak, warm) if warm else peak
-
-    specs = {
-        "small": (f"batch {small_batch}, SGD lr {base_lr:g}", small_batch, "SGD", base_lr, 0,
-                  lambda: SGD(base_lr, momentum)),
-        "same_lr": (f"batch {big}, SGD lr {base_lr:g} (same)", big, "SGD", base_lr, 0,
-                    lambda: SGD(base_lr, momentum)),
-        "scaled": (f"batch {big}, SGD lr {scaled_lr:g} (linear scaling)", big, "SGD", scaled_lr, 0,
-                   lambda: SGD(scaled_lr, momentum)),
-        "scaled_warmup": (f"batch {big}, SGD lr {scaled_lr:g} (linear scaling + warm-up)", big,
-                          "SGD", scaled_lr, warm, lambda: SGD(schedule(scaled_lr), momentum)),
-        "lamb": (f"batch {big}, LAMB lr {lamb_lr:g} (+ warm-up)", big, "LAMB", lamb_lr, warm,
-                 lambda: LAMB(model, schedule(lamb_lr))),
-        "lars": (f"batch {big}, LARS lr {scaled_lr:g} (+ warm-up)", big, "LARS", scaled_lr, warm,
-                 lambda: LARS(model, schedule(scaled_lr), momentum, trust_coefficient=lars_trust)),
-    }
-    out = []
-    # Small matrices: extra BLAS threads only add overhead (and on a shared machine,
-    # waits of milliseconds); one thread makes the runs fast and reproducible.
-    with blas_threads(1):
-        for key in runs:
-            label, batch, opt_name, peak, warmup, make = specs[key]
-            res = train(model, tr.x, tr.y, epochs=epochs, batch_size=batch, seed=seed,
-                        optimizer=make(), x_test=te.x, y_test=te.y)
-            out.append(BatchRun(label, batch, opt_name, peak, warmup, -(-n // batch),
-                                tuple(res.epoch_loss), tuple(res.test_accuracy), tuple(res.loss)))
-    return tuple(out)

@@ -21,7 +21,7 @@ all-reduces run one after the other on the link, each once its bucket is ready:
 against :math:`t_{\text{fwd}} + \sum_\nu t_{\text{bwd},\nu} + \sum_\nu t_{\text{ar},\nu} + t_{\text{upd}}`
 without overlap (one bucket). When every all-reduce is shorter than the next bucket's backward,
 only the last bucket's all-reduce is exposed. More buckets hide more, but each all-reduce pays
-its latency :math:`\alpha` again (:func:`course_lib.comm.ring_allreduce_time` of each bucket's
+its latency :math:`\alpha` again (:func:`course_lib.alpha_beta.ring_allreduce_time` of each bucket's
 bytes), which is why DDP's buckets hold 25 MB by default, not one layer each.
 
 The model assumes that computation and communication use different resources (a GPU's

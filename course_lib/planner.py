@@ -14,7 +14,7 @@ estimates
 * the time: the pipeline's makespan from :func:`course_lib.schedule.simulate_pipeline`
   (compute of the slowest stage, the bubble, tensor-parallel all-reduces, activation
   hand-overs) plus the gradient all-reduce, every collective priced by
-  :func:`course_lib.comm.ring_allreduce_time`;
+  :func:`course_lib.alpha_beta.ring_allreduce_time`;
 * the memory per device: parameters, gradients and optimizer state
   (:func:`course_lib.memory.model_state_bytes`, optionally sharded over the ``N_d``
   replicas by a ZeRO stage, ``zero_stage``) and the stashed activations of the
@@ -25,8 +25,8 @@ and picks the fastest configuration that fits in memory (:func:`best_config`).
 (AI-System 6.2.4, table 6-3-1) for the running example.
 
 Everything here is pure computation, no processes:
-:func:`course_lib.parallel.hybrid.train_hybrid` runs a data x pipeline grid (no tensor
-axis) as processes on this machine.
+:func:`course_lib.parallel.train.pipeline.train_pipeline` with ``data=`` runs a data x
+pipeline grid (no tensor axis) as processes on this machine.
 
 The model is deliberately simple - no overlap of communication with compute, one link
 per device with bandwidth ``bandwidth`` for every transfer, FLOPs run at a sustained
@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import comm
+from . import alpha_beta
 from ._validate import check_int, check_positive, check_type
 from .memory import format_bytes, mlp_activation_bytes, model_state_bytes, zero_comm_factor
 from .models import MLP
@@ -73,7 +73,7 @@ __all__ = [
 ]
 
 
-#: Layer widths of the running example scaled up for the estimates of chapter 12: MNIST-sized
+#: Layer widths of the running example scaled up for the hybrid estimates: MNIST-sized
 #: inputs, 24 hidden layers of 8,192 units, 10 classes (1.55e9 parameters, 6.2 GB in float32).
 EXAMPLE_SIZES = (784,) + (8192,) * 24 + (10,)
 
@@ -349,7 +349,7 @@ def _estimate(model: MLP, batch_size: int, data: int, pipeline: int, device_flop
         params_mem = np.array([model_state_bytes(n, data, zero_stage, param_bytes=item, grad_bytes=item,
                                                  k=item * optimizer_states).total for n in n_params])
     grads = n_params * item
-    allreduce = zero_comm_factor(zero_stage) * float(np.max(comm.ring_allreduce_time(grads, data, bandwidth, latency)))
+    allreduce = zero_comm_factor(zero_stage) * float(np.max(alpha_beta.ring_allreduce_time(grads, data, bandwidth, latency)))
     # activations are B x widths x bytes: exactly mb times those of one sample
     act_mem = np.array(held) * mb
     per_stage = params_mem + act_mem
@@ -509,10 +509,10 @@ def _tensor_times(model: MLP, bounds, mb: int, tensor: int, bandwidth: float, la
     fwd_bytes, bwd_bytes = tensor_stage_bytes(model, bounds, mb)
     pairs = np.array([(hi - lo) // 2 for lo, hi in zip(bounds[:-1], bounds[1:])])
     n_bwd = pairs - (np.arange(pairs.size) == 0)  # the model's input needs no gradient
-    per_message = comm.ring_allreduce_time(0.0, tensor, bandwidth, latency)
+    per_message = alpha_beta.ring_allreduce_time(0.0, tensor, bandwidth, latency)
     # bandwidth terms (latency=0.0) plus one latency-only all-reduce per message
-    t_f = comm.ring_allreduce_time(fwd_bytes, tensor, bandwidth, latency=0.0) + pairs * per_message
-    t_b = comm.ring_allreduce_time(bwd_bytes, tensor, bandwidth, latency=0.0) + np.maximum(n_bwd, 0) * per_message
+    t_f = alpha_beta.ring_allreduce_time(fwd_bytes, tensor, bandwidth, latency=0.0) + pairs * per_message
+    t_b = alpha_beta.ring_allreduce_time(bwd_bytes, tensor, bandwidth, latency=0.0) + np.maximum(n_bwd, 0) * per_message
     return t_f, t_b
 
 

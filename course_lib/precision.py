@@ -11,7 +11,7 @@ passes in a 16-bit format (float16 or bfloat16) and the update in float32:
   the gain is speed and the activations' size.
 * **bytes sent** (:func:`allreduce_in`): 16-bit gradients halve the all-reduce's payload;
   the sum is added in the toy's rank order (:func:`course_lib.parallel.partition.sum_rows`),
-  each partial sum rounded to 16 bits. :func:`course_lib.parallel.allreduce.run_shm_collectives`
+  each partial sum rounded to 16 bits. :func:`course_lib.parallel.train.collectives.run_shm_collectives`
   measures it in processes (float16 rows: half of float32's bytes); :func:`allreduce_in` is
   its one-process reference, :func:`sum_error` the error of either sum.
 * **loss scaling** (:func:`gradient_underflow`): float16's smallest positive number is
@@ -166,7 +166,7 @@ def sum_error(total: np.ndarray, rows: np.ndarray) -> float:
     ----------
     total : numpy.ndarray
         ``(n,)`` the sum an all-reduce returned (any float dtype), e.g. a row of
-        :func:`course_lib.parallel.allreduce.run_shm_collectives`' ``"all_gather"``.
+        :func:`course_lib.parallel.train.collectives.run_shm_collectives`' ``"all_gather"``.
     rows : numpy.ndarray
         ``(N, n)`` the workers' float gradients before rounding.
 
@@ -229,7 +229,7 @@ def gradient_underflow(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, 
     0.0
     """
     check_type(model, "model", MLP, "a course_lib.models.MLP")
-    model._check_flat(params, "params")
+    model.check_flat(params, "params")
     scale = check_positive(scale, "scale")
     logits, acts = model.forward(params, x)
     _, g = softmax_cross_entropy(logits, y, reduction="mean")

@@ -1,7 +1,7 @@
 """A progress bar for long runs: an ipywidgets bar in a notebook, a text line elsewhere.
 
 Worker processes report their step counts through shared counters; the parent
-(:meth:`course_lib.parallel.workers.ProcessGroup.join`) shows them with
+(:meth:`course_lib.parallel.engine.workers.ProcessGroup.join`) shows them with
 :class:`ProgressBar`. ipywidgets is imported only when a bar is shown in a notebook.
 
 Examples

@@ -1,4 +1,4 @@
-"""The rate r of the training-time model, measured on this machine (chapters 01, 03 and 04).
+"""The rate r of the training-time model T = D C / (r N eta), measured on this machine.
 
 :func:`measure_flop_rate` times training epochs of the running example and divides the
 model's FLOP count by the time; :func:`measure_gemm_rate` times one large matrix product,
@@ -75,7 +75,7 @@ def measure_flop_rate(
 ) -> FlopRate:
     """Time one training epoch of ``model`` and return the achieved FLOP rate.
 
-    Each timed call is ``course_lib.models.train(model, x, y, epochs=1, ...)`` - the
+    Each timed call is the serial loop, ``train_serial(model, x, y, epochs=1, ...)`` - the
     same loop a longer run executes, so ``result.predict_time(epochs)`` predicts such
     a run. The rate includes everything the loop does (batch gathering, bias adds,
     softmax, the update, Python overhead), which is why it is far below the BLAS
@@ -124,7 +124,8 @@ def time_training_run(
 ) -> float:
     """Wall-clock seconds of ONE training run of ``epochs`` epochs (to check a prediction).
 
-    Runs ``course_lib.models.train`` exactly as :func:`measure_flop_rate` times it, once,
+    Runs :func:`course_lib.parallel.train.reference.train_serial` exactly as
+    :func:`measure_flop_rate` times it, once,
     after one untimed epoch to warm caches.
 
     Examples
@@ -148,22 +149,22 @@ def time_training_run(
 
 def _training_run(model, x, y, epochs, batch_size, lr, seed):
     """A zero-argument callable that trains ``model`` (validated), and the sample count."""
-    from .models import train
+    from .parallel.train.reference import train_serial
 
     int(mlp_training_flops(model, 1))
     batch_size = check_int(batch_size, "batch_size", 1)
     seed = check_int(seed, "seed", 0)
-    x_arr = model._check_x(x)
-    y_arr = model._check_y(y, x_arr.shape[0])
+    x_arr = model.check_x(x)
+    y_arr = model.check_y(y, x_arr.shape[0])
     if x_arr.shape[0] == 0:
         raise ValueError("x must hold at least one sample")
     if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
         raise ValueError(f"lr must be a finite number > 0, got {lr!r}")
     params = model.init_params(seed)
 
-    def run():
-        train(model, x_arr, y_arr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
-              params=params)
+    def run():  # the BLAS threads are the caller's (blas_threads=None: left as they are)
+        train_serial(model, x_arr, y_arr, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed,
+                     params=params, blas_threads=None, progress=False)
 
     return run, int(x_arr.shape[0])
 

@@ -1,4 +1,4 @@
-r"""The roofline model (屋顶线模型): why the rate r of chapter 03 is a small share of the peak.
+r"""The roofline model (屋顶线模型): why the measured rate r is a small share of the peak.
 
 An operator that does :math:`F` FLOPs and moves :math:`Q` bytes to or from memory needs
 at least :math:`\max(F / \text{peak},\ Q / \beta_{\text{mem}})` seconds on one device. Its
@@ -7,8 +7,8 @@ at least :math:`\max(F / \text{peak},\ Q / \beta_{\text{mem}})` seconds on one d
 .. math:: \text{attainable rate} = \min(\text{peak},\ I_a \cdot \beta_{\text{mem}})
 
 Left of the **ridge point** :math:`\text{peak} / \beta_{\text{mem}}` an operator is
-memory-bound, right of it compute-bound. (:math:`\beta` alone is the link bandwidth of
-chapter 07; the memory bandwidth is :math:`\beta_{\text{mem}}`.)
+memory-bound, right of it compute-bound. (:math:`\beta` alone is the link bandwidth of the
+alpha-beta model; the memory bandwidth is :math:`\beta_{\text{mem}}`.)
 
 Byte counts are the compulsory traffic: every operand read once and every result written
 once - a perfect cache inside an operator and none between operators. Real kernels move
@@ -154,7 +154,7 @@ def elementwise_op(n: int, *, inputs: int = 1, flops_per_element: float = 1.0,
 
 def im2col_op(batch: int, image: int, kernel: int, stride: int = 1, c_in: int = 1, *,
               padding: int | None = None, itemsize: int = 4) -> Op:
-    """im2col of a convolution (arguments as :func:`course_lib.im2col.gemm_sizes`): a copy.
+    """im2col of a convolution (arguments as :func:`course_lib.conv.im2col.gemm_sizes`): a copy.
 
     0 FLOPs; reads the input once and writes the :math:`\\mathcal{M}\\times\\mathcal{K}`
     column matrix, so :math:`I_a = 0`.
@@ -165,7 +165,7 @@ def im2col_op(batch: int, image: int, kernel: int, stride: int = 1, c_in: int = 
     >>> op.flops, op.nbytes
     (0.0, 2560.0)
     """
-    from .im2col import gemm_sizes
+    from .conv.im2col import gemm_sizes
 
     s = gemm_sizes(batch, image, kernel, stride, c_in, 1, padding, itemsize)
     return Op(f"im2col {s['M']}×{s['K']}", 0.0, float(s["input_bytes"] + s["im2col_bytes"]))
@@ -293,7 +293,7 @@ class Roofline:
         """Rate r of running ``ops`` one after the other: counted FLOPs / summed times.
 
         ``counted_flops`` are the FLOPs r is counted with (all of the ops' by default;
-        chapter 03 counts the GEMMs only: ``cost.mlp_training_flops``).
+        the training-time model counts the GEMMs only: ``cost.mlp_training_flops``).
         """
         ops = check_sequence(ops, "ops", Op, "an Op")
         if not ops:

@@ -35,7 +35,7 @@ The idle share ("bubble", 气泡) of a pipeline with equal stages is
 (``v = 1`` without interleaving),
 
 which :func:`bubble_fraction` computes and :func:`simulate_pipeline` reproduces from
-per-stage costs without running processes. :func:`course_lib.parallel.pipeline.train_pipeline`
+per-stage costs without running processes. :func:`course_lib.parallel.train.pipeline.train_pipeline`
 runs the stages as processes and records the same kind of :class:`Timeline`, measured.
 Everything here is pure computation.
 """
@@ -158,7 +158,7 @@ class Timeline:
     """What every stage did when: the data of a Gantt chart (甘特图).
 
     Built by :func:`simulate_pipeline` (computed) or by
-    :func:`course_lib.parallel.pipeline.train_pipeline` (measured); the analysis below is
+    :func:`course_lib.parallel.train.pipeline.train_pipeline` (measured); the analysis below is
     the same for both.
 
     Attributes
@@ -330,8 +330,8 @@ def stage_order(q: int, stages: int, micro_batches: int, schedule: str,
                 virtual_stages: int = 1) -> list[tuple]:
     """The forwards ``("F", m)`` and backwards ``("B", m)`` of stage ``q`` in one step.
 
-    The readable rule that :func:`schedule_order` applies to every stage (notebook 10,
-    "1F1B"); :func:`schedule_order` checks the arguments. ``virtual_stages > 1``: the
+    The readable rule that :func:`schedule_order` applies to every stage;
+    :func:`schedule_order` checks the arguments. ``virtual_stages > 1``: the
     interleaved rule, :func:`interleaved_order` (``(kind, micro, chunk)``).
 
     Examples

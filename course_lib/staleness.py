@@ -14,7 +14,7 @@ step :math:`u - \delta`,
 .. math:: w^{(u+1)} = w^{(u)} - \gamma\, g\big(w^{(u-\delta)}\big)
 
 (:math:`w^{(u-\delta)} = w^{(0)}` for :math:`u < \delta`; :math:`\delta = 0` is plain SGD, bit
-for bit :func:`course_lib.reference.train_serial`). :func:`largest_stable_lr` searches a grid
+for bit :func:`course_lib.parallel.train.reference.train_serial`). :func:`largest_stable_lr` searches a grid
 of learning rates for the largest that still converges: staler gradients need smaller
 steps (the delayed-SGD analyses bound the step size by about :math:`1/\delta`: Recht et al.,
 "Hogwild!", NeurIPS 2011; Lian et al., "Asynchronous parallel stochastic gradient for
@@ -94,7 +94,7 @@ def train_stale(model: MLP, x: np.ndarray, y: np.ndarray, *, staleness: int, bat
     staleness : int
         :math:`\delta \ge 0`, the age of every gradient in steps (0: synchronous SGD).
     batch_size, steps, lr, seed, params, blas_threads
-        As :func:`course_lib.reference.train_serial` takes them (the same batches).
+        As :func:`course_lib.parallel.train.reference.train_serial` takes them (the same batches).
     stop_above : float, optional
         Stop once the loss exceeds this (a diverging run); the remaining losses are NaN.
         Default: never.
@@ -107,22 +107,22 @@ def train_stale(model: MLP, x: np.ndarray, y: np.ndarray, *, staleness: int, bat
 
     Examples
     --------
-    >>> from course_lib.reference import train_serial
+    >>> from course_lib.parallel.train.reference import train_serial
     >>> m = MLP((4, 3, 2)); x = np.random.default_rng(0).random((8, 4), np.float32); y = np.arange(8) % 2
     >>> a = train_stale(m, x, y, staleness=0, batch_size=4, steps=3, lr=0.1)
     >>> bool(np.array_equal(a.params, train_serial(m, x, y, batch_size=4, steps=3, lr=0.1).params))
     True
     """
-    from .parallel.job import check_job, start_params  # the trainers' one check
+    from .parallel.engine.job import check_job  # the trainers' one check
     from .timing import blas_threads as _blas
 
     t_call = time.perf_counter()
     k = check_int(staleness, "staleness", 0, 10**6)
     stop = np.inf if stop_above is None else check_positive(stop_above, "stop_above")
-    x, y, job = check_job(model, x, y, batch_size, steps, None, lr, seed, 1, blas_threads, None)
-    params = start_params(model, params, job.seed)
+    x, y, params, job = check_job(model, x, y, batch_size=batch_size, steps=steps, lr=lr, seed=seed, params=params,
+                                  blas_threads=blas_threads)
     with _blas(job.blas_threads):
-        losses = stale_loop(model, x, y, job.schedule(), params, k, model.dtype.type(job.lr), stop)
+        losses = stale_loop(model, x, y, job.batches(), params, k, model.dtype.type(job.lr), stop)
     loss = np.full(job.steps, np.nan)
     loss[: len(losses)] = losses
     wall = time.perf_counter() - t_call

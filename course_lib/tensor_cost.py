@@ -5,7 +5,7 @@ A_V` and the MLP block's :math:`A_1` by columns, :math:`A_O` and :math:`A_2` by 
 partial outputs twice in the forward pass and input gradients twice in the backward
 pass: **4 all-reduces per layer and step**, each of the layer's activations, :math:`B L h`
 values (batch, sequence length, hidden size). :func:`tensor_allreduce_bytes` counts them;
-:func:`tensor_layer_communication` prices them with the ring of :mod:`course_lib.comm`.
+:func:`tensor_layer_communication` prices them with the ring of :mod:`course_lib.alpha_beta`.
 
 Sequence parallelism (Korthikanti et al. 2023, "Reducing activation recomputation in large
 transformer models", arXiv:2205.05198) splits what tensor parallelism leaves whole on
@@ -36,7 +36,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ._validate import check_int, check_positive, check_type
-from .comm import NVLINK_LATENCY, ring_allgather_time, ring_allreduce_time, ring_reduce_scatter_time
+from .alpha_beta import (
+    NVLINK_LATENCY,
+    ring_allgather_time,
+    ring_allreduce_time,
+    ring_reduce_scatter_time,
+)
 from .memory import MegatronEstimate, transformer_activation_bytes
 from .transformer import Transformer
 
@@ -104,7 +109,7 @@ class LayerCommunication:
     bytes_per_device: float
     """What each device sends in a ring: :math:`4 \\cdot 2 (N_t - 1) / N_t \\cdot m` either way."""
     time: float
-    """Seconds by the alpha-beta model of :mod:`course_lib.comm`."""
+    """Seconds by the alpha-beta model of :mod:`course_lib.alpha_beta`."""
 
 
 def tensor_layer_communication(seq_length: int, batch_size: int, hidden: int, tensor: int, bandwidth: float,
@@ -113,10 +118,10 @@ def tensor_layer_communication(seq_length: int, batch_size: int, hidden: int, te
     r"""The collectives of one tensor-parallel layer per step, with and without sequence parallelism.
 
     Without: 4 ring all-reduces of :math:`m = B L h` values
-    (:func:`course_lib.comm.ring_allreduce_time`). With sequence parallelism: each becomes a
+    (:func:`course_lib.alpha_beta.ring_allreduce_time`). With sequence parallelism: each becomes a
     reduce-scatter and an all-gather of the same :math:`m`
-    (:func:`course_lib.comm.ring_reduce_scatter_time`,
-    :func:`course_lib.comm.ring_allgather_time`), each :math:`(N_t - 1)/N_t \cdot m` per
+    (:func:`course_lib.alpha_beta.ring_reduce_scatter_time`,
+    :func:`course_lib.alpha_beta.ring_allgather_time`), each :math:`(N_t - 1)/N_t \cdot m` per
     device: the same bytes and, by the alpha-beta model, the same time.
 
     Examples
@@ -260,7 +265,7 @@ def megatron_tensor_traffic(estimate, bandwidth: float, latency: float = NVLINK_
     (:func:`tensor_layer_communication`): :math:`4 (l/p)\, m` ring all-reduces per
     iteration. Megatron-LM keeps the tensor group inside one server, so ``bandwidth`` is the
     NVLink bandwidth per direction (``planner.device_parameters(device_id)["bandwidth"]``)
-    and ``latency`` the course's alpha on NVLink (:data:`course_lib.comm.NVLINK_LATENCY`).
+    and ``latency`` the course's alpha on NVLink (:data:`course_lib.alpha_beta.NVLINK_LATENCY`).
     Left out: the 2 forward all-reduces that full recomputation repeats per layer (6 in
     all), and any overlap with compute. :math:`t = 1`: nothing.
 

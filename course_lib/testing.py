@@ -1,6 +1,6 @@
 """Test support: what a run left behind (processes, shared memory, mappings).
 
-Used by the tests (and by notebook 14, the appendix, to show that a failed run leaves nothing): take a
+Used by the tests (and by the appendix, to show that a failed run leaves nothing): take a
 :func:`resource_snapshot` before, run, then :func:`leaked_resources` lists what is new.
 Linux only (``/proc``); elsewhere the snapshots are empty.
 
@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from .parallel.shm import SHM_PREFIX
+from .parallel.engine.shm import SHM_PREFIX
 
 __all__ = ["ResourceSnapshot", "leaked_resources", "resource_snapshot"]
 
@@ -33,7 +33,8 @@ class ResourceSnapshot:
     ----------
     processes : frozenset of (pid, state, command)
         Every descendant process except multiprocessing's own long-lived helpers (the
-        resource tracker and the forkserver, started once per kernel on purpose).
+        resource tracker, stopped after the last run, and the forkserver, kept between runs on
+        purpose for its fast starts; course_lib.parallel.engine.helpers).
     segments : frozenset of str
         ``/dev/shm`` entries named ``ddl_<this pid>_*``.
     mapped : frozenset of str

@@ -305,7 +305,7 @@ class Transformer:
 
     def views(self, flat: np.ndarray) -> dict[str, np.ndarray]:
         """Named views (no copies) into a flat parameter or gradient buffer."""
-        self._check_flat(flat, "flat")
+        self.check_flat(flat, "flat")
         return {s.name: flat[s.offset : s.offset + s.size].reshape(s.shape) for s in self.slots}
 
     def init_params(self, seed: int = 0) -> np.ndarray:
@@ -330,14 +330,14 @@ class Transformer:
     # ---------------------------------------------------------------- compute
     def forward(self, params: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, dict]:
         """Logits ``(batch, classes)`` and the cache :meth:`backward` needs."""
-        return transformer_forward(self.views(params), self._check_x(x), self.n_layers, self.head_size)
+        return transformer_forward(self.views(params), self.check_x(x), self.n_layers, self.head_size)
 
     def backward(self, params: np.ndarray, cache: dict, y: np.ndarray, *, reduction: str = "mean",
                  out: np.ndarray | None = None, logits: np.ndarray | None = None) -> tuple[float, np.ndarray]:
         """Loss and flat gradient from :meth:`forward`'s ``logits`` and ``cache`` (``out`` is zeroed and filled)."""
-        y = self._check_y(y, cache["x"].shape[0])
+        y = self.check_y(y, cache["x"].shape[0])
         grad = np.zeros_like(params) if out is None else out
-        self._check_flat(grad, "out")
+        self.check_flat(grad, "out")
         grad.fill(0)
         loss, dlogits = softmax_cross_entropy(logits, y, reduction)
         transformer_backward(self.views(params), cache, dlogits, self.views(grad), self.n_layers, self.head_size)
@@ -363,13 +363,14 @@ class Transformer:
 
     def accuracy(self, params: np.ndarray, x: np.ndarray, y: np.ndarray) -> float:
         """Fraction of samples classified correctly."""
-        y = self._check_y(y, np.shape(x)[0])
+        y = self.check_y(y, np.shape(x)[0])
         return float(np.mean(self.predict(params, x) == y))
 
     # --------------------------------------------------------------- checking
-    _check_flat = MLP._check_flat
+    check_flat = MLP.check_flat
 
-    def _check_x(self, x) -> np.ndarray:
+    def check_x(self, x) -> np.ndarray:
+        """``x`` as this model's input batch in its dtype, else TypeError/ValueError."""
         x = np.asarray(x)
         shape = (self.seq_length, self.token_size)
         if x.ndim != 3 or x.shape[1:] != shape:
@@ -379,13 +380,14 @@ class Transformer:
             raise TypeError(f"x must be a float array, got dtype {x.dtype}")
         return x.astype(self.dtype, copy=False)
 
-    def _check_y(self, y, batch: int) -> np.ndarray:
+    def check_y(self, y, batch: int) -> np.ndarray:
+        """``y`` as ``batch`` integer labels of this model's classes, else TypeError/ValueError."""
         return check_labels(y, batch, self.classes)
 
 
 DIGITS_TRANSFORMER = Transformer(hidden=32, heads=4, n_layers=2, ffn=64)
 """The course's variant for the digits: h = 32, a = 4 heads, 2 blocks, an MLP block 64 wide
-(18,026 parameters). Trained by :func:`course_lib.models.train` (the serial loop of the
+(18,026 parameters). Trained by :func:`course_lib.parallel.train.reference.train_serial` (the serial loop of the
 running example, which takes this model as it takes the MLP) with
 ``optimizer=SGD(0.05, momentum=0.9)``, batch 32, 8 epochs, seed 0, it classifies 93.0 % of
 the test digits (tests/test_transformer.py)."""

@@ -29,7 +29,7 @@ def _model():
 
 
 def data_parallel_shm(method: str, steps: int = FOREVER):
-    from course_lib.parallel.data import train_data_parallel
+    from course_lib.parallel.train.data import train_data_parallel
 
     x, y = _data()
     return train_data_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps,
@@ -37,7 +37,7 @@ def data_parallel_shm(method: str, steps: int = FOREVER):
 
 
 def data_parallel_pipe(method: str, steps: int = FOREVER):
-    from course_lib.parallel.data import train_data_parallel
+    from course_lib.parallel.train.data import train_data_parallel
 
     x, y = _data()
     return train_data_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps,
@@ -45,7 +45,7 @@ def data_parallel_pipe(method: str, steps: int = FOREVER):
 
 
 def pipeline(method: str, steps: int = LONG):
-    from course_lib.parallel.pipeline import train_pipeline
+    from course_lib.parallel.train.pipeline import train_pipeline
 
     x, y = _data()
     return train_pipeline(_model(), x, y, stages=2, micro_batches=2, batch_size=12, steps=steps,
@@ -53,15 +53,15 @@ def pipeline(method: str, steps: int = LONG):
 
 
 def hybrid(method: str, steps: int = LONG):
-    from course_lib.parallel.hybrid import train_hybrid
+    from course_lib.parallel.train.pipeline import train_pipeline
 
     x, y = _data()
-    return train_hybrid(_model(), x, y, data=2, stages=2, micro_batches=2, batch_size=12,
-                        steps=steps, start_method=method, progress=False, timeout=30)
+    return train_pipeline(_model(), x, y, data=2, stages=2, micro_batches=2, batch_size=12,
+                          steps=steps, start_method=method, progress=False, timeout=30)
 
 
 def tensor_parallel(method: str, steps: int = FOREVER):
-    from course_lib.parallel.tensor import train_tensor_parallel
+    from course_lib.parallel.train.tensor import train_tensor_parallel
 
     x, y = _data()
     return train_tensor_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps,
@@ -69,7 +69,7 @@ def tensor_parallel(method: str, steps: int = FOREVER):
 
 
 def parallel_map(method: str, steps: int = FOREVER):
-    from course_lib.parallel.speedup import WorkerPool
+    from course_lib.parallel.train.speedup import WorkerPool
 
     x, y = _data()
     model = _model()
@@ -80,7 +80,7 @@ def parallel_map(method: str, steps: int = FOREVER):
 
 
 def torch_gloo(method: str, steps: int = FOREVER):
-    from course_lib.parallel.data import train_data_parallel
+    from course_lib.parallel.train.data import train_data_parallel
 
     x, y = _data()
     return train_data_parallel(_model(), x, y, workers=2, batch_size=12, steps=steps, backend="gloo",

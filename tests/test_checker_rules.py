@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from course_lib.comm import communication_crossover, data_parallel_efficiency
+from course_lib.alpha_beta import communication_crossover, data_parallel_efficiency
 from course_lib.datasets import lamb_scaling_table
 from course_lib.exercises import (
     check,
@@ -28,7 +28,7 @@ from course_lib.exercises import (
     tensor_parallelism,
 )
 from course_lib.exercises import memory as memory_ex
-from course_lib.parallel.speedup import ScalingMeasurement
+from course_lib.parallel.train.speedup import ScalingMeasurement
 from course_lib.scaling import amdahl_limit, devices_needed, gustafson, karp_flatt
 from course_lib.schedule import bubble_fraction
 
@@ -335,13 +335,13 @@ def test_karp_flatt_of_the_pipes_accepts_e_from_the_printed_step_times_and_at_2_
 
 
 def test_ring_allreduce_with_another_parameter_count_gets_a_word_on_the_count_not_on_latency():
-    from course_lib import comm
+    from course_lib import alpha_beta
     from course_lib.exercises.data_parallelism import EX4_SETUP, ex4_ring_allreduce_ms
 
     s = EX4_SETUP
 
     def ring_ms(params, latency=s["latency"]):
-        return 1e3 * comm.ring_allreduce_time(2 * params, s["devices"], s["bandwidth"], latency)
+        return 1e3 * alpha_beta.ring_allreduce_time(2 * params, s["devices"], s["bandwidth"], latency)
 
     assert s["params"] == 340e6
     assert ex4_ring_allreduce_ms(ring_ms(340e6)).correct and ex4_ring_allreduce_ms("8.65 ms").correct

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from course_lib.cnn import CNN
-from course_lib.conv_algorithms import conv2d
+from course_lib.conv.algorithms import conv2d
 from course_lib.cost import conv2d_macs, linear_macs
 from course_lib.models import MLP
 

@@ -8,10 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import comm
-from course_lib.parallel.allreduce import ShmAllReduce, run_shm_collectives
+from course_lib import alpha_beta
+from course_lib.parallel.allreduce import ShmAllReduce
+from course_lib.parallel.engine.workers import WorkerContext
 from course_lib.parallel.partition import chunk_bounds
-from course_lib.parallel.workers import WorkerContext
+from course_lib.parallel.train.collectives import run_shm_collectives
 
 pytest_plugins = ["leak_fixtures"]  # the fixture no_leaks
 
@@ -156,34 +157,34 @@ def test_hand_values_two_devices():
     # N = 2, m = 1 GB, beta = 1 GB/s, alpha = 1 ms: one message of the whole buffer (S = 1) for
     # broadcast/reduce; one of half the buffer for all-gather, reduce-scatter, all-to-all
     a = 1e-3
-    assert comm.ring_broadcast_time(1e9, 2, 1e9, a) == pytest.approx(1.001)
-    assert comm.ring_reduce_time(1e9, 2, 1e9, a) == pytest.approx(1.001)
-    assert comm.ring_allgather_time(1e9, 2, 1e9, a) == pytest.approx(0.501)
-    assert comm.ring_reduce_scatter_time(1e9, 2, 1e9, a) == pytest.approx(0.501)
-    assert comm.pairwise_alltoall_time(1e9, 2, 1e9, a) == pytest.approx(0.501)
-    assert comm.ring_allreduce_time(1e9, 2, 1e9, a) == pytest.approx(1.002)
+    assert alpha_beta.ring_broadcast_time(1e9, 2, 1e9, a) == pytest.approx(1.001)
+    assert alpha_beta.ring_reduce_time(1e9, 2, 1e9, a) == pytest.approx(1.001)
+    assert alpha_beta.ring_allgather_time(1e9, 2, 1e9, a) == pytest.approx(0.501)
+    assert alpha_beta.ring_reduce_scatter_time(1e9, 2, 1e9, a) == pytest.approx(0.501)
+    assert alpha_beta.pairwise_alltoall_time(1e9, 2, 1e9, a) == pytest.approx(0.501)
+    assert alpha_beta.ring_allreduce_time(1e9, 2, 1e9, a) == pytest.approx(1.002)
 
 
 def test_hand_values_four_devices():
     # N = 4, m = 4 MB, beta = 1 MB/s, alpha = 0.5 s
     m, b, a = 4e6, 1e6, 0.5
-    assert comm.ring_broadcast_time(m, 4, b, a, segments=1) == pytest.approx(3 * (0.5 + 4))   # store and forward
-    assert comm.ring_broadcast_time(m, 4, b, a, segments=4) == pytest.approx(6 * (0.5 + 1))   # 2 + 4 rounds
-    assert comm.ring_reduce_time(m, 4, b, a, segments=2) == pytest.approx(4 * (0.5 + 2))
-    assert comm.ring_allgather_time(m, 4, b, a) == pytest.approx(3 * (0.5 + 1))
-    assert comm.pairwise_alltoall_time(m, 4, b, a) == pytest.approx(3 * (0.5 + 1))
-    assert comm.ring_allreduce_time(m, 4, b, a) == pytest.approx(6 * (0.5 + 1))
-    assert comm.collective_lower_bound("broadcast", m, 4, b) == pytest.approx(4.0)
-    assert comm.collective_lower_bound("all-to-all", m, 4, b) == pytest.approx(3.0)
-    assert comm.collective_lower_bound("all-reduce", m, 4, b) == pytest.approx(6.0)
+    assert alpha_beta.ring_broadcast_time(m, 4, b, a, segments=1) == pytest.approx(3 * (0.5 + 4))   # store and forward
+    assert alpha_beta.ring_broadcast_time(m, 4, b, a, segments=4) == pytest.approx(6 * (0.5 + 1))   # 2 + 4 rounds
+    assert alpha_beta.ring_reduce_time(m, 4, b, a, segments=2) == pytest.approx(4 * (0.5 + 2))
+    assert alpha_beta.ring_allgather_time(m, 4, b, a) == pytest.approx(3 * (0.5 + 1))
+    assert alpha_beta.pairwise_alltoall_time(m, 4, b, a) == pytest.approx(3 * (0.5 + 1))
+    assert alpha_beta.ring_allreduce_time(m, 4, b, a) == pytest.approx(6 * (0.5 + 1))
+    assert alpha_beta.collective_lower_bound("broadcast", m, 4, b) == pytest.approx(4.0)
+    assert alpha_beta.collective_lower_bound("all-to-all", m, 4, b) == pytest.approx(3.0)
+    assert alpha_beta.collective_lower_bound("all-reduce", m, 4, b) == pytest.approx(6.0)
     # the best segment count: S* = sqrt((N - 2) m / (beta alpha)) = sqrt(2 x 4 / 0.5) = 4
-    assert comm.optimal_segments(m, 4, b, a) == 4.0
+    assert alpha_beta.optimal_segments(m, 4, b, a) == 4.0
 
 
 def test_one_device_costs_nothing():
-    for c in comm.COLLECTIVES:
-        assert comm.collective_time(c, 1e9, 1, 1e9, 1e-3) == 0.0
-        assert comm.collective_lower_bound(c, 1e9, 1, 1e9) == 0.0
+    for c in alpha_beta.COLLECTIVES:
+        assert alpha_beta.collective_time(c, 1e9, 1, 1e9, 1e-3) == 0.0
+        assert alpha_beta.collective_lower_bound(c, 1e9, 1, 1e9) == 0.0
 
 
 @settings(max_examples=25, deadline=None)
@@ -191,43 +192,43 @@ def test_one_device_costs_nothing():
 @given(m=st.one_of(st.just(0.0), st.floats(1, 1e12)), n=st.integers(1, 4096), b=st.floats(1e3, 1e12),
        a=st.floats(0, 1e-2))
 def test_all_reduce_is_reduce_scatter_plus_all_gather_and_no_collective_beats_its_bound(m, n, b, a):
-    assert comm.collective_time("all-reduce", m, n, b, a) == pytest.approx(
-        comm.ring_reduce_scatter_time(m, n, b, a) + comm.ring_allgather_time(m, n, b, a), rel=1e-12)
-    for c in comm.COLLECTIVES:
-        assert comm.collective_time(c, m, n, b, a) >= comm.collective_lower_bound(c, m, n, b) * (1 - 1e-12)
+    assert alpha_beta.collective_time("all-reduce", m, n, b, a) == pytest.approx(
+        alpha_beta.ring_reduce_scatter_time(m, n, b, a) + alpha_beta.ring_allgather_time(m, n, b, a), rel=1e-12)
+    for c in alpha_beta.COLLECTIVES:
+        assert alpha_beta.collective_time(c, m, n, b, a) >= alpha_beta.collective_lower_bound(c, m, n, b) * (1 - 1e-12)
 
 
 @settings(max_examples=25, deadline=None)
 @given(m=st.floats(1e3, 1e9), n=st.integers(3, 64), b=st.floats(1e6, 1e11), a=st.floats(1e-7, 1e-3))
 def test_optimal_segments_is_the_best_whole_number(m, n, b, a):
-    s = comm.optimal_segments(m, n, b, a)
-    best = comm.ring_broadcast_time(m, n, b, a, segments=s)
+    s = alpha_beta.optimal_segments(m, n, b, a)
+    best = alpha_beta.ring_broadcast_time(m, n, b, a, segments=s)
     for other in (max(1.0, s - 1), s + 1, 1.0):
-        assert best <= comm.ring_broadcast_time(m, n, b, a, segments=other) * (1 + 1e-12)
+        assert best <= alpha_beta.ring_broadcast_time(m, n, b, a, segments=other) * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("collective", comm.COLLECTIVES)
+@pytest.mark.parametrize("collective", alpha_beta.COLLECTIVES)
 def test_each_collective_meets_its_lower_bound_for_large_buffers(collective):
     for n in (2, 8, 64):
-        ratio = comm.collective_time(collective, 1e13, n, 1e10, 1e-5) / comm.collective_lower_bound(collective, 1e13, n, 1e10)
+        ratio = alpha_beta.collective_time(collective, 1e13, n, 1e10, 1e-5) / alpha_beta.collective_lower_bound(collective, 1e13, n, 1e10)
         assert 1.0 <= ratio < 1.01
     # small buffers: the latency terms dominate, far from the bound
-    assert comm.collective_time(collective, 1e3, 64, 1e10, 1e-5) > 10 * comm.collective_lower_bound(collective, 1e3, 64, 1e10)
+    assert alpha_beta.collective_time(collective, 1e3, 64, 1e10, 1e-5) > 10 * alpha_beta.collective_lower_bound(collective, 1e3, 64, 1e10)
 
 
 @pytest.mark.parametrize(("call", "error", "name"), [
-    (lambda: comm.collective_time("gather", 1, 2, 1, 0), ValueError, "collective"),
-    (lambda: comm.collective_time(3, 1, 2, 1, 0), TypeError, "collective"),
-    (lambda: comm.ring_broadcast_time(-1, 2, 1, 0), ValueError, "nbytes"),
-    (lambda: comm.ring_broadcast_time(1, 0, 1, 0), ValueError, "devices"),
-    (lambda: comm.ring_broadcast_time(1, 2, 1, 0, segments=0), ValueError, "segments"),
-    (lambda: comm.ring_broadcast_time(1, 2, 1, 0, segments=1.5), ValueError, "segments"),
-    (lambda: comm.pairwise_alltoall_time(1, 2, 0, 0), ValueError, "bandwidth"),
-    (lambda: comm.pairwise_alltoall_time(1, 2, 1, -1), ValueError, "latency"),
-    (lambda: comm.collective_lower_bound("all-reduce", "x", 2, 1), TypeError, "nbytes"),
-    (lambda: comm.simulate_collective("all-reduce", 0), ValueError, "devices"),
-    (lambda: comm.simulate_collective("broadcast", 4, root=4), ValueError, "root"),
-    (lambda: comm.simulate_collective("scan", 4), ValueError, "collective"),
+    (lambda: alpha_beta.collective_time("gather", 1, 2, 1, 0), ValueError, "collective"),
+    (lambda: alpha_beta.collective_time(3, 1, 2, 1, 0), TypeError, "collective"),
+    (lambda: alpha_beta.ring_broadcast_time(-1, 2, 1, 0), ValueError, "nbytes"),
+    (lambda: alpha_beta.ring_broadcast_time(1, 0, 1, 0), ValueError, "devices"),
+    (lambda: alpha_beta.ring_broadcast_time(1, 2, 1, 0, segments=0), ValueError, "segments"),
+    (lambda: alpha_beta.ring_broadcast_time(1, 2, 1, 0, segments=1.5), ValueError, "segments"),
+    (lambda: alpha_beta.pairwise_alltoall_time(1, 2, 0, 0), ValueError, "bandwidth"),
+    (lambda: alpha_beta.pairwise_alltoall_time(1, 2, 1, -1), ValueError, "latency"),
+    (lambda: alpha_beta.collective_lower_bound("all-reduce", "x", 2, 1), TypeError, "nbytes"),
+    (lambda: alpha_beta.simulate_collective("all-reduce", 0), ValueError, "devices"),
+    (lambda: alpha_beta.simulate_collective("broadcast", 4, root=4), ValueError, "root"),
+    (lambda: alpha_beta.simulate_collective("scan", 4), ValueError, "collective"),
 ])
 def test_bad_input_names_the_parameter(call, error, name):
     with pytest.raises(error, match=name):
@@ -242,7 +243,7 @@ def _summed(n: int, chunk: int) -> np.ndarray:
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5])
 def test_the_simulation_does_what_each_collective_promises(n):
     root = n - 1
-    out = {c: comm.simulate_collective(c, n, root=root) for c in comm.COLLECTIVES}
+    out = {c: alpha_beta.simulate_collective(c, n, root=root) for c in alpha_beta.COLLECTIVES}
     own = [[(c + 1.0) * np.eye(n)[d] for c in range(n)] for d in range(n)]
     for d in range(n):
         for c in range(n):
@@ -259,12 +260,12 @@ def test_the_simulation_does_what_each_collective_promises(n):
 @pytest.mark.parametrize("n", [2, 3, 4, 7])
 def test_the_simulation_costs_what_the_formulas_say(n):
     m, b, a = 1e6, 1e8, 1e-4
-    for c in comm.COLLECTIVES:
-        out = comm.simulate_collective(c, n)
-        assert out["rounds"] * (a + m / n / b) == pytest.approx(comm.collective_time(c, m, n, b, a, segments=n))
+    for c in alpha_beta.COLLECTIVES:
+        out = alpha_beta.simulate_collective(c, n)
+        assert out["rounds"] * (a + m / n / b) == pytest.approx(alpha_beta.collective_time(c, m, n, b, a, segments=n))
         # what the busiest device takes in, against the bound (broadcast/reduce: exactly m)
         taken = out["received"].max() * m / n / b
-        assert taken == pytest.approx(comm.collective_lower_bound(c, m, n, b))
+        assert taken == pytest.approx(alpha_beta.collective_lower_bound(c, m, n, b))
 
 
 # ------------------------------------------------------------------ the figure

@@ -11,8 +11,14 @@ import time
 import numpy as np
 import pytest
 
-from course_lib.parallel.allreduce import run_shm_collectives
-from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
+from course_lib.parallel.engine.workers import (
+    Fault,
+    FaultInjected,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+)
+from course_lib.parallel.train.collectives import run_shm_collectives
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean
 

@@ -1,4 +1,4 @@
-"""course_lib.conv_winograd and course_lib.conv_algorithms: Winograd F(2x2,3x3) and F(4x4,3x3), and conv2d(algorithm="auto").
+"""course_lib.conv.winograd and course_lib.conv.algorithms: Winograd F(2x2,3x3) and F(4x4,3x3), and conv2d(algorithm="auto").
 
 References, all independent of the Winograd code under test:
 * Lavin & Gray (2016), "Fast Algorithms for Convolutional Neural Networks", section 4: the
@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from test_im2col import _torch  # torch, or a skip (a failure where DDL_REQUIRE_TORCH=1)
 from threadpoolctl import threadpool_limits
 
-from course_lib import conv_algorithms as ca
-from course_lib.conv_algorithms import (
+from course_lib.conv import algorithms as ca
+from course_lib.conv.algorithms import (
     ALGORITHMS,
     AlgorithmCache,
     candidates,
@@ -37,9 +37,9 @@ from course_lib.conv_algorithms import (
     multiplication_counts,
     resnet50_3x3_layers,
 )
-from course_lib.conv_winograd import conv2d_winograd, conv2d_winograd_backward, winograd_matrices
+from course_lib.conv.im2col import conv2d_direct
+from course_lib.conv.winograd import conv2d_winograd, conv2d_winograd_backward, winograd_matrices
 from course_lib.cost import conv2d_macs
-from course_lib.im2col import conv2d_direct
 
 #: Stated float32 tolerances, relative to the largest output (see the module docstring).
 FLOAT32_TOL = {"im2col": 2e-6, "winograd_f2": 5e-6, "winograd_f4": 5e-5, "direct": 1e-6}

@@ -1,4 +1,4 @@
-"""course_lib.conv_fast: the fast engine computes what the readable course_lib.im2col defines.
+"""course_lib.conv.fast: the fast engine computes what the readable course_lib.conv.im2col defines.
 
 im2col and col2im are compared bit for bit (equal arrays, same dtype) over many shapes:
 batch, channels, size, kernel, stride, padding and dilation drawn by hypothesis, with
@@ -20,11 +20,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from threadpoolctl import threadpool_limits
 
-from course_lib import conv_fast
-from course_lib.conv_fast import conv2d_im2col, conv2d_im2col_backward, fast_col2im, fast_im2col
-from course_lib.im2col import ConvGeometry, backward_arguments, col2im, conv_arguments, im2col
+from course_lib.conv import fast as conv_fast
+from course_lib.conv.fast import conv2d_im2col, conv2d_im2col_backward, fast_col2im, fast_im2col
+from course_lib.conv.geometry import ConvGeometry, backward_arguments, conv_arguments
+from course_lib.conv.im2col import col2im, im2col
 
-ROOT = Path(__file__).resolve().parent.parent / "course_lib"
+ROOT = Path(__file__).resolve().parent.parent / "course_lib" / "conv"
+#: The modules of course_lib/conv/, and those of them that are the readable ideas.
+MODULES = sorted(p.stem for p in ROOT.glob("*.py") if p.stem != "__init__")
+READABLE = ("im2col", "geometry")
 
 
 @st.composite
@@ -151,21 +155,37 @@ def _imports(path: Path) -> list[tuple[int, str, list[str]]]:
     return found
 
 
-def test_the_readable_module_does_not_import_the_fast_ones_at_load():
-    top = [module for depth, module, _ in _imports(ROOT / "im2col.py") if depth == 0]
-    assert not [m for m in top if "conv_fast" in m or "conv_algorithms" in m], top
+@pytest.mark.parametrize("name", READABLE)
+def test_the_readable_modules_do_not_import_the_fast_ones(name):
+    imported = [module for _, module, _ in _imports(ROOT / f"{name}.py")]
+    engines = ("fast", "algorithms", "winograd")
+    assert not [m for m in imported if m.lstrip(".").split(".")[-1] in engines], imported
+    assert set(READABLE) < set(MODULES)
 
 
-@pytest.mark.parametrize("name", ["conv_fast.py", "conv_algorithms.py", "im2col.py"])
+@pytest.mark.parametrize("name", MODULES)
 def test_no_private_name_crosses_a_module_boundary(name):
-    private = [(module, n) for _, module, names in _imports(ROOT / name) for n in names
+    private = [(module, n) for _, module, names in _imports(ROOT / f"{name}.py") for n in names
                if n.startswith("_") and module.lstrip(".") != "_validate" and module != "__future__"]
     assert private == []
-    text = (ROOT / name).read_text(encoding="utf-8")
-    assert "im2col._" not in text and "conv_fast._" not in text
+    text = (ROOT / f"{name}.py").read_text(encoding="utf-8")
+    assert not [f"{m}._" for m in MODULES if f"{m}._" in text]
 
 
 def test_the_fast_modules_say_they_are_for_speed():
-    for name in ("conv_fast", "conv_algorithms"):
+    for name in ("fast", "algorithms", "winograd"):
         doc = ast.get_docstring(ast.parse((ROOT / f"{name}.py").read_text(encoding="utf-8")))
         assert "for speed, not for reading" in doc.lower(), name
+
+
+def test_the_package_lists_its_modules_in_reading_order():
+    """course_lib/conv/__init__.py's table names every module of the package, im2col first,
+    and the package imports nothing itself."""
+    import re
+
+    import course_lib.conv
+
+    listed = re.findall(r"^``(\w+)``", course_lib.conv.__doc__, re.M)
+    assert sorted(listed) == MODULES and listed[0] == "im2col", listed
+    tree = ast.parse((ROOT / "__init__.py").read_text(encoding="utf-8"))
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]

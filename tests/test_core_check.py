@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from course_lib.__main__ import main as cli
-from course_lib.parallel import speedup
-from course_lib.parallel.speedup import CoreCheck, check_cores
+from course_lib.parallel.train import cores
+from course_lib.parallel.train.cores import CoreCheck, check_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,7 +47,7 @@ def test_bad_seconds_and_rounds():
 
 @pytest.mark.parametrize("free", [True, False])
 def test_the_command_exits_1_on_a_shared_machine(free, monkeypatch, capsys):
-    monkeypatch.setattr(speedup, "check_cores", lambda: CoreCheck(2, 0.2, 1.0 if free else 1.8))
+    monkeypatch.setattr(cores, "check_cores", lambda: CoreCheck(2, 0.2, 1.0 if free else 1.8))
     assert cli(["cores"]) == (0 if free else 1)
     assert "cores: your 2 cores" in capsys.readouterr().out
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course_lib.critical_batch as cb
-from course_lib import comm
+from course_lib import alpha_beta
 from course_lib.critical_batch import BatchSizeSweep, CriticalBatchFit, time_to_target
 
 
@@ -133,7 +133,7 @@ def test_time_to_target_on_one_device_is_steps_times_the_measured_step():
 def test_time_to_target_on_n_devices_adds_the_ring_and_needs_a_sample_per_device():
     sweep, fit = _sweep(), CriticalBatchFit(n_min=66.0, b_crit=30.0)
     t = time_to_target(sweep, fit, 8, nbytes=1e5, bandwidth=1e9, latency=1e-5, points=3)
-    ring = comm.ring_allreduce_time(1e5, 8, 1e9, 1e-5)
+    ring = alpha_beta.ring_allreduce_time(1e5, 8, 1e9, 1e-5)
     # B = 8: one sample per device, below the smallest measured batch: that batch's time
     assert t.step_seconds[0] == pytest.approx(1e-4 + ring)
     assert t.step_seconds[1] == pytest.approx(1e-4 + ring)  # B = 64 on 8 devices: 8 samples each

@@ -10,9 +10,9 @@ import pytest
 
 from course_lib import models
 from course_lib.models import MLP, TrainResult
-from course_lib.parallel.data import train_data_parallel
-from course_lib.parallel.partition import batch_schedule, shard_bounds
-from course_lib.reference import train_serial, train_simulated
+from course_lib.parallel.partition import batches, shard_bounds
+from course_lib.parallel.train.data import train_data_parallel
+from course_lib.parallel.train.reference import train_serial, train_simulated
 
 MODEL = MLP((12, 24, 5))
 
@@ -28,14 +28,23 @@ X, Y = _data()
 
 
 @pytest.mark.parametrize(("batch", "steps"), [(15, 12), (20, 10)])  # 90 / 20: a last batch of 10
-def test_train_serial_equals_the_running_example_training_loop(batch, steps):
-    """Independent reference: models.train (written for chapter 01) draws the same
-    batches, the smaller last batch of an epoch included: the same bits."""
-    ref = models.train(MODEL, X, Y, epochs=2, batch_size=batch, lr=0.2, seed=3)
+def test_train_serial_equals_a_plain_sgd_loop_written_here(batch, steps):
+    """Independent reference: plain SGD written out here, drawing its batches as documented
+    (a fresh permutation per epoch from a generator seeded with seed + 1, consecutive
+    slices, the smaller last batch of an epoch kept): the same bits."""
+    params, rng, losses = MODEL.init_params(3), np.random.default_rng(3 + 1), []
+    grad = np.zeros_like(params)
+    for _ in range(2):
+        order = rng.permutation(len(Y))
+        for start in range(0, len(Y), batch):
+            idx = order[start : start + batch]
+            loss, _ = MODEL.loss_and_grad(params, X[idx], Y[idx], out=grad)
+            models.sgd_step(params, grad, 0.2)
+            losses.append(loss)
     res = train_serial(MODEL, X, Y, epochs=2, batch_size=batch, lr=0.2, seed=3)
-    assert res.steps == steps
-    np.testing.assert_array_equal(res.params, ref.params)
-    np.testing.assert_allclose(res.loss, ref.loss, rtol=1e-12)
+    assert res.steps == steps == len(losses)
+    np.testing.assert_array_equal(res.params, params)
+    np.testing.assert_allclose(res.loss, losses, rtol=1e-12)
 
 
 def test_a_last_batch_smaller_than_the_workers_leaves_some_shards_empty():
@@ -55,7 +64,7 @@ def test_a_last_batch_smaller_than_the_workers_leaves_some_shards_empty():
 def test_simulated_sum_of_shards_matches_full_batch_gradient():
     """One step by hand: the sum of shard gradient sums / B is the mean gradient."""
     p0 = MODEL.init_params(7)
-    idx = next(batch_schedule(len(Y), 20, seed=7, steps=1))
+    idx = next(batches(len(Y), 20, seed=7, steps=1))
     _, g_mean = MODEL.loss_and_grad(p0, X[idx], Y[idx])
     g_sum = sum(MODEL.loss_and_grad(p0, X[idx[lo:hi]], Y[idx[lo:hi]], reduction="sum")[1]
                 for lo, hi in shard_bounds(20, 3))
@@ -202,8 +211,8 @@ def test_bad_data_and_model():
 
 # ---------------------------------------------------------------- cost model helpers
 def test_communication_crossover_against_hand_solutions():
-    from course_lib import comm
-    from course_lib.comm import communication_crossover
+    from course_lib import alpha_beta
+    from course_lib.alpha_beta import communication_crossover
 
     # ring, no latency: exchange 2(N-1)/N m/b >= t_c/N  <=>  N >= 1 + t_c b / (2 m)
     assert communication_crossover(1.0, 1e9, 1e9, 0.0) == 2
@@ -213,8 +222,8 @@ def test_communication_crossover_against_hand_solutions():
     # brute force with the comm module for a random case
     tc, m, b, a = 0.05, 3.3e6, 25e9 / 8, 1e-5
     n = communication_crossover(tc, m, b, a, algorithm="ring")
-    assert comm.ring_allreduce_time(m, n, b, a) >= tc / n
-    assert comm.ring_allreduce_time(m, n - 1, b, a) < tc / (n - 1)
+    assert alpha_beta.ring_allreduce_time(m, n, b, a) >= tc / n
+    assert alpha_beta.ring_allreduce_time(m, n - 1, b, a) < tc / (n - 1)
     assert communication_crossover(1e6, 1.0, 1e12, 0.0, n_max=100) == float("inf")
     with pytest.raises(ValueError, match="compute_time"):
         communication_crossover(0.0, 1e6, 1e9, 0.0)
@@ -233,7 +242,7 @@ def test_fit_gustafson_recovers_p_and_validates():
 
 
 def test_measure_scaling_speedups_follow_from_the_times():
-    from course_lib.parallel.speedup import measure_scaling
+    from course_lib.parallel.train.speedup import measure_scaling
     from course_lib.scaling import karp_flatt
 
     sm = measure_scaling(MODEL, X, Y, workers=[1, 2, 3], batch_size=30, per_worker_batch=10,
@@ -257,7 +266,7 @@ def test_measure_scaling_takes_the_median_of_interleaved_rounds(monkeypatch):
     rounds: one slow round (a busy moment of the host) moves no speedup."""
     from types import SimpleNamespace
 
-    from course_lib.parallel import speedup
+    from course_lib.parallel.train import speedup
 
     calls = []
     slow_round = {1}  # the second round runs twice as slow, for every configuration alike
@@ -343,7 +352,7 @@ def test_plots_have_the_expected_artists():
 def test_comm_dominance_labels_sit_off_the_lines():
     """The crossovers are marked points named in the title, the slider's N a named line: no text
     on a curve."""
-    from course_lib import comm
+    from course_lib import alpha_beta
     from course_lib.plots import figure_to_png
     from course_lib.plots.parallel import comm_dominance_figure
 
@@ -351,7 +360,7 @@ def test_comm_dominance_labels_sit_off_the_lines():
     left, right = fig.axes
     assert not left.texts and not right.texts
     bw, m, lat = 1e9 / 8, 0.34e6, 10e-6
-    crosses = [comm.communication_crossover(31.5e-3, m, bw, lat, algorithm=a) for a in ("ring", "ps")]
+    crosses = [alpha_beta.communication_crossover(31.5e-3, m, bw, lat, algorithm=a) for a in ("ring", "ps")]
     assert f"N = {crosses[0]} (ring), N = {crosses[1]} (PS)" in left.get_title()
     points = [line for line in left.get_lines() if line.get_marker() == "o"]
     assert sorted(p.get_xdata()[0] for p in points) == sorted(crosses)

@@ -15,8 +15,14 @@ from pairwise import all_pairs
 from proc_support import stop_button
 
 from course_lib.models import MLP
-from course_lib.parallel.data import train_data_parallel
-from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
+from course_lib.parallel.engine.workers import (
+    Fault,
+    FaultInjected,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+)
+from course_lib.parallel.train.data import train_data_parallel
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
 

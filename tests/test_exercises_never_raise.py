@@ -273,7 +273,7 @@ def test_a_right_value_typed_with_any_unit_of_its_kind_is_right(value, kind, dat
     """``check`` reads "5.7 MB" into the unit asked, whatever unit of that kind is typed,
     with a decimal point or a decimal comma."""
     from course_lib.exercises import check
-    from course_lib.quantity import unit_kind
+    from course_lib.typed_numbers import unit_kind
 
     asked = data.draw(st.sampled_from(_UNITS_OF_A_KIND[kind]))
     typed = data.draw(st.sampled_from(_UNITS_OF_A_KIND[kind]))
@@ -289,7 +289,7 @@ def test_a_right_value_typed_with_any_unit_of_its_kind_is_right(value, kind, dat
        asked=st.sampled_from(["MB", "ms", "GB/s", "TFLOP/s", "days", "", "devices"]))
 def test_a_value_with_a_unit_of_another_kind_gets_the_reason_never_leave_out_the_quotes(value, typed, asked):
     from course_lib.exercises import check
-    from course_lib.quantity import unit_kind
+    from course_lib.typed_numbers import unit_kind
 
     if unit_kind(typed)[0] == unit_kind(asked)[0]:
         return

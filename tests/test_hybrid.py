@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from course_lib import comm, planner
+from course_lib import alpha_beta, planner
 from course_lib import schedule as mp
 from course_lib.models import MLP
 
@@ -25,7 +25,7 @@ def test_one_device_is_the_serial_step():
 def test_data_parallel_uses_the_ring_allreduce_and_splits_the_batch():
     model = MLP((64, 64, 10))
     c = planner.estimate_config(model, 100, 3, 1, micro_batches=1, **FAST)
-    assert c.allreduce == pytest.approx(comm.ring_allreduce_time(model.n_params * 4, 3, 1e9, 1e-5))
+    assert c.allreduce == pytest.approx(alpha_beta.ring_allreduce_time(model.n_params * 4, 3, 1e9, 1e-5))
     assert c.compute == pytest.approx(34 * model.flops_per_sample()["total"] / 1e10)  # ceil(100/3)
 
 
@@ -155,7 +155,7 @@ def test_model_parallel_exercises_accept_the_answer_and_catch_known_mistakes():
     assert not mem_ex.ex_memory_per_device(model.n_params * 8 / 4 / 1e6).correct
     assert pp_ex.ex_stash(16 / 4).correct
     best = planner.best_config(
-        MLP(ex.BEST_SPLIT["sizes"]), 1024, 32, latency=comm.NVLINK_LATENCY, **planner.device_parameters()
+        MLP(ex.BEST_SPLIT["sizes"]), 1024, 32, latency=alpha_beta.NVLINK_LATENCY, **planner.device_parameters()
     )
     assert ex.ex_best_split((best.data, best.pipeline)).correct
     assert not ex.ex_best_split((32, 1)).correct
@@ -255,7 +255,7 @@ def test_zero_stage_shards_the_states_over_the_replicas_by_hand(stage, per_param
     assert c.zero_stage == stage
     assert c.memory_params == pytest.approx(per_param * n)  # 76,960 / 48,100 / 33,670 / 19,240 bytes
     assert c.memory == pytest.approx(per_param * n + acts)
-    ring = comm.ring_allreduce_time(4 * n, 4, 1e9, 1e-5)
+    ring = alpha_beta.ring_allreduce_time(4 * n, 4, 1e9, 1e-5)
     assert c.allreduce == pytest.approx(ring * (1.5 if stage == 3 else 1.0))  # stage 3: one more all-gather
     assert c.compute == planner.estimate_config(model, 100, 4, 1, micro_batches=1, optimizer_states=2, **FAST).compute
 

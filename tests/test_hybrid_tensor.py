@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import comm, planner
+from course_lib import alpha_beta, planner
 from course_lib import schedule as mp
 from course_lib.memory import mlp_activation_bytes, model_state_bytes
 from course_lib.models import MLP
-from course_lib.parallel.tensor import layer_shards, tensor_parallel_bytes
+from course_lib.parallel.tensor import layer_blocks, tensor_parallel_bytes
 
 FAST = dict(device_flops=1e10, bandwidth=1e9, latency=1e-5)
 
@@ -20,7 +20,7 @@ def _rank_params(model, workers, rank=0):
     """Parameters worker ``rank`` holds in course_lib.parallel.tensor (an independent count)."""
     flat = model.init_params(0)
     total = 0
-    for s in layer_shards(model, workers, rank):
+    for s in layer_blocks(model, workers, rank):
         w, b = model.layer(flat, s.layer)
         total += w[s.rows, s.cols].size + b[s.bias].size
     return total
@@ -58,7 +58,7 @@ def test_one_stage_split_over_two_devices_by_hand():
     assert c.compute == pytest.approx(64 * (fwd + bwd) / 1e10)
     # one forward all-reduce of the pair's output (64 x 16 float32), none in the backward
     assert tensor_parallel_bytes(model, 64) == 64 * 16 * 4
-    expect = comm.ring_allreduce_time(64 * 16 * 4, 2, 1e9, 1e-5)  # = 4.096e-6 + 2e-5
+    expect = alpha_beta.ring_allreduce_time(64 * 16 * 4, 2, 1e9, 1e-5)  # = 4.096e-6 + 2e-5
     assert c.tensor_allreduce == pytest.approx(expect) == pytest.approx(2.4096e-5)
     assert c.step_time == pytest.approx(c.compute + c.tensor_allreduce)
     assert (c.label, c.devices) == ("1x1x2", 2)
@@ -99,7 +99,7 @@ def test_tensor_parallel_pipeline_against_an_independent_simulation():
     # largest blocks: hidden 64 -> 32 per device; pairs (0, 1) and (2, 3); layer 4 replicated
     f = np.array([2 * (32 * 32 + 32 * 64), 2 * (64 * 32 + 32 * 64) + 2 * 64 * 10])
     b = np.array([2 * 32 * 32 + 4 * 32 * 64, 4 * (64 * 32 + 32 * 64) + 4 * 64 * 10])
-    ring = lambda m, k: comm.ring_allreduce_time(m, 2, 1e9, 0.0) + k * comm.ring_allreduce_time(0, 2, 1e9, 1e-5)  # noqa: E731
+    ring = lambda m, k: alpha_beta.ring_allreduce_time(m, 2, 1e9, 0.0) + k * alpha_beta.ring_allreduce_time(0, 2, 1e9, 1e-5)  # noqa: E731
     tp_f = np.array([ring(mb * 64 * 4, 1), ring(mb * 64 * 4, 1)])
     tp_b = np.array([0.0, ring(mb * 64 * 4, 1)])  # stage 0 skips the model input's gradient
     fwd, bwd = f * mb / 1e10, b * mb / 1e10

@@ -1,5 +1,5 @@
-"""course_lib.im2col (the readable im2col/col2im: layout and adjointness) and the course's
-conv2d and its backward pass (course_lib.conv_algorithms, on the fast engine).
+"""course_lib.conv.im2col (the readable im2col/col2im: layout and adjointness) and the course's
+conv2d and its backward pass (course_lib.conv.algorithms, on the fast engine).
 
 References, all independent of the implementation under test:
 * hand-derived values on tiny inputs;
@@ -23,8 +23,9 @@ from hypothesis import strategies as st
 from numpy.lib.stride_tricks import sliding_window_view
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from course_lib.conv_algorithms import conv2d, conv2d_backward
-from course_lib.im2col import ConvGeometry, col2im, conv2d_direct, conv_output_shape, im2col
+from course_lib.conv.algorithms import conv2d, conv2d_backward
+from course_lib.conv.geometry import ConvGeometry, conv_output_shape
+from course_lib.conv.im2col import col2im, conv2d_direct, im2col
 
 
 # ------------------------------------------------------------------ references
@@ -48,7 +49,7 @@ def naive_im2col(x, k, s, p, d):
 
 
 def einsum_conv(x, w, b, s, p, d, groups):
-    """Convolution from numpy's sliding windows (no code shared with course_lib.im2col)."""
+    """Convolution from numpy's sliding windows (no code shared with course_lib.conv.im2col)."""
     (sh, sw), (ph, pw), (dh, dw) = s, p, d
     co, cg, kh, kw = w.shape
     xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
@@ -314,7 +315,7 @@ def test_splitting_the_batch_among_threads_does_not_change_the_result(algorithm)
     """Big enough to be split along the batch among threads; bitwise the same as 1 thread,
     and the process-wide BLAS thread count is restored afterwards. The algorithm is named:
     "auto" may choose differently for 1 and 2 threads (its key holds the thread count)."""
-    from course_lib.conv_winograd import conv2d_winograd_backward
+    from course_lib.conv.winograd import conv2d_winograd_backward
 
     tile = {"winograd_f2": 2, "winograd_f4": 4}.get(algorithm)
     backward = conv2d_backward if tile is None else functools.partial(conv2d_winograd_backward, tile=tile)

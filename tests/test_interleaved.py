@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib import planner, reference
+from course_lib import planner
 from course_lib import schedule as mp
 from course_lib.models import MLP
-from course_lib.parallel import pipeline as mp_run
-from course_lib.parallel.workers import Fault, WorkerDied, WorkerError
+from course_lib.parallel.engine.workers import Fault, WorkerDied, WorkerError
+from course_lib.parallel.train import pipeline as mp_run
+from course_lib.parallel.train import reference
 from course_lib.timing import blas_threads
 
 # ----------------------------------------------------------------------------- schedule

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from course_lib import testing
-from course_lib.parallel.shm import SharedArray
+from course_lib.parallel.engine.shm import SharedArray
 from course_lib.testing import leaked_resources, resource_snapshot
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm")

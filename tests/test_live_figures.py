@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.widgets import Choice, Slider, ValueSlider, _fmt
+from course_lib.live.widgets import Choice, Slider, ValueSlider, _fmt
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -87,7 +87,7 @@ def _live_figures(path: Path):
     for cell in cells:  # every import, and the statements of the cell that imports the widgets
         src = _source(cell)
         if cell["cell_type"] == "code":
-            whole = "from course_lib.widgets import" in src
+            whole = re.search(r"from course_lib\.live(\.widgets)? import", src) is not None
             for stmt in ast.parse(_runnable(src)).body:
                 if whole or isinstance(stmt, (ast.Import, ast.ImportFrom)):
                     _try(stmt, namespace, path)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from course_lib import comm, memory, planner, schedule, tensor_cost
+from course_lib import alpha_beta, memory, planner, schedule, tensor_cost
 from course_lib.datasets import load_hardware, load_megatron_configs
 
 HW = load_hardware()
@@ -56,7 +56,7 @@ def test_tensor_traffic_zero_without_tensor_split_and_linear_in_latency():
     assert slow.time - free.time == pytest.approx(calls * 2 * 7 * 1e-3)
     assert free.time == pytest.approx(free.bytes_per_gpu / NVLINK)
     default = tensor_cost.megatron_tensor_traffic(one_t, NVLINK)  # the course's alpha on NVLink
-    assert default.time - free.time == pytest.approx(calls * 2 * 7 * comm.NVLINK_LATENCY)
+    assert default.time - free.time == pytest.approx(calls * 2 * 7 * alpha_beta.NVLINK_LATENCY)
 
 
 def test_megatron_tensor_traffic_rejects_bad_input():

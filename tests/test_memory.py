@@ -79,13 +79,13 @@ def test_mlp_recomputation_by_hand():
 
 def test_mlp_tensor_activations_match_the_tensor_parallel_forward():
     """A worker of course_lib.parallel.tensor keeps the hidden block of every pair."""
-    from course_lib.parallel.tensor import layer_shards, tensor_forward
+    from course_lib.parallel.tensor import layer_blocks, tensor_forward
 
     model = MLP((8, 10, 6, 7, 3))
     params = model.init_params(0)
     x = np.ones((5, 8), np.float32)
     for workers in (1, 2, 3):
-        shards = layer_shards(model, workers, 0)  # rank 0 has the largest blocks
+        shards = layer_blocks(model, workers, 0)  # rank 0 has the largest blocks
         local = []
         for s in shards:
             w, b = model.layer(params, s.layer)

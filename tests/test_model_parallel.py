@@ -1,8 +1,8 @@
-"""course_lib.parallel.pipeline.train_pipeline / train_hybrid: stage processes equal the serial run.
+"""course_lib.parallel.train.pipeline.train_pipeline (and with data replicas: hybrid): stage processes equal the serial run.
 
 Tolerances: the pipeline's parameters are BITWISE equal to ``train_microbatched`` run with
 one BLAS thread like the stages (the same arithmetic in one process: micro-batch gradients
-summed in micro-batch order). Against ``models.train`` (one full-batch gradient per step,
+summed in micro-batch order). Against ``train_serial`` (one full-batch gradient per step,
 also with one BLAS thread) they differ only by float32 rounding of that different
 summation order: max |diff| <= 1e-6 (observed about 1.2e-7 for parameters of magnitude
 about 1). The serial runs use one BLAS thread because a multi-threaded BLAS sums in yet
@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from data_support import first_digits
 
-from course_lib import reference
 from course_lib import schedule as mp
-from course_lib.models import MLP, train
-from course_lib.parallel import pipeline as mp_run
-from course_lib.parallel.hybrid import train_hybrid
+from course_lib.models import MLP
 from course_lib.parallel.partition import micro_rows
+from course_lib.parallel.train import pipeline as mp_run
+from course_lib.parallel.train import reference
+from course_lib.parallel.train.reference import train_serial
 from course_lib.timing import blas_threads
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
@@ -56,7 +56,7 @@ def test_pipeline_equals_serial(digits, split, schedule, no_leaks):
     ref = _reference(x, y, 4)
     assert np.array_equal(res.params, ref.params)  # bitwise
     with blas_threads(1):
-        serial = train(MODEL, x[: 6 * 50], y[: 6 * 50], epochs=1, batch_size=50, lr=0.2, seed=3)
+        serial = train_serial(MODEL, x[: 6 * 50], y[: 6 * 50], epochs=1, batch_size=50, lr=0.2, seed=3)
     # the 300 samples make exactly 6 steps of 50, the same batches as RUN's steps=6
     np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
     np.testing.assert_allclose(res.loss, serial.loss, rtol=1e-5)
@@ -71,7 +71,7 @@ def test_uneven_micro_batches_and_short_last_batch(digits, no_leaks):
     res = mp_run.train_pipeline(MODEL, x[:290], y[:290], stages=2, micro_batches=5, **kw)
     with blas_threads(1):
         ref = reference.train_microbatched(MODEL, x[:290], y[:290], micro_batches=5, **kw)
-        serial = train(MODEL, x[:290], y[:290], epochs=1, batch_size=64, lr=0.1)
+        serial = train_serial(MODEL, x[:290], y[:290], epochs=1, batch_size=64, lr=0.1)
     assert np.array_equal(res.params, ref.params)
     np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
     assert micro_rows(34, 5) == [(0, 7), (7, 14), (14, 21), (21, 28), (28, 34)]
@@ -127,13 +127,13 @@ def test_measured_timeline_is_causal_and_complete(no_leaks):
 @pytest.mark.parametrize("data, stages", [(2, 2), (2, 1), (3, 2)], ids=["2x2", "2x1", "3x2"])
 def test_hybrid_equals_serial(digits, data, stages, no_leaks):
     x, y = digits
-    res = train_hybrid(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
+    res = mp_run.train_pipeline(MODEL, x, y, data=data, stages=stages, micro_batches=2, schedule="1f1b", **RUN)
     with blas_threads(1):
         ref = reference.train_microbatched(MODEL, x, y, data=data, micro_batches=2, **RUN)
     assert res.replicas_in_sync and res.replicas == data
     assert np.array_equal(res.params, ref.params)
     with blas_threads(1):
-        serial = train(MODEL, x, y, epochs=1, batch_size=50, lr=0.2, seed=3)
+        serial = train_serial(MODEL, x, y, epochs=1, batch_size=50, lr=0.2, seed=3)
     np.testing.assert_allclose(res.params, serial.params, rtol=0, atol=1e-6)
     np.testing.assert_allclose(res.loss, serial.loss, rtol=1e-5)
     tl = res.timeline
@@ -159,11 +159,11 @@ def test_hybrid_equals_serial(digits, data, stages, no_leaks):
 def test_hybrid_rejects_batches_smaller_than_the_replicas(digits):
     x, y = digits
     with pytest.raises(ValueError, match="data"):
-        train_hybrid(MODEL, x[:52], y[:52], data=3, batch_size=50, epochs=1)  # last batch: 2
+        mp_run.train_pipeline(MODEL, x[:52], y[:52], data=3, batch_size=50, epochs=1)  # last batch: 2
     with pytest.raises(ValueError, match="micro_batches"):
-        train_hybrid(MODEL, x, y, data=2, micro_batches=26, batch_size=50, steps=1)
+        mp_run.train_pipeline(MODEL, x, y, data=2, micro_batches=26, batch_size=50, steps=1)
     with pytest.raises(ValueError, match="data"):
-        train_hybrid(MODEL, x, y, data=0, steps=1)
+        mp_run.train_pipeline(MODEL, x, y, data=0, steps=1)
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="needs /proc")
@@ -184,11 +184,11 @@ def test_spawn_start_method(digits, no_leaks):
     assert np.array_equal(res.params, _reference(x, y, 2).params)
 
 
-def test_train_microbatched_with_one_micro_batch_is_models_train(digits):
+def test_train_microbatched_with_one_micro_batch_is_train_serial(digits):
     x, y = digits
     with blas_threads(1):
         a = reference.train_microbatched(MODEL, x, y, micro_batches=1, batch_size=32, epochs=2, lr=0.1)
-        b = train(MODEL, x, y, batch_size=32, epochs=2, lr=0.1)
+        b = train_serial(MODEL, x, y, batch_size=32, epochs=2, lr=0.1)
     assert np.array_equal(a.params, b.params)
     np.testing.assert_allclose(a.loss, b.loss, rtol=1e-6)
     with pytest.raises(ValueError, match="no timeline"):

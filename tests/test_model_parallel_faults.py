@@ -18,9 +18,14 @@ from proc_support import stop_button
 
 from course_lib import schedule as mp
 from course_lib.models import MLP
-from course_lib.parallel import pipeline as mp_run
-from course_lib.parallel.hybrid import train_hybrid
-from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
+from course_lib.parallel.engine.workers import (
+    Fault,
+    FaultInjected,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+)
+from course_lib.parallel.train import pipeline as mp_run
 from course_lib.testing import resource_snapshot
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
@@ -122,7 +127,7 @@ def test_fault_in_a_hybrid_run_stops_all_replicas(no_leaks):
     # stage 1 of replica 1 fails: its pipeline neighbour and the other replica's stage 1
     # (waiting at the all-reduce barrier) are stopped too
     with pytest.raises(WorkerError) as info:
-        train_hybrid(MODEL, X, Y, data=2, fault=Fault("raise", rank=4, step=1), **RUN)
+        mp_run.train_pipeline(MODEL, X, Y, data=2, fault=Fault("raise", rank=4, step=1), **RUN)
     assert info.value.rank == 4
 
 
@@ -134,7 +139,7 @@ def test_fault_with_spawn(no_leaks):
 
 @pytest.mark.parametrize("run, top", [
     (lambda f: mp_run.train_pipeline(MODEL, X, Y, fault=f, **RUN), 2),             # 3 stages
-    (lambda f: train_hybrid(MODEL, X, Y, data=2, fault=f, **RUN), 5),       # 2 x 3 processes
+    (lambda f: mp_run.train_pipeline(MODEL, X, Y, data=2, fault=f, **RUN), 5),       # 2 x 3 processes
 ])
 def test_fault_rank_must_exist(run, top, no_leaks):
     # a rank that names no process would silently never fire (Fault itself rejects rank < 0)

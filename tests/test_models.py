@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from course_lib.cnn import CNN
 from course_lib.datasets import load_digits
-from course_lib.models import MLP, sgd_step, softmax_cross_entropy, train
+from course_lib.models import MLP, sgd_step, softmax_cross_entropy
+from course_lib.parallel.train.reference import train_serial
 
 #: The two models of the course, in the small sizes the gradient tests use: the MLP
 #: (chapters 01-12) and the convolutional network (course_lib.cnn, chapter 04). Tests that
@@ -116,7 +117,7 @@ def test_softmax_cross_entropy_hand_values():
 ], ids=["mlp-0", "mlp-1", "mlp-2", "cnn"])
 def test_digits_accuracy_above_90_percent_after_a_short_run(model, epochs, seed):
     train_set, test_set = load_digits("train"), load_digits("test")
-    result = train(model, train_set.x, train_set.y, epochs=epochs, batch_size=32,
+    result = train_serial(model, train_set.x, train_set.y, epochs=epochs, batch_size=32,
                    lr=0.1, seed=seed, x_test=test_set.x, y_test=test_set.y)
     assert result.test_accuracy[-1] > 0.90
     assert result.loss[-1] < 0.5 * result.loss[0]
@@ -125,8 +126,8 @@ def test_digits_accuracy_above_90_percent_after_a_short_run(model, epochs, seed)
 
 def test_training_is_deterministic():
     tr = load_digits("train")
-    a = train(MLP((64, 16, 10)), tr.x, tr.y, epochs=1, seed=5)
-    b = train(MLP((64, 16, 10)), tr.x, tr.y, epochs=1, seed=5)
+    a = train_serial(MLP((64, 16, 10)), tr.x, tr.y, epochs=1, seed=5)
+    b = train_serial(MLP((64, 16, 10)), tr.x, tr.y, epochs=1, seed=5)
     np.testing.assert_array_equal(a.params, b.params)
 
 

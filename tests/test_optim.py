@@ -9,16 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import course_lib.optim as optim
-from course_lib.models import MLP, sgd_step, train
+from course_lib.critical_batch import large_batch_experiment
+from course_lib.models import MLP, sgd_step
 from course_lib.optim import (
     LAMB,
     LARS,
     SGD,
-    WarmupSchedule,
-    large_batch_experiment,
+    WarmupLR,
     linear_scaling_rule,
     sqrt_scaling_rule,
 )
+from course_lib.parallel.train.reference import train_serial
 
 
 def test_doctests():
@@ -48,16 +49,16 @@ def test_scaling_rules():
 
 
 def test_warmup_schedule_hand_values():
-    s = WarmupSchedule(2.0, warmup_steps=4, initial_lr=1.0)
+    s = WarmupLR(2.0, warmup_steps=4, initial_lr=1.0)
     assert [s(t) for t in range(6)] == [1.25, 1.5, 1.75, 2.0, 2.0, 2.0]
-    s = WarmupSchedule(1.0, warmup_steps=0, total_steps=4, power=2)
+    s = WarmupLR(1.0, warmup_steps=0, total_steps=4, power=2)
     assert [s(t) for t in range(5)] == [1.0, 0.5625, 0.25, 0.0625, 0.0]
 
 
 @given(st.floats(1e-4, 10), st.integers(1, 500), st.integers(0, 2000))
 @settings(max_examples=50, deadline=None)
 def test_warmup_is_monotone_and_bounded(peak, warm, t):
-    s = WarmupSchedule(peak, warm)
+    s = WarmupLR(peak, warm)
     assert 0 < s(t) <= peak
     assert s(t) <= s(t + 1)
     assert s(warm - 1) == pytest.approx(peak)
@@ -77,9 +78,9 @@ def test_warmup_is_monotone_and_bounded(peak, warm, t):
 def test_warmup_bad_input(kwargs, exc, name):
     args = dict(peak_lr=1.0, warmup_steps=3) | kwargs
     with pytest.raises(exc, match=name):
-        WarmupSchedule(**args)
+        WarmupLR(**args)
     with pytest.raises(ValueError, match="step"):
-        WarmupSchedule(1.0, 2)(-1)
+        WarmupLR(1.0, 2)(-1)
 
 
 # ------------------------------------------------------------------ SGD
@@ -98,8 +99,8 @@ def test_sgd_in_train_matches_the_default_loop_bitwise():
 
     d = load_digits("test")
     model = MLP((64, 16, 10))
-    a = train(model, d.x, d.y, epochs=2, batch_size=32, lr=0.1)
-    b = train(model, d.x, d.y, epochs=2, batch_size=32, optimizer=SGD(0.1))
+    a = train_serial(model, d.x, d.y, epochs=2, batch_size=32, lr=0.1)
+    b = train_serial(model, d.x, d.y, epochs=2, batch_size=32, optimizer=SGD(0.1))
     assert np.array_equal(a.params, b.params)
 
 
@@ -124,7 +125,7 @@ def test_sgd_nesterov_and_weight_decay_hand_steps():
 
 def test_optimisers_follow_the_schedule():
     w = np.zeros(2)
-    opt = SGD(WarmupSchedule(1.0, warmup_steps=2))
+    opt = SGD(WarmupLR(1.0, warmup_steps=2))
     assert opt.current_lr() == 0.5
     opt.step(w, np.ones(2))
     assert w.tolist() == [-0.5, -0.5]
@@ -278,7 +279,7 @@ def test_lamb_float32_runs_in_train():
 
     d = load_digits("test")
     model = MLP((64, 16, 10))
-    res = train(model, d.x, d.y, epochs=3, batch_size=64, optimizer=LAMB(model, 0.02))
+    res = train_serial(model, d.x, d.y, epochs=3, batch_size=64, optimizer=LAMB(model, 0.02))
     assert res.params.dtype == np.float32
     assert res.loss[-1] < res.loss[0]
 

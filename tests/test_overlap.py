@@ -14,15 +14,12 @@ from hypothesis import strategies as st
 
 from course_lib.models import MLP
 from course_lib.overlap import bucket_layers, overlapped_step_time
-from course_lib.parallel.data import (
-    BucketAllReduce,
-    bucket_bounds,
-    overlap_worker_loop,
-    train_data_parallel,
-)
-from course_lib.parallel.job import check_job
-from course_lib.parallel.launch import Launcher, StepClock
-from course_lib.parallel.workers import (
+from course_lib.parallel.allreduce import BucketAllReduce
+from course_lib.parallel.data import overlap_worker_loop
+from course_lib.parallel.engine.clock import StepMonitor, Traced
+from course_lib.parallel.engine.job import check_job
+from course_lib.parallel.engine.launch import Launcher
+from course_lib.parallel.engine.workers import (
     Fault,
     FaultInjected,
     WorkerContext,
@@ -30,7 +27,8 @@ from course_lib.parallel.workers import (
     WorkerError,
     WorkerTimeout,
 )
-from course_lib.reference import train_serial, train_simulated
+from course_lib.parallel.train.data import bucket_bounds, train_data_parallel
+from course_lib.parallel.train.reference import train_serial, train_simulated
 
 pytest_plugins = ["leak_fixtures"]
 
@@ -98,7 +96,7 @@ def test_bucket_layers():
         bucket_layers(3, 4)
     with pytest.raises(TypeError, match="buckets"):
         bucket_layers(3, 1.5)
-    assert bucket_bounds(MODEL, 1) is None
+    assert bucket_bounds(MODEL, 1) == [(0, MODEL.n_params, 0)]  # one bucket: the whole buffer
     spans = bucket_bounds(MODEL, 2)  # layers 2-3 first, then 0-1: contiguous, together the buffer
     assert spans[0][1] == MODEL.n_params and spans[1][0] == 0 and spans[0][0] == spans[1][1]
     assert [s[2] for s in spans] == [2, 0]
@@ -151,15 +149,17 @@ def test_bad_buckets_name_the_parameter(kw, exc):
 
 # --------------------------------------------- the loop in this process: threads are joined
 def _one_process_run(fault=None):
-    _, _, job = check_job(MODEL, X, Y, 12, 3, None, 0.2, 3, 1, 1, None)
+    _, _, _, job = check_job(MODEL, X, Y, batch_size=12, steps=3, lr=0.2, seed=3)
     wctx = WorkerContext(0, 1, 5.0)
     with Launcher("fork") as launch:
         barrier = launch.barrier(1)
         grads = np.zeros((1, MODEL.n_params), np.float32)
         reduced = np.zeros(MODEL.n_params, np.float32)
         with BucketAllReduce(wctx, grads, reduced, barrier, bucket_bounds(MODEL, 4)) as comm:
-            clock = StepClock(None, job.steps, fault)
-            params, _, _ = overlap_worker_loop(wctx, job, X, Y, MODEL.init_params(3), comm, clock)
+            clock = StepMonitor(None, job.steps, fault)
+            traced = Traced(job, clock, {"update": "U"},  # as the trainer sees it: its timeline recorded
+                            model=Traced(MODEL, clock, {"forward": "F", "layer_backward": "B"}))
+            params, *_ = overlap_worker_loop(wctx, traced, X, Y, MODEL.init_params(3), comm, clock.steps(job.batches()))
     return params, comm, clock
 
 
@@ -170,7 +170,9 @@ def test_the_loop_in_one_process_equals_the_serial_run_and_joins_its_thread():
     assert np.array_equal(params, ref.params)
     assert threading.active_count() == before and not comm._thread.is_alive()
     assert sorted({(kind, b) for kind, b, *_ in comm.ops}) == [(k, b) for k in "AW" for b in range(4)]
-    assert [kind for kind, *_ in clock.ops][:3] == ["F", "B", "U"]
+    first = [kind for kind, _, _, _, step, _ in clock.ops if step == 0]
+    assert [k for i, k in enumerate(first) if i == 0 or first[i - 1] != k] == ["F", "B", "U"]
+    assert first.count("B") == MODEL.n_layers  # one backward per layer
 
 
 def test_an_error_in_the_loop_stops_the_thread():

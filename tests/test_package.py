@@ -30,7 +30,7 @@ def test_no_module_is_longer_than_a_lecturer_can_read():
 
 def test_only_the_workers_module_starts_processes():
     """One process layer: multiprocessing's Process and Pool appear in
-    course_lib.parallel.workers only (every trainer and chapter 01's experiment start
+    course_lib.parallel.engine.workers only (every trainer and chapter 01's experiment start
     their workers through its ProcessGroup, with its errors and clean-up)."""
     import re
     from pathlib import Path
@@ -42,9 +42,9 @@ def test_only_the_workers_module_starts_processes():
         rel = str(path.relative_to(root))
         lines = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
                  if starts.search(line.split("#")[0])]
-        if lines and rel != "parallel/workers.py":
+        if lines and rel != "parallel/engine/workers.py":
             found[rel] = lines
-    assert found == {}, f"processes started outside parallel/workers.py: {found}"
+    assert found == {}, f"processes started outside parallel/engine/workers.py: {found}"
     assert starts.search("proc = self.mp_context.Process(")  # the pattern sees the real one
     assert not starts.search("with WorkerPool(model, x, y, 2) as pool:")  # a course class
 
@@ -58,7 +58,7 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 
     root = Path(__file__).resolve().parent.parent / "course_lib"
     makes = re.compile(r"(?<![\w])(get_context|Pipe|(?:Pipe)?Barrier|SharedMemory)\(")
-    allowed = {"parallel/workers.py", "parallel/shm.py", "parallel/launch.py"}
+    allowed = {"parallel/engine/workers.py", "parallel/engine/shm.py", "parallel/engine/launch.py"}
     found = {}
     for path in root.rglob("*.py"):
         rel = str(path.relative_to(root))
@@ -78,15 +78,17 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 #: Ground: helpers without ideas; ideas: the course's maths, pure functions (no processes,
 #: no figures); processes: what runs on several processes (and the leak snapshots of its
 #: tests, and the one-process references its trainers are checked against, which share its
-#: argument check and batch split); then what shows the ideas (figures, checkers), the sliders, the tools.
+#: argument check and batch split); then what shows the ideas (figures, checkers), the live
+#: figures (sliders wired to the figures), the tools.
 FLOORS = (
-    ("ground", {"course_lib", "_validate", "timing", "progress", "quantity", "datasets", "datapackage"}),
-    ("ideas", {"scaling", "cost", "rate", "roofline", "comm", "memory", "models", "cnn", "im2col",
-               "conv_fast", "conv_winograd", "conv_algorithms", "dataflow", "optim", "critical_batch", "schedule", "planner", "overlap",
+    ("ground", {"course_lib", "_validate", "timing", "progress", "typed_numbers", "datasets", "datapackage"}),
+    ("ideas", {"scaling", "cost", "alpha_beta", "memory", "models", "cnn", "conv", "conv.*",
+               "dataflow", "optim", "schedule", "planner", "overlap",
                "transformer", "tensor_cost", "precision"}),
-    ("processes", {"parallel", "parallel.*", "testing", "reference", "staleness"}),
+    ("processes", {"parallel", "parallel.*", "testing", "staleness"}),
+    ("measurements", {"rate", "roofline", "critical_batch"}),
     ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),
-    ("widgets", {"widgets"}),
+    ("live", {"live", "live.*"}),
     ("tools", {"tools", "tools.*", "__main__"}),
 )
 
@@ -208,7 +210,7 @@ def test_the_import_graph_checks_can_fail():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
     assert _floor("course_lib.parallel.data") > _floor("course_lib.schedule")
-    assert _floor("course_lib.plots.style") > _floor("course_lib.parallel.workers")
+    assert _floor("course_lib.plots.style") > _floor("course_lib.parallel.engine.workers")
 
 
 def test_the_parallel_package_lists_its_modules():
@@ -222,6 +224,24 @@ def test_the_parallel_package_lists_its_modules():
     modules = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
     listed = set(re.findall(r"^``(\w+)``", course_lib.parallel.__doc__, re.M))
     assert listed == modules, f"not listed: {modules - listed}; listed but missing: {listed - modules}"
+
+
+def test_the_live_package_lists_its_modules():
+    """course_lib/live/__init__.py's table names every module of the package, and only those;
+    the plot functions know nothing of it (no module of plots/ imports live)."""
+    import re
+    from pathlib import Path
+
+    import course_lib.live
+
+    root = Path(course_lib.live.__file__).parent
+    modules = {p.stem for p in root.glob("*.py") if p.stem != "__init__"}
+    listed = set(re.findall(r"^``(\w+)``", course_lib.live.__doc__, re.M))
+    assert listed == modules, f"not listed: {modules - listed}; listed but missing: {listed - modules}"
+    graph = _import_graph()
+    up = sorted((a, b) for a, targets in graph.items() if a.startswith("course_lib.plots")
+                for b in targets if b.startswith("course_lib.live"))
+    assert up == [], f"plots/ imports live/: {up}"
 
 
 #: Modules that still name a module or function that moved (issue 26; the lead's files):
@@ -255,7 +275,8 @@ def test_docstrings_name_what_exists():
 
 
 def test_the_readme_layout_names_every_module():
-    """The README's layout section names every module of course_lib/ and course_lib/parallel/."""
+    """The README's layout section names every module of course_lib/ and of its floors and rooms
+    (parallel/ and its train/ and engine/, conv/, live/)."""
     import fnmatch
     import re
     from pathlib import Path
@@ -264,8 +285,65 @@ def test_the_readme_layout_names_every_module():
     readme = (root / "README.md").read_text(encoding="utf-8")
     block = readme.split("## How the repository is laid out", 1)[1].split("\n```\n", 2)[1]
     named = set(re.findall(r"[\w*]+\.py", block))
-    modules = {p.name for d in ("course_lib", "course_lib/parallel") for p in (root / d).glob("*.py")
-               if not p.name.startswith("_")}
+    rooms = ("course_lib", "course_lib/parallel", "course_lib/parallel/train", "course_lib/parallel/engine",
+             "course_lib/conv", "course_lib/live")
+    modules = {p.name for d in rooms for p in (root / d).glob("*.py") if not p.name.startswith("_")}
     missing = sorted(m for m in modules if not any(fnmatch.fnmatch(m, n) for n in named))
     assert missing == [], f"modules the README's layout does not name: {missing}"
     assert "conv_fast.py" not in named and fnmatch.fnmatch("conv_fast.py", "conv_*.py")  # a glob counts
+
+
+def test_the_parallel_floors_hold():
+    """course_lib/parallel/ in three floors: the algorithm files (parallel/*.py) import nothing
+    from train/ (nor from the engine but its decorators that time a method from outside), and
+    only train/ and engine/ use the process layer (ProcessGroup, Launcher) - the one exception,
+    chapter 14's checker, builds a ProcessGroup to ask whether a target is importable and never
+    starts it."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "course_lib"
+    algorithm_files = sorted(p for p in (root / "parallel").glob("*.py") if p.name != "__init__.py")
+    assert {p.stem for p in algorithm_files} >= {"allreduce", "data", "zero", "pipeline", "tensor", "pool"}
+    wrong = {}
+    for path in algorithm_files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                target = "." * node.level + (node.module or "")
+                names = {a.name for a in node.names}
+                if target.startswith((".train", "course_lib.parallel.train")) or (
+                        target.startswith((".engine", "course_lib.parallel.engine"))
+                        and not (target.endswith("clock") and names <= {"timed", "recorded"})
+                        and not (target.endswith("gloo") and names <= {"require_torch"})):
+                    wrong.setdefault(path.name, []).append(f"from {target} import {sorted(names)}")
+    assert wrong == {}, f"algorithm files importing from train/ or the engine: {wrong}"
+    users = set()
+    for path in root.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        if any(isinstance(n, (ast.Name, ast.Attribute)) and getattr(n, "id", getattr(n, "attr", None))
+               in ("ProcessGroup", "Launcher") for n in ast.walk(ast.parse(text))):
+            users.add(str(path.relative_to(root)))
+    outside = {u for u in users if not u.startswith(("parallel/train/", "parallel/engine/"))}
+    assert outside == {"exercises/under_the_hood.py"}, f"the process layer used outside train/ and engine/: {outside}"
+
+
+def test_chapter_pointers_live_only_in_the_readme_reading_guide():
+    """The library says what its code does, not where a notebook shows it: no docstring or
+    comment names a chapter or notebook by its number (those pointers go stale when chapters
+    move; the README's reading guide, which tests/test_reading_guide.py keeps, holds them).
+    The answer checkers (exercises/, one module per notebook) and the tools are exempt."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "course_lib"
+    pointer = re.compile(r"\b(?:[Nn]otebooks?|[Cc]hapters?)\s+\d\d\b|\bnotebook section\b")
+    found = {}
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith(("exercises/", "tools/")):
+            continue
+        hits = [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if pointer.search(line)]
+        if hits:
+            found[rel] = hits
+    assert found == {}, f"chapter pointers outside the reading guide (file: lines): {found}"
+    assert pointer.search("(notebook 10, section 1F1B)") and pointer.search("chapters 05-06")

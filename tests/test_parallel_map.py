@@ -12,8 +12,9 @@ import pytest
 
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
+from course_lib.parallel.engine.workers import WorkerDied, WorkerTimeout
 from course_lib.parallel.partition import shard_bounds
-from course_lib.parallel.speedup import (
+from course_lib.parallel.train.speedup import (
     GradientWorkload,
     WorkerPool,
     default_process_counts,
@@ -21,7 +22,6 @@ from course_lib.parallel.speedup import (
     measure_parallel_speedup,
     parallel_epoch_gradient,
 )
-from course_lib.parallel.workers import WorkerDied, WorkerTimeout
 from course_lib.timing import available_cores
 
 FAST = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
@@ -117,10 +117,10 @@ def test_start_up_timeout(small, monkeypatch):
     (A tiny timeout with real workers is a race: on a loaded machine forked workers can
     answer before the parent first looks, and the pool is built instead of timing out.)
     """
-    import course_lib.parallel.speedup as speedup
+    import course_lib.parallel.train.speedup as speedup
 
     model, _, x, y = small
-    monkeypatch.setattr(speedup, "pool_worker", _silent_worker)
+    monkeypatch.setattr(speedup, "_pool_process", _silent_worker)
     t0 = time.monotonic()
     with pytest.raises(WorkerTimeout, match="no worker made progress for 0.5 s"):
         WorkerPool(model, x, y, 2, start_method="fork", timeout=0.5)
@@ -141,7 +141,7 @@ def test_a_killed_worker_is_reported_not_waited_for(small):
 
 
 def test_an_error_in_a_worker_comes_back_with_its_traceback(small):
-    from course_lib.parallel.workers import WorkerError
+    from course_lib.parallel.engine.workers import WorkerError
 
     model, params, x, y = small
     with pytest.raises(WorkerError, match="worker 0 raised") as info:

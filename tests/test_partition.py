@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from course_lib.parallel.partition import (
-    batch_schedule,
     batch_sizes,
+    batches,
     chunk_bounds,
     micro_rows,
     replica_rows,
@@ -49,28 +49,28 @@ def test_shard_and_chunk_hand_values():
     assert chunk_bounds(10, 4, align=1) == [(0, 3), (3, 6), (6, 8), (8, 10)]
 
 
-def test_batch_schedule_is_a_permutation_per_epoch_and_keeps_the_tail():
-    batches = list(batch_schedule(10, 4, seed=3, epochs=2))
-    assert [b.size for b in batches] == [4, 4, 2, 4, 4, 2]  # every sample once per epoch
-    first, second = np.concatenate(batches[:3]), np.concatenate(batches[3:])
+def test_batches_are_a_permutation_per_epoch_and_keep_the_tail():
+    drawn = list(batches(10, 4, seed=3, epochs=2))
+    assert [b.size for b in drawn] == [4, 4, 2, 4, 4, 2]  # every sample once per epoch
+    first, second = np.concatenate(drawn[:3]), np.concatenate(drawn[3:])
     assert sorted(first.tolist()) == list(range(10)) == sorted(second.tolist())
     assert not np.array_equal(first, second)
-    again = list(batch_schedule(10, 4, seed=3, steps=6))
-    assert all(np.array_equal(a, b) for a, b in zip(batches, again, strict=True))
-    assert [b.size for b in batch_schedule(10, 4, seed=3, steps=4)] == [4, 4, 2, 4]
+    again = list(batches(10, 4, seed=3, steps=6))
+    assert all(np.array_equal(a, b) for a, b in zip(drawn, again, strict=True))
+    assert [b.size for b in batches(10, 4, seed=3, steps=4)] == [4, 4, 2, 4]
     assert steps_per_epoch(10, 4) == 3 and steps_per_epoch(8, 4) == 2
 
 
 @given(st.integers(1, 200), st.integers(1, 64), st.integers(1, 3), st.integers(0, 99))
-def test_batch_schedule_draws_exactly_as_the_serial_training_loop(n, batch, epochs, seed):
-    """Independent reference: the loop of models.train (chapter 01), written out."""
+def test_batches_are_drawn_as_a_plain_sgd_loop_draws_them(n, batch, epochs, seed):
+    """Independent reference: the batches of a plain SGD loop, written out."""
     batch = min(batch, n)
     rng = np.random.default_rng(seed + 1)
     expected = []
     for _ in range(epochs):
         order = rng.permutation(n)
         expected += [order[s : s + batch] for s in range(0, n, batch)]
-    got = list(batch_schedule(n, batch, seed, epochs=epochs))
+    got = list(batches(n, batch, seed, epochs=epochs))
     assert len(got) == len(expected) == epochs * steps_per_epoch(n, batch)
     assert all(np.array_equal(a, b) for a, b in zip(got, expected, strict=True))
 
@@ -126,7 +126,7 @@ def test_sum_rows_adds_in_row_order(rows, lo, width):
 @given(st.integers(1, 60), st.integers(1, 60), st.integers(0, 50), st.integers(0, 5))
 def test_batch_sizes_are_the_sizes_of_the_drawn_batches(n, batch, steps, seed):
     batch = min(batch, n)
-    drawn = [idx.size for idx in batch_schedule(n, batch, seed, steps=steps)]
+    drawn = [idx.size for idx in batches(n, batch, seed, steps=steps)]
     assert batch_sizes(n, batch, steps).tolist() == drawn
 
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
+from course_lib.conv.im2col import conv2d_direct, gemm_sizes, im2col
 from course_lib.dataflow import training_graph
-from course_lib.im2col import conv2d_direct, gemm_sizes, im2col
 from course_lib.plots import figure_to_png
 from course_lib.plots.conv import (
     dataflow_figure,

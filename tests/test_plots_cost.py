@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from course_lib import comm, cost
+from course_lib import alpha_beta, cost
+from course_lib.critical_batch import BatchRun
 from course_lib.datasets import load_dnn_models, load_hardware
-from course_lib.optim import BatchRun
 from course_lib.plots import figure_to_png
 from course_lib.plots.cost import (
     calculator_figure,
@@ -200,14 +200,14 @@ def test_comm_efficiency_figure_matches_the_model():
     fig = comm_efficiency_figure(100.0, 400.0, 10.0, 5.0, 0.0, 16, n_max=256)
     ax_t, ax_e = fig.axes
     x, y = _line(ax_e, "ring all-reduce").get_data()
-    np.testing.assert_allclose(y, comm.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6))
+    np.testing.assert_allclose(y, alpha_beta.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6))
     x, y = _line(ax_e, "1 parameter server").get_data()
-    np.testing.assert_allclose(y, comm.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, algorithm="ps"))
+    np.testing.assert_allclose(y, alpha_beta.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, algorithm="ps"))
     x, y = _line(ax_e, "naive tree").get_data()
-    np.testing.assert_allclose(y, comm.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, algorithm="tree"))
+    np.testing.assert_allclose(y, alpha_beta.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, algorithm="tree"))
     x, y = _line(ax_e, "ring, weak").get_data()
     np.testing.assert_allclose(
-        y, comm.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, scaling="weak")
+        y, alpha_beta.data_parallel_efficiency(0.1, x, 4e8, 1e10, 5e-6, scaling="weak")
     )
     assert "η(16)" in _texts(fig)
 

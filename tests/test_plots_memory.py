@@ -72,7 +72,7 @@ def test_zero_figure_rejects_bad_input():
 
 
 def test_zero_figure_is_a_live_calculator():
-    from course_lib.widgets import Choice, Slider, live_figure
+    from course_lib.live.widgets import Choice, Slider, live_figure
 
     live = live_figure(zero_memory_figure, [
         Slider("params_billion", "parameters", 0.1, 1000, 0.1, 7.5, unit="billion", readout_format=".1f"),

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.parallel.workers import WorkerDied
+from course_lib.parallel.engine.workers import WorkerDied
 from course_lib.testing import leaked_resources, resource_snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))

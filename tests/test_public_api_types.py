@@ -71,7 +71,7 @@ SKIP = {
     # command-line entry points: their argument is an argv list parsed by argparse, whose
     # errors are SystemExit by design
     "course_lib.tools.doctor.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
-    "course_lib.parallel.torch_engine.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
+    "course_lib.parallel.train.torch_engine.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
     # no parameters: there is nothing to pass a bad value to
     "course_lib.datasets.data_dir": "takes no arguments",
     "course_lib.datasets.lamb_scaling_table": "takes no arguments",
@@ -82,11 +82,9 @@ SKIP = {
     "course_lib.datasets.load_megatron_configs": "takes no arguments",
     "course_lib.datasets.load_training_records": "takes no arguments",
     "course_lib.exercises.serial_to_parallel.bert_flops": "takes no arguments",
-    "course_lib.parallel.shm.find_leftovers": "takes no arguments",
-    "course_lib.parallel.shm.remove_stale_segments": "takes no arguments",
-    "course_lib.parallel.allreduce.free_port": "takes no arguments",
-    "course_lib.parallel.allreduce.torch_available": "takes no arguments",
-    "course_lib.parallel.workers.default_start_method": "takes no arguments",
+    "course_lib.parallel.engine.shm.find_leftovers": "takes no arguments",
+    "course_lib.parallel.engine.shm.remove_stale_segments": "takes no arguments",
+    "course_lib.parallel.engine.workers.default_start_method": "takes no arguments",
     "course_lib.timing.keep_freed_memory": "takes no arguments",
     "course_lib.plots.cost.levers_figure": "takes no arguments",
     "course_lib.plots.style.rc_params": "takes no arguments",
@@ -100,21 +98,39 @@ SKIP = {
     "course_lib.datasets.notation_markdown": "takes no arguments",
     "course_lib.tools.student.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
     "course_lib.tools.labsettings.main": "CLI entry point: argv is parsed by argparse (SystemExit on bad input)",
-    # the teaching core (tests/test_teaching_core.py): the code a notebook displays holds no
-    # argument checks; the trainer's entry point checks everything once, before it starts
+    # the algorithm floor (course_lib/parallel/*.py, tests/test_teaching_core.py): the code a
+    # lecture reads holds no argument checks; the trainer's entry point checks everything
+    # once (course_lib.parallel.engine.job.check_job), before any process starts
     "course_lib.parallel.data.worker_loop": "teaching core: checked once by train_data_parallel",
     "course_lib.parallel.data.overlap_worker_loop": "teaching core: checked once by train_data_parallel",
-    "course_lib.parallel.data.run_worker": "worker side: its job comes from check_job",
-    "course_lib.parallel.zero.zero_worker_loop": "teaching core: checked once by train_data_parallel",
+    "course_lib.parallel.zero.zero1_worker_loop": "teaching core: checked once by train_data_parallel",
     "course_lib.parallel.zero.zero2_worker_loop": "teaching core: checked once by train_data_parallel",
     "course_lib.parallel.zero.zero3_worker_loop": "teaching core: checked once by train_data_parallel",
-    "course_lib.parallel.zero.Shards": "worker side: built from a checked run's ShmAllReduce",
+    "course_lib.parallel.zero.LayerChunks": "worker side: built from a checked run's ShmAllReduce",
     "course_lib.parallel.tensor.tensor_forward": "teaching core: checked once by train_tensor_parallel",
     "course_lib.parallel.tensor.tensor_backward": "teaching core: checked once by train_tensor_parallel",
+    "course_lib.parallel.tensor.tensor_worker_loop": "teaching core: checked once by train_tensor_parallel",
+    "course_lib.parallel.tensor.local_params": "worker side: its model and blocks come from a checked job",
+    "course_lib.parallel.tensor_transformer.transformer_worker_loop": "teaching core: checked once by "
+                                                                      "train_tensor_parallel",
     "course_lib.parallel.pipeline.stage_worker": "teaching core: checked once by train_pipeline",
     "course_lib.parallel.pipeline.Stage": "teaching core: checked once by train_pipeline",
+    "course_lib.parallel.pipeline.Links": "worker side: the buffers a checked pipeline run attached",
+    "course_lib.parallel.pool.pool_worker": "teaching core: its pool (WorkerPool) checked its arguments",
     "course_lib.parallel.allreduce.ShmAllReduce": "teaching core: checked once by the trainers",
     "course_lib.parallel.allreduce.PipeAllReduce": "teaching core: checked once by train_data_parallel",
+    "course_lib.parallel.allreduce.GlooAllReduce": "teaching core: checked once by train_data_parallel",
+    "course_lib.parallel.allreduce.BucketAllReduce": "teaching core: checked once by train_data_parallel",
+    "course_lib.parallel.allreduce.ActivationAllReduce": "teaching core: checked once by train_tensor_parallel",
+    "course_lib.parallel.train.data.run_worker": "worker side: its job comes from check_job",
+    "course_lib.parallel.engine.gloo.free_port": "takes no arguments",
+    "course_lib.parallel.engine.helpers.release_helpers": "takes no arguments",
+    "course_lib.parallel.engine.helpers.watch_forkserver": "takes no arguments",
+    "course_lib.parallel.engine.gloo.require_torch": "takes no arguments",
+    "course_lib.parallel.engine.gloo.torch_available": "takes no arguments",
+    "course_lib.conv.winograd.winograd_f2x2_3x3": "readable algorithm shown in chapter 06: its checked entry "
+                                                  "point is conv2d_winograd",
+    "course_lib.models.Model": "a typing.Protocol: the interface of the course's models, not called",
 }
 #: Besides: exception classes (any message is a valid argument) are not called.
 
@@ -147,8 +163,8 @@ def _timeline():
 @functools.cache
 def _live_figure(which: str = "a"):
     """A small live figure (made once per ``which``: rendering one takes 0.1 s)."""
+    from course_lib.live.widgets import Slider, live_figure
     from course_lib.plots.scaling import laws_figure
-    from course_lib.widgets import Slider, live_figure
 
     return live_figure(laws_figure, [Slider("p", "p", 0, 1, 0.1, 0.9)], n=4)
 
@@ -267,7 +283,7 @@ GOOD = {
     "vendor_dir": Fresh(lambda: os.path.join(os.getcwd(), "vendor")),
     "notebooks": ("missing.ipynb",),
     "plot": Fresh(lambda: course_lib.plots.scaling.laws_figure),
-    "sliders": Fresh(lambda: [course_lib.widgets.Slider("p", "p", 0, 1, 0.1, 0.9)]),
+    "sliders": Fresh(lambda: [course_lib.live.widgets.Slider("p", "p", 0, 1, 0.1, 0.9)]),
     "names": ("p",),
     "answer": 1.0,
     "measurement": types.SimpleNamespace(
@@ -287,11 +303,11 @@ GOOD_FOR = {
     "course_lib.cost.cnn_calculator_estimate": {"model": "ResNet-50"},
     "course_lib.plots.cost.cnn_calculator_figure": {"model": "ResNet-50"},
     "course_lib.plots.conv.im2col_numbers_figure": {"x": _IMAGE[:, :, :3, :3], "weight": _KERNEL[:1, :, :2, :2]},
-    "course_lib.im2col.im2col": {"x": _IMAGE},
-    "course_lib.conv_algorithms.conv2d": {"x": _IMAGE},
-    "course_lib.im2col.conv2d_direct": {"x": _IMAGE},
-    "course_lib.conv_algorithms.conv2d_backward": {"x": _IMAGE, "kernel_size": 3},
-    "course_lib.im2col.col2im": {"kernel_size": 3, "padding": 1},
+    "course_lib.conv.im2col.im2col": {"x": _IMAGE},
+    "course_lib.conv.algorithms.conv2d": {"x": _IMAGE},
+    "course_lib.conv.im2col.conv2d_direct": {"x": _IMAGE},
+    "course_lib.conv.algorithms.conv2d_backward": {"x": _IMAGE, "kernel_size": 3},
+    "course_lib.conv.im2col.col2im": {"kernel_size": 3, "padding": 1},
     "course_lib.plots.cost.time_ladder_figure": {"seconds": (1.0, 60.0)},
     "course_lib.plots.conv.speed_bars_figure": {"seconds": (1.0, 2.0)},
     "course_lib.plots.trends.bert_estimates_figure": {"seconds": (1.0, 60.0)},
@@ -299,7 +315,8 @@ GOOD_FOR = {
     "course_lib.exercises.pipeline_parallelism.smallest_micro_batches": {"stages": 4, "target": 0.2},
     "course_lib.datasets.read_csv": {"name": "hardware.csv"},
     "course_lib.slides.export_deck": {"name": "deck"},
-    "course_lib.widgets.link_sliders": {"source": Fresh(lambda: _live_figure("a")), "target": Fresh(lambda: _live_figure("b"))},
+    "course_lib.live.widgets.link_sliders": {"source": Fresh(lambda: _live_figure("a")), "target": Fresh(lambda: _live_figure("b"))},
+    "course_lib.live.link_sliders": {"source": Fresh(lambda: _live_figure("a")), "target": Fresh(lambda: _live_figure("b"))},
 }
 
 
@@ -544,7 +561,7 @@ def test_walk_covers_the_package():
         importlib.import_module(module)
     assert not set(SKIP) - names, f"stale SKIP entries: {set(SKIP) - names}"
     assert not set(KNOWN_FAILURES) - names, f"stale KNOWN_FAILURES: {set(KNOWN_FAILURES) - names}"
-    for required in ("course_lib.models.train", "course_lib.planner.best_config",
+    for required in ("course_lib.parallel.train.reference.train_serial", "course_lib.planner.best_config",
                      "course_lib.plots.scaling.amdahl_figure", "course_lib.exercises.check"):
         assert required in names
     assert len(WALKED) > 150
@@ -552,7 +569,8 @@ def test_walk_covers_the_package():
 
 # ------------------------------------------------------------------------ the reported bugs
 def test_models_reject_wrong_types_naming_the_parameter():
-    from course_lib.models import MLP, sgd_step, softmax_cross_entropy, train
+    from course_lib.models import MLP, sgd_step, softmax_cross_entropy
+    from course_lib.parallel.train.reference import train_serial
 
     y = np.array([0, 1])
     with pytest.raises(TypeError, match="logits"):
@@ -560,11 +578,11 @@ def test_models_reject_wrong_types_naming_the_parameter():
     params = np.zeros(3, np.float32)
     with pytest.raises(TypeError, match="params"):
         sgd_step("abc", params, 0.1)
-    with pytest.raises(TypeError, match=r"model must be an MLP, a CNN or a Transformer \(course_lib.transformer\), got NoneType"):
-        train(None, np.zeros((2, 4), np.float32), y)
+    with pytest.raises(TypeError, match=r"model must be a course model .*, got NoneType"):
+        train_serial(None, np.zeros((2, 4), np.float32), y)
     with pytest.raises(ValueError, match="lr must be finite"):
         sgd_step(params, params, 10**400)
-    assert math.isfinite(train(MLP((4, 3, 2)), np.zeros((2, 4), np.float32), y, epochs=1).loss[0])
+    assert math.isfinite(train_serial(MLP((4, 3, 2)), np.zeros((2, 4), np.float32), y, epochs=1, batch_size=2).loss[0])
 
 
 def test_hybrid_rejects_wrong_types_naming_the_parameter():

@@ -24,13 +24,12 @@ import numpy as np
 import pytest
 from data_support import first_digits
 
-from course_lib import reference
 from course_lib import schedule as mp
 from course_lib.datasets import load_digits
 from course_lib.models import MLP, TrainResult
-from course_lib.parallel import pipeline as mp_run
-from course_lib.parallel.hybrid import train_hybrid
-from course_lib.parallel.pipeline import RecomputeOverhead, recompute_overhead
+from course_lib.parallel.train import pipeline as mp_run
+from course_lib.parallel.train import reference
+from course_lib.parallel.train.pipeline import RecomputeOverhead, recompute_overhead
 from course_lib.timing import blas_threads
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
@@ -129,7 +128,7 @@ def test_recompute_under_every_start_method(digits, start_method, schedule, no_l
 
 def test_hybrid_forwards_recompute(digits, no_leaks):
     x, y = digits
-    res = train_hybrid(MODEL, x, y, data=2, boundaries=(0, 2, 4), micro_batches=5, recompute=True, **RUN)
+    res = mp_run.train_pipeline(MODEL, x, y, data=2, boundaries=(0, 2, 4), micro_batches=5, recompute=True, **RUN)
     assert res.recompute and res.replicas_in_sync
     assert np.array_equal(res.params, _serial(5, False, data=2).params)
     # each replica: 25 rows in 5 micro-batches of 5, all held (GPipe); rows d * S + s
@@ -204,12 +203,12 @@ def test_recompute_must_be_a_flag(digits):
 def test_bytes_handed_over_per_step_are_the_boundary_activations_twice():
     """Stages (0, 2, 4) of MLP((64, 32, 32, 16, 10)): one boundary, 32 wide; every
     sample's activation goes forward and its gradient back: 2 x B x 32 x 4 bytes."""
-    from course_lib.parallel.partition import batch_schedule
+    from course_lib.parallel.partition import batches
 
     d = load_digits("train")
     model = MLP((64, 32, 32, 16, 10))
     res = mp_run.train_pipeline(model, d.x[:200], d.y[:200], boundaries=(0, 2, 4), micro_batches=3,
                          batch_size=64, steps=5, start_method="fork")
-    sizes = [b.size for b in batch_schedule(200, 64, 0, steps=5)]  # 64, 64, 64, 8, 64
+    sizes = [b.size for b in batches(200, 64, 0, steps=5)]  # 64, 64, 64, 8, 64
     assert res.bytes_per_step.tolist() == [2 * b * 32 * 4 for b in sizes]
     assert [mp.handover_bytes(model, (0, 2, 4), b) for b in sizes] == [2 * b * 32 * 4 for b in sizes]

@@ -1,4 +1,4 @@
-"""course_lib.plots.render: the redraw engine of live figures keeps every figure as it is.
+"""course_lib.live.render: the redraw engine of live figures keeps every figure as it is.
 
 A redraw reuses a layout only while the text needs no more room, draws on one canvas, skips
 the style audit, runs without garbage collection and writes its PNG by hand: the tests
@@ -8,9 +8,9 @@ compare the pixels with the plain route and check each shortcut is taken when it
 import pytest
 from test_widgets import PNG_MAGIC, _pixels, _sliders
 
+from course_lib.live.widgets import Slider, live_figure
 from course_lib.plots.pipeline import schedule_figure
 from course_lib.plots.scaling import amdahl_figure, laws_figure
-from course_lib.widgets import Slider, live_figure
 
 
 def test_redraws_reuse_the_first_layout():
@@ -81,8 +81,8 @@ def test_the_layout_follows_the_room_text_needs_not_the_tick_count():
     centred title keep the layout; a wider y tick label or longer turned x tick labels
     make a new one, which is kept and reused when that room is needed again.
     """
+    from course_lib.live.render import _layout_signature
     from course_lib.plots import new_figure
-    from course_lib.plots.render import _layout_signature
 
     def bars(n, title="t", turned=False, big=False):
         fig, ax = new_figure()
@@ -114,8 +114,8 @@ def test_redraws_skip_the_audit_but_keep_the_style():
     the audit; stored renders are audited."""
     import warnings
 
+    from course_lib.live.render import redraw
     from course_lib.plots import figure_to_png, new_figure
-    from course_lib.plots.render import redraw
     from course_lib.plots.style import StyleWarning, styled
 
     assert figure_to_png(redraw(laws_figure, p=0.5, n=8)) == figure_to_png(laws_figure(p=0.5, n=8))
@@ -140,7 +140,7 @@ def test_a_figure_that_changes_size_is_laid_out_for_its_size():
     (a layout frozen for another height put 06's Gantt title off the top at 1 stage)."""
     import functools
 
-    from course_lib.plots.render import _layout_signature
+    from course_lib.live.render import _layout_signature
 
     @functools.cache  # each chart built once (sig(4) and sig(12) are compared twice)
     def sig(stages):
@@ -187,8 +187,8 @@ def test_a_redraw_lets_its_figure_go_while_it_is_young():
 def test_shorter_labels_reuse_a_roomier_layout():
     """Labels that need less room than a layout already made (06's explorer: its stored
     state at N = 256 has the longest split names) reuse it instead of a new layout."""
+    from course_lib.live.render import _layout_signature, _roomy_layout
     from course_lib.plots import new_figure
-    from course_lib.plots.render import _layout_signature, _roomy_layout
 
     def bars(n):
         fig, ax = new_figure()
@@ -210,25 +210,26 @@ def test_shorter_labels_reuse_a_roomier_layout():
 
 
 def test_the_engine_lives_in_one_module_headed_for_speed():
-    """The redraw machinery is in plots/render.py only: widgets.py is sliders plus live_figure,
-    plots/__init__.py and style.py hold what is about plotting and style."""
+    """The redraw machinery is in live/render.py only: live/widgets.py is sliders plus
+    live_figure, plots/__init__.py and style.py hold what is about plotting and style."""
     import ast
     import inspect
 
+    import course_lib.live.glossary
+    import course_lib.live.render
+    import course_lib.live.widgets
     import course_lib.plots
-    import course_lib.plots.render
     import course_lib.plots.style
-    import course_lib.widgets
 
-    assert "for speed, not for reading" in course_lib.plots.render.__doc__
-    for module in (course_lib.widgets, course_lib.plots, course_lib.plots.style):
+    assert "for speed, not for reading" in course_lib.live.render.__doc__
+    for module in (course_lib.live.widgets, course_lib.live.glossary, course_lib.plots, course_lib.plots.style):
         source = inspect.getsource(module)
         tree = ast.parse(source)
         names = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         assert not names & {"_layout_signature", "_roomy_layout", "_remove_layout_engine", "_quick_png",
                             "quick_png", "redraw"}, module.__name__
         assert "gc.disable" not in source and "zlib." not in source, module.__name__
-    imported = [(node.module, a.name) for node in ast.walk(ast.parse(inspect.getsource(course_lib.plots.render)))
+    imported = [(node.module, a.name) for node in ast.walk(ast.parse(inspect.getsource(course_lib.live.render)))
                 if isinstance(node, ast.ImportFrom) for a in node.names]
     assert [name for module, name in imported if name.startswith("_") and module != "_validate"] == []
 
@@ -241,7 +242,7 @@ def _agg_and_shaped_pixels(fig, dpi=100, shaped=True):
     import numpy as np
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from course_lib.plots.render import _canvas_class, _remove_layout_engine
+    from course_lib.live.render import _canvas_class, _remove_layout_engine
 
     _remove_layout_engine(fig)
     fig.set_dpi(dpi)
@@ -285,8 +286,8 @@ def test_quick_png_copies_every_pixel_once_opaque_or_not():
     import numpy as np
     from matplotlib.image import imread
 
+    from course_lib.live.render import _remove_layout_engine, quick_png
     from course_lib.plots import new_figure
-    from course_lib.plots.render import _remove_layout_engine, quick_png
 
     for alpha in (1.0, 0.0):
         fig, ax = new_figure()
@@ -326,7 +327,7 @@ def test_ticks_cloned_from_an_earlier_figure_are_new_ticks():
     import numpy as np
     from matplotlib.transforms import Transform
 
-    from course_lib.plots.render import Renderer, _cloned_ticks
+    from course_lib.live.render import Renderer, _cloned_ticks
 
     renderer = Renderer(60)
     with _cloned_ticks(renderer.ticks):  # pristine ticks made here (built and drawn), for the next figure
@@ -363,8 +364,8 @@ def test_text_layouts_kept_per_string_font_and_alignment_give_the_same_pixels():
     for texts that differ only in size, alignment, rotation or rotation mode."""
     import itertools
 
+    from course_lib.live.render import _kept_text_layouts
     from course_lib.plots import new_figure
-    from course_lib.plots.render import _kept_text_layouts
 
     def build():
         fig, ax = new_figure()
@@ -397,7 +398,7 @@ def test_ticks_made_while_a_styled_figure_is_built_are_cloned_too():
 
     from matplotlib import axis as maxis
 
-    from course_lib.plots.render import Renderer
+    from course_lib.live.render import Renderer
 
     renderer = Renderer(60)
     kwargs = dict(p=0.9, n=16)
@@ -419,7 +420,7 @@ def test_ticks_made_while_a_styled_figure_is_built_are_cloned_too():
     from matplotlib.figure import Figure
     from matplotlib.markers import MarkerStyle
 
-    from course_lib.plots.render import _cloned_ticks
+    from course_lib.live.render import _cloned_ticks
 
     with _cloned_ticks(renderer.ticks):
         fig = Figure()
@@ -440,8 +441,8 @@ def test_ticks_made_while_a_styled_figure_is_built_are_cloned_too():
 def test_a_figure_legend_takes_room_by_its_rows():
     """Figures whose legend below the axes has 7 or 8 entries in 4 columns (2 rows) share a
     layout signature; 9 entries (3 rows) need another."""
+    from course_lib.live.render import _layout_signature
     from course_lib.plots import new_figure
-    from course_lib.plots.render import _layout_signature
 
     def fig_with(entries: int):
         fig, ax = new_figure()

@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from course_lib.models import MLP
-from course_lib.parallel.partition import batch_schedule
-from course_lib.reference import train_serial
+from course_lib.parallel.partition import batches
+from course_lib.parallel.train.reference import train_serial
 from course_lib.staleness import (
     converged,
     largest_stable_lr,
@@ -32,7 +32,7 @@ def test_no_staleness_is_serial_sgd_bit_for_bit():
 def test_each_update_uses_the_gradient_of_k_steps_before():
     k, lr, steps = 2, np.float32(0.4), 7
     history = [MODEL.init_params(1)]
-    for t, idx in enumerate(batch_schedule(48, 8, 1, steps=steps)):  # an independent loop
+    for t, idx in enumerate(batches(48, 8, 1, steps=steps)):  # an independent loop
         _, g = MODEL.loss_and_grad(history[max(t - k, 0)], X[idx], Y[idx])
         history.append(history[-1] - lr * g)
     run = train_stale(MODEL, X, Y, staleness=k, batch_size=8, steps=steps, lr=0.4, seed=1)
@@ -44,7 +44,7 @@ def test_staleness_beyond_the_run_uses_the_start_only():
     # k >= steps: every gradient is taken at theta_0, so theta_T = theta_0 - lr * sum_t g(theta_0; B_t)
     p0 = MODEL.init_params(0).astype(np.float64)
     total = sum(MODEL.loss_and_grad(MODEL.init_params(0), X[idx], Y[idx])[1].astype(np.float64)
-                for idx in batch_schedule(48, 16, 0, steps=5))
+                for idx in batches(48, 16, 0, steps=5))
     run = train_stale(MODEL, X, Y, staleness=50, batch_size=16, steps=5, lr=0.25)
     assert np.allclose(run.params, p0 - 0.25 * total, atol=1e-6)
 

@@ -4,7 +4,7 @@ Under ``spawn`` the parent writes each worker's pickled arguments into a pipe wh
 end it holds itself until the write returns: a worker killed before it has read them
 all blocks that write for ever once they exceed the pipe's buffer (64 KiB on Linux,
 16 KiB at first on macOS). So every trainer sends shapes, seeds and shared-memory names,
-never data or per-step plans (``course_lib.parallel.workers``, "Why starting a worker
+never data or per-step plans (``course_lib.parallel.engine.workers``, "Why starting a worker
 cannot block"). These tests measure the pickled arguments of every trainer's workers for
 a 100,000-step run on a data set of 12.8 MB, without starting any process.
 """
@@ -18,7 +18,12 @@ import pytest
 
 from course_lib.models import MLP
 from course_lib.optim import SGD
-from course_lib.parallel.workers import MAX_START_BYTES, ProcessGroup, demo_worker, pickled_size
+from course_lib.parallel.engine.workers import (
+    MAX_START_BYTES,
+    ProcessGroup,
+    demo_worker,
+    pickled_size,
+)
 
 STEPS = 100_000
 SMALL = 4 * 1024  # what the course's trainers need: shapes, seeds, names (about 1 KB)
@@ -50,11 +55,10 @@ def large():
 
 
 def _runs(x, y):
-    from course_lib.parallel.data import train_data_parallel
-    from course_lib.parallel.hybrid import train_hybrid
-    from course_lib.parallel.pipeline import train_pipeline
-    from course_lib.parallel.speedup import WorkerPool
-    from course_lib.parallel.tensor import train_tensor_parallel
+    from course_lib.parallel.train.data import train_data_parallel
+    from course_lib.parallel.train.pipeline import train_pipeline
+    from course_lib.parallel.train.speedup import WorkerPool
+    from course_lib.parallel.train.tensor import train_tensor_parallel
 
     model = MLP((64, 32, 32, 10))
     used = SGD(0.1, momentum=0.9)  # an optimizer with state: its buffers must not travel
@@ -65,7 +69,7 @@ def _runs(x, y):
         "data parallel (pipe)": lambda: train_data_parallel(model, x, y, workers=2, backend="pipe", **kw),
         "ZeRO-1": lambda: train_data_parallel(model, x, y, workers=2, zero_stage=1, optimizer=used, **kw),
         "pipeline": lambda: train_pipeline(model, x, y, stages=2, **kw),
-        "hybrid": lambda: train_hybrid(model, x, y, data=2, stages=2, **kw),
+        "hybrid": lambda: train_pipeline(model, x, y, data=2, stages=2, **kw),
         "tensor parallel": lambda: train_tensor_parallel(model, x, y, workers=2, **kw),
         "worker pool (chapter 01)": lambda: WorkerPool(model, x, y, 2, start_method="spawn"),
     }

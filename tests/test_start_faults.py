@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.parallel.workers import WorkerDied
+from course_lib.parallel.engine.workers import WorkerDied
 from course_lib.testing import leaked_resources, resource_snapshot
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -92,7 +92,7 @@ def helpers_running():
     import multiprocessing
     from multiprocessing import forkserver, resource_tracker
 
-    from course_lib.parallel.data import PRELOAD
+    from course_lib.parallel.train.data import PRELOAD
 
     resource_tracker.ensure_running()
     multiprocessing.get_context("forkserver").set_forkserver_preload(list(PRELOAD))

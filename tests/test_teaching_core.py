@@ -2,8 +2,9 @@
 
 Every ``inspect.getsource(...)`` target of every notebook (a function, or each method of a
 class) has at most 25 lines of body, docstring left out, and none of the machinery:
-timers, progress reports, fault injection, argument checks or report assembly live beside
-it (``course_lib.parallel.launch``: the step clock and the launcher), never inside.
+timers and the step clock (``with clock(...)``, a ``monitor``), progress reports, fault
+injection, argument checks or report assembly live beside it (``course_lib.parallel.engine``:
+the step monitor, the ``@timed`` communicators, the launcher), never inside.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_BODY = 25
 #: What belongs to the machinery, not to the algorithm.
 MACHINERY = re.compile(
-    r"time\.perf_counter|time\.time\(|\.progress\(|maybe_fire|check_type\(|check_int\(|"
-    r"isinstance\(|timings\[|hashlib|_check_\w+\(|ProgressBar"
+    r"time\.perf_counter|time\.time\(|\.progress\(|maybe_fire|\bcheck_\w+\(|"
+    r"isinstance\(|timings\[|hashlib|ProgressBar|\bclock\b|\bmonitor\b|StepMonitor"
 )
 
 
@@ -91,7 +92,7 @@ DISPLAYED = _displayed()
 
 def test_the_notebooks_display_the_teaching_core():
     targets = {dotted.rsplit(".", 1)[-1] for _, dotted in DISPLAYED}
-    for name in ("worker_loop", "zero_worker_loop", "tensor_forward", "stage_worker"):
+    for name in ("worker_loop", "zero1_worker_loop", "tensor_forward", "stage_worker"):
         assert name in targets, f"no notebook displays {name}"
 
 
@@ -117,3 +118,8 @@ def test_the_body_counter_sees_what_it_should():
     assert body_lines(sample) == ["    b = a + 1", "    t0 = time.perf_counter()  # noqa: F821",
                                   "    return b, t0"]
     assert MACHINERY.search(body_lines(sample)[1])
+    for line in ('with clock("communication"):', "for idx in clock.steps(job.batches()):",
+                 "self.monitor.add(bytes=n)", "check_int(n, 'n', 1)", "model.check_x(x)"):
+        assert MACHINERY.search(line), line  # timers, the step clock and argument checks are machinery
+    for line in ("total = comm.allreduce()", "for idx in batches:", "losses.append(loss)"):
+        assert not MACHINERY.search(line), line

@@ -15,18 +15,24 @@ from hypothesis import strategies as st
 
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
-from course_lib.parallel.data import train_data_parallel
-from course_lib.parallel.partition import batch_schedule
+from course_lib.parallel.engine.workers import (
+    Fault,
+    FaultInjected,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+)
+from course_lib.parallel.partition import batches
 from course_lib.parallel.tensor import (
     gather_params,
-    layer_shards,
+    layer_blocks,
     tensor_backward,
     tensor_forward,
     tensor_parallel_bytes,
-    train_tensor_parallel,
 )
-from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
-from course_lib.reference import train_serial
+from course_lib.parallel.train.data import train_data_parallel
+from course_lib.parallel.train.reference import train_serial
+from course_lib.parallel.train.tensor import train_tensor_parallel
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
 
@@ -76,7 +82,7 @@ def test_bytes_per_step_are_the_formula_and_far_below_data_parallel():
     13 (the first pair's input is the data): 64 x 36 x 4 bytes."""
     tp = train_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork", **KW)
     assert tensor_parallel_bytes(MODEL, 64) == 64 * (13 + 10 + 13) * 4
-    sizes = [b.size for b in batch_schedule(300, 64, 3, steps=6)]  # 64, 64, 64, 64, 44, 64
+    sizes = [b.size for b in batches(300, 64, 3, steps=6)]  # 64, 64, 64, 64, 44, 64
     assert tp.bytes_per_step.tolist() == [tensor_parallel_bytes(MODEL, b) for b in sizes]
     dp = train_data_parallel(MODEL, X, Y, workers=2, start_method="fork", **KW)
     assert dp.bytes_per_step.tolist() == [MODEL.n_params * 4] * 6
@@ -111,7 +117,7 @@ def test_blocks_cover_every_parameter_once(sizes, workers, seed):
     blocks = []
     for rank in range(workers):
         local = []
-        for s in layer_shards(model, workers, rank):
+        for s in layer_blocks(model, workers, rank):
             w, b = model.layer(p, s.layer)
             local.append((w[s.rows, s.cols].copy(), b[s.bias].copy()))
             wo, bo = model.layer(owned, s.layer)
@@ -128,7 +134,7 @@ def test_forward_and_backward_of_one_worker_are_the_model_s():
     """With one worker and an identity all-reduce the split is the plain network:
     same logits and gradient bit for bit as MLP.forward / MLP.backward."""
     model, p = MODEL, MODEL.init_params(1)
-    shards = layer_shards(model, 1, 0)
+    shards = layer_blocks(model, 1, 0)
     local = [tuple(a.copy() for a in model.layer(p, s.layer)) for s in shards]
     acts = tensor_forward(local, shards, X[:32], allreduce=lambda a: a)
     logits, ref_acts = model.forward(p, X[:32])
@@ -143,10 +149,10 @@ def test_forward_and_backward_of_one_worker_are_the_model_s():
 
 
 def test_layer_shards_split_unevenly_never_reject():
-    cols = [s.cols for r in range(4) for s in layer_shards(MLP((5, 10, 3)), 4, r) if s.role == "column"]
+    cols = [s.cols for r in range(4) for s in layer_blocks(MLP((5, 10, 3)), 4, r) if s.role == "column"]
     assert [(c.start, c.stop) for c in cols] == [(0, 3), (3, 6), (6, 8), (8, 10)]
-    assert [s.role for s in layer_shards(MODEL, 3, 0)] == ["column", "row", "column", "row"]
-    assert [s.role for s in layer_shards(MLP((4, 5, 6, 7)), 3, 0)] == ["column", "row", "replicated"]
+    assert [s.role for s in layer_blocks(MODEL, 3, 0)] == ["column", "row", "column", "row"]
+    assert [s.role for s in layer_blocks(MLP((4, 5, 6, 7)), 3, 0)] == ["column", "row", "replicated"]
 
 
 @pytest.mark.parametrize(("kwargs", "exc", "name"), [

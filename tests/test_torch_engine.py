@@ -20,10 +20,11 @@ import numpy as np
 import pytest
 
 from course_lib.models import MLP
-from course_lib.parallel import data, torch_engine
-from course_lib.parallel.allreduce import TORCH_MISSING, torch_available
-from course_lib.parallel.data import train_data_parallel
-from course_lib.reference import train_serial, train_simulated
+from course_lib.parallel.engine import gloo
+from course_lib.parallel.engine.gloo import TORCH_MISSING, torch_available
+from course_lib.parallel.train import torch_engine
+from course_lib.parallel.train.data import train_data_parallel
+from course_lib.parallel.train.reference import train_serial, train_simulated
 
 MODEL = MLP((10, 20, 4))
 RNG = np.random.default_rng(3)
@@ -64,7 +65,7 @@ def test_gloo_matches_toy_and_serial(torch_required, workers, batch):
 
 
 def test_missing_torch_gives_install_hint(monkeypatch):
-    monkeypatch.setattr(data, "torch_available", lambda: False)
+    monkeypatch.setattr(gloo, "torch_available", lambda: False)
     with pytest.raises(ImportError, match="engines"):
         train_data_parallel(MODEL, X, Y, workers=2, batch_size=8, steps=1, backend="gloo")
 
@@ -74,7 +75,7 @@ def test_bad_arguments_checked_before_starting_anything(monkeypatch, torch_insta
     """Bad arguments are reported before any process starts and before torch is looked
     for: a learner without torch is told what is wrong with the call (the ImportError's
     install hint comes only for a call that is otherwise fine)."""
-    monkeypatch.setattr(data, "torch_available", lambda: torch_installed)
+    monkeypatch.setattr(gloo, "torch_available", lambda: torch_installed)
     with pytest.raises(ValueError, match="workers"):
         train_data_parallel(MODEL, X, Y, workers=0, batch_size=8, steps=1, backend="gloo")
     with pytest.raises(ValueError, match="batch_size"):
@@ -86,7 +87,7 @@ def test_bad_arguments_checked_before_starting_anything(monkeypatch, torch_insta
 
 
 def test_importing_the_course_does_not_import_torch():
-    code = ("import sys, course_lib.parallel.torch_engine, course_lib.parallel.data; "
+    code = ("import sys, course_lib.parallel.train.torch_engine, course_lib.parallel.data; "
             "print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "False", out.stderr
@@ -100,7 +101,7 @@ def test_torchrun_runs_the_same_program(torch_required):
     if not torchrun.exists() and shutil.which("torchrun") is None:
         pytest.skip("torchrun not found beside the interpreter")
     cmd = [str(torchrun if torchrun.exists() else shutil.which("torchrun")), "--standalone",
-           "--nproc-per-node=2", "-m", "course_lib.parallel.torch_engine", "--sizes", "8,16,3",
+           "--nproc-per-node=2", "-m", "course_lib.parallel.train.torch_engine", "--sizes", "8,16,3",
            "--samples", "64", "--batch-size", "16", "--steps", "5", "--lr", "0.05"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

@@ -1,6 +1,6 @@
-"""One argument check for every trainer (course_lib.parallel.job.check_job).
+"""One argument check for every trainer (course_lib.parallel.engine.job.check_job).
 
-The one-process references (course_lib.reference) and the process trainers (data parallel,
+The one-process references (course_lib.parallel.train.reference) and the process trainers (data parallel,
 ZeRO, tensor, pipeline, hybrid) take the common arguments with the same defaults and reject
 the same bad values with the same TypeError or ValueError, naming the parameter, before any
 process starts.
@@ -15,11 +15,10 @@ import pytest
 
 from course_lib.models import MLP
 from course_lib.optim import SGD
-from course_lib.parallel.data import train_data_parallel
-from course_lib.parallel.hybrid import train_hybrid
-from course_lib.parallel.pipeline import train_pipeline
-from course_lib.parallel.tensor import train_tensor_parallel
-from course_lib.reference import train_microbatched, train_serial, train_simulated
+from course_lib.parallel.train.data import train_data_parallel
+from course_lib.parallel.train.pipeline import train_pipeline
+from course_lib.parallel.train.reference import train_microbatched, train_serial, train_simulated
+from course_lib.parallel.train.tensor import train_tensor_parallel
 
 MODEL = MLP((6, 5, 4, 3))
 RNG = np.random.default_rng(0)
@@ -36,7 +35,7 @@ TRAINERS = {
                                    "start_method": "fork"}),
     "train_tensor_parallel": (train_tensor_parallel, {"workers": 2, "start_method": "fork"}),
     "train_pipeline": (train_pipeline, {"stages": 2, "micro_batches": 2, "start_method": "fork"}),
-    "train_hybrid": (train_hybrid, {"data": 2, "stages": 2, "start_method": "fork"}),
+    "hybrid": (train_pipeline, {"data": 2, "stages": 2, "start_method": "fork"}),
 }
 
 #: Bad values of the common arguments: (arguments, exception, the parameter the message names).
@@ -87,7 +86,7 @@ def test_every_trainer_rejects_the_same_bad_input_with_the_same_message(bad, exc
 @pytest.mark.parametrize(("trainer", "split"), [("train_simulated", "workers"), ("train_data_parallel", "workers"),
                                                 ("zero", "workers"), ("train_tensor_parallel", "workers"),
                                                 ("train_microbatched", "data"), ("train_pipeline", "data"),
-                                                ("train_hybrid", "data")])
+                                                ("hybrid", "data")])
 @pytest.mark.parametrize(("value", "exc"), [(0, ValueError), (-1, ValueError), (2.0, TypeError)])
 def test_every_trainer_names_its_split_of_the_batch(trainer, split, value, exc):
     with pytest.raises(exc, match=f"^{split} must be an integer"):
@@ -95,9 +94,9 @@ def test_every_trainer_names_its_split_of_the_batch(trainer, split, value, exc):
 
 
 @pytest.mark.parametrize("trainer", ["train_simulated", "train_data_parallel", "train_microbatched",
-                                     "train_pipeline", "train_hybrid"])
+                                     "train_pipeline", "hybrid"])
 def test_every_batch_splitting_trainer_needs_a_sample_per_part(trainer):
-    split = "data" if trainer in ("train_microbatched", "train_pipeline", "train_hybrid") else "workers"
+    split = "data" if trainer in ("train_microbatched", "train_pipeline", "hybrid") else "workers"
     with pytest.raises(ValueError, match=f"batch_size must be >= {split}"):
         _call(trainer, batch_size=3, **{split: 4})
 
@@ -129,11 +128,11 @@ def test_a_good_call_passes_the_check():
 
 def test_one_result_type_and_one_loss_history():
     """Every one-process reference returns a TrainResult whose arrays have one row per step;
-    models.train's epoch_loss is the size-weighted mean of its step losses."""
-    from course_lib.models import TrainResult, train
+    train_serial's epoch_loss is the size-weighted mean of its step losses."""
+    from course_lib.models import TrainResult
 
     runs = [_call("train_serial"), _call("train_simulated"), _call("train_microbatched"),
-            train(MODEL, X, Y, epochs=2, batch_size=10)]
+            train_serial(MODEL, X, Y, epochs=2, batch_size=10)]
     for run in runs:
         assert isinstance(run, TrainResult)
         assert run.loss.shape == run.step_time.shape == (run.steps,)

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from course_lib.datasets import load_digits
-from course_lib.models import train
 from course_lib.optim import SGD
+from course_lib.parallel.train.reference import train_serial
 from course_lib.transformer import (
     DIGITS_TRANSFORMER,
     Transformer,
@@ -140,26 +140,26 @@ def test_a_small_fixed_run_learns_the_digits_and_is_deterministic():
     model = Transformer(hidden=16, heads=4, n_layers=1, ffn=32)
     kw = dict(batch_size=32, epochs=2, seed=0, optimizer=SGD(0.05, momentum=0.9),
               x_test=digit_sequences(te.x), y_test=te.y)
-    run = train(model, digit_sequences(tr.x), tr.y, **kw)
+    run = train_serial(model, digit_sequences(tr.x), tr.y, **kw)
     assert run.steps == 2 * 45 and run.loss[-10:].mean() < run.loss[:10].mean() / 2
     assert run.test_accuracy[-1] >= 0.74
     kw = dict(batch_size=50, epochs=1, seed=0)
-    again = train(model, digit_sequences(tr.x[:100]), tr.y[:100], **kw)
-    assert np.array_equal(again.params, train(model, digit_sequences(tr.x[:100]), tr.y[:100], **kw).params)
+    again = train_serial(model, digit_sequences(tr.x[:100]), tr.y[:100], **kw)
+    assert np.array_equal(again.params, train_serial(model, digit_sequences(tr.x[:100]), tr.y[:100], **kw).params)
 
 
 @pytest.mark.slow
 def test_the_course_variant_reaches_the_stated_accuracy():
     """DIGITS_TRANSFORMER's docstring: 93.0 % after 8 epochs (measured 334 of 359)."""
     tr, te = load_digits("train"), load_digits("test")
-    run = train(DIGITS_TRANSFORMER, digit_sequences(tr.x), tr.y, batch_size=32, epochs=8, seed=0,
+    run = train_serial(DIGITS_TRANSFORMER, digit_sequences(tr.x), tr.y, batch_size=32, epochs=8, seed=0,
                 optimizer=SGD(0.05, momentum=0.9), x_test=digit_sequences(te.x), y_test=te.y)
     assert run.test_accuracy[-1] >= 0.92
 
 
 def test_plain_sgd_step_is_params_minus_lr_times_the_gradient():
     p0 = TINY.init_params(0)
-    run = train(TINY, X_TINY, Y_TINY, batch_size=5, epochs=1, lr=0.3, seed=0)
+    run = train_serial(TINY, X_TINY, Y_TINY, batch_size=5, epochs=1, lr=0.3, seed=0)
     _, g = TINY.loss_and_grad(p0, X_TINY, Y_TINY)
     np.testing.assert_allclose(run.params, p0 - 0.3 * g, rtol=1e-14, atol=1e-16)
 
@@ -183,9 +183,9 @@ def test_bad_model_arguments_name_the_parameter(kwargs, exc, name):
     (lambda: TINY.forward(TINY.init_params(0), np.zeros((2, 4, 3), int)), TypeError, "x must be a float"),
     (lambda: TINY.forward(np.zeros(3), X_TINY), ValueError, "flat"),
     (lambda: TINY.loss_and_grad(TINY.init_params(0), X_TINY, Y_TINY + 5), ValueError, "y must"),
-    (lambda: train(TINY, X_TINY, Y_TINY, batch_size=5, lr=-1.0), ValueError, "lr"),
-    (lambda: train(TINY, X_TINY, Y_TINY, batch_size=5, optimizer=3), TypeError, "optimizer"),
-    (lambda: train(TINY, X_TINY, Y_TINY, params=np.zeros(3)), ValueError, "params"),
+    (lambda: train_serial(TINY, X_TINY, Y_TINY, batch_size=5, lr=-1.0), ValueError, "lr"),
+    (lambda: train_serial(TINY, X_TINY, Y_TINY, batch_size=5, optimizer=3), TypeError, "optimizer"),
+    (lambda: train_serial(TINY, X_TINY, Y_TINY, batch_size=5, params=np.zeros(3)), ValueError, "params"),
     (lambda: digit_sequences(np.zeros((2, 63))), ValueError, "x must have shape"),
 ])
 def test_bad_input_names_the_parameter(call, exc, name):

@@ -11,17 +11,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from course_lib.comm import ring_allreduce_time
+from course_lib.alpha_beta import ring_allreduce_time
 from course_lib.memory import transformer_activation_bytes
-from course_lib.parallel.partition import batch_schedule
+from course_lib.parallel.engine.workers import Fault, FaultInjected, WorkerDied, WorkerError
+from course_lib.parallel.partition import batches
 from course_lib.parallel.tensor_transformer import (
     gather_weights,
-    head_shards,
+    head_blocks,
     local_weights,
-    train_transformer_serial,
-    train_transformer_tensor_parallel,
 )
-from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError
+from course_lib.parallel.train.reference import train_serial
+from course_lib.parallel.train.tensor import train_tensor_parallel
 from course_lib.tensor_cost import (
     activation_bytes,
     layer_norm_dropout_bytes,
@@ -44,19 +44,20 @@ KW = dict(batch_size=12, steps=4, lr=0.3, seed=2, progress=False)  # batches 12,
 # ------------------------------------------------------------------ training
 @pytest.mark.parametrize("workers", [1, 2, 4])
 def test_parameters_equal_the_serial_run(workers):
-    ref = train_transformer_serial(MODEL, X, Y, **{k: v for k, v in KW.items() if k != "progress"})
-    tp = train_transformer_tensor_parallel(MODEL, X, Y, workers=workers, start_method="fork", **KW)
+    ref = train_serial(MODEL, X, Y, **{k: v for k, v in KW.items() if k != "progress"})
+    tp = train_tensor_parallel(MODEL, X, Y, workers=workers, start_method="fork", **KW)
     assert tp.params.shape == ref.params.shape and tp.params.dtype == np.float64
     assert np.abs(tp.params - ref.params).max() <= 1e-6
     assert np.abs(tp.params - MODEL.init_params(2)).max() > 1e-3  # it trained
     np.testing.assert_allclose(tp.loss, ref.loss, rtol=1e-9)
     assert tp.replicas_in_sync and tp.backend == "tensor" and tp.workers == workers
-    # bytes: 4 all-reduces of B L h float64 values per block, B of each step (the last batch holds 4)
-    sizes = [idx.size for idx in batch_schedule(40, 12, 2, steps=4)]
+    # bytes: 4 all-reduces of B L h float64 values per block, B of each step (the last batch holds 4);
+    # one worker alone exchanges nothing
+    sizes = [idx.size for idx in batches(40, 12, 2, steps=4)]
     assert sizes == [12, 12, 12, 4]
     assert tp.bytes_per_step.tolist() == [tensor_allreduce_bytes(4, b, 8, n_layers=2, bytes_per_value=8)
-                                          for b in sizes]
-    assert tp.bytes_per_step[0] == 4 * 2 * 12 * 4 * 8 * 8
+                                          if workers > 1 else 0 for b in sizes]
+    assert tp.bytes_per_step[0] == (4 * 2 * 12 * 4 * 8 * 8 if workers > 1 else 0)
     # memory: each worker's blocks, as the formula counts them
     assert [m["parameters"] for m in tp.memory] == tensor_param_bytes(MODEL, workers)
     assert all(m["gradients"] == m["parameters"] for m in tp.memory)
@@ -65,14 +66,14 @@ def test_parameters_equal_the_serial_run(workers):
 @pytest.mark.parametrize("method", ["spawn"])
 def test_other_start_methods_give_the_same_parameters(method):
     kw = {**KW, "steps": 2}
-    fork = train_transformer_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork", **kw)
-    other = train_transformer_tensor_parallel(MODEL, X, Y, workers=2, start_method=method, **kw)
+    fork = train_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork", **kw)
+    other = train_tensor_parallel(MODEL, X, Y, workers=2, start_method=method, **kw)
     assert np.array_equal(fork.params, other.params)
 
 
 def test_one_worker_with_an_identity_allreduce_is_the_model_bit_for_bit():
     p = MODEL.init_params(5)
-    local = local_weights(MODEL, p, head_shards(MODEL, 1, 0))
+    local = local_weights(MODEL, p, head_blocks(MODEL, 1, 0))
     logits, cache = transformer_forward(local, X[:7], MODEL.n_layers, MODEL.head_size, lambda a: a)
     ref_logits, _ = MODEL.forward(p, X[:7])
     assert np.array_equal(logits, ref_logits)
@@ -93,7 +94,7 @@ def test_two_workers_in_threads_give_the_serial_logits_and_gradient():
     from course_lib.models import softmax_cross_entropy
 
     p, workers = MODEL.init_params(3), 2
-    parts = [local_weights(MODEL, p, head_shards(MODEL, workers, r)) for r in range(workers)]
+    parts = [local_weights(MODEL, p, head_blocks(MODEL, workers, r)) for r in range(workers)]
     barrier, slots, out = threading.Barrier(workers, timeout=20), [None] * workers, [None] * workers
 
     def run(rank):
@@ -135,7 +136,7 @@ def test_blocks_cover_every_parameter_once(heads_workers, ffn, n_layers, seed):
     owned = np.zeros(model.n_params)
     blocks = []
     for rank in range(workers):
-        shards = head_shards(model, workers, rank)
+        shards = head_blocks(model, workers, rank)
         blocks.append(local_weights(model, p, shards))
         views = model.views(owned)
         for name, index in shards.items():
@@ -201,15 +202,15 @@ def test_activation_bytes_are_table_2_of_korthikanti_et_al(t):
 ])
 def test_bad_arguments_name_the_parameter(kwargs, exc, name):
     with pytest.raises(exc, match=name):
-        train_transformer_tensor_parallel(MODEL, X, Y, **{**KW, **kwargs})
+        train_tensor_parallel(MODEL, X, Y, **{**KW, **kwargs})
 
 
 @pytest.mark.parametrize(("call", "exc", "name"), [
-    (lambda: train_transformer_tensor_parallel("m", X, Y, workers=1), TypeError, "model"),
-    (lambda: train_transformer_tensor_parallel(MODEL, X[:, :, :2], Y, workers=1), ValueError, "x must have"),
-    (lambda: train_transformer_serial(MODEL, X, Y, steps=2, epochs=1), ValueError, "steps or epochs"),
-    (lambda: head_shards(MODEL, 3, 0), ValueError, "workers"),
-    (lambda: head_shards(MODEL, 2, 2), ValueError, "rank"),
+    (lambda: train_tensor_parallel("m", X, Y, workers=1), TypeError, "model"),
+    (lambda: train_tensor_parallel(MODEL, X[:, :, :2], Y, workers=1), ValueError, "x must have"),
+    (lambda: train_serial(MODEL, X, Y, steps=2, epochs=1), ValueError, "steps or epochs"),
+    (lambda: head_blocks(MODEL, 3, 0), ValueError, "workers"),
+    (lambda: head_blocks(MODEL, 2, 2), ValueError, "rank"),
     (lambda: tensor_param_bytes(MODEL, 3), ValueError, "workers"),
     (lambda: tensor_allreduce_bytes(0, 1, 1), ValueError, "seq_length"),
     (lambda: tensor_layer_communication(8, 1, 8, 2, 1e9, 0, sequence_parallel=1), TypeError, "sequence_parallel"),
@@ -227,7 +228,7 @@ linux = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspect
 @linux
 def test_exception_in_a_worker_is_reraised_and_nothing_is_left(clean):
     with pytest.raises(WorkerError) as info:
-        train_transformer_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork",
+        train_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork",
                                           fault=Fault("raise", rank=1, step=2), **KW)
     assert info.value.rank == 1 and isinstance(info.value.__cause__, FaultInjected)
     assert "transformer_worker_loop" in info.value.remote_traceback
@@ -236,7 +237,7 @@ def test_exception_in_a_worker_is_reraised_and_nothing_is_left(clean):
 @linux
 def test_a_worker_that_dies_gives_a_clear_error(clean):
     with pytest.raises(WorkerDied) as info:
-        train_transformer_tensor_parallel(MODEL, X, Y, workers=4, start_method="fork", timeout=30,
+        train_tensor_parallel(MODEL, X, Y, workers=4, start_method="fork", timeout=30,
                                           fault=Fault("exit", rank=3, step=1), **KW)
     assert info.value.rank == 3 and info.value.exitcode == 3
 
@@ -265,10 +266,10 @@ def test_exercises_accept_the_formula_and_name_the_usual_mistakes():
 
 @linux
 def test_a_hung_worker_times_out_and_nothing_is_left(clean):
-    from course_lib.parallel.workers import WorkerTimeout
+    from course_lib.parallel.engine.workers import WorkerTimeout
 
     with pytest.raises(WorkerTimeout, match=r"probably \[1\]"):
-        train_transformer_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork", timeout=0.6,
+        train_tensor_parallel(MODEL, X, Y, workers=2, start_method="fork", timeout=0.6,
                                           fault=Fault("hang", rank=1, step=1), **KW)
 
 

@@ -1,11 +1,11 @@
-"""course_lib.widgets: live figures redraw on slider changes and carry a static PNG."""
+"""course_lib.live.widgets: live figures redraw on slider changes and carry a static PNG."""
 
 import numpy as np
 import pytest
 
+from course_lib.live.widgets import WIDGET_VIEW_MIME, Choice, Slider, live_figure
 from course_lib.plots.pipeline import schedule_figure
 from course_lib.plots.scaling import amdahl_figure, laws_figure
-from course_lib.widgets import WIDGET_VIEW_MIME, Choice, Slider, live_figure
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -94,7 +94,7 @@ def test_duplicate_names_and_non_callable_plot_rejected():
 
 
 def test_choice_gives_a_dropdown_that_drives_the_plot():
-    from course_lib.widgets import Choice
+    from course_lib.live.widgets import Choice
 
     seen = []
 
@@ -113,7 +113,8 @@ def test_choice_gives_a_dropdown_that_drives_the_plot():
 
 def test_glossary_search_filters_live_and_shows_the_whole_table_statically():
     from course_lib.datasets import load_glossary
-    from course_lib.widgets import WIDGET_VIEW_MIME, GlossarySearch
+    from course_lib.live.glossary import GlossarySearch
+    from course_lib.live.widgets import WIDGET_VIEW_MIME
 
     entries = load_glossary()
     g = GlossarySearch(entries)
@@ -129,6 +130,18 @@ def test_glossary_search_filters_live_and_shows_the_whole_table_statically():
         GlossarySearch([1, 2])
 
 
+def test_the_live_package_offers_what_notebooks_import():
+    """``from course_lib.live import Slider, live_figure``: the package re-exports the names
+    notebooks use, the very objects of its modules (no copies, no second definitions)."""
+    import course_lib.live
+    from course_lib.live import glossary, widgets
+
+    assert set(course_lib.live.__all__) == {"Choice", "GlossarySearch", "Slider", "link_sliders", "live_figure"}
+    for name in course_lib.live.__all__:
+        home = glossary if name == "GlossarySearch" else widgets
+        assert getattr(course_lib.live, name) is getattr(home, name), name
+
+
 # ------------------------------------------------------------------ issue 16: scales, HiDPI, fallback states
 def test_png_is_rendered_at_2x_and_shown_at_display_size(untouched):
     import struct
@@ -142,7 +155,7 @@ def test_png_is_rendered_at_2x_and_shown_at_display_size(untouched):
 
 
 def test_fraction_slider_reaches_the_region_near_one():
-    from course_lib.widgets import fraction_steps
+    from course_lib.live.widgets import fraction_steps
 
     steps = fraction_steps(0.0, 1.0, 0.05)
     assert {0.995, 0.998, 0.999, 1.0} <= set(steps) and 0.5 in steps
@@ -166,7 +179,7 @@ def test_log_sliders_give_floats_unless_whole_powers_of_two():
 
 
 def test_a_following_slider_moves_with_its_control_in_one_redraw():
-    from course_lib.widgets import Choice
+    from course_lib.live.widgets import Choice
 
     renders = []
 
@@ -368,7 +381,7 @@ def test_a_float_slider_value_off_its_steps_is_refused():
 
 
 def test_linked_value_sliders_move_together():
-    from course_lib.widgets import link_sliders
+    from course_lib.live.widgets import link_sliders
 
     specs = [Slider("p", "p", 0.0, 1.0, 0.05, 0.95, kind="fraction"), Slider("n", "N", 0, 10, 1, 16, kind="log2")]
     a, b = live_figure(laws_figure, specs), live_figure(laws_figure, specs)

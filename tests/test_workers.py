@@ -1,4 +1,4 @@
-"""Tests of course_lib.parallel.workers and .shm: worker lifecycle, fault propagation, no leaks."""
+"""Tests of course_lib.parallel.engine.workers and .shm: worker lifecycle, fault propagation, no leaks."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from proc_support import stop_button
 
-from course_lib.parallel.shm import SharedArray
-from course_lib.parallel.workers import (
+from course_lib.parallel.engine.shm import SharedArray
+from course_lib.parallel.engine.workers import (
     Fault,
     FaultInjected,
     ProcessGroup,
@@ -164,7 +164,7 @@ def test_sigint_to_process_group_like_jupyter_stop_button(tmp_path):
     script = tmp_path / "victim.py"
     script.write_text(textwrap.dedent("""
         import sys
-        from course_lib.parallel.workers import Fault, ProcessGroup, demo_worker
+        from course_lib.parallel.engine.workers import Fault, ProcessGroup, demo_worker
         if __name__ == "__main__":
             with ProcessGroup(demo_worker, 2, args=(3, Fault("hang", rank=1, step=1)),
                               start_method=sys.argv[1], timeout=60) as g:
@@ -321,7 +321,7 @@ def test_progress_text_outside_notebook(capsys):
 def test_stale_segments_of_dead_processes_are_removed():
     from multiprocessing import shared_memory
 
-    from course_lib.parallel.shm import remove_stale_segments
+    from course_lib.parallel.engine.shm import remove_stale_segments
 
     # a pid above the kernel's limit can never be alive: like a kernel killed with SIGKILL
     dead = shared_memory.SharedMemory(name="ddl_4194305_stale", create=True, size=16)

@@ -11,10 +11,10 @@ from course_lib.datasets import load_digits
 from course_lib.memory import measured_state_bytes
 from course_lib.models import MLP
 from course_lib.optim import LAMB, SGD
-from course_lib.parallel.data import train_data_parallel
+from course_lib.parallel.engine.workers import Fault, WorkerError
 from course_lib.parallel.partition import chunk_bounds
-from course_lib.parallel.workers import Fault, WorkerError
-from course_lib.reference import train_serial
+from course_lib.parallel.train.data import train_data_parallel
+from course_lib.parallel.train.reference import train_serial
 
 DIGITS = load_digits("train")
 X, Y = DIGITS.x[:300], DIGITS.y[:300]

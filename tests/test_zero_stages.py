@@ -15,10 +15,16 @@ import pytest
 from course_lib.memory import model_state_bytes, zero_comm_factor
 from course_lib.models import MLP
 from course_lib.optim import SGD
-from course_lib.parallel.data import train_data_parallel
+from course_lib.parallel.engine.workers import (
+    Fault,
+    FaultInjected,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+)
 from course_lib.parallel.partition import chunk_bounds
-from course_lib.parallel.workers import Fault, FaultInjected, WorkerDied, WorkerError, WorkerTimeout
-from course_lib.reference import train_serial
+from course_lib.parallel.train.data import train_data_parallel
+from course_lib.parallel.train.reference import train_serial
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
 

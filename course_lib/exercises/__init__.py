@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..quantity import read_quantity, unit_kind
+from ..typed_numbers import read_quantity, unit_kind
 
 __all__ = ["Result", "check", "check_count", "checker", "shown_tolerance"]
 
@@ -39,7 +39,7 @@ _YES_NO = {"true": True, "yes": True, "y": True, "false": False, "no": False, "n
 #: Decimal byte units and their binary twins: (decimal, binary, power of 10, power of 2).
 _BYTE_UNITS = (("kB", "KiB", 3, 10), ("KB", "KiB", 3, 10), ("MB", "MiB", 6, 20),
                ("GB", "GiB", 9, 30), ("TB", "TiB", 12, 40))
-#: Units a right answer is often given in by mistake, by kind (see course_lib.quantity).
+#: Units a right answer is often given in by mistake, by kind (see course_lib.typed_numbers).
 _OTHER_UNITS = {"bytes": ("B", "kB", "MB", "GB", "TB"), "s": ("s", "ms", "µs", "min", "h", "days"),
                 "FLOP": ("FLOP", "GFLOP", "TFLOP", "PFLOP"), "FLOP/s": ("FLOP/s", "GFLOP/s", "TFLOP/s", "PFLOP/s"),
                 "bytes/s": ("B/s", "MB/s", "GB/s", "Gbit/s")}
@@ -317,7 +317,7 @@ def _coerce(answer: Any, expected: Any, unit: str = "") -> Any:
     """``answer`` typed as text, read as the kind of ``expected`` where it can be.
 
     A number may carry a unit (``"5.7 MB"``, converted to ``unit``), a factor's ``x``
-    (``"33x"``), a percent sign or a decimal comma (:func:`course_lib.quantity.read_quantity`).
+    (``"33x"``), a percent sign or a decimal comma (:func:`course_lib.typed_numbers.read_quantity`).
     """
     if not isinstance(answer, str):
         return answer

@@ -2,7 +2,7 @@
 shared-memory toy's two steps, overlap of the all-reduce with the backward pass, stale
 gradients, SyncBN).
 
-Expected values come from :mod:`course_lib.comm`, :mod:`course_lib.parallel.partition`,
+Expected values come from :mod:`course_lib.alpha_beta`, :mod:`course_lib.parallel.partition`,
 :mod:`course_lib.overlap` and :mod:`course_lib.staleness` - never typed in. The givens
 are module constants, so the notebook can print them.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import comm
+from .. import alpha_beta
 from ..overlap import overlapped_step_time
 from ..parallel.partition import chunk_bounds
 from ..staleness import sync_batchnorm_statistics
@@ -23,7 +23,7 @@ __all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_STEP", "EX4_STALE", "EX5_SHARDS", "ex
 #: Exercise 1: a mixture-of-experts layer on 8 GPUs of one server; every GPU holds 64 MiB of
 #: token activations, one block per expert (per GPU), and sends each block to its expert's GPU by
 #: pairwise exchange; 50 GB/s per direction and the course's NVLink latency (5 µs).
-EX1_ALLTOALL = {"devices": 8, "nbytes": 64 * 2**20, "bandwidth": 50e9, "latency": comm.NVLINK_LATENCY}
+EX1_ALLTOALL = {"devices": 8, "nbytes": 64 * 2**20, "bandwidth": 50e9, "latency": alpha_beta.NVLINK_LATENCY}
 
 #: Exercise 2: the shared-memory toy (``ShmAllReduce``) with 3 workers on a float32 buffer of
 #: 100 numbers; its chunks start on multiples of 16 numbers (``chunk_bounds``).
@@ -48,7 +48,7 @@ def ex1_alltoall_ms(answer) -> Result:
     """Milliseconds of the all-to-all of :data:`EX1_ALLTOALL` by pairwise exchange."""
     g = EX1_ALLTOALL
     n, m, b, a = g["devices"], g["nbytes"], g["bandwidth"], g["latency"]
-    expected = 1e3 * comm.pairwise_alltoall_time(m, n, b, a)
+    expected = 1e3 * alpha_beta.pairwise_alltoall_time(m, n, b, a)
     return check(
         answer,
         expected,
@@ -58,9 +58,9 @@ def ex1_alltoall_ms(answer) -> Result:
         hint="N - 1 rounds; in each, every GPU sends one block of m/N bytes: (N-1)(alpha + m/(N beta)).",
         mistakes={
             1e3 * (n - 1) * (a + m / b): "Each round sends one BLOCK (m/N bytes), not the whole buffer.",
-            1e3 * comm.pairwise_alltoall_time(m, n, b, 0.0): "Latency left out: each of the N - 1 rounds "
+            1e3 * alpha_beta.pairwise_alltoall_time(m, n, b, 0.0): "Latency left out: each of the N - 1 rounds "
                                                              "also costs alpha.",
-            1e3 * comm.ring_allreduce_time(m, n, b, a): "That is an all-reduce (2(N-1) rounds); an "
+            1e3 * alpha_beta.ring_allreduce_time(m, n, b, a): "That is an all-reduce (2(N-1) rounds); an "
                                                         "all-to-all moves each block once.",
             1e3 * (a + m / b): "That is one message of the whole buffer: N - 1 partners need N - 1 rounds.",
         },

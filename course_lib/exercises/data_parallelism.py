@@ -1,6 +1,6 @@
 """Exercises of notebook 07 (data parallelism).
 
-Expected values come from :mod:`course_lib.comm`, :mod:`course_lib.scaling`,
+Expected values come from :mod:`course_lib.alpha_beta`, :mod:`course_lib.scaling`,
 :mod:`course_lib.cost` and the running example - never typed in. The givens of each
 exercise are module constants, so the notebook can print them. Exercise 2 takes the
 learner's own measurement: the pipe backend's run of section 4, whose serial fraction the
@@ -13,8 +13,8 @@ import functools
 
 import numpy as np
 
-from .. import comm
-from ..comm import communication_crossover
+from .. import alpha_beta
+from ..alpha_beta import communication_crossover
 from ..cost import BERT_LARGE
 from ..models import MLP
 from ..parallel.partition import shard_bounds
@@ -42,16 +42,16 @@ RUNNING_EXAMPLE = MLP((784, 1024, 10))
 EX2_SHOWN_DECIMALS = {"speedup": 2, "karp_flatt": 3, "step_ms": 1, "answer": 2}
 
 #: Exercise 3 (stated in the notebook's question): the global batch takes 50 ms on one device,
-#: 10 Gbit/s links, and the course's one network latency (``comm.NETWORK_LATENCY``, 10 µs).
-EX3_PS = {"compute_ms": 50.0, "bandwidth_gbit": 10.0, "latency_us": comm.NETWORK_LATENCY * 1e6}
+#: 10 Gbit/s links, and the course's one network latency (``alpha_beta.NETWORK_LATENCY``, 10 µs).
+EX3_PS = {"compute_ms": 50.0, "bandwidth_gbit": 10.0, "latency_us": alpha_beta.NETWORK_LATENCY * 1e6}
 
 #: Exercise 4: BERT-Large's 340 million parameters (the BERT paper's count, ``BERT_LARGE.params``),
 #: 16-bit gradients (mixed precision, 2 bytes per parameter), ring all-reduce over the 16 GPUs
 #: of one DGX-2H, 150 GB/s per direction (half of the V100's 300 GB/s NVLink total) and the
-#: course's one NVLink latency (``comm.NVLINK_LATENCY``, 5 µs per message). (Section 5's figure
+#: course's one NVLink latency (``alpha_beta.NVLINK_LATENCY``, 5 µs per message). (Section 5's figure
 #: starts from float32 gradients.)
 EX4_SETUP = {"params": BERT_LARGE.params, "bytes_per_param": 2, "devices": 16, "bandwidth": 150e9,
-             "latency": comm.NVLINK_LATENCY}
+             "latency": alpha_beta.NVLINK_LATENCY}
 #: Parameter counts a learner may take for BERT-Large instead of the question's (checkpoints
 #: and model cards give 330 M to 350 M): their answers get a word on the count.
 _EX4_OTHER_COUNTS = (330e6, 335e6, 345e6, 350e6)
@@ -164,7 +164,7 @@ def ex3_ps_crossover(answer) -> Result:
         name="devices where the parameter server dominates",
         unit="devices",
         hint="find the smallest N with 2 (N m / β + α) >= t_c / N "
-        "(course_lib.comm.communication_crossover does the search).",
+        "(course_lib.alpha_beta.communication_crossover does the search).",
         mistakes={ring: "That is the crossover of the ring all-reduce."},
     )
 
@@ -174,7 +174,7 @@ def _ex4_expected(latency: float | None = None, bytes_per_param: int | None = No
     s = EX4_SETUP
     nbytes = (bytes_per_param or s["bytes_per_param"]) * (params or s["params"])
     alpha = s["latency"] if latency is None else latency
-    return 1e3 * comm.ring_allreduce_time(nbytes, s["devices"], s["bandwidth"], alpha)
+    return 1e3 * alpha_beta.ring_allreduce_time(nbytes, s["devices"], s["bandwidth"], alpha)
 
 
 def ex4_ring_allreduce_ms(answer) -> Result:

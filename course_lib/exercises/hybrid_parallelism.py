@@ -1,7 +1,7 @@
 """Exercises of notebook 12 (hybrid parallelism: combine the schemes).
 
 Expected values come from :mod:`course_lib.planner`, :mod:`course_lib.tensor_cost` and
-:mod:`course_lib.comm`. The givens of each exercise are module constants, so the notebook can
+:mod:`course_lib.alpha_beta`. The givens of each exercise are module constants, so the notebook can
 print them.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import comm
+from .. import alpha_beta
 from ..models import MLP
 from ..planner import EXAMPLE_SIZES, best_config, device_parameters
 from ..tensor_cost import tensor_allreduce_bytes, tensor_layer_communication
@@ -18,14 +18,14 @@ from . import Result, _coerce, _fmt, check
 __all__ = ["BEST_SPLIT", "DATA_AXIS", "TENSOR_AXIS", "ex_best_split", "ex_data_axis_ms", "ex_tensor_axis_gb"]
 
 #: Givens of :func:`ex_best_split`: the scaled-up running example on V100s linked by NVLink
-#: (the course's NVLink latency, :data:`course_lib.comm.NVLINK_LATENCY`), a device count and
+#: (the course's NVLink latency, :data:`course_lib.alpha_beta.NVLINK_LATENCY`), a device count and
 #: batch whose best grid the notebook does not print.
 BEST_SPLIT = {
     "sizes": EXAMPLE_SIZES,
     "batch_size": 1024,
     "devices": 32,
     "device_id": "v100_sxm2_32gb",
-    "latency": comm.NVLINK_LATENCY,
+    "latency": alpha_beta.NVLINK_LATENCY,
 }
 
 
@@ -133,7 +133,7 @@ def _data_axis_ms(*, share=None, devices=None, bytes_per_param=None) -> float:
     if share is None:
         share = g["params"] / (g["pipeline"] * g["tensor"])
     nbytes = share * (bytes_per_param or g["bytes_per_param"])
-    return 1e3 * float(comm.ring_allreduce_time(nbytes, devices or g["data"], g["bandwidth"], g["latency"]))
+    return 1e3 * float(alpha_beta.ring_allreduce_time(nbytes, devices or g["data"], g["bandwidth"], g["latency"]))
 
 
 def ex_data_axis_ms(answer) -> Result:

@@ -1,6 +1,6 @@
 """Exercises of chapter 06 (one operator, several algorithms: Winograd, the roofline).
 
-Expected values come from :mod:`course_lib.conv_algorithms` and :mod:`course_lib.roofline`;
+Expected values come from :mod:`course_lib.conv.algorithms` and :mod:`course_lib.roofline`;
 the channels of exercise 1 are :data:`WINOGRAD_LAYER`, the device of exercises 2 and 3 is
 :data:`DEVICE`, the GEMM of exercise 2 :data:`THIN_GEMM`, the update of exercise 3
 :data:`UPDATE`. GEMM sizes are written ℳ x 𝒦 by 𝒦 x 𝒩 as in the notebook.
@@ -8,7 +8,7 @@ the channels of exercise 1 are :data:`WINOGRAD_LAYER`, the device of exercises 2
 
 from __future__ import annotations
 
-from ..conv_algorithms import multiplication_count
+from ..conv.algorithms import multiplication_count
 from ..roofline import Roofline, elementwise_op, gemm_op
 from . import Result, check, check_count
 

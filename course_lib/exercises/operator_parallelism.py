@@ -1,6 +1,6 @@
 """Exercises of chapter 05 (operator parallelism: im2col, GEMM sizes, the data-flow graph).
 
-Expected values come from :mod:`course_lib.im2col` and :mod:`course_lib.dataflow`; the layer
+Expected values come from :mod:`course_lib.conv.im2col` and :mod:`course_lib.dataflow`; the layer
 of exercises 1-2 is :data:`LAYER`, the network of exercise 3 is :data:`DEEP_CNN_LAYERS`
 (deeper than the running example's :data:`CNN_LAYERS`, whose critical path section 2
 prints). GEMM sizes are written ℳ x 𝒦 by 𝒦 x 𝒩 as in the notebook (``gemm_sizes`` keys
@@ -9,8 +9,8 @@ M, K, N).
 
 from __future__ import annotations
 
+from ..conv.im2col import gemm_sizes
 from ..dataflow import training_graph
-from ..im2col import gemm_sizes
 from . import Result, check, check_count
 
 __all__ = [
@@ -31,7 +31,7 @@ DEEP_CNN_LAYERS = tuple((f"conv{i}", "conv") for i in range(7)) + (("fc", "linea
 
 
 def _sizes(**change) -> dict[str, float]:
-    """:func:`course_lib.im2col.gemm_sizes` of :data:`LAYER`, with some of its numbers changed."""
+    """:func:`course_lib.conv.im2col.gemm_sizes` of :data:`LAYER`, with some of its numbers changed."""
     layer = {**LAYER, **change}
     return gemm_sizes(layer["batch"], layer["image"], layer["kernel"], layer["stride"],
                       layer["c_in"], layer["c_out"], layer["padding"], itemsize=layer.get("itemsize", 4))

@@ -8,10 +8,10 @@ constants; ``tests/test_notebooks.py`` checks that notebook 13's question texts 
 
 from __future__ import annotations
 
-from ..comm import data_parallel_efficiency
+from ..alpha_beta import data_parallel_efficiency
+from ..conv.im2col import gemm_sizes
 from ..cost import BERT_LARGE, training_time
 from ..datasets import get_device
-from ..im2col import gemm_sizes
 from ..models import MLP
 from ..planner import scheme_comparison
 from ..scaling import amdahl_limit, devices_needed, gustafson_to_amdahl, karp_flatt, speedup

@@ -2,7 +2,7 @@
 sequence parallelism).
 
 Expected values come from :mod:`course_lib.parallel.tensor` and :mod:`course_lib.tensor_cost`
-(and through it :mod:`course_lib.comm` and :mod:`course_lib.memory`). The givens of each
+(and through it :mod:`course_lib.alpha_beta` and :mod:`course_lib.memory`). The givens of each
 exercise are module constants, so the notebook can print them.
 """
 

@@ -1,11 +1,11 @@
 """Exercises of notebook 14 (appendix: under the hood).
 
 Exercise 1 asks which start method can run a worker function the workers cannot import;
-the expected method is what :class:`course_lib.parallel.workers.ProcessGroup` accepts on
+the expected method is what :class:`course_lib.parallel.engine.workers.ProcessGroup` accepts on
 this machine, found by asking it. Exercise 2 asks which entry of a ``/dev/shm`` listing
 the doctor reports as stale: a segment of the course (``ddl_<creator pid>_<random>``,
-:data:`course_lib.parallel.shm.SHM_PREFIX`) whose creating process no longer exists, the
-rule of :func:`course_lib.parallel.shm.find_leftovers`, applied here to the listing and the
+:data:`course_lib.parallel.engine.shm.SHM_PREFIX`) whose creating process no longer exists, the
+rule of :func:`course_lib.parallel.engine.shm.find_leftovers`, applied here to the listing and the
 living processes the question gives (``EX2_SHM``), not to this machine's.
 """
 
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
-from ..parallel.shm import SHM_PREFIX
+from ..parallel.engine.shm import SHM_PREFIX
 from . import Result, check
 
 __all__ = ["EX2_SHM", "accepted_start_methods", "ex1_start_method", "ex2_stale_segment"]
 
 #: Exercise 2: the entries of ``/dev/shm`` on a machine and the process ids alive there. A
 #: learner's kernel (pid 4242) runs a data-parallel run; a kernel with pid 3131 was killed
-#: with SIGKILL together with its resource tracker and its workers (the out-of-memory killer
-#: took them all), so nothing removed its segment; ``psm_...`` is the default name Python's
+#: with SIGKILL together with its workers (the out-of-memory killer took them all), so
+#: nothing removed its segment; ``psm_...`` is the default name Python's
 #: ``SharedMemory`` gives another program's segment, ``sem.mp-...`` a semaphore.
 EX2_SHM = {
     "listing": ("ddl_4242_5c0e2b7a9f31", "psm_8c3f1e22", "ddl_3131_a41f07d2c9e8", "sem.mp-7q2x1k"),
@@ -50,7 +50,7 @@ def accepted_start_methods(target=None) -> list[str]:
     >>> "fork" in accepted_start_methods() or "fork" not in mp.get_all_start_methods()
     True
     """
-    from ..parallel.workers import ProcessGroup
+    from ..parallel.engine.workers import ProcessGroup
 
     target = _notebook_like_worker(None) if target is None else target
     accepted = []

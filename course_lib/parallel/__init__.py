@@ -1,29 +1,30 @@
-"""Everything that runs on several processes, split by job.
+"""Everything that runs on several processes, in three floors.
 
-The maths these modules run is below them, without processes: the split of the batch
-(:mod:`course_lib.parallel.partition` is pure too), the pipeline schedules
-(:mod:`course_lib.schedule`), the hybrid planner (:mod:`course_lib.planner`), the cost of
-a collective (:mod:`course_lib.comm`) and of memory (:mod:`course_lib.memory`).
+**The algorithms**, read whole, top to bottom (this folder): what each worker computes and
+how it communicates, with no timer, progress report, fault or argument check inside.
 
 =====================  ==========================================================
-``workers``            process group, worker context, errors, faults: the one place
-                       that starts processes; a worker never outlives its parent
-``shm``                shared arrays with a guaranteed clean-up
-``launch``             the one launcher of the trainers (context, shared arrays,
-                       pipes, barriers) and the step clock beside the step loops
-``job``                the one check of a trainer's arguments, the job a worker gets
-``partition``          shards, micro-batches, chunks, batch schedules, row sums
-``allreduce``          shared-memory, pipe and torch-gloo all-reduce, one interface
-``speedup``            chapter 01's first experiment; strong and weak scaling (07)
-``data``               the data-parallel trainer (its references: course_lib.reference)
-``zero``               ZeRO stage 1: the optimizer state sharded over the workers
-``tensor``             tensor parallelism: the Megatron split of pairs of layers
-``tensor_transformer`` tensor parallelism of a transformer: blocks split by heads
-``pipeline``           layer-wise stages as processes (GPipe, 1F1B)
-``hybrid``             data x pipeline: replicas of a pipeline (train_hybrid)
-``torch_engine``       the data-parallel step on torch.distributed (gloo), optional
+``partition``          shards, chunks, batches, micro-batches, row sums
+``pool``               the first parallel program: one workload over a pool
+``allreduce``          every communicator: shared memory (reduce-scatter +
+                       all-gather), pipes, gloo, buckets, activations
+``data``               the data-parallel step (and with buckets)
+``zero``               ZeRO stages 1-3: what each worker keeps, sharded
+``pipeline``           a pipeline process's stages and step
+``tensor``             the Megatron split of an MLP's pairs of layers
+``tensor_transformer`` a transformer's blocks split by heads
 =====================  ==========================================================
 
-Import the modules themselves (``from course_lib.parallel.workers import ProcessGroup``):
-this package imports nothing on its own, so ``import course_lib`` stays fast.
+**The entry points** the notebooks call (``train/``): each checks once, launches the workers
+and collects one result; the one-process references; the measured speedups.
+
+**The engine** beneath (``engine/``), never shown in a lecture: the processes (the one place
+that starts them), shared memory, the launcher, the step monitor, the job.
+
+The algorithms import nothing from ``train/``; only ``train/`` and ``engine/`` start
+processes. The maths these modules run without processes lives above them: the pipeline
+schedules (:mod:`course_lib.schedule`), the hybrid planner (:mod:`course_lib.planner`), the
+cost of a collective (:mod:`course_lib.alpha_beta`) and of memory (:mod:`course_lib.memory`).
+Import the modules themselves (``from course_lib.parallel.data import worker_loop``): this
+package imports nothing on its own, so ``import course_lib`` stays fast.
 """

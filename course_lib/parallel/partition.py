@@ -9,7 +9,7 @@ exactly as data parallelism does).
 =====================  ======================================================
 :func:`shard_bounds`   a batch over data-parallel workers (contiguous shards)
 :func:`chunk_bounds`   a gradient buffer over workers for the reduce-scatter
-:func:`batch_schedule` the global batches of every step (every trainer; an epoch's
+:func:`batches`        the global batches of every step (every trainer; an epoch's
                        last batch holds what is left)
 :func:`micro_rows`     a batch into micro-batches (pipelines; never an empty one)
 :func:`replica_rows`   a batch over replicas, each into micro-batches (hybrid)
@@ -27,7 +27,7 @@ import numpy as np
 from .._validate import check_int
 
 __all__ = [
-    "batch_schedule",
+    "batches",
     "batch_sizes",
     "chunk_bounds",
     "micro_rows",
@@ -91,22 +91,22 @@ def chunk_bounds(n: int, workers: int, align: int = _ALIGN) -> list[tuple[int, i
     return list(zip(edges[:-1], edges[1:]))
 
 
-def batch_schedule(n_samples: int, batch_size: int, seed: int, *, steps: int | None = None,
-                   epochs: int | None = None) -> Iterator[np.ndarray]:
+def batches(n_samples: int, batch_size: int, seed: int, *, steps: int | None = None,
+            epochs: int | None = None) -> Iterator[np.ndarray]:
     """The sample indices of every step of mini-batch SGD: one rule for every trainer.
 
     Each epoch is a fresh permutation of ``range(n_samples)`` from a generator seeded
     with ``seed + 1``; consecutive slices of ``batch_size`` form the batches, and the
     last batch of an epoch holds what is left (every sample is seen once per epoch,
-    exactly as :func:`course_lib.models.train` draws them). Stops after ``steps`` steps
+    in every trainer and reference alike). Stops after ``steps`` steps
     or, if ``steps`` is None, after ``epochs`` epochs (default 1). The same arguments
     give the same batches in every process.
 
     Examples
     --------
-    >>> [b.tolist() for b in batch_schedule(5, 2, seed=0)]
+    >>> [b.tolist() for b in batches(5, 2, seed=0)]
     [[4, 0], [1, 2], [3]]
-    >>> [b.size for b in batch_schedule(5, 2, seed=0, steps=4)]
+    >>> [b.size for b in batches(5, 2, seed=0, steps=4)]
     [2, 2, 1, 2]
     """
     n_samples = check_int(n_samples, "n_samples", 1)
@@ -125,7 +125,7 @@ def batch_schedule(n_samples: int, batch_size: int, seed: int, *, steps: int | N
 
 
 def batch_sizes(n_samples: int, batch_size: int, steps: int) -> np.ndarray:
-    """The size of every step's batch in :func:`batch_schedule`, without drawing the batches.
+    """The size of every step's batch in :func:`batches`, without drawing the batches.
 
     Every batch holds ``batch_size`` samples except the last of each epoch, which holds
     what is left.
@@ -147,7 +147,7 @@ def batch_sizes(n_samples: int, batch_size: int, steps: int) -> np.ndarray:
 
 
 def steps_per_epoch(n_samples: int, batch_size: int) -> int:
-    """Steps of one epoch of :func:`batch_schedule`: ``ceil(n_samples / batch_size)``.
+    """Steps of one epoch of :func:`batches`: ``ceil(n_samples / batch_size)``.
 
     Examples
     --------

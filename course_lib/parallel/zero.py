@@ -6,7 +6,7 @@ Plain data parallelism keeps a full copy of everything on every worker: paramete
 gradients and the optimizer state (for SGD with momentum one buffer as large as the
 parameters; for Adam two). ZeRO (Rajbhandari et al., SC 2020) removes the redundancy.
 
-Stage 1 (:func:`zero_worker_loop`) shards the optimizer state: after the reduce-scatter
+Stage 1 (:func:`zero1_worker_loop`) shards the optimizer state: after the reduce-scatter
 (Reduce-Scatter) worker ``r`` holds chunk ``r`` of the summed gradient - exactly the chunk
 whose state it keeps - so it updates chunk ``r`` of the parameters alone and the all-gather
 (All-Gather) shares the new parameters. The traffic is that of one all-reduce.
@@ -25,30 +25,29 @@ buffers): a worker's row of ``grads`` is its send buffer (written layer by layer
 the others in the reduce-scatter), ``reduced`` the buffer the all-gathers fill. What a
 worker keeps itself is counted by :func:`course_lib.memory.measured_state_bytes` (stage 2:
 the whole parameters, a chunk of gradient and of state; stage 3: three chunks), to be set
-beside :func:`course_lib.memory.model_state_bytes`. ``bytes`` per step counts every
+beside :func:`course_lib.memory.model_state_bytes`. The bytes per step count every
 reduce-scatter and all-gather of :math:`X` bytes as :math:`X/2`, so that an all-reduce (one
-of each) counts :math:`X` as in plain data parallelism (:class:`Shards`).
+of each) counts :math:`X` as in plain data parallelism (:class:`LayerChunks`).
 
-``train_data_parallel(..., zero_stage=s)`` runs these loops; notebook 09, "ZeRO", shows them.
+The loops take the arguments of :func:`course_lib.parallel.data.worker_loop` (stage 1's
+communicator a :class:`~course_lib.parallel.allreduce.ShmAllReduce`, stages 2 and 3's
+``layers`` its collectives layer by layer, :class:`LayerChunks`);
+``train_data_parallel(..., zero_stage=s)`` runs them on processes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .._validate import check_int
-from ..models import MLP, softmax_cross_entropy
-from .allreduce import ShmAllReduce
-from .job import Job
-from .launch import StepClock
+from ..models import softmax_cross_entropy
+from .engine.clock import timed
 from .partition import shard_bounds, sum_rows
-from .workers import WorkerContext
 
-__all__ = ["Shards", "worker_loop_for", "zero2_worker_loop", "zero3_worker_loop", "zero_worker_loop"]
+__all__ = ["LayerChunks", "zero1_worker_loop", "zero2_worker_loop", "zero3_worker_loop"]
 
 
-def zero_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce, clock: StepClock):
-    """The data-parallel step loop with the optimizer state sharded (notebook 09, "ZeRO").
+def zero1_worker_loop(wctx, job, x, y, p0, comm, batches):
+    """ZeRO stage 1: the data-parallel step with the optimizer state sharded.
 
     Per step: the gradient sum of this worker's shard of the batch, the reduce-scatter
     (this worker adds chunk ``r`` of every gradient), the optimizer step on chunk ``r``
@@ -56,27 +55,21 @@ def zero_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce
     """
     params = p0.copy()
     mine = params[comm.lo : comm.hi]  # the chunk this worker updates (a view)
-    update, opt = np.zeros_like(mine), job.new_optimizer()  # state for 1/N of the numbers only
+    update, opt, losses = np.zeros_like(mine), job.new_optimizer(), []  # state for 1/N of the numbers only
     grad = comm.gradient_buffer()
     comm.start()
-    for idx in clock.steps(job.schedule()):
+    for idx in batches:
         lo, hi = shard_bounds(idx.size, job.workers)[wctx.rank]
-        with clock("compute"):
-            loss, _ = job.model.loss_and_grad(params, x[idx[lo:hi]], y[idx[lo:hi]], reduction="sum", out=grad)
-        with clock("waiting"):
-            comm.wait()
-        with clock("communication"):
-            total = comm.reduce_scatter()  # chunk r of the summed gradient
-        with clock("compute"):
-            job.update(mine, total, idx.size, opt, update)  # my chunk, my 1/N of the state
-        with clock("communication"):
-            total[...] = mine  # my new parameters, for everyone
-            params[...] = comm.allgather()
-        clock.add(loss=loss, samples=idx.size, bytes=params.nbytes)
-    return params, grad, opt
+        loss, _ = job.model.loss_and_grad(params, x[idx[lo:hi]], y[idx[lo:hi]], reduction="sum", out=grad)
+        comm.wait()
+        total = comm.reduce_scatter()  # chunk r of the summed gradient
+        job.update(mine, total, idx.size, opt, update)  # my chunk, my 1/N of the state
+        params[...] = comm.all_gather(mine)  # my new chunk for everyone, everyone's for me
+        losses.append(loss)
+    return params, grad, opt, losses
 
 
-class Shards:
+class LayerChunks:
     """ZeRO-2/3's collectives, one layer at a time, on the shared buffers of a
     :class:`~course_lib.parallel.allreduce.ShmAllReduce` (``grads``: one send row per worker;
     ``reduced``: the all-gather's target; worker ``r`` owns the flat chunk ``[lo, hi)``).
@@ -86,10 +79,16 @@ class Shards:
     collective waits on the workers' barrier first (with the run's timeout).
     """
 
-    def __init__(self, comm: ShmAllReduce, model: MLP):
+    monitor = None  # the step monitor that times these collectives (set by the engine)
+
+    def __init__(self, comm, model):
         self.comm, self.lo, self.hi = comm, comm.lo, comm.hi
         self.layers = [model.layer_range(i, i + 1) for i in range(model.n_layers)]
         self._moved = 0.0
+
+    def start(self) -> None:
+        """Wait until every worker is ready (the clocks start together)."""
+        self.comm.start()
 
     def _part(self, i: int) -> tuple[int, int]:
         """This worker's part of layer ``i``: flat ``[a, b)`` (empty when a >= b)."""
@@ -105,6 +104,7 @@ class Shards:
         row[self.layers[i]] = 0
         return row
 
+    @timed("communication")
     def reduce_scatter(self, i: int, out: np.ndarray) -> np.ndarray:
         """Once every worker has sent layer ``i``'s gradient: add this worker's part of it
         over all rows (in rank order) into ``out``, the worker's gradient chunk."""
@@ -115,6 +115,7 @@ class Shards:
         self._moved += self.comm.grads[0, self.layers[i]].nbytes / 2
         return out
 
+    @timed("communication")
     def all_gather(self, mine: np.ndarray, i: int | None = None) -> np.ndarray:
         """Write this worker's part of layer ``i`` (None: of every layer) from its chunk
         ``mine``; once all have written, return the flat buffer (valid in those slots)."""
@@ -127,83 +128,61 @@ class Shards:
         return self.comm.reduced
 
     def moved(self) -> float:
-        """Bytes moved since the last call (an all-reduce of X bytes counts X)."""
+        """Bytes moved since the last call (an all-reduce of X bytes counts X; nothing with
+        one worker, who has nobody to exchange with)."""
         moved, self._moved = self._moved, 0.0
-        return moved
+        return moved if self.comm.wctx.world_size > 1 else 0.0
 
 
-def zero2_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce, clock: StepClock):
-    """ZeRO stage 2: the gradients sharded too (notebook 09, "ZeRO stages 2 and 3").
+def zero2_worker_loop(wctx, job, x, y, p0, layers, batches):
+    """ZeRO stage 2: the gradients sharded too.
 
     The backward runs layer by layer; each layer's gradient leaves in a reduce-scatter as
     soon as it is ready, and this worker keeps only its chunk of the sum (``grad``, 1/N).
     The update and the all-gather are those of stage 1.
     """
-    params, shards = p0.copy(), Shards(comm, job.model)
-    mine = params[comm.lo : comm.hi]  # the chunk this worker updates (a view)
-    grad, update, opt = np.zeros_like(mine), np.zeros_like(mine), job.new_optimizer()  # 1/N each
-    comm.start()
-    for idx in clock.steps(job.schedule()):
+    params = p0.copy()
+    mine = params[layers.lo : layers.hi]  # the chunk this worker updates (a view)
+    grad, update, opt, losses = np.zeros_like(mine), np.zeros_like(mine), job.new_optimizer(), []  # 1/N each
+    layers.start()
+    for idx in batches:
         lo, hi = shard_bounds(idx.size, job.workers)[wctx.rank]
-        with clock("compute"):
-            _, acts = job.model.forward(params, x[idx[lo:hi]])
-            loss, g = softmax_cross_entropy(acts[-1], y[idx[lo:hi]], reduction="sum")
+        _, acts = job.model.forward(params, x[idx[lo:hi]])
+        loss, g = softmax_cross_entropy(acts[-1], y[idx[lo:hi]], reduction="sum")
         for i in reversed(range(job.model.n_layers)):  # the backward, layer by layer
-            with clock("compute"):
-                g = job.model.layer_backward(params, i, acts[i], acts[i + 1], g, shards.send_buffer(i),
-                                             need_input_grad=i > 0)
-            with clock("communication"):
-                shards.reduce_scatter(i, out=grad)  # my chunk of layer i's summed gradient
-        with clock("compute"):
-            job.update(mine, grad, idx.size, opt, update)  # my chunk, my 1/N of the state
-        with clock("communication"):
-            params[...] = shards.all_gather(mine)  # everyone's new chunks
-        clock.add(loss=loss, samples=idx.size, bytes=shards.moved())
-    return params, grad, opt
+            g = job.model.layer_backward(params, i, acts[i], acts[i + 1], g, layers.send_buffer(i),
+                                         need_input_grad=i > 0)
+            layers.reduce_scatter(i, out=grad)  # my chunk of layer i's summed gradient
+        job.update(mine, grad, idx.size, opt, update)  # my chunk, my 1/N of the state
+        params[...] = layers.all_gather(mine)  # everyone's new chunks
+        losses.append(loss)
+    return params, grad, opt, losses
 
 
-def zero3_worker_loop(wctx: WorkerContext, job: Job, x, y, p0, comm: ShmAllReduce, clock: StepClock):
-    """ZeRO stage 3 (FSDP): the parameters sharded too (notebook 09, "ZeRO stages 2 and 3").
+def zero3_worker_loop(wctx, job, x, y, p0, layers, batches):
+    """ZeRO stage 3 (FSDP): the parameters sharded too.
 
     This worker keeps chunk ``r`` of the parameters (``mine``) only. Before each layer's
     forward, and again before its backward, the workers all-gather that layer's
     parameters; the gradient leaves layer by layer as in stage 2. Returns the parameters
     gathered once more after the last step (for the result), the gradient chunk, the
-    optimizer, and ``mine``: what the worker kept.
+    optimizer, the losses and ``mine``: what the worker kept.
     """
-    mine, shards, n_layers = p0[comm.lo : comm.hi].copy(), Shards(comm, job.model), job.model.n_layers
-    grad, update, opt = np.zeros_like(mine), np.zeros_like(mine), job.new_optimizer()  # 1/N each
-    comm.start()
-    for idx in clock.steps(job.schedule()):
+    mine, n_layers = p0[layers.lo : layers.hi].copy(), job.model.n_layers  # my chunk of the parameters
+    grad, update, opt, losses = np.zeros_like(mine), np.zeros_like(mine), job.new_optimizer(), []  # 1/N each
+    layers.start()
+    for idx in batches:
         lo, hi = shard_bounds(idx.size, job.workers)[wctx.rank]
         acts = [x[idx[lo:hi]]]
         for i in range(n_layers):  # the forward, layer by layer
-            with clock("communication"):
-                w = shards.all_gather(mine, i)  # layer i's parameters, from every worker
-            with clock("compute"):
-                acts.append(job.model.layer_forward(w, i, acts[-1]))
-        with clock("compute"):
-            loss, g = softmax_cross_entropy(acts[-1], y[idx[lo:hi]], reduction="sum")
+            w = layers.all_gather(mine, i)  # layer i's parameters, from every worker
+            acts.append(job.model.layer_forward(w, i, acts[-1]))
+        loss, g = softmax_cross_entropy(acts[-1], y[idx[lo:hi]], reduction="sum")
         for i in reversed(range(n_layers)):  # the backward, layer by layer
-            with clock("communication"):
-                w = shards.all_gather(mine, i)  # again: a device freed them after the forward
-            with clock("compute"):
-                g = job.model.layer_backward(w, i, acts[i], acts[i + 1], g, shards.send_buffer(i),
-                                             need_input_grad=i > 0)
-            with clock("communication"):
-                shards.reduce_scatter(i, out=grad)
-        with clock("compute"):
-            job.update(mine, grad, idx.size, opt, update)  # my chunk only
-        clock.add(loss=loss, samples=idx.size, bytes=shards.moved())
-    return shards.all_gather(mine).copy(), grad, opt, mine
-
-
-def worker_loop_for(zero_stage: int):
-    """The step loop of ZeRO stage 1, 2 or 3.
-
-    Examples
-    --------
-    >>> worker_loop_for(3).__name__
-    'zero3_worker_loop'
-    """
-    return {1: zero_worker_loop, 2: zero2_worker_loop, 3: zero3_worker_loop}[check_int(zero_stage, "zero_stage", 1, 3)]
+            w = layers.all_gather(mine, i)  # again: a device freed them after the forward
+            g = job.model.layer_backward(w, i, acts[i], acts[i + 1], g, layers.send_buffer(i),
+                                         need_input_grad=i > 0)
+            layers.reduce_scatter(i, out=grad)  # my chunk of layer i's summed gradient
+        job.update(mine, grad, idx.size, opt, update)  # my chunk only
+        losses.append(loss)
+    return layers.all_gather(mine).copy(), grad, opt, losses, mine

@@ -2,13 +2,15 @@
 
 Figures are built with the object-oriented API (``Figure`` + Agg canvas, never
 ``pyplot``), so they hold no global state, need no ``plt.close`` and can be tested
-without a display or widgets. One submodule per chapter (``plots.scaling``, ...;
-chapter 04 has ``plots.largebatch``, the critical batch size); this module holds what
+without a display or widgets. One submodule per subject (``plots.scaling`` for the scaling
+laws, ``plots.largebatch`` for the critical batch size, ...); this module holds what
 they share: figure creation and rendering, the log axes (:func:`log2_axis` for counts in
 powers of two, :func:`plain_log_axis` for other amounts, :func:`time_axis` for durations in
 words) and :func:`dot_rows`, the dot plot used wherever values sit on a log axis.
 
-Matplotlib is imported only when a figure is drawn.
+Matplotlib is imported only when a figure is drawn. Nothing here knows of sliders:
+:mod:`course_lib.live` wires sliders to these functions and redraws their figures fast (it
+imports this package, never the other way round).
 """
 
 from __future__ import annotations
@@ -112,7 +114,7 @@ def figure_to_png(fig: Figure, dpi: int = DPI, *, compress_level: int = 6) -> by
 
     ``compress_level`` is zlib's (0-9): 6 for figures stored in notebooks (matplotlib's
     writer tries a filter per row for a smaller file). A live figure's redraws use a quicker
-    writer for the same pixels (:func:`course_lib.plots.render.quick_png`).
+    writer for the same pixels (:func:`course_lib.live.render.quick_png`).
 
     Examples
     --------

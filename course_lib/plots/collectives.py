@@ -1,8 +1,7 @@
-"""Figures of the collectives family and of stale gradients (chapter "Collectives and
-synchronisation").
+"""Figures of the collectives family (who holds what, before and after) and of stale gradients.
 
 * :func:`collectives_figure` - who holds what before and after each of the six
-  collectives, drawn from :func:`course_lib.comm.simulate_collective` (each algorithm run
+  collectives, drawn from :func:`course_lib.alpha_beta.simulate_collective` (each algorithm run
   on numpy arrays), one small before/after panel per collective;
 * :func:`staleness_figure` - loss curves of SGD with δ-step-stale gradients and the
   largest learning rate that still converges for each staleness δ
@@ -16,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._validate import check_type
-from ..comm import COLLECTIVES, simulate_collective
+from ..alpha_beta import COLLECTIVES, simulate_collective
 from . import COLORS, new_figure, plain_log_axis, styled
 
 __all__ = ["collectives_figure", "staleness_figure"]
@@ -59,7 +58,7 @@ def collectives_figure(results: Mapping[str, Mapping] | None = None, *, devices:
     ----------
     results : mapping of str to dict, optional
         ``{name: simulate_collective(name, N)}`` for names in
-        :data:`course_lib.comm.COLLECTIVES`; default: all six for ``devices``.
+        :data:`course_lib.alpha_beta.COLLECTIVES`; default: all six for ``devices``.
     devices : int
         :math:`N` when ``results`` is not given (2 to 6 read well).
 

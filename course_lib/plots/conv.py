@@ -1,4 +1,4 @@
-"""Figures of chapter 05 (operator parallelism): data-flow graph, im2col, GEMM sizes, timings.
+"""Figures of operator parallelism: data-flow graph, im2col, GEMM sizes, timings.
 
 :func:`dataflow_figure` draws the graph of :func:`course_lib.dataflow.training_graph` with
 the operators that could run at the same time (inter-operator parallelism) in the same
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._validate import as_real, check_int, check_sequence, check_type
+from ..conv.im2col import gemm_sizes, im2col
 from ..dataflow import DataflowGraph
-from ..im2col import gemm_sizes, im2col
 from ..memory import format_bytes
 from . import COLORS, dot_rows, new_figure, styled
 
@@ -267,13 +267,13 @@ def im2col_numbers_figure(x, weight, reference=None):
     -------
     matplotlib.figure.Figure
         Top: the IFmaps and the filters with their values, one colour per input channel.
-        Bottom: the IFmap matrix (ℳ x 𝒦, made by :func:`course_lib.im2col.im2col`), the
+        Bottom: the IFmap matrix (ℳ x 𝒦, made by :func:`course_lib.conv.im2col.im2col`), the
         filter matrix (𝒦 x 𝒩), their product, the output matrix (ℳ x 𝒩), and the
         sliding-window result, one map per output channel. The title of the last panel
         says whether its values equal the product's columns (to 1e-9).
     """
 
-    from ..im2col import conv2d_direct
+    from ..conv.im2col import conv2d_direct
 
     x, weight = as_real(x, "x"), as_real(weight, "weight")
     if x.ndim != 4 or x.shape[0] != 1 or weight.ndim != 4 or weight.shape[1] != x.shape[1]:

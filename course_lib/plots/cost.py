@@ -1,10 +1,10 @@
-"""Figures of chapters 03 (training cost: levers, calculators) and 04 (the large-batch experiment); and
-the communication-efficiency figure of chapter 07 (the alpha-beta model of data parallelism).
+"""Figures of training cost (its levers, the calculators), of the large-batch experiment, and
+the communication-efficiency figure of data parallelism (the alpha-beta model).
 
 Pure functions: data in, :class:`matplotlib.figure.Figure` out. The calculator
 functions take plain numbers (slider values) and names (a model name, a ``device_id``:
 drop-down values) plus the data rows as keyword arguments, so
-:func:`course_lib.widgets.live_figure` can drive them.
+:func:`course_lib.live.widgets.live_figure` can drive them.
 
 Times are drawn on a log axis whose ticks are durations in words (1 min, 1 h, 1 day, ...:
 :func:`time_axis`); a time per row is a dot with its value beside it (a dot plot,
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .. import comm, cost
+from .. import alpha_beta, cost
 from .._validate import (
     as_real,
     check_count,
@@ -390,7 +390,7 @@ def comm_efficiency_figure(
 
     Left: the step time split into compute :math:`t_c / N` and the exposed ring
     all-reduce time, against :math:`N` (fixed global batch). Right: :math:`\eta(N)` for
-    ring all-reduce, the naive binary tree and one parameter server (:mod:`course_lib.comm`)
+    ring all-reduce, the naive binary tree and one parameter server (:mod:`course_lib.alpha_beta`)
     with a fixed global batch (strong scaling), the chosen :math:`N` marked, and the ring
     with a fixed per-device batch (weak scaling) for comparison. The naive (not pipelined)
     binary tree reduces to a root and broadcasts back: :math:`2\lceil\log_2 N\rceil` steps, each sending the
@@ -424,7 +424,7 @@ def comm_efficiency_figure(
     batch = None if batch_size is None else check_count(batch_size, "batch_size")
     ns = np.unique(np.round(np.geomspace(1, max(n_max, devices), 100)))
     possible = ns if batch is None else ns[ns <= batch]  # strong scaling: at most one sample each
-    step = comm.data_parallel_step_time(tc, possible, m, b, a, overlap=overlap)
+    step = alpha_beta.data_parallel_step_time(tc, possible, m, b, a, overlap=overlap)
     compute = tc / possible
     fig, (ax_t, ax_e) = new_figure(1, 2, size=(9.6, 4.8))
     ax_t.fill_between(possible, 0, compute * 1e3, color=COLORS[0], alpha=0.5, label="compute t_c / N")
@@ -434,12 +434,12 @@ def comm_efficiency_figure(
     plain_log_axis(ax_t.yaxis, float(np.min(compute)) * 1e3 / 1.5, float(np.max(step)) * 1e3 * 1.3)
     ax_t.set(xlabel="devices N", ylabel="step time [ms]", title="one step, fixed global batch (ring)")
     for name, color, style in (("ring", COLORS[0], "-"), ("tree", COLORS[2], "--"), ("ps", COLORS[1], ":")):
-        eta = comm.data_parallel_efficiency(tc, possible, m, b, a, algorithm=name, overlap=overlap)
+        eta = alpha_beta.data_parallel_efficiency(tc, possible, m, b, a, algorithm=name, overlap=overlap)
         label = {"ring": "ring all-reduce: 2(N − 1) steps of m/N bytes",
                  "tree": "naive tree: 2⌈log₂N⌉ steps of all m bytes",
                  "ps": "1 parameter server: N·m bytes through its link"}[name]
         ax_e.plot(possible, eta, style, color=color, label=label)
-    weak = comm.data_parallel_efficiency(tc, ns, m, b, a, overlap=overlap, scaling="weak")
+    weak = alpha_beta.data_parallel_efficiency(tc, ns, m, b, a, overlap=overlap, scaling="weak")
     ax_e.plot(ns, weak, "-", color="0.45", lw=1.2, label="ring, weak scaling (batch grows with N)")
     if batch is not None and batch < ns[-1]:
         for ax in (ax_t, ax_e):
@@ -447,7 +447,7 @@ def comm_efficiency_figure(
         ax_e.text(0.98, 0.03, f"N > B = {batch}:\nfewer samples\nthan devices", color="0.3",
                   transform=ax_e.transAxes, ha="right", va="bottom")
     if batch is None or devices <= batch:
-        eta_now = comm.data_parallel_efficiency(tc, devices, m, b, a, overlap=overlap)
+        eta_now = alpha_beta.data_parallel_efficiency(tc, devices, m, b, a, overlap=overlap)
         ax_e.plot([devices], [eta_now], "o", color=COLORS[0], markersize=8)
         right = devices <= ns[-1] ** 0.75  # near the right end: write it left of the marker
         ax_e.annotate(f"η({int(devices)}) = {eta_now:.2f}", (devices, eta_now), textcoords="offset points",
@@ -485,12 +485,12 @@ def large_batch_figure(runs: Sequence):
 
     Parameters
     ----------
-    runs : sequence of course_lib.optim.BatchRun
-        From :func:`course_lib.optim.large_batch_experiment`.
+    runs : sequence of course_lib.critical_batch.BatchRun
+        From :func:`course_lib.critical_batch.large_batch_experiment`.
     """
     from matplotlib.ticker import MaxNLocator
 
-    from ..optim import BatchRun
+    from ..critical_batch import BatchRun
 
     runs = check_sequence(runs, "runs", BatchRun, "a BatchRun (from large_batch_experiment)")
     if not runs:

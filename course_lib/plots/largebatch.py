@@ -1,4 +1,4 @@
-r"""Figure of chapter 04's critical batch size: steps, and time, to a target against the batch.
+r"""Figure of the critical batch size: steps, and time, to a target against the batch.
 
 Left: the steps a run needs to reach a target loss at each batch size :math:`B` (measured,
 e.g. by :func:`course_lib.critical_batch.batch_size_sweep`), the fit of McCandlish et al.'s model
@@ -9,7 +9,7 @@ cross at :math:`B_{\text{crit}}`. Right (optional): time to the target, steps x 
 step, for a few device counts.
 
 Pure functions: data in, :class:`matplotlib.figure.Figure` out. :func:`plain_log_axis` (a log
-axis labelled 1, 2, 5, 10 ...) also serves the figures of chapters 01 and 03.
+axis labelled 1, 2, 5, 10 ...) also serves the trends and cost figures.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""Figures of the overlap of communication with the backward pass (chapter "Collectives and
-synchronisation").
+"""Figures of the overlap of communication with the backward pass: the model and a measured timeline.
 
 * :func:`overlap_timeline_figure` - one measured step of ``train_data_parallel(buckets=k)``:
   per worker a compute lane (forward, backward, update) and a communication lane (each
@@ -70,7 +69,7 @@ def overlap_timeline_figure(timeline: Sequence[tuple], *, step: int | None = Non
     ----------
     timeline : sequence of (rank, step, kind, bucket, start, end)
         ``result.extra["timeline"]`` of ``train_data_parallel(..., buckets=k)``
-        (:func:`course_lib.parallel.data.overlap_timeline`), seconds.
+        (:func:`course_lib.parallel.train.data.overlap_timeline`), seconds.
     step : int, optional
         The step to draw; default: the step (after the first) of median duration.
     title : str, optional

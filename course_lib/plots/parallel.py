@@ -1,4 +1,4 @@
-"""Figures of chapter 07: data parallelism (数据并行).
+"""Figures of data parallelism (数据并行).
 
 * :func:`data_parallel_diagram` - one step drawn: split the batch, compute, all-reduce,
   update (with the reduce-scatter chunks of the shared-memory all-reduce);
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import comm, scaling
+from .. import alpha_beta, scaling
 from .._validate import as_real, check_int, check_positive, check_real, check_type
 from . import COLORS, log2_axis, new_figure, styled
 from .scaling import measured_speedup_figure
@@ -143,7 +143,7 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
 
     Examples
     --------
-    >>> from course_lib.reference import train_serial
+    >>> from course_lib.parallel.train.reference import train_serial
     >>> from course_lib.models import MLP
     >>> m = MLP((4, 8, 2)); x = np.ones((16, 4), np.float32); y = np.zeros(16, int)
     >>> fig = step_breakdown_figure({"serial": train_serial(m, x, y, batch_size=8, steps=3)})
@@ -267,8 +267,8 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     Strong scaling with a fixed global batch whose forward + backward takes
     ``compute_ms`` on one device. Left: per-step compute :math:`t_c/N` against the
     gradient exchange of a ring all-reduce and of one parameter server
-    (:mod:`course_lib.comm`), with the device counts from which the exchange takes
-    longer than the compute (:func:`course_lib.comm.communication_crossover`).
+    (:mod:`course_lib.alpha_beta`), with the device counts from which the exchange takes
+    longer than the compute (:func:`course_lib.alpha_beta.communication_crossover`).
     Right: the resulting speedup, with the chosen ``devices`` marked.
 
     Parameters
@@ -293,7 +293,7 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     from matplotlib.ticker import NullLocator
 
     from .._validate import check_int, check_positive
-    from ..comm import communication_crossover
+    from ..alpha_beta import communication_crossover
 
     n_max = check_int(n_max, "n_max", 2)
     devices = check_int(devices, "devices", 1, n_max)
@@ -303,8 +303,8 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     lat = check_positive(latency_us, "latency_us", allow_zero=True) * 1e-6
     ns = np.unique(np.round(np.geomspace(1, n_max, 200)))
     compute = tc / ns
-    ring = comm.ring_allreduce_time(m, ns, bw, lat)
-    ps = comm.parameter_server_time(m, ns, bw, lat)
+    ring = alpha_beta.ring_allreduce_time(m, ns, bw, lat)
+    ps = alpha_beta.parameter_server_time(m, ns, bw, lat)
     from matplotlib.lines import Line2D
 
     fig, (ax_t, ax_s) = new_figure(1, 2, size=(9.6, 4.6))
@@ -323,15 +323,15 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     ax_t.set(xlabel="devices N", ylabel="milliseconds per step",
              title=f"exchange ≥ compute from\n{found[0]} (ring), {found[1]} (PS)")
     log2_axis(ax_t.xaxis, n_max)
-    s_ring = comm.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ring")
-    s_ps = comm.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ps")
+    s_ring = alpha_beta.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ring")
+    s_ps = alpha_beta.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ps")
     ax_s.loglog(ns, ns, color="0.5", lw=1.2, ls=":", label="ideal, S = N")
     ax_s.loglog(ns, s_ring, color=COLORS[2])
     ax_s.loglog(ns, s_ps, color=COLORS[1], ls="--")
-    now_ring = comm.data_parallel_speedup(tc, devices, m, bw, lat, algorithm="ring")
-    now_ps = comm.data_parallel_speedup(tc, devices, m, bw, lat, algorithm="ps")
-    share_ring = 1 - (tc / devices) / comm.data_parallel_step_time(tc, devices, m, bw, lat, algorithm="ring")
-    share_ps = 1 - (tc / devices) / comm.data_parallel_step_time(tc, devices, m, bw, lat, algorithm="ps")
+    now_ring = alpha_beta.data_parallel_speedup(tc, devices, m, bw, lat, algorithm="ring")
+    now_ps = alpha_beta.data_parallel_speedup(tc, devices, m, bw, lat, algorithm="ps")
+    share_ring = 1 - (tc / devices) / alpha_beta.data_parallel_step_time(tc, devices, m, bw, lat, algorithm="ring")
+    share_ps = 1 - (tc / devices) / alpha_beta.data_parallel_step_time(tc, devices, m, bw, lat, algorithm="ps")
     ax_s.axvline(devices, color="0.3", lw=1.2)
     ax_s.plot([devices], [now_ring], "o", color=COLORS[2], ms=8, zorder=3)
     ax_s.plot([devices], [now_ps], "s", color=COLORS[1], ms=8, zorder=3)

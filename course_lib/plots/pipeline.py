@@ -1,4 +1,4 @@
-"""Figures of chapters 10 and 12: pipeline timelines (Gantt charts), bubbles, hybrid grids.
+"""Figures of pipelines and hybrid grids: pipeline timelines (Gantt charts), bubbles, hybrid grids.
 
 Every Gantt chart shades the idle time of each stage between the step's first forward
 and its last backward (hatched grey, "idle (bubble)"): the bubble its title quantifies.
@@ -88,7 +88,7 @@ def _polys(ax, verts, label: str, **style) -> None:
 @functools.lru_cache(maxsize=1)
 def _hatched_polys_class():
     """A PolyCollection that draws its polygons as ONE compound path: Agg makes a hatch tile
-    for every path it fills, and 30 hatched bars cost 16 ms of a 190 ms redraw (chapter 12's
+    for every path it fills, and 30 hatched bars cost 16 ms of a 190 ms redraw (the hybrid
     explorer), about 4 ms as one path; the same pixels (the hatch is anchored to the
     canvas). Its paths stay one per polygon for everyone else (``get_paths``)."""
     from matplotlib.collections import PolyCollection
@@ -657,8 +657,7 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, memory: floa
     given, the best one as N grows beside them.
 
     ``devices`` is the slider; ``device_counts`` the N axis of the right panel (None: no
-    right panel, the cheaper redraw chapter 12 uses: its next cell prints the best grids
-    for every N); ``memory`` and ``estimate_kw`` are passed to
+    right panel, the cheaper redraw, when the best grids for every N are printed beside it); ``memory`` and ``estimate_kw`` are passed to
     :func:`course_lib.planner.enumerate_configs` (``max_tensor`` > 1 adds the
     tensor-parallel axis: configurations ``N_d x N_p x N_t``, grouped by ``N_t``, and the best
     one may split its stages over ``N_t`` devices; ``virtual_stages`` > 1 interleaves every

@@ -1,4 +1,4 @@
-"""Figure of chapter 06's roofline section (:mod:`course_lib.roofline`).
+"""Figure of the roofline model (:mod:`course_lib.roofline`).
 
 Pure: a :class:`~course_lib.roofline.Roofline`, operators and measured rates in,
 :class:`matplotlib.figure.Figure` out.

@@ -1,4 +1,4 @@
-"""Figures of chapter 02 (scaling laws), reused wherever speedup is plotted.
+"""Figures of the scaling laws, reused wherever speedup is plotted.
 
 Device counts are drawn on base-2 log axes (:func:`~course_lib.plots.log2_axis`), ticks at
 powers of two only; legends sit outside the axes, never on the curves.

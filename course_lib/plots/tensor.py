@@ -1,8 +1,8 @@
-"""Figures of chapter 11: tensor parallelism (张量并行) and what each scheme moves.
+"""Figures of tensor parallelism (张量并行) and what each scheme moves.
 
 * :func:`tensor_split_diagram` - one pair of linear layers split over workers: the
   first by columns, the second by rows, the partial outputs summed by an all-reduce
-  (layout from :func:`course_lib.parallel.tensor.layer_shards`);
+  (layout from :func:`course_lib.parallel.tensor.layer_blocks`);
 * :func:`scheme_bytes_figure` - bytes per step of data, pipeline and tensor
   parallelism, measured beside the formula, against the global batch.
 """

@@ -1,4 +1,4 @@
-"""Figures of chapter 01 (from serial to parallel): pure functions, data in, Figure out.
+"""Figures of the move from serial to parallel computing: pure functions, data in, Figure out.
 
 * :func:`execution_model_figure` - the serial (top) and the parallel (bottom) execution
   model (source figures 6-1-1 and 6-1-4), drawn with matplotlib patches;

@@ -456,7 +456,7 @@ def check_shm() -> Check:
 
 def check_leftovers() -> Check:
     """Orphaned workers or shared-memory segments left by earlier runs (e.g. a kernel restart)."""
-    from ..parallel.shm import find_leftovers
+    from ..parallel.engine.shm import find_leftovers
 
     if not sys.platform.startswith("linux"):
         return Check("leftover workers", OK, f"not checked on {sys.platform}")

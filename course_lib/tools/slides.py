@@ -13,7 +13,7 @@ renderer from CDNs and falls apart without a network. Here those front-end packa
 ``build/slides/vendor`` and the decks point at them with relative URLs; the template
 ``course_lib/templates/ddl_reveal`` extends nbconvert's ``reveal`` template without its
 mermaid CDN import. A slide show has no kernel, so a live figure appears as the static
-PNG that :func:`course_lib.widgets.live_figure` stores beside the widget view, without
+PNG that :func:`course_lib.live.widgets.live_figure` stores beside the widget view, without
 sliders that would move nothing; speaker notes, stored in the notebook as closed
 ``<details>`` blocks, are shown open, with their formulas as text (:func:`deck_notebook`).
 

@@ -24,7 +24,7 @@ pytestmark = [
 NOTEBOOK = "notebooks/14_under_the_hood.ipynb"
 LONG_CELL = """\
 import os
-from course_lib.parallel.data import train_data_parallel
+from course_lib.parallel.train.data import train_data_parallel
 from course_lib.datasets import load_digits
 from course_lib.models import MLP
 digits = load_digits("train")

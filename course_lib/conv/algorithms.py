@@ -1,21 +1,21 @@
 """The course's convolution: one operation, several algorithms, a cuDNN-style choice among them.
 
-For speed, not for reading, like :mod:`course_lib.conv_fast` and
-:mod:`course_lib.conv_winograd`: :mod:`course_lib.im2col` holds the idea. :func:`conv2d` and
-:func:`conv2d_backward` are the entry points (the course's CNN and chapters 05-06 call them):
-they check the arguments once and run an algorithm. Every algorithm computes what the
-readable module defines - ``weight @ im2col(x)`` per group, the loops of
-:func:`~course_lib.im2col.conv2d_direct` - up to rounding (the tests hold each against those).
+For speed, not for reading, like :mod:`course_lib.conv.fast` and the engine of
+:mod:`course_lib.conv.winograd`: :mod:`course_lib.conv.im2col` holds the idea. :func:`conv2d`
+and :func:`conv2d_backward` are the entry points (the course's CNN calls them): they check
+the arguments once (:mod:`course_lib.conv.geometry`) and run an algorithm. Every algorithm
+computes what the readable module defines - ``weight @ im2col(x)`` per group, the loops of
+:func:`~course_lib.conv.im2col.conv2d_direct` - up to rounding (the tests hold each against those).
 
 PyTorch on an NVIDIA GPU hands a convolution to cuDNN, which knows several algorithms for
 it (implicit GEMM / im2col, FFT, Winograd, direct) and, with
 ``torch.backends.cudnn.benchmark = True``, times them once per shape and keeps the
 fastest. The course's numpy convolution does the same with these algorithms:
 
-* ``"direct"``: :func:`course_lib.im2col.conv2d_direct`, the definition as Python loops:
+* ``"direct"``: :func:`course_lib.conv.im2col.conv2d_direct`, the definition as Python loops:
   hopeless on a real layer, but the fastest on a handful of multiplications, where
   numpy's fixed cost per call dominates;
-* ``"im2col"``: columns + one GEMM (:func:`course_lib.conv_fast.conv2d_im2col`), every
+* ``"im2col"``: columns + one GEMM (:func:`course_lib.conv.fast.conv2d_im2col`), every
   multiplication of the definition at the speed of BLAS;
 * ``"winograd_f2"``, ``"winograd_f4"``: Winograd's minimal filtering F(m x m, 3 x 3),
   m = 2 or 4 (Lavin & Gray 2016), for 3 x 3 kernels with stride 1.
@@ -49,12 +49,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._validate import check_int, check_type
-from .conv_fast import conv2d_im2col, conv2d_im2col_backward
-from .conv_winograd import run_winograd, winograd_problem
-from .cost import conv2d_macs
-from .im2col import ConvGeometry, backward_arguments, conv2d_direct, conv_arguments
-from .timing import current_blas_threads
+from .._validate import check_int, check_type
+from ..cost import conv2d_macs
+from ..timing import current_blas_threads
+from .fast import conv2d_im2col, conv2d_im2col_backward
+from .geometry import ConvGeometry, backward_arguments, conv_arguments, conv_shapes
+from .im2col import conv2d_direct
+from .winograd import run_winograd, winograd_problem
 
 __all__ = [
     "ALGORITHMS", "ALGORITHM_CACHE", "AlgorithmCache", "ConvKey", "ConvLayer", "DIRECT_MAX_MACS",
@@ -83,9 +84,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
         out = weight.reshape(C_out, K) @ cols + bias[:, None]       # (N, C_out, L)
 
     With groups, the channels split into ``groups`` such products. The arguments are
-    checked here, once; the work runs in :mod:`course_lib.conv_fast` (the "im2col"
+    checked here, once; the work runs in :mod:`course_lib.conv.fast` (the "im2col"
     algorithm: blocks of samples sized for the caches, threads) or
-    :mod:`course_lib.conv_winograd`, as ``algorithm`` says or "auto" chooses.
+    :mod:`course_lib.conv.winograd`, as ``algorithm`` says or "auto" chooses.
 
     Parameters
     ----------
@@ -102,10 +103,10 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
         with ``C_out = C_in`` is a depthwise convolution.
     algorithm : {"auto", "im2col", "winograd_f2", "winograd_f4", "direct"}
         "auto" times the algorithms that apply once per shape and keeps the fastest, as
-        cuDNN's benchmark mode does (:mod:`course_lib.conv_algorithms`); any other name
+        cuDNN's benchmark mode does (:mod:`course_lib.conv.algorithms`); any other name
         forces that algorithm. Every algorithm gives the same result up to rounding.
-    cache : course_lib.conv_algorithms.AlgorithmCache, optional
-        Where "auto" keeps its choices (default: ``conv_algorithms.ALGORITHM_CACHE``).
+    cache : course_lib.conv.algorithms.AlgorithmCache, optional
+        Where "auto" keeps its choices (default: ``ALGORITHM_CACHE``).
     verbose : bool
         "auto" prints what it timed and chose.
 
@@ -117,7 +118,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
 
     Notes
     -----
-    The "im2col" algorithm (:func:`course_lib.conv_fast.conv2d_im2col`) processes the
+    The "im2col" algorithm (:func:`course_lib.conv.fast.conv2d_im2col`) processes the
     batch in blocks of samples, as many as keep the block's column matrix within a few
     MB but at least one: the big column matrix is never materialised. Threads
     (intra-operator parallelism): a big convolution is split along its batch among as
@@ -143,8 +144,8 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
 
     The idea, for one group: with ``cols = im2col(x)`` and ``gy = grad_out`` as (N, C_out, L),
     ``grad_weight = sum over samples of gy @ cols^T`` and
-    ``grad_x = col2im(weight^T @ gy)``. The work runs in :mod:`course_lib.conv_fast`
-    (:func:`~course_lib.conv_fast.conv2d_im2col_backward`).
+    ``grad_x = col2im(weight^T @ gy)``. The work runs in :mod:`course_lib.conv.fast`
+    (:func:`~course_lib.conv.fast.conv2d_im2col_backward`).
 
     Parameters
     ----------
@@ -173,7 +174,7 @@ def conv2d_backward(grad_out, x, weight, stride=1, padding=0, dilation=1, groups
     >>> gx.shape, gw.shape, gb.tolist()
     ((2, 3, 5, 5), (4, 3, 3, 3), [18.0, 18.0, 18.0, 18.0])
     >>> # d/dw of sum(conv2d(x, w)) is the sum of all windows of x:
-    >>> from course_lib.im2col import im2col
+    >>> from course_lib.conv.im2col import im2col
     >>> bool(np.allclose(gw[0], im2col(x, 3).sum(axis=(0, 2)).reshape(3, 3, 3)))
     True
     """
@@ -290,23 +291,6 @@ def _cache_arg(cache) -> AlgorithmCache:
     return ALGORITHM_CACHE if cache is None else check_type(cache, "cache", AlgorithmCache, "an AlgorithmCache")
 
 
-def _layer(x_shape, w_shape, stride, padding, dilation, groups) -> tuple[ConvGeometry, tuple, int]:
-    """Check the shapes of a convolution (no arrays): geometry, weight shape, groups."""
-    try:
-        w_shape = tuple(w_shape)
-    except TypeError:
-        raise TypeError(f"w_shape must be 4 ints (C_out, C_in / groups, kh, kw), got {w_shape!r}") from None
-    if len(w_shape) != 4:
-        raise ValueError(f"w_shape must be 4 ints (C_out, C_in / groups, kh, kw), got {w_shape!r}")
-    w_shape = tuple(check_int(v, f"w_shape[{i}]", 0 if i < 2 else 1) for i, v in enumerate(w_shape))
-    groups = check_int(groups, "groups", 1, 2**31)
-    g = ConvGeometry.from_args(x_shape, w_shape[2:], stride, padding, dilation)
-    if w_shape[1] * groups != g.c or w_shape[0] % groups:
-        raise ValueError(f"w_shape {w_shape} does not fit C_in = {g.c} with groups = {groups}: "
-                         "C_in must be w_shape[1] x groups and C_out divisible by groups")
-    return g, w_shape, groups
-
-
 def _algorithm_arg(algorithm, allowed: tuple[str, ...] = ALGORITHMS) -> str:
     if not isinstance(algorithm, str) or algorithm not in allowed:
         kind = ValueError if isinstance(algorithm, str) else TypeError
@@ -341,7 +325,7 @@ def candidates(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1) -> t
     >>> candidates((1, 1, 3, 3), (1, 1, 3, 3))
     ('im2col', 'winograd_f4', 'winograd_f2', 'direct')
     """
-    g, w_shape, groups = _layer(x_shape, w_shape, stride, padding, dilation, groups)
+    g, w_shape, groups = conv_shapes(x_shape, w_shape, stride, padding, dilation, groups)
     return tuple(name for name in ALGORITHMS if _applies(name, w_shape, g, groups))
 
 
@@ -357,7 +341,7 @@ def conv_key(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1, dtype=
     >>> conv_key((8, 64, 56, 56), (64, 64, 3, 3), padding=1, threads=1)
     ConvKey(x_shape=(8, 64, 56, 56), w_shape=(64, 64, 3, 3), stride=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1, dtype='float32', threads=1)
     """
-    g, w_shape, groups = _layer(x_shape, w_shape, stride, padding, dilation, groups)
+    g, w_shape, groups = conv_shapes(x_shape, w_shape, stride, padding, dilation, groups)
     dt = np.dtype(dtype)  # a TypeError for what names no dtype
     if dt not in (np.float32, np.float64):
         raise ValueError(f"dtype must be float32 or float64, got {dtype!r}")
@@ -467,7 +451,7 @@ def multiplication_count(algorithm: str, x_shape, w_shape, stride=1, padding=0, 
     131072
     """
     algorithm = _algorithm_arg(algorithm)
-    g, w_shape, groups = _layer(x_shape, w_shape, stride, padding, dilation, groups)
+    g, w_shape, groups = conv_shapes(x_shape, w_shape, stride, padding, dilation, groups)
     if algorithm not in _TILES:
         return conv2d_macs(g.c, w_shape[0], (g.kh, g.kw), (g.h, g.w), stride=(g.sh, g.sw),
                            padding=(g.ph, g.pw), dilation=(g.dh, g.dw), groups=groups, batch=g.n)
@@ -486,7 +470,7 @@ def multiplication_counts(x_shape, w_shape, stride=1, padding=0, dilation=1, gro
     >>> multiplication_counts((1, 8, 8, 8), (16, 8, 3, 3), stride=2, padding=1)
     {'im2col': 18432, 'winograd_f4': None, 'winograd_f2': None, 'direct': 18432}
     """
-    g, w_shape, groups = _layer(x_shape, w_shape, stride, padding, dilation, groups)
+    g, w_shape, groups = conv_shapes(x_shape, w_shape, stride, padding, dilation, groups)
     return {name: None if _problem(name, w_shape, g, groups) else
             multiplication_count(name, x_shape, w_shape, stride, padding, dilation, groups) for name in ALGORITHMS}
 

@@ -1,7 +1,7 @@
 """Worker processes: the one place in the course that starts them.
 
 Every trainer and experiment that runs on several processes (data, pipeline, hybrid and
-tensor parallelism, chapter 01's speedup experiment, the torch engine) starts its workers
+tensor parallelism, the pool of the first speedup experiment, the torch engine) starts its workers
 through :class:`ProcessGroup`, so that each gets the same guarantees:
 
 * an exception in a worker is re-raised in the caller as :class:`WorkerError`, with the
@@ -39,7 +39,13 @@ sends SIGKILL to the kernel's whole process group, which would kill the workers 
 they could clean up: so each worker moves into a process group of its own at start-up,
 outlives the kernel by those milliseconds, cleans up and exits.
 
-Synchronisation uses pipes only (:class:`course_lib.parallel.launch.PipeBarrier`, and the
+Why a kernel still shuts down at once after a run
+-------------------------------------------------
+At "Shut Down" or "Restart" ipykernel waits until the kernel's children have ended: the
+engine leaves none that outlives SIGTERM or that nobody reaps
+(:mod:`course_lib.parallel.engine.helpers`).
+
+Synchronisation uses pipes only (:class:`course_lib.parallel.engine.launch.PipeBarrier`, and the
 pipes a trainer creates):
 ``multiprocessing.Barrier`` keeps four named semaphores in ``/dev/shm`` under spawn and
 forkserver, which a killed run would leave behind.
@@ -58,7 +64,7 @@ Examples
 ...     group.join()
 Traceback (most recent call last):
 ...
-course_lib.parallel.workers.WorkerError: worker 1 raised FaultInjected: injected fault in worker 1 at step 2
+course_lib.parallel.engine.errors.WorkerError: worker 1 raised FaultInjected: injected fault in worker 1 at step 2
 <BLANKLINE>
 --- traceback in worker 1 ---
 ...
@@ -85,9 +91,11 @@ from typing import Any
 
 import numpy as np
 
-from .._validate import check_int, check_positive, check_type
-from ..progress import ProgressBar
-from ..timing import keep_freed_memory
+from ..._validate import check_int, check_positive, check_type
+from ...progress import ProgressBar
+from ...timing import keep_freed_memory
+from .errors import Fault, FaultInjected, ProcessGroupError, WorkerDied, WorkerError, WorkerTimeout
+from .helpers import acquire_helpers, release_helpers, watch_forkserver
 from .shm import SharedArray, SharedSpec, remove_stale_segments, unlink_segment
 
 __all__ = [
@@ -110,124 +118,6 @@ _POLL_S = 0.1  # how often the parent looks at the progress counters
 #: Most bytes of a worker's pickled arguments or a message to it: inside every pipe buffer.
 MAX_START_BYTES = 16 * 1024
 _TERMINATE_GRACE_S = 2.0  # SIGTERM -> wait this long -> SIGKILL
-
-
-# ------------------------------------------------------------------------ errors
-class ProcessGroupError(RuntimeError):
-    """A worker process failed; the message says which one and how."""
-
-
-class WorkerError(ProcessGroupError):
-    """A worker raised an exception; ``remote_traceback`` is the worker's traceback.
-
-    Attributes
-    ----------
-    rank : int
-    exc_type : str
-        Name of the exception class raised in the worker.
-    remote_traceback : str
-        The traceback as the worker formatted it.
-    original : BaseException or None
-        The worker's exception object, when it could be sent back (also set as
-        ``__cause__``).
-    """
-
-    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str, original=None):
-        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
-        self.original = original
-        super().__init__(
-            f"worker {rank} raised {exc_type}: {message}\n\n"
-            f"--- traceback in worker {rank} ---\n{remote_traceback.rstrip()}"
-        )
-
-
-class WorkerDied(ProcessGroupError):
-    """A worker process ended without returning a result (hard exit, signal, OOM kill)."""
-
-    def __init__(self, rank: int, exitcode: int | None):
-        self.rank, self.exitcode = rank, exitcode
-        if exitcode is not None and exitcode < 0:
-            try:
-                how = f"was killed by signal {signal.Signals(-exitcode).name}"
-            except ValueError:  # pragma: no cover - unknown signal number
-                how = f"was killed by signal {-exitcode}"
-        else:
-            how = f"exited with code {exitcode}"
-        super().__init__(
-            f"worker {rank} {how} before returning a result; the other workers were stopped"
-            + (" (SIGKILL often means the out-of-memory killer)" if exitcode == -9 else "")
-        )
-
-
-class WorkerTimeout(ProcessGroupError):
-    """No worker reported progress for ``timeout`` seconds (hang or deadlock), or a
-    worker did not start within ``start_timeout`` seconds."""
-
-    def __init__(self, timeout: float, progress: Sequence[int], finished: Sequence[bool],
-                 starting: Sequence[int] = ()):
-        self.timeout, self.progress = timeout, list(progress)
-        if starting:
-            super().__init__(f"worker {list(starting)} did not start within {timeout:g} s; stopped "
-                             "all workers. Increase `start_timeout` if your machine is just busy.")
-            return
-        waiting = [r for r, done in enumerate(finished) if not done]
-        lowest = min(self.progress[r] for r in waiting)
-        behind = [r for r in waiting if self.progress[r] == lowest]
-        states = ", ".join(f"worker {r}: {p}" for r, p in enumerate(self.progress))
-        super().__init__(
-            f"no worker made progress for {timeout:g} s; stopped all workers. "
-            f"Progress counters ({states}); the hung worker is probably {behind} "
-            f"(the others wait for it). Increase `timeout` if the work is just slow."
-        )
-
-
-class FaultInjected(RuntimeError):
-    """The exception raised by ``Fault("raise")``."""
-
-
-# ------------------------------------------------------------------------ faults
-@dataclass(frozen=True)
-class Fault:
-    """A deliberate failure in worker ``rank`` at the start of step ``step``.
-
-    Parameters
-    ----------
-    kind : {"raise", "exit", "kill", "hang"}
-        ``raise``: raise :class:`FaultInjected` (a bug in the worker's code);
-        ``exit``: ``os._exit(3)`` without clean-up (a crash in native code);
-        ``kill``: SIGKILL to itself (what the out-of-memory killer does);
-        ``hang``: sleep forever (a deadlock).
-    rank : int
-        Worker that fails, >= 0.
-    step : int
-        Step (or micro-batch, for a pipeline) at which it fails, >= 0.
-    """
-
-    kind: str
-    rank: int = 0
-    step: int = 0
-
-    KINDS = ("raise", "exit", "kill", "hang")
-
-    def __post_init__(self):
-        if self.kind not in self.KINDS:
-            raise ValueError(f"kind must be one of {self.KINDS}, got {self.kind!r}")
-        check_int(self.rank, "rank", 0)
-        check_int(self.step, "step", 0)
-
-    def maybe_fire(self, rank: int, step: int) -> None:
-        """Fail now if this is the chosen rank and step (call it in the worker)."""
-        if rank != self.rank or step != self.step:
-            return
-        if self.kind == "raise":
-            raise FaultInjected(f"injected fault in worker {rank} at step {step}")
-        if self.kind == "exit":
-            os._exit(3)
-        if self.kind == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-            time.sleep(60)  # pragma: no cover - the signal arrives first
-        while True:  # "hang"
-            time.sleep(3600)
 
 
 # ------------------------------------------------------------------ start methods
@@ -512,7 +402,7 @@ class ProcessGroup:
         start_method: str | None = None,
         timeout: float = 60.0,
         name: str = "ddl-worker",
-        preload: Sequence[str] = ("course_lib.parallel.workers",),
+        preload: Sequence[str] = ("course_lib.parallel.engine.workers",),
         shared: Sequence[SharedArray] = (),
         channels: bool = False,
         start_timeout: float | None = None,
@@ -546,6 +436,7 @@ class ProcessGroup:
         self._procs: list = []
         self._conns: list = []
         self._started = False
+        self._holds_helpers = False
         self.start_time: float | None = None
 
     def _measure_start_bytes(self) -> list[int | None]:
@@ -594,14 +485,11 @@ class ProcessGroup:
         self._started = True
         self.start_time = time.perf_counter()
         remove_stale_segments()
-        if self.start_method != "fork" and os.name == "posix":
-            # Start the resource tracker now so that every worker shares it.
-            from multiprocessing import resource_tracker
-
-            resource_tracker.ensure_running()
-        if self.start_method == "forkserver" and self.preload:
-            self.mp_context.set_forkserver_preload(self.preload)
+        acquire_helpers(self.start_method)
+        self._holds_helpers = True
         try:
+            if self.start_method == "forkserver" and self.preload:
+                self.mp_context.set_forkserver_preload(self.preload)
             self._counters = SharedArray((2, self.world_size), np.int64)  # progress, started
             segments = tuple(a.name for a in (*self.shared, self._counters) if a._shm is not None)
             for rank in range(self.world_size):
@@ -629,6 +517,9 @@ class ProcessGroup:
         except BaseException:
             self.close()
             raise
+        finally:
+            if self.start_method == "forkserver":
+                watch_forkserver()
         return self
 
     def join(self, *, progress_total: int | None = None, progress_label: str = "",
@@ -765,7 +656,8 @@ class ProcessGroup:
         raise error
 
     def close(self) -> None:
-        """Stop every worker still running (SIGTERM, then SIGKILL) and reap it. Idempotent."""
+        """Stop every worker still running (SIGTERM, then SIGKILL) and reap it; stop the
+        resource tracker if this group's start started it and no other group runs. Idempotent."""
         procs = [p for p in self._procs if p.pid is not None]
         for proc in procs:
             if proc.is_alive():
@@ -786,6 +678,9 @@ class ProcessGroup:
         if self._counters is not None:
             self._counters.close()
             self._counters = None
+        if self._holds_helpers:
+            self._holds_helpers = False
+            release_helpers()
 
     def __enter__(self) -> ProcessGroup:
         return self.start()

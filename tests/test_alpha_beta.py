@@ -1,4 +1,4 @@
-"""course_lib.comm: alpha-beta collective costs and the data-parallel step model."""
+"""course_lib.alpha_beta: alpha-beta collective costs and the data-parallel step model."""
 
 import doctest
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import course_lib.comm as comm
-from course_lib.comm import (
+import course_lib.alpha_beta as alpha_beta
+from course_lib.alpha_beta import (
     allreduce_time,
     data_parallel_efficiency,
     data_parallel_speedup,
@@ -27,7 +27,7 @@ devs = st.integers(1, 4096)
 
 
 def test_doctests():
-    result = doctest.testmod(comm)
+    result = doctest.testmod(alpha_beta)
     assert result.attempted > 10 and result.failed == 0
 
 
@@ -218,7 +218,7 @@ def test_weak_scaling_never_less_efficient_than_strong(tc, n, m, b, a):
 
 
 def test_hierarchical_allreduce_by_hand_and_against_the_flat_ring():
-    from course_lib.comm import hierarchical_allreduce_time
+    from course_lib.alpha_beta import hierarchical_allreduce_time
 
     # 2 servers of 4: inside 2 x (3/4 x 1 s + 3 x 1 ms), between 2 x 1/2 x 1 s / 2 + 2 x 10 ms
     t = hierarchical_allreduce_time(1e9, 2, 4, 1e9, 2e9, 1e-3, 1e-2)

@@ -1,19 +1,19 @@
 """The fast im2col engine: for speed, not for reading.
 
-Read :mod:`course_lib.im2col` for the ideas; this module computes the same numbers
+Read :mod:`course_lib.conv.im2col` for the ideas; this module computes the same numbers
 faster, without compiled code. Each function equals a readable one:
 
-* :func:`fast_im2col` is :func:`course_lib.im2col.im2col`, bit for bit;
-* :func:`fast_col2im` is :func:`course_lib.im2col.col2im`, bit for bit (the overlaps are
-  added in the same order);
-* :func:`conv2d_im2col` is the "im2col" algorithm of :func:`course_lib.conv_algorithms.conv2d`:
+* :func:`fast_im2col` is :func:`course_lib.conv.im2col.im2col`, bit for bit;
+* :func:`fast_col2im` is :func:`course_lib.conv.im2col.col2im`, bit for bit (the overlaps
+  are added in the same order);
+* :func:`conv2d_im2col` is the "im2col" algorithm of :func:`course_lib.conv.algorithms.conv2d`:
   ``weight @ im2col(x)`` per group, plus the bias;
-* :func:`conv2d_im2col_backward` is :func:`course_lib.conv_algorithms.conv2d_backward`:
+* :func:`conv2d_im2col_backward` is :func:`course_lib.conv.algorithms.conv2d_backward`:
   ``gy @ im2col(x)^T`` summed over samples, and ``col2im(weight^T @ gy)``.
 
 (The tests check each equality.) The last two, and :class:`BatchPlan`, run on arguments
-checked once by those entry points (with :func:`course_lib.im2col.conv_arguments`);
-:mod:`course_lib.conv_winograd` shares :class:`BatchPlan`.
+checked once by those entry points (with :func:`course_lib.conv.geometry.conv_arguments`);
+:mod:`course_lib.conv.winograd` shares :class:`BatchPlan`.
 
 How the copy is made fast: each output row of a window (``W_out`` neighbouring pixels) is
 a contiguous run of bytes in a padded, column-phase-split copy of the input. Viewing
@@ -27,7 +27,7 @@ convolution shares its blocks among threads (:class:`BatchPlan`).
 
 Examples
 --------
->>> from course_lib.im2col import im2col
+>>> from course_lib.conv.im2col import im2col
 >>> x = np.random.default_rng(0).standard_normal((2, 3, 9, 8))
 >>> bool((fast_im2col(x, 3, stride=2, padding=1) == im2col(x, 3, stride=2, padding=1)).all())
 True
@@ -40,8 +40,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .im2col import ConvGeometry, conv_columns, conv_input
-from .timing import blas_threads, current_blas_threads
+from ..timing import blas_threads, current_blas_threads
+from .geometry import ConvGeometry, conv_columns, conv_input
 
 __all__ = ["fast_col2im", "fast_im2col"]
 
@@ -139,7 +139,7 @@ def _im2col_engine(x: np.ndarray, g: ConvGeometry, planes_hint: int) -> _Im2col:
 
 
 def fast_im2col(x, kernel_size, stride=1, padding=0, dilation=1) -> np.ndarray:
-    """:func:`course_lib.im2col.im2col`, bit for bit, made fast (see the module's header).
+    """:func:`course_lib.conv.im2col.im2col`, bit for bit, made fast (see the module's header).
 
     Examples
     --------
@@ -157,7 +157,7 @@ def fast_im2col(x, kernel_size, stride=1, padding=0, dilation=1) -> np.ndarray:
 
 
 def fast_col2im(cols, input_shape, kernel_size, stride=1, padding=0, dilation=1) -> np.ndarray:
-    """:func:`course_lib.im2col.col2im`, bit for bit, made fast (blocks of planes sized for the cache).
+    """:func:`course_lib.conv.im2col.col2im`, bit for bit, made fast (blocks of planes sized for the cache).
 
     Examples
     --------
@@ -292,7 +292,7 @@ def _run_units(units: Sequence, threads: int, make_worker) -> None:
 
 # ------------------------------------------------------------------- the im2col algorithm
 def conv2d_im2col(x: np.ndarray, weight: np.ndarray, bias, groups: int, g: ConvGeometry) -> np.ndarray:
-    """The "im2col" algorithm of :func:`course_lib.conv_algorithms.conv2d`, on its checked arguments.
+    """The "im2col" algorithm of :func:`course_lib.conv.algorithms.conv2d`, on its checked arguments.
 
     For each block of B samples, the columns go into one reused buffer of shape (B, K, L)
     and ``np.matmul`` multiplies the (C_out/groups, K/groups) weight matrix of each group
@@ -334,7 +334,7 @@ def conv2d_im2col(x: np.ndarray, weight: np.ndarray, bias, groups: int, g: ConvG
 
 def conv2d_im2col_backward(grad_out: np.ndarray, x: np.ndarray, weight: np.ndarray, groups: int,
                            g: ConvGeometry, input_grad: bool):
-    """:func:`course_lib.conv_algorithms.conv2d_backward` on its checked arguments.
+    """:func:`course_lib.conv.algorithms.conv2d_backward` on its checked arguments.
 
     Two GEMMs per block and group, like the forward pass, with the same blocks and
     threads (see :func:`conv2d_im2col`); the columns of ``x`` are recomputed, not stored.

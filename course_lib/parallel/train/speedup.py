@@ -1,28 +1,15 @@
-"""Measured speedups: chapter 01's first experiment, and chapter 07's strong and weak
-scaling of the data-parallel trainer (:func:`measure_scaling`).
+"""Measured speedups: the first experiment (one workload over 1, 2, ... processes of a pool)
+and the strong and weak scaling of the data-parallel trainer (:func:`measure_scaling`).
 
-The first experiment splits one workload across 1, 2, ... processes.
-
-The workload is the running example's gradient computation over the digits training
-set: ``epochs`` passes of mini-batch forward and backward passes of an MLP with the
-parameters held fixed, summing every mini-batch gradient (``reduction="sum"``). With
-fixed parameters the mini-batches are independent, so the samples can be split into
-contiguous shards, one per process; the parent adds the shard gradients up. The sum
-is the same as the serial one (up to float rounding): this is data parallelism
-(数据并行) without the update step, which chapter 07 adds.
-
-Worker code lives here, in an importable module, so it works with the ``spawn`` start
-method (the default on macOS and Windows; a function defined in a notebook would fail
-there). Each worker limits its BLAS library to one thread (``threadpoolctl``): N
-processes then use N cores, not N x (BLAS threads) cores. The serial reference run
-limits BLAS to one thread too, so the speedup measures process parallelism only.
-Pools are always closed and joined (terminated on error, interrupt or time-out): no
-process outlives a call.
+The pool's worker and its workload are in :mod:`course_lib.parallel.pool`. Each worker limits
+its BLAS library to one thread (``threadpoolctl``): N processes then use N cores, not N x
+(BLAS threads) cores; the serial reference runs with one BLAS thread too, so the speedup
+measures process parallelism only. Pools are always closed and joined (terminated on error,
+interrupt or time-out): no process outlives a call. Whether the cores are free to measure on
+is :func:`course_lib.parallel.train.cores.check_cores`.
 
 Examples
 --------
->>> shard_bounds(10, 3)
-[(0, 4), (4, 7), (7, 10)]
 >>> w = GradientWorkload(hidden=(16,), epochs=1)
 >>> w.sizes, w.flops_per_run() == 1 * 1438 * MLP((64, 16, 10)).flops_per_sample()["total"]
 ((64, 16, 10), True)
@@ -30,7 +17,6 @@ Examples
 
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -39,32 +25,30 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .._validate import check_int, check_positive, check_type
-from ..models import MLP
-from ..reference import train_serial
-from ..scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
-from ..timing import available_cores, blas_threads, current_blas_threads
+from ..._validate import check_int, check_positive, check_type
+from ...models import MLP
+from ...scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
+from ...timing import available_cores, blas_threads, current_blas_threads
+from ..engine.shm import SharedArray
+from ..engine.workers import ProcessGroup, check_start_method
+from ..partition import shard_bounds
+from ..pool import epoch_gradient, pool_worker
 from .data import train_data_parallel
-from .partition import shard_bounds
-from .shm import SharedArray
-from .workers import ProcessGroup, check_start_method
+from .reference import train_serial
 
 __all__ = [
-    "CoreCheck",
     "GradientWorkload",
     "ScalingMeasurement",
     "SpeedupMeasurement",
     "WorkerPool",
-    "check_cores",
     "default_process_counts",
-    "epoch_gradient",
     "measure_parallel_speedup",
     "measure_scaling",
     "parallel_epoch_gradient",
-    "pool_worker",
 ]
 
-_PRELOAD = ("course_lib.parallel.workers", "course_lib.models", "course_lib.parallel.speedup", "threadpoolctl")
+_PRELOAD = ("course_lib.parallel.engine.workers", "course_lib.models", "course_lib.parallel.train.speedup",
+            "threadpoolctl")
 
 
 def default_process_counts(cores: int | None = None) -> list[int]:
@@ -84,157 +68,22 @@ def default_process_counts(cores: int | None = None) -> list[int]:
     return counts + [cores]
 
 
-def epoch_gradient(
-    model: MLP,
-    params: np.ndarray,
-    x: np.ndarray,
-    y: np.ndarray,
-    *,
-    batch_size: int = 32,
-    epochs: int = 1,
-) -> tuple[float, np.ndarray]:
-    """Summed loss and summed gradient of ``epochs`` passes over ``(x, y)`` in mini-batches.
-
-    The serial reference of the experiment (and what each worker runs on its shard).
-    Gradients of the mini-batches are computed with ``reduction="sum"`` in the model's
-    dtype and accumulated in float64, so shard results add up to the full result.
-
-    Returns
-    -------
-    loss_sum : float
-    grad_sum : numpy.ndarray
-        float64, shape ``(model.n_params,)``.
-
-    Examples
-    --------
-    >>> m = MLP((4, 3, 2)); p = m.init_params(0)
-    >>> x = np.ones((5, 4), np.float32); y = np.array([0, 1, 0, 1, 1])
-    >>> loss, g = epoch_gradient(m, p, x, y, batch_size=2)
-    >>> full = m.loss_and_grad(p, x, y, reduction="sum")[1]
-    >>> bool(np.allclose(g, full, rtol=1e-5, atol=1e-6))
-    True
-    """
-    check_type(model, "model", MLP, "a course_lib.models.MLP")
-    model._check_flat(params, "params")
-    x = model._check_x(x)
-    y = model._check_y(y, x.shape[0])
-    batch_size = check_int(batch_size, "batch_size", 1)
-    epochs = check_int(epochs, "epochs", 1)
-    grad_sum = np.zeros(model.n_params, dtype=np.float64)
-    buffer = np.zeros(model.n_params, dtype=model.dtype)
-    loss_sum = 0.0
-    n = x.shape[0]
-    for _ in range(epochs):
-        for start in range(0, n, batch_size):
-            loss, _ = model.loss_and_grad(
-                params, x[start : start + batch_size], y[start : start + batch_size],
-                reduction="sum", out=buffer,
-            )
-            loss_sum += loss
-            grad_sum += buffer
-    return loss_sum, grad_sum
+def _requests(channel):
+    """The parent's requests to a pool worker: ``True`` (the parameters are in place) until ``None``."""
+    while (request := channel.recv()) is not None:
+        if request is not True:
+            raise ValueError(f"a pool worker expects True (parameters ready) or None, got {request!r}")
+        yield request
 
 
-# ----------------------------------------------------------------- worker side
-def pool_worker(wctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
-    """Chapter 01's first parallel program: one process of the pool, owning one shard.
-
-    ``data`` names the shared arrays (inputs, labels, parameters) and ``shard`` is this
-    worker's ``(lo, hi)`` rows. It first says hello on its channel (its pid and BLAS
-    threads); then, each time it receives ``True`` (the parameters are in shared memory),
-    it sends back the loss and gradient summed over its shard; ``None`` ends it.
-    """
+def _pool_process(wctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
+    """Entry point of a pool process: attach the data, say hello (pid, BLAS threads), then run
+    :func:`course_lib.parallel.pool.pool_worker` on this worker's shard ``(lo, hi)``."""
     (lo, hi), (x_spec, y_spec, p_spec) = shard, data
     with blas_threads(1), x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as params:
         wctx.channel.send((os.getpid(), current_blas_threads()))
-        model = MLP(sizes)
-        while (request := wctx.channel.recv()) is not None:
-            if request is not True:
-                raise ValueError(f"a pool worker expects True (parameters ready) or None, got {request!r}")
-            loss, grad = epoch_gradient(model, params, x[lo:hi], y[lo:hi], batch_size=batch_size, epochs=epochs)
-            wctx.channel.send((loss, grad))  # my shard's part of the sum
-
-
-# ------------------------------------------------------------ are the cores free?
-def _busy_worker(wctx, spins: int) -> float:
-    """Spin a fixed pure-Python loop; return its own seconds (start-up not counted)."""
-    t0 = time.perf_counter()
-    total = 0
-    for i in range(spins):
-        total += i & 7
-    return time.perf_counter() - t0
-
-
-@dataclass(frozen=True)
-class CoreCheck:
-    """Whether this machine's cores are free to measure speedups on (:func:`check_cores`).
-
-    Attributes
-    ----------
-    cores : int
-        Cores this process may use.
-    load : float
-        The one-minute load average before the check (NaN where the OS has none).
-    slowdown : float
-        Time of one busy loop when ``cores`` of them run side by side, over its time
-        alone: about 1 when every core is free, about 2 when half the machine is taken.
-    """
-
-    cores: int
-    load: float
-    slowdown: float
-
-    #: Most slowdown of loops side by side, and most load per core, of a machine whose
-    #: cores are free (the load is a one-minute average: it also holds this notebook's own
-    #: last minute, so only a full core's worth per core counts as other work).
-    MAX_SLOWDOWN = 1.25
-    MAX_LOAD_PER_CORE = 1.0
-
-    @property
-    def free(self) -> bool:
-        """True when the speedups measured now are this machine's, not a shared one's."""
-        quiet_load = math.isnan(self.load) or self.load < self.MAX_LOAD_PER_CORE * self.cores
-        return self.slowdown <= self.MAX_SLOWDOWN and quiet_load
-
-    def __str__(self) -> str:
-        seen = (f"{self.cores} busy loops side by side took {self.slowdown:.2f}x the time of one alone; "
-                f"load average {self.load:.2f}")
-        if self.free:
-            return f"your {self.cores} cores are free ({seen}): the speedups below are your machine's."
-        return (f"your {self.cores} cores were shared with other work ({seen}): the speedups below "
-                "are not your machine's. Close other programs and run the cell again.")
-
-
-def check_cores(seconds: float = 0.2, *, rounds: int = 3, start_method: str | None = None) -> CoreCheck:
-    """Are the cores free? Busy loops of about ``seconds`` each, one per core side by side,
-    then one alone (processes of :class:`~course_lib.parallel.workers.ProcessGroup`); the
-    slowdown is the median over ``rounds`` rounds (1..20).
-
-    Examples
-    --------
-    >>> check = check_cores(0.05, rounds=1)
-    >>> check.cores >= 1 and check.slowdown > 0
-    True
-    """
-    seconds = check_positive(seconds, "seconds")
-    rounds = check_int(rounds, "rounds", 1, 20)
-    cores = available_cores()
-    try:
-        load = os.getloadavg()[0]
-    except (AttributeError, OSError):  # pragma: no cover - Windows
-        load = float("nan")
-    spins = 200_000
-    t0 = time.perf_counter()
-    _busy_worker(None, spins)
-    spins = max(10_000, int(spins * seconds / max(time.perf_counter() - t0, 1e-6)))
-
-    def run(n: int) -> float:
-        with ProcessGroup(_busy_worker, n, args=(spins,), start_method=start_method, timeout=60,
-                          name="ddl-busy") as group:
-            return statistics.median(group.join())
-
-    ratios = [run(cores) / run(1) for _ in range(rounds)]  # a host's jitter: the median of rounds
-    return CoreCheck(cores, float(load), statistics.median(ratios))
+        pool_worker(wctx, MLP(sizes), x[lo:hi], y[lo:hi], params, _requests(wctx.channel),
+                    batch_size=batch_size, epochs=epochs)
 
 
 # ----------------------------------------------------------------- parent side
@@ -242,7 +91,8 @@ class WorkerPool:
     """``processes`` worker processes, each holding one contiguous shard of the data.
 
     Process ``k`` always computes shard ``k`` (one shard per process, so N processes
-    really share the work N ways). The workers are a :class:`course_lib.parallel.workers.ProcessGroup`
+    really share the work N ways; each runs :func:`course_lib.parallel.pool.pool_worker`).
+    The workers are a :class:`course_lib.parallel.engine.workers.ProcessGroup`
     (the same machinery, errors and default start method as every trainer). Use the pool
     as a context manager: leaving the ``with`` block stops and joins the workers, also
     after an error, a time-out or an interrupt, so no process is left behind.
@@ -298,20 +148,20 @@ class WorkerPool:
         if not isinstance(model, MLP):
             raise TypeError(f"model must be an MLP, got {type(model).__name__}")
         self.model = model
-        x = model._check_x(x)
-        y = model._check_y(y, x.shape[0])
+        x = model.check_x(x)
+        y = model.check_y(y, x.shape[0])
         self.n_samples = int(x.shape[0])
         self.bounds = shard_bounds(self.n_samples, self.processes)
         t0 = time.perf_counter()
         self._group, self._shared = None, []
         try:
             # Data and parameters go through shared memory: a starting worker receives
-            # only their names (see course_lib.parallel.workers, "Why starting a worker
+            # only their names (see course_lib.parallel.engine.workers, "Why starting a worker
             # cannot block"), and each gradient request is one short message.
             self._shared = [SharedArray(x.shape, x.dtype, x), SharedArray(y.shape, np.int64, y),
                             SharedArray(model.n_params, model.dtype)]
             self._group = ProcessGroup(
-                pool_worker, self.processes, args=(model.sizes, [a.spec for a in self._shared]),
+                _pool_process, self.processes, args=(model.sizes, [a.spec for a in self._shared]),
                 rank_args=[((a, b),) for a, b in self.bounds],
                 kwargs=dict(batch_size=batch_size, epochs=epochs), start_method=self.start_method,
                 timeout=self.timeout, name="ddl-pool", channels=True, preload=_PRELOAD,
@@ -328,7 +178,7 @@ class WorkerPool:
         """Summed loss and gradient over all samples, each process doing its shard."""
         if self._group is None:
             raise RuntimeError("the worker pool is closed")
-        self.model._check_flat(params, "params")
+        self.model.check_flat(params, "params")
         try:
             np.copyto(self._shared[2].array, params)
             for rank in range(self.processes):
@@ -389,9 +239,9 @@ def parallel_epoch_gradient(
     epochs: int = 1,
     start_method: str | None = None,
 ) -> tuple[float, np.ndarray]:
-    """:func:`epoch_gradient` computed by ``processes`` worker processes (one shard each)."""
+    """:func:`~course_lib.parallel.pool.epoch_gradient` computed by ``processes`` worker processes (one shard each)."""
     check_type(model, "model", MLP, "a course_lib.models.MLP")
-    model._check_flat(params, "params")  # before any process starts
+    model.check_flat(params, "params")  # before any process starts
     with WorkerPool(model, x, y, processes, batch_size=batch_size, epochs=epochs,
                     start_method=start_method) as pool:
         return pool.gradient(params)
@@ -494,7 +344,7 @@ def measure_parallel_speedup(
 ) -> SpeedupMeasurement:
     """Time the workload serially and with each process count; return the speedups.
 
-    The serial run is :func:`epoch_gradient` in this process with BLAS limited to one
+    The serial run is :func:`~course_lib.parallel.pool.epoch_gradient` in this process with BLAS limited to one
     thread (for the whole measurement, see the comment in the code). For each N a :class:`WorkerPool` of N processes is started (start-up is
     timed separately and NOT part of the measured time: it is paid once per pool) and
     warmed up once; then ``repeat`` times a serial run and a parallel run are timed in
@@ -518,7 +368,7 @@ def measure_parallel_speedup(
     >>> m.processes.tolist(), m.max_abs_difference < 1e-5, m.speedup.shape
     ([1], True, (1,))
     """
-    from ..datasets import load_digits
+    from ...datasets import load_digits
 
     workload = GradientWorkload() if workload is None else workload
     if not isinstance(workload, GradientWorkload):
@@ -580,7 +430,7 @@ def measure_parallel_speedup(
     )
 
 
-# ------------------------------------------------- data-parallel scaling (chapter 07)
+# ------------------------------------------------- data-parallel scaling
 @dataclass
 class ScalingMeasurement:
     r"""Strong and weak scaling of the data-parallel trainer, measured side by side.

@@ -13,7 +13,8 @@
 JupyterLab picks the richest type it can render, so it shows the live widget and no
 duplicate figure. Only notebooks import this module (it imports ipywidgets). What makes a
 redraw fast (frozen layouts, one canvas, no garbage collection meanwhile, a quick PNG writer)
-is apart, in :mod:`course_lib.plots.render`.
+is apart, in :mod:`course_lib.live.render`; the glossary's search box, in
+:mod:`course_lib.live.glossary`.
 """
 
 from __future__ import annotations
@@ -27,13 +28,13 @@ from typing import Any
 from traitlets import Any as AnyTrait
 from traitlets import HasTraits, TraitError, validate
 
-from ._validate import check_positive, check_sequence, check_type
-from .plots.render import Renderer
-from .plots.style import DPI, display_width
-from .quantity import unit_kind
+from .._validate import check_positive, check_sequence, check_type
+from ..plots.style import DPI, display_width
+from ..typed_numbers import unit_kind
+from .render import Renderer
 
-__all__ = ["Choice", "GlossarySearch", "Slider", "LiveFigure", "ValueSlider", "fraction_steps", "glossary_table",
-           "link_sliders", "live_figure", "stack_pngs"]
+__all__ = ["Choice", "Slider", "LiveFigure", "ValueSlider", "fraction_steps", "link_sliders", "live_figure",
+           "stack_pngs"]
 
 WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -165,11 +166,11 @@ class Slider:
         if self.shows_unit:
             kind, factor = unit_kind(self.unit)
             if self.unit in _SCALED:
-                from .plots.cost import human_count
+                from ..plots.cost import human_count
 
                 return human_count(value * factor)
             if kind == "bytes":
-                from .memory import format_bytes  # the course's one formatter of sizes
+                from ..memory import format_bytes  # the course's one formatter of sizes
 
                 return format_bytes(value * factor)
             return f"{_short(value)} {self.unit}"
@@ -178,11 +179,11 @@ class Slider:
     def parse(self, text: str):
         """A value typed into the box, in the slider's unit; ``ValueError`` says why not.
 
-        Read by :func:`course_lib.quantity.read_quantity` (``13``, ``13B``, ``1.5 GB``,
+        Read by :func:`course_lib.typed_numbers.read_quantity` (``13``, ``13B``, ``1.5 GB``,
         ``3,75``, ``95%``); it must lie in the slider's range, and be whole for an
         integer slider.
         """
-        from .quantity import read_quantity
+        from ..typed_numbers import read_quantity
 
         value = read_quantity(text, self.unit)
         lo, hi = self.bounds
@@ -383,7 +384,7 @@ def fraction_steps(lo: float = 0.0, hi: float = 1.0, step: float = 0.05) -> list
     >>> fraction_steps(0.8, 1.0, 0.05)[:5], fraction_steps(0.8, 1.0, 0.05)[-5:]
     ([0.8, 0.85, 0.9, 0.91, 0.92], [0.99, 0.995, 0.998, 0.999, 1.0])
     """
-    from ._validate import check_real
+    from .._validate import check_real
 
     lo, hi = check_real(lo, "lo", 0.0, 1.0), check_real(hi, "hi", 0.0, 1.0)
     step = check_real(step, "step", 0.0, 0.9, low_open=True)
@@ -488,7 +489,7 @@ class LiveFigure:
         self.image = w.Image(format="png", layout=w.Layout(max_width="100%", align_self="flex-start"))
         self.message = w.HTML()
         self._quiet = False
-        self.renderer = Renderer(dpi)  # the redraw engine, for speed (course_lib.plots.render)
+        self.renderer = Renderer(dpi)  # the redraw engine, for speed (course_lib.live.render)
         self.initial_png = self._render(stored=True)
         self.image.value = self.initial_png
         self.image.width = str(display_width(self.initial_png, dpi))
@@ -505,7 +506,7 @@ class LiveFigure:
 
     def _render(self, values: dict[str, Any] | None = None, *, stored: bool = False) -> bytes:
         """The figure for the current (or given) values as PNG; ``stored`` ones are audited,
-        laid out and compressed harder (see :class:`course_lib.plots.render.Renderer`)."""
+        laid out and compressed harder (see :class:`course_lib.live.render.Renderer`)."""
         kwargs = {**self.fixed, **(self.values() if values is None else values)}
         return self.renderer.render(self.plot, kwargs, stored=stored)
 
@@ -530,7 +531,7 @@ class LiveFigure:
     def _on_change(self, change=None) -> None:
         if self._quiet:
             return
-        with self.renderer.quiet():  # no garbage collection during a redraw (plots.render)
+        with self.renderer.quiet():  # no garbage collection during a redraw (live.render)
             try:
                 self._move_followers(change)
                 self.image.value = self._render()
@@ -611,7 +612,7 @@ def stack_pngs(frames: Sequence[tuple[str, bytes]], dpi: float = DPI) -> bytes:
     from matplotlib.figure import Figure
     from matplotlib.image import imread, imsave
 
-    from .plots.style import COLORS, RC
+    from ..plots.style import COLORS, RC
 
     frames = check_sequence(frames, "frames", tuple, "a (caption, png bytes) pair")
     images = [imread(io.BytesIO(png), format="png") for _, png in frames]
@@ -700,61 +701,3 @@ def link_sliders(source: LiveFigure, target: LiveFigure, names: Sequence[str]) -
             raise ValueError(f"both figures need a slider named {name!r}")
         # A kernel-side link: both figures redraw, in JupyterLab and when driven from code.
         w.link((source.controls[name], "value"), (target.controls[name], "value"))
-
-
-# ------------------------------------------------------------------ glossary
-def glossary_table(entries: Sequence, query: str = "") -> str:
-    """HTML table of the glossary ``entries`` whose English, Chinese or definition contain ``query``.
-
-    A Chinese term not found in the source chapter is marked with ``*``.
-
-    Examples
-    --------
-    >>> from course_lib.datasets import load_glossary
-    >>> html = glossary_table(load_glossary(), "parameter server")
-    >>> html.startswith("<p>1 of ") and "<td>parameter server</td>" in html
-    True
-    """
-    import html
-
-    from .datasets import GlossaryEntry
-
-    entries = check_sequence(entries, "entries", GlossaryEntry, "a GlossaryEntry (load_glossary())")
-    check_type(query, "query", str, "a str")
-    q = query.strip().lower()
-    rows = [e for e in entries if q in f"{e.term} {e.term_zh} {e.definition}".lower()]
-    body = "".join(
-        f"<tr><td>{html.escape(e.term)}</td><td>{html.escape(e.term_zh)}{'' if e.zh_from_source else ' *'}</td>"
-        f"<td>{e.chapter:02d}</td><td style='text-align:left'>{html.escape(e.definition)}</td></tr>"
-        for e in rows)
-    return (f"<p>{len(rows)} of {len(entries)} terms</p><table class='ddl-glossary-table'><thead><tr>"
-            f"<th>term</th><th>中文</th><th>chapter</th><th>definition</th></tr></thead><tbody>{body}</tbody></table>")
-
-
-class GlossarySearch:
-    """A search box over the glossary: live in JupyterLab, the whole table everywhere else.
-
-    Parameters
-    ----------
-    entries : sequence of GlossaryEntry
-        ``course_lib.datasets.load_glossary()``.
-    """
-
-    def __init__(self, entries: Sequence):
-        import ipywidgets as w
-
-        from .datasets import GlossaryEntry
-
-        self.entries = check_sequence(entries, "entries", GlossaryEntry, "a GlossaryEntry (load_glossary())")
-        self.search = w.Text(placeholder="filter, e.g. all-reduce or 并行", description="search")
-        self.table = w.HTML(glossary_table(self.entries))
-        self.search.observe(lambda change: setattr(self.table, "value", glossary_table(self.entries, change["new"])),
-                            names="value")
-        self.widget = w.VBox([self.search, self.table])
-        self.widget.add_class("ddl-glossary")
-
-    def _repr_mimebundle_(self, include=None, exclude=None):
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
-        bundle.update({"text/html": glossary_table(self.entries),
-                       "text/plain": f"<glossary: {len(self.entries)} terms>"})
-        return bundle

@@ -2,7 +2,7 @@
 
 One reader for every place where a learner types a number as text: the answer checkers
 (:mod:`course_lib.exercises`) and the value boxes of the live figures
-(:mod:`course_lib.widgets`). :func:`read_quantity` returns the number in the unit asked
+(:mod:`course_lib.live.widgets`). :func:`read_quantity` returns the number in the unit asked
 for, converting a unit of the same kind (``"5.7 MB"`` where GB are asked is 0.0057), or
 raises a ``ValueError`` that says why the text cannot be read that way - a message meant
 for the learner.

@@ -1,6 +1,6 @@
 """The same data-parallel step with a real engine: ``torch.distributed`` (gloo backend).
 
-The toy trainer (:mod:`course_lib.parallel.data`) shows the mechanism on one machine.
+The toy trainer (:mod:`course_lib.parallel.train.data`) shows the mechanism on one machine.
 With ``backend="gloo"`` it runs the **identical** training step - the running
 example's numpy forward/backward on each worker's shard, then an all-reduce of the same
 flat gradient buffer - but the all-reduce is ``torch.distributed.all_reduce`` on a gloo
@@ -13,9 +13,9 @@ other way to run it, the way real jobs run, also across machines:
     # on node 0 (address 10.0.0.1) and on node 1, the same command:
     torchrun --nnodes=2 --nproc-per-node=2 --rdzv-backend=c10d \\
              --rdzv-endpoint=10.0.0.1:29400 --rdzv-id=ddl-course \\
-             -m course_lib.parallel.torch_engine --steps 50 --batch-size 512
+             -m course_lib.parallel.train.torch_engine --steps 50 --batch-size 512
 
-and on one machine: ``torchrun --standalone --nproc-per-node=2 -m course_lib.parallel.torch_engine``.
+and on one machine: ``torchrun --standalone --nproc-per-node=2 -m course_lib.parallel.train.torch_engine``.
 
 torch is optional (extra ``engines``) and imported only inside the workers, so that
 this module imports (and tells what is missing) without it.
@@ -34,25 +34,26 @@ import sys
 
 import numpy as np
 
-from ..models import MLP
-from .allreduce import TORCH_MISSING, GlooAllReduce, torch_available
+from ...models import MLP
+from ..allreduce import GlooAllReduce
+from ..engine.gloo import TORCH_MISSING, gloo_group, torch_available
+from ..engine.job import check_job
+from ..engine.workers import WorkerContext
 from .data import run_worker
-from .job import check_job
-from .workers import WorkerContext
 
 __all__ = ["main"]
 
 
 # --------------------------------------------------------------------- torchrun
 def main(argv: list[str] | None = None) -> int:
-    """Entry point for ``torchrun -m course_lib.parallel.torch_engine`` (one process per worker).
+    """Entry point for ``torchrun -m course_lib.parallel.train.torch_engine`` (one process per worker).
 
     Every process builds the same synthetic data set (seeded, so identical on every
     node), joins the process group from the environment torchrun sets
     (``init_method="env://"``), trains its shard of each global batch, and rank 0
     prints the throughput and a checksum of the final parameters.
     """
-    parser = argparse.ArgumentParser(prog="torchrun ... -m course_lib.parallel.torch_engine", description=main.__doc__)
+    parser = argparse.ArgumentParser(prog="torchrun ... -m course_lib.parallel.train.torch_engine", description=main.__doc__)
     parser.add_argument("--sizes", default="784,1024,10", help="MLP layer widths")
     parser.add_argument("--samples", type=int, default=8192)
     parser.add_argument("--batch-size", type=int, default=512, help="GLOBAL batch")
@@ -72,12 +73,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     x = rng.random((args.samples, model.sizes[0]), dtype=np.float32)
     y = rng.integers(0, model.sizes[-1], args.samples)
-    x, y, job = check_job(model, x, y, args.batch_size, args.steps, None, args.lr, args.seed,
-                              world, 1, None)
-    with GlooAllReduce.joined(rank, world, "env://", args.timeout):
+    x, y, p0, job = check_job(model, x, y, workers=world, batch_size=args.batch_size, steps=args.steps, lr=args.lr,
+                              seed=args.seed, backend="gloo")
+    with gloo_group(rank, world, "env://", args.timeout):
         wctx = WorkerContext(rank, world, args.timeout)
         comm = GlooAllReduce(model.n_params, model.dtype)
-        report = run_worker(wctx, job, x, y, model.init_params(args.seed), comm)
+        report = run_worker(wctx, job, x, y, p0, comm)
     if rank == 0:
         step = float(np.median(report["timings"][1:, 3]))
         print(f"{world} workers, global batch {job.batch_size}: {1 / step:.2f} steps/s, "

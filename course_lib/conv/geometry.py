@@ -1,22 +1,12 @@
-"""Convolution as matrix multiplication: im2col and col2im, the idea in numpy.
+"""The geometry of a convolution: its shapes, and the argument checks made once.
 
-A 2-D convolution (卷积) slides a small kernel over an image. ``im2col`` rewrites it
-as ONE matrix multiplication (GEMM, 通用矩阵乘): every receptive field of the input
-becomes a column of a matrix, the kernels become the rows of another, and the
-convolution is their product, which a BLAS library runs on all cores with SIMD
-instructions - the intra-operator parallelism (算子内并行) of section 6.1.3.
-
-This module is the one to read (chapter 05 shows :func:`im2col` and :func:`col2im`): each
-function is the idea in a few lines of numpy, and :func:`conv2d_direct` is the definition
-as plain loops. It also holds the sizes (:class:`ConvGeometry`, :func:`conv_output_shape`,
-:func:`gemm_sizes`) and the argument checks every convolution entry point makes once. The
-speed lives apart, in modules headed for speed that import this one (never the other way
-round): :mod:`course_lib.conv_fast` (the same columns written block by block, with
-threads: bit for bit what :func:`im2col` and :func:`col2im` return),
-:mod:`course_lib.conv_winograd` and :mod:`course_lib.conv_algorithms`, whose
-:func:`~course_lib.conv_algorithms.conv2d` and
-:func:`~course_lib.conv_algorithms.conv2d_backward` are the convolution the course runs
-(im2col + one GEMM per group, Winograd, or the timed choice among them, as cuDNN makes it).
+Every convolution of :mod:`course_lib.conv` has the same arguments and the same sizes:
+this module holds them, so that :mod:`course_lib.conv.im2col` reads as the algorithm.
+:class:`ConvGeometry` is the shapes of one convolution (input, kernel, stride, padding,
+dilation, output), :func:`conv_output_shape` its output size; :func:`conv_input`,
+:func:`conv_columns`, :func:`conv_arguments`, :func:`backward_arguments` and
+:func:`conv_shapes` are the checks each public entry point makes once (never inside a
+loop), raising a ``ValueError`` or ``TypeError`` that names the number that does not fit.
 
 Conventions (the same as PyTorch): arrays are NCHW, a weight has shape
 ``(C_out, C_in / groups, kh, kw)``, the operation is a cross-correlation (the kernel is
@@ -25,23 +15,15 @@ or an ``(h, w)`` pair. The output size along each axis is
 
     H_out = (H + 2 * padding - dilation * (kh - 1) - 1) // stride + 1.
 
-``im2col(x)`` has shape ``(N, C * kh * kw, H_out * W_out)``, row ``c * kh * kw + i * kw + j``
-holding input channel ``c`` at kernel offset ``(i, j)``: the layout of
-``torch.nn.functional.unfold``, and ``col2im`` matches ``torch.nn.functional.fold``.
-
 Examples
 --------
->>> x = np.arange(2 * 3 * 3, dtype=np.float32).reshape(1, 2, 3, 3)
->>> cols = im2col(x, 2)         # 2 channels x 2 x 2 kernel rows, 2 x 2 windows
->>> cols.shape
-(1, 8, 4)
->>> w = np.ones((1, 2, 2, 2), np.float32)
->>> (w.reshape(1, -1) @ cols).reshape(1, 1, 2, 2)[0, 0]   # the convolution: one product
-array([[52., 60.],
-       [76., 84.]], dtype=float32)
->>> conv2d_direct(x, w)[0, 0]   # the definition, one multiply-accumulate at a time
-array([[52., 60.],
-       [76., 84.]], dtype=float32)
+>>> g = ConvGeometry.from_args((8, 3, 32, 32), 3, stride=2, padding=1)
+>>> g.ho, g.wo, g.rows
+(16, 16, 27)
+>>> conv_output_shape((1, 3, 5, 5), 7)
+Traceback (most recent call last):
+...
+ValueError: kernel height 7 with dilation 1 spans 7 pixels, more than the padded input height 5 + 2 * 0 = 5
 """
 
 from __future__ import annotations
@@ -51,180 +33,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validate import check_int
+from .._validate import check_int
 
 __all__ = [
     "ConvGeometry",
     "backward_arguments",
-    "col2im",
-    "conv2d_direct",
     "conv_arguments",
     "conv_columns",
     "conv_input",
     "conv_output_shape",
-    "gemm_sizes",
-    "im2col",
+    "conv_shapes",
 ]
 
 
-# ----------------------------------------------------------------- the idea
-def im2col(x, kernel_size, stride=1, padding=0, dilation=1) -> np.ndarray:
-    """Unfold every sliding window of ``x`` into a column (``torch.nn.functional.unfold``).
-
-    Parameters
-    ----------
-    x : numpy.ndarray
-        Input (N, C, H, W), integer or floating point (the dtype is kept).
-    kernel_size, stride, padding, dilation : int or (int, int)
-        Window size, step, zero padding on each side, spacing between taps.
-
-    Returns
-    -------
-    numpy.ndarray
-        (N, C * kh * kw, H_out * W_out): row ``c * kh * kw + i * kw + j`` holds channel ``c``
-        at kernel offset ``(i, j)``, column ``oh * W_out + ow`` one window. Bad arguments
-        raise a ValueError or TypeError naming the number that does not fit.
-
-    Examples
-    --------
-    >>> im2col(np.arange(9).reshape(1, 1, 3, 3), 2)[0]   # the four 2 x 2 windows as columns
-    array([[0, 1, 3, 4],
-           [1, 2, 4, 5],
-           [3, 4, 6, 7],
-           [4, 5, 7, 8]])
-    """
-    x, g = conv_input(x, kernel_size, stride, padding, dilation)  # checked, and its sizes
-    padded = np.pad(x, ((0, 0), (0, 0), (g.ph, g.ph), (g.pw, g.pw)))
-    cols = np.empty((g.n, g.c, g.kh, g.kw, g.ho, g.wo), dtype=x.dtype)
-    for i in range(g.kh):  # every kernel offset (i, j) sees every stride-th pixel from (i, j) on
-        for j in range(g.kw):
-            rows = slice(i * g.dh, i * g.dh + g.sh * g.ho, g.sh)
-            columns = slice(j * g.dw, j * g.dw + g.sw * g.wo, g.sw)
-            cols[:, :, i, j] = padded[:, :, rows, columns]
-    return cols.reshape(g.n, g.c * g.kh * g.kw, g.ho * g.wo)
-
-
-def col2im(cols, input_shape, kernel_size, stride=1, padding=0, dilation=1) -> np.ndarray:
-    """Fold columns back onto the image, summing overlaps (``torch.nn.functional.fold``).
-
-    The adjoint (转置) of :func:`im2col`: ``<im2col(x), y> == <x, col2im(y, x.shape, ...)>``,
-    which the backward pass of a convolution needs. A pixel covered by several windows
-    receives the sum of their values. ``cols`` is shaped as :func:`im2col` returns it,
-    ``input_shape`` is (N, C, H, W); the other arguments are im2col's.
-
-    Examples
-    --------
-    >>> ones = np.ones((1, 4, 4), np.float32)          # 2 x 2 windows over a 3 x 3 image
-    >>> col2im(ones, (1, 1, 3, 3), 2)[0, 0]             # how many windows cover each pixel
-    array([[1., 2., 1.],
-           [2., 4., 2.],
-           [1., 2., 1.]], dtype=float32)
-    """
-    cols, g = conv_columns(cols, input_shape, kernel_size, stride, padding, dilation)
-    windows = cols.reshape(g.n, g.c, g.kh, g.kw, g.ho, g.wo)
-    padded = np.zeros((g.n, g.c, g.hp, g.wp), dtype=cols.dtype)
-    for i in range(g.kh):  # every kernel offset (i, j) adds its values where it took them
-        for j in range(g.kw):
-            rows = slice(i * g.dh, i * g.dh + g.sh * g.ho, g.sh)
-            columns = slice(j * g.dw, j * g.dw + g.sw * g.wo, g.sw)
-            padded[:, :, rows, columns] += windows[:, :, i, j]
-    return padded[:, :, g.ph : g.ph + g.h, g.pw : g.pw + g.w].copy()
-
-
-def conv2d_direct(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> np.ndarray:
-    """The convolution, written as plain nested loops (as :func:`course_lib.conv_algorithms.conv2d`).
-
-    One multiply-accumulate at a time, in Python, in double precision: the definition
-    of the operation, used to teach it and as the reference in the tests. It is
-    thousands of times slower than :func:`course_lib.conv_algorithms.conv2d`; keep the shapes tiny.
-
-    Examples
-    --------
-    >>> rng = np.random.default_rng(1)
-    >>> x, w = rng.standard_normal((1, 4, 6, 5)), rng.standard_normal((6, 2, 3, 2))
-    >>> args = dict(stride=(2, 1), padding=1, dilation=(1, 2), groups=2)
-    >>> from course_lib.conv_algorithms import conv2d
-    >>> bool(np.allclose(conv2d_direct(x, w, **args), conv2d(x, w, **args)))
-    True
-    """
-    x, weight, bias, groups, g = conv_arguments(x, weight, bias, stride, padding, dilation, groups)
-    c_out = weight.shape[0]
-    cg_in, cg_out = g.c // groups, c_out // groups
-    xs, ws = x.tolist(), weight.tolist()
-    bs = [0.0] * c_out if bias is None else bias.tolist()
-    out = np.empty((g.n, c_out, g.ho, g.wo), dtype=x.dtype)
-    for n in range(g.n):
-        for co in range(c_out):
-            first_c = (co // cg_out) * cg_in
-            for oh in range(g.ho):
-                for ow in range(g.wo):
-                    acc = bs[co]
-                    for ci in range(cg_in):
-                        plane, kernel = xs[n][first_c + ci], ws[co][ci]
-                        for i in range(g.kh):
-                            r = oh * g.sh - g.ph + i * g.dh
-                            if r < 0 or r >= g.h:
-                                continue
-                            for j in range(g.kw):
-                                c = ow * g.sw - g.pw + j * g.dw
-                                if 0 <= c < g.w:
-                                    acc += plane[r][c] * kernel[i][j]
-                    out[n, co, oh, ow] = acc
-    return out
-
-
 # ----------------------------------------------------------------- sizes
-def conv_output_shape(input_shape, kernel_size, stride=1, padding=0, dilation=1) -> tuple[int, int]:
-    """Output height and width of a convolution (or of im2col's windows).
-
-    Examples
-    --------
-    >>> conv_output_shape((1, 3, 32, 32), 3, stride=2, padding=1)
-    (16, 16)
-    >>> conv_output_shape((1, 3, 7, 9), (3, 1), dilation=(2, 1))
-    (3, 9)
-    """
-    g = ConvGeometry.from_args(input_shape, kernel_size, stride, padding, dilation)
-    return g.ho, g.wo
-
-
-def gemm_sizes(batch: int, image: int, kernel: int, stride: int, c_in: int, c_out: int,
-               padding: int | None = None, itemsize: int = 4) -> dict[str, float]:
-    r"""GEMM dimensions and memory of a convolution computed with im2col.
-
-    ``padding`` defaults to ``kernel // 2`` ("same" for odd kernels and stride 1).
-
-    Returns
-    -------
-    dict
-        the GEMM sizes under the source's names (:math:`\mathcal{M}, \mathcal{K}, \mathcal{N}`
-        in the course notation): ``M = batch * Ho * Wo``, ``K = c_in * kernel**2``,
-        ``N = c_out``; ``Ho``, ``Wo``, the bytes of the input, the im2col matrix (M x K), the
-        weights (K x N) and the output (M x N), and ``blowup`` = im2col bytes / input bytes.
-
-    Examples
-    --------
-    >>> s = gemm_sizes(32, 56, 3, 1, 64, 64)
-    >>> s["M"], s["K"], s["N"], s["blowup"]
-    (100352, 576, 64, 9.0)
-    """
-    batch, image, c_in, c_out = (check_int(v, name, 1, 2**31) for v, name in (
-        (batch, "batch"), (image, "image"), (c_in, "c_in"), (c_out, "c_out")))
-    kernel, stride = check_int(kernel, "kernel", 1, 2**31), check_int(stride, "stride", 1, 2**31)
-    itemsize = check_int(itemsize, "itemsize", 1, 64)
-    pad = kernel // 2 if padding is None else check_int(padding, "padding", 0, 2**31)
-    g = ConvGeometry.from_args((batch, c_in, image, image), kernel, stride, pad)
-    m, k, n = batch * g.ho * g.wo, g.rows, c_out
-    input_bytes = batch * c_in * image * image * itemsize
-    cols_bytes = m * k * itemsize
-    return {
-        "M": m, "K": k, "N": n, "Ho": g.ho, "Wo": g.wo, "padding": pad,
-        "input_bytes": input_bytes, "im2col_bytes": cols_bytes,
-        "weight_bytes": k * n * itemsize, "output_bytes": m * n * itemsize,
-        "blowup": cols_bytes / input_bytes, "macs": m * k * n,
-    }
-
-
 @dataclass(frozen=True)
 class ConvGeometry:
     """Shapes of one convolution: input, kernel, stride, padding, dilation and output.
@@ -254,7 +76,7 @@ class ConvGeometry:
 
     @classmethod
     def from_args(cls, input_shape, kernel_size, stride=1, padding=0, dilation=1) -> ConvGeometry:
-        """Check the arguments of :func:`im2col` and friends and return the geometry."""
+        """Check the arguments of :func:`course_lib.conv.im2col.im2col` and friends and return the geometry."""
         shape = tuple(input_shape)
         if len(shape) != 4 or not all(
             (type(s) is int or isinstance(s, numbers.Integral) and not isinstance(s, (bool, np.bool_)))
@@ -314,10 +136,27 @@ class ConvGeometry:
         return self.w + 2 * self.pw
 
 
+
+
+def conv_output_shape(input_shape, kernel_size, stride=1, padding=0, dilation=1) -> tuple[int, int]:
+    """Output height and width of a convolution (or of im2col's windows).
+
+    Examples
+    --------
+    >>> conv_output_shape((1, 3, 32, 32), 3, stride=2, padding=1)
+    (16, 16)
+    >>> conv_output_shape((1, 3, 7, 9), (3, 1), dilation=(2, 1))
+    (3, 9)
+    """
+    g = ConvGeometry.from_args(input_shape, kernel_size, stride, padding, dilation)
+    return g.ho, g.wo
+
+
+
 # ----------------------------------------------------------------- argument checks
-# Once, at the entry points above (and those of the fast modules); never inside a loop.
+# Once, at the public entry points of the package; never inside a loop.
 def conv_input(x, kernel_size, stride=1, padding=0, dilation=1) -> tuple[np.ndarray, ConvGeometry]:
-    """:func:`im2col`'s arguments checked: ``x`` as a 4-d numeric array, and the geometry.
+    """:func:`course_lib.conv.im2col.im2col`'s arguments checked: ``x`` as a 4-d numeric array, and the geometry.
 
     Examples
     --------
@@ -330,7 +169,7 @@ def conv_input(x, kernel_size, stride=1, padding=0, dilation=1) -> tuple[np.ndar
 
 
 def conv_columns(cols, input_shape, kernel_size, stride=1, padding=0, dilation=1) -> tuple[np.ndarray, ConvGeometry]:
-    """:func:`col2im`'s arguments checked: ``cols`` as an array of the right shape, and the geometry.
+    """:func:`course_lib.conv.im2col.col2im`'s arguments checked: ``cols`` as an array of the right shape, and the geometry.
 
     Examples
     --------
@@ -355,7 +194,7 @@ def conv_columns(cols, input_shape, kernel_size, stride=1, padding=0, dilation=1
 
 
 def conv_arguments(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
-    """:func:`course_lib.conv_algorithms.conv2d`'s arguments checked: ``(x, weight, bias, groups, geometry)``.
+    """:func:`course_lib.conv.algorithms.conv2d`'s arguments checked: ``(x, weight, bias, groups, geometry)``.
 
     ``x``, ``weight`` and ``bias`` come back C-contiguous in their common dtype.
 
@@ -399,7 +238,7 @@ def conv_arguments(x, weight, bias=None, stride=1, padding=0, dilation=1, groups
 
 
 def backward_arguments(grad_out, x, weight, stride=1, padding=0, dilation=1, groups=1, input_grad=True):
-    """:func:`course_lib.conv_algorithms.conv2d_backward`'s arguments checked: ``(grad_out, x, weight, groups, geometry, input_grad)``.
+    """:func:`course_lib.conv.algorithms.conv2d_backward`'s arguments checked: ``(grad_out, x, weight, groups, geometry, input_grad)``.
 
     ``grad_out`` must have the forward pass's output shape; it comes back C-contiguous
     in the dtype of ``x``.
@@ -422,6 +261,38 @@ def backward_arguments(grad_out, x, weight, stride=1, padding=0, dilation=1, gro
     if not isinstance(input_grad, (bool, np.bool_)):
         raise TypeError(f"input_grad must be True or False, got {input_grad!r}")
     return np.ascontiguousarray(grad_out, dtype=x.dtype), x, weight, groups, g, bool(input_grad)
+
+
+def conv_shapes(x_shape, w_shape, stride=1, padding=0, dilation=1, groups=1) -> tuple[ConvGeometry, tuple, int]:
+    """The shapes of a convolution checked, without arrays: ``(geometry, w_shape, groups)``.
+
+    What :func:`course_lib.conv.algorithms.candidates` and the counts of multiplications
+    check: ``w_shape`` is 4 ints (C_out, C_in / groups, kh, kw) that fit ``x_shape`` and
+    ``groups``.
+
+    Examples
+    --------
+    >>> g, w_shape, groups = conv_shapes((2, 4, 9, 9), (6, 2, 3, 3), padding=1, groups=2)
+    >>> (g.ho, g.wo), w_shape, groups
+    ((9, 9), (6, 2, 3, 3), 2)
+    >>> conv_shapes((2, 4, 9, 9), (6, 4, 3, 3), groups=2)
+    Traceback (most recent call last):
+    ...
+    ValueError: w_shape (6, 4, 3, 3) does not fit C_in = 4 with groups = 2: C_in must be w_shape[1] x groups and C_out divisible by groups
+    """
+    try:
+        w_shape = tuple(w_shape)
+    except TypeError:
+        raise TypeError(f"w_shape must be 4 ints (C_out, C_in / groups, kh, kw), got {w_shape!r}") from None
+    if len(w_shape) != 4:
+        raise ValueError(f"w_shape must be 4 ints (C_out, C_in / groups, kh, kw), got {w_shape!r}")
+    w_shape = tuple(check_int(v, f"w_shape[{i}]", 0 if i < 2 else 1) for i, v in enumerate(w_shape))
+    groups = check_int(groups, "groups", 1, 2**31)
+    g = ConvGeometry.from_args(x_shape, w_shape[2:], stride, padding, dilation)
+    if w_shape[1] * groups != g.c or w_shape[0] % groups:
+        raise ValueError(f"w_shape {w_shape} does not fit C_in = {g.c} with groups = {groups}: "
+                         "C_in must be w_shape[1] x groups and C_out divisible by groups")
+    return g, w_shape, groups
 
 
 def _pair(value, name: str, minimum: int) -> tuple[int, int]:

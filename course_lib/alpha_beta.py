@@ -83,8 +83,7 @@ ALGORITHMS = ("ring", "tree", "ps")
 #: The collectives family, in the order the course draws them (:func:`collective_time`).
 COLLECTIVES = ("broadcast", "reduce", "all-gather", "reduce-scatter", "all-to-all", "all-reduce")
 
-#: The course's one set of latency assumptions (alpha, seconds per message; chapter 07,
-#: section 5): a message between machines over Ethernet or InfiniBand ...
+#: The course's one set of latency assumptions (alpha, seconds per message): a message between machines over Ethernet or InfiniBand ...
 NETWORK_LATENCY = 10e-6
 #: ... and between the GPUs of one server over NVLink. Both are assumptions of the right order,
 #: not measurements; every notebook that prices a message uses one of them and prints it.
@@ -764,7 +763,7 @@ def communication_crossover(compute_time, nbytes, bandwidth, latency, *, algorit
     """Fewest devices at which the gradient exchange takes at least as long as the compute.
 
     With a fixed global batch (strong scaling) each of N devices computes for
-    ``compute_time / N`` while the exchange time of :mod:`course_lib.comm` stays or
+    ``compute_time / N`` while the exchange time of :mod:`course_lib.alpha_beta` stays or
     grows: from the returned N on, a step is mostly communication. Returns
     ``math.inf`` if that does not happen up to ``n_max`` devices.
 
@@ -773,7 +772,7 @@ def communication_crossover(compute_time, nbytes, bandwidth, latency, *, algorit
     compute_time : float
         Forward + backward of the global batch on ONE device, seconds, > 0.
     nbytes, bandwidth, latency, algorithm, servers
-        As in :func:`course_lib.comm.allreduce_time`.
+        As in :func:`course_lib.alpha_beta.allreduce_time`.
     n_max : int
         Largest device count searched.
 

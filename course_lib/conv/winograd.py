@@ -1,28 +1,38 @@
-"""Winograd's minimal filtering for 3 x 3 convolutions: for speed, not for reading.
-
-One of the algorithms :func:`course_lib.conv_algorithms.conv2d` chooses from
-(``algorithm="winograd_f2"`` or ``"winograd_f4"``): :func:`conv2d_winograd` computes
-:func:`course_lib.im2col.conv2d_direct`'s convolution, :func:`conv2d_winograd_backward`
-the gradients of :func:`course_lib.conv_algorithms.conv2d_backward`, up to rounding (the
-tests hold them against the plain loops, PyTorch and each other). Read
-:mod:`course_lib.im2col` for the idea of a convolution; chapter 06 shows
-:func:`winograd_matrices` at work.
+"""Winograd's minimal filtering for 3 x 3 convolutions: first the idea, then the fast engine.
 
 Winograd in brief: cut the output into m x m tiles, each computed from an (m + 2) x (m + 2)
-input tile d. With the matrices of :func:`winograd_matrices`, one channel pair gives
-``Y = A^T [(G g G^T) * (B^T d B)] A`` (* elementwise, g the kernel). Summed over input
-channels, the elementwise stage is, for each of the (m + 2)^2 transform points, ONE GEMM
-of the C_out x C_in transformed kernels by the C_in x tiles transformed inputs: (m + 2)^2
-multiplications per tile and channel pair instead of 9 m^2 (16 instead of 36 for
-F(2 x 2, 3 x 3), 36 instead of 144 for F(4 x 4, 3 x 3)). The transforms (additions and
-multiplications by small constants, per tile and channel or per kernel) are not counted
-by :func:`multiplication_count`. The price is precision, which :func:`float32_error` measures.
+input tile d. With the transform matrices ``B^T``, ``G``, ``A^T`` of F(m x m, 3 x 3), one
+channel pair gives ``Y = A^T [(G g G^T) * (B^T d B)] A`` (* elementwise, g the kernel).
+Summed over input channels, the elementwise stage is, for each of the (m + 2)^2 transform
+points, ONE GEMM of the C_out x C_in transformed kernels by the C_in x tiles transformed
+inputs: (m + 2)^2 multiplications per tile and channel pair instead of 9 m^2 (16 instead of
+36 for F(2 x 2, 3 x 3), 36 instead of 144 for F(4 x 4, 3 x 3)). The transforms (additions
+and multiplications by small constants, per tile and channel or per kernel) are not
+counted by :func:`course_lib.conv.algorithms.multiplication_count`. The price is
+precision, which :func:`course_lib.conv.algorithms.float32_error` measures.
+
+The module holds two things, in this order:
+
+* the idea: :func:`winograd_f2x2_3x3`, F(2 x 2, 3 x 3) in a dozen lines of numpy with
+  Lavin & Gray's matrices written out (stride 1, no padding, no checks: the function to
+  read), and :func:`winograd_matrices`, which derives the matrices of any F(m, r);
+* the fast engine, for speed, not for reading: :func:`conv2d_winograd` and
+  :func:`conv2d_winograd_backward`, F(2 x 2, 3 x 3) or F(4 x 4, 3 x 3) with padding, a
+  bias and the gradients, in blocks of samples sized for the caches and shared among
+  threads. They are the public entry points that check their arguments, and
+  ``algorithm="winograd_f2"`` / ``"winograd_f4"`` of
+  :func:`course_lib.conv.algorithms.conv2d` runs them. They compute
+  :func:`course_lib.conv.im2col.conv2d_direct`'s convolution and the gradients of
+  :func:`course_lib.conv.algorithms.conv2d_backward` up to rounding (the tests hold them
+  against the plain loops, PyTorch, the readable function and each other).
 
 Examples
 --------
->>> from course_lib.im2col import conv2d_direct
+>>> from course_lib.conv.im2col import conv2d_direct
 >>> rng = np.random.default_rng(0)
 >>> x, w = rng.standard_normal((1, 2, 6, 6)), rng.standard_normal((3, 2, 3, 3))
+>>> bool(np.allclose(winograd_f2x2_3x3(x, w), conv2d_direct(x, w)))
+True
 >>> bool(np.allclose(conv2d_winograd(x, w, padding=1, tile=4), conv2d_direct(x, w, padding=1)))
 True
 """
@@ -34,26 +44,78 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
-from ._validate import check_int, check_type
-from .conv_fast import BatchPlan
-from .im2col import ConvGeometry, backward_arguments, conv_arguments
-from .timing import blas_threads
+from .._validate import check_int, check_type
+from ..timing import blas_threads
+from .fast import BatchPlan
+from .geometry import ConvGeometry, backward_arguments, conv_arguments
 
-__all__ = ["conv2d_winograd", "conv2d_winograd_backward", "winograd_matrices", "winograd_problem"]
+__all__ = [
+    "conv2d_winograd", "conv2d_winograd_backward", "winograd_f2x2_3x3", "winograd_matrices", "winograd_problem",
+]
 
+
+# ----------------------------------------------------------------------- the idea
+def winograd_f2x2_3x3(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Winograd's F(2 x 2, 3 x 3): a 3 x 3 convolution, 16 multiplications per 2 x 2 outputs.
+
+    The convolution of :func:`course_lib.conv.im2col.conv2d_direct` with stride 1 and no
+    padding, computed tile by tile as Lavin & Gray (2016) describe it: each 2 x 2 output
+    tile comes from a 4 x 4 input tile ``d`` as ``A^T [(G w G^T) * (B^T d B)] A``, summed
+    over the input channels, where 16 elementwise multiplications replace the 36 of the
+    definition. No argument checks, for reading: :func:`conv2d_winograd` is the entry point
+    that checks its arguments (and pads, adds a bias, runs fast).
+
+    Parameters
+    ----------
+    x : numpy.ndarray
+        Input (N, C, H, W), floating point, H and W at least 3.
+    w : numpy.ndarray
+        Kernels (K, C, 3, 3).
+
+    Returns
+    -------
+    numpy.ndarray
+        (N, K, H - 2, W - 2), in float64. An odd H - 2 or W - 2 gets one row or column of
+        zeros below or to the right of ``x``, which fills the last tiles; their outputs
+        beyond H - 2 or W - 2 are cut off.
+
+    Examples
+    --------
+    >>> x = np.arange(16.0).reshape(1, 1, 4, 4)   # one 4 x 4 tile
+    >>> winograd_f2x2_3x3(x, np.ones((1, 1, 3, 3)))[0, 0]   # sums of the four 3 x 3 windows
+    array([[45., 54.],
+           [81., 90.]])
+    """
+    # Lavin & Gray's transforms of F(2, 3): B^T for the data, G for the kernel, A^T for the output
+    bt = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]])
+    g = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+    at = np.array([[1, 1, 1, 0], [0, 1, -1, -1]])
+    n, h, wd = x.shape[0], x.shape[2] - 2, x.shape[3] - 2  # the output is h x wd
+    # an odd output size: one row or column of zeros more, whose outputs are cut at the end
+    x = np.pad(x, ((0, 0), (0, 0), (0, h % 2), (0, wd % 2)))
+    # every kernel once: U = G w G^T, (K, C, 4, 4)
+    u = g @ w @ g.T
+    # the 4 x 4 input tiles, a new one every 2 pixels (they overlap by 2): (N, C, h/2, wd/2, 4, 4)
+    d = sliding_window_view(x, (4, 4), axis=(2, 3))[:, :, ::2, ::2]
+    # every tile once: V = B^T d B
+    v = bt @ d @ bt.T
+    # the elementwise product U * V, summed over the input channels c: 16 multiplications
+    # per tile and channel pair, M (N, K, h/2, wd/2, 4, 4)
+    m = np.einsum("kcij,nctsij->nktsij", u, v)
+    # the output transform: a 2 x 2 output tile Y = A^T M A from each M
+    y = at @ m @ at.T
+    # the tiles side by side: (N, K, h/2, 2, wd/2, 2) -> (N, K, h, wd), cut to the output size
+    th, tw = y.shape[2:4]
+    return y.transpose(0, 1, 2, 4, 3, 5).reshape(n, w.shape[0], 2 * th, 2 * tw)[:, :, :h, :wd]
+
+
+# ----------------------------------------------------------------------- the transform matrices
 #: Interpolation points of the Cook-Toom construction (the last point is infinity).
 _POINTS = (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))
-#: Bytes of transformed input per block of samples (the block's buffers stay in the caches).
-_WINO_BYTES = 1 << 21
-#: A block has at least this many tiles, so that its GEMMs are not too thin ...
-_MIN_TILES = 128
-#: ... and a large batch is cut into at least this many blocks (work for several threads).
-_MIN_BLOCKS = 8
 
 
-# ----------------------------------------------------------------------- transforms
 def _poly(roots: list) -> list:
     """Coefficients, lowest first, of the product of (x - root) over ``roots``."""
     coef = [Fraction(1)]
@@ -120,6 +182,17 @@ def winograd_matrices(m: int = 2, r: int = 3, *, exact: bool = False):
     if exact:
         return at, g_rows, bt
     return tuple(np.array(mat, dtype=np.float64) for mat in (at, g_rows, bt))
+
+
+# ======================================================================= the fast engine
+# For speed, not for reading: the same convolution as winograd_f2x2_3x3 (and F(4 x 4, 3 x 3)),
+# with padding and a bias, in blocks of samples sized for the caches and shared among threads.
+#: Bytes of transformed input per block of samples (the block's buffers stay in the caches).
+_WINO_BYTES = 1 << 21
+#: A block has at least this many tiles, so that its GEMMs are not too thin ...
+_MIN_TILES = 128
+#: ... and a large batch is cut into at least this many blocks (work for several threads).
+_MIN_BLOCKS = 8
 
 
 @functools.lru_cache(maxsize=8)
@@ -293,14 +366,14 @@ def _check_winograd(weight, groups: int, g: ConvGeometry, tile) -> None:
 def conv2d_winograd(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, tile: int = 2) -> np.ndarray:
     """3 x 3 convolution with stride 1 by Winograd's F(tile x tile, 3 x 3).
 
-    Same arguments and result (up to rounding) as :func:`course_lib.conv_algorithms.conv2d`, which
+    Same arguments and result (up to rounding) as :func:`course_lib.conv.algorithms.conv2d`, which
     runs it as ``algorithm="winograd_f2"`` or ``"winograd_f4"``. A ``ValueError`` names
     what does not fit: kernels other than 3 x 3, stride, dilation or groups other than 1.
 
     Parameters
     ----------
     x, weight, bias, stride, padding, dilation, groups
-        As for :func:`course_lib.conv_algorithms.conv2d`; weight (C_out, C_in, 3, 3).
+        As for :func:`course_lib.conv.algorithms.conv2d`; weight (C_out, C_in, 3, 3).
     tile : {2, 4}
         m, the output tile: F(2 x 2, 3 x 3) does 16 multiplications per tile and channel
         pair (the definition: 36), F(4 x 4, 3 x 3) does 36 (the definition: 144).
@@ -309,8 +382,9 @@ def conv2d_winograd(x, weight, bias=None, stride=1, padding=0, dilation=1, group
     -----
     The batch runs in blocks of samples sized for the caches, shared among the BLAS
     threads as in ``conv2d`` (bitwise the same result with any number of threads).
-    Rounding in float32 relative to the largest output (:func:`float32_error`, 64
-    channels): about 3e-7 for F(2 x 2, 3 x 3), 3e-6 for F(4 x 4, 3 x 3), 5e-7 for im2col.
+    Rounding in float32 relative to the largest output
+    (:func:`course_lib.conv.algorithms.float32_error`, 64 channels): about 3e-7 for
+    F(2 x 2, 3 x 3), 3e-6 for F(4 x 4, 3 x 3), 5e-7 for im2col.
 
     Examples
     --------
@@ -353,14 +427,14 @@ def conv2d_winograd_backward(grad_out, x, weight, stride=1, padding=0, dilation=
     Returns
     -------
     tuple
-        ``(grad_x, grad_weight, grad_bias)`` as :func:`course_lib.conv_algorithms.conv2d_backward`.
+        ``(grad_x, grad_weight, grad_bias)`` as :func:`course_lib.conv.algorithms.conv2d_backward`.
 
     Examples
     --------
     >>> rng = np.random.default_rng(0)
     >>> x, w = rng.standard_normal((2, 3, 6, 6)), rng.standard_normal((4, 3, 3, 3))
     >>> gy = rng.standard_normal((2, 4, 6, 6))
-    >>> from course_lib.conv_algorithms import conv2d_backward
+    >>> from course_lib.conv.algorithms import conv2d_backward
     >>> all(np.allclose(a, b) for a, b in zip(conv2d_winograd_backward(gy, x, w, padding=1),
     ...                                       conv2d_backward(gy, x, w, padding=1)))
     True

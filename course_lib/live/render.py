@@ -1,7 +1,7 @@
 """The redraw engine of live figures: for speed, not for reading.
 
-A live figure (:func:`course_lib.widgets.live_figure`) rebuilds and renders its figure in
-the kernel whenever a slider moves. Read :mod:`course_lib.widgets` for what it does; this
+A live figure (:func:`course_lib.live.widgets.live_figure`) rebuilds and renders its figure in
+the kernel whenever a slider moves. Read :mod:`course_lib.live.widgets` for what it does; this
 module only makes a redraw fast. What a redraw shows is what the plain route shows,
 ``figure_to_png(plot(**values))``: at the initial values the redraw gives the initial PNG's
 pixels exactly (the tests compare them). Each trick skips work, none changes a figure:
@@ -22,33 +22,43 @@ pixels exactly (the tests compare them). Each trick skips work, none changes a f
 * glyphs rendered once: each glyph's bitmap is kept per font, size, rotation and 1/64-pixel
   phase of its position and drawn at the whole-pixel rest (``_draw_text_glyphs_and_boxes``
   of :class:`_ShapedTextRenderer`; a whole-pixel shift only moves FreeType's bitmap): text
-  drawing 45-65 -> 10-15 ms, a fifth of a redraw (10: 346 -> 277 ms CPU, 01: 282 -> 201,
-  09: 255 -> 190, medians of 16 redraws on a loaded 2-core machine);
+  drawing 45-65 -> 10-15 ms, a fifth of a redraw (hybrid explorer: 346 -> 277 ms CPU,
+  accuracy chart: 282 -> 201, pipeline schedule: 255 -> 190, medians of 16 redraws on a
+  loaded 2-core machine);
 * ticks cloned: a redraw's x and y axes make their ticks by copying a pristine tick made
   the usual way for the same kind of axis, tick keywords, spine positions and style, kept
   from one redraw to the next (:func:`_cloned_ticks`): 0.05 instead of 0.6-0.9 ms a tick,
-  20-90 ticks a redraw (10: 279 -> 255 ms CPU, 07: 255 -> 237 and 169 -> 156, A/B medians
-  of 20 redraws on a loaded 2-core machine); one pristine tick per style, so that the ticks
-  a figure makes while it is built (under the course style) are clones too, and a new
-  tick shares the first tick's marker instead of a deep copy (chapter 12's explorer:
-  240 -> 190 ms CPU a redraw, 16 redraws, process time);
+  20-90 ticks a redraw (hybrid explorer: 279 -> 255 ms CPU, communication dominance and
+  efficiency: 255 -> 237 and 169 -> 156, A/B medians of 20 redraws on a loaded 2-core
+  machine); one pristine tick per style, so that the ticks a figure makes while it is built
+  (under the course style) are clones too, and a new tick shares the first tick's marker
+  instead of a deep copy (hybrid explorer: 240 -> 190 ms CPU a redraw, 16 redraws, process
+  time);
 * text laid out once: a text's layout (lines, sizes, offsets and box around its anchor) is
   kept per renderer, string, font, alignment, rotation and spacing and reused
   (:func:`_kept_text_layouts`): matplotlib lays out every text anew, 100-150 a redraw, tick
-  labels mostly repeating: 10-15 % of a redraw (01: 190 -> 161 ms CPU, 07: 158 -> 134,
-  10: 249 -> 224, A/B medians of 20 redraws);
+  labels mostly repeating: 10-15 % of a redraw (accuracy chart: 190 -> 161 ms CPU,
+  communication dominance: 158 -> 134, hybrid explorer: 249 -> 224, A/B medians of 20
+  redraws);
 * one canvas for every state, so its renderer and matplotlib's text-size cache carry over:
   about a third (tick labels and titles mostly repeat);
 * no garbage collection while a figure is built and sent, and the figure let go as soon as
   its PNG is out (:meth:`Renderer.quiet`): Python's collector otherwise pauses the kernel
   100-180 ms every sixth redraw or so;
 * together, the glyphs, ticks and text layouts kept make a redraw 28-37 % cheaper in CPU
-  (least of three runs of 16 redraws, loaded 2-core machine, before -> after: 10's
-  explorer 310 -> 218 ms, 01's accuracy 214 -> 155, 09's schedule 225 -> 162, 07's
-  dominance 196 -> 125 and efficiency 206 -> 130);
+  (least of three runs of 16 redraws, loaded 2-core machine, before -> after: hybrid
+  explorer 310 -> 218 ms, accuracy chart 214 -> 155, pipeline schedule 225 -> 162,
+  communication dominance 196 -> 125 and efficiency 206 -> 130);
 * :func:`quick_png`: a PNG written by hand, rows unfiltered, zlib level 1: half the
   encoding time of matplotlib's writer, the same pixels; the pixels copied once, straight
   into the rows, and the rows handed to zlib without a copy: 15 -> 6 ms of a redraw.
+
+The figures timed: the hybrid explorer
+(:func:`course_lib.plots.pipeline.hybrid_explorer_figure`), the accuracy chart
+(:func:`course_lib.plots.trends.accuracy_compute_figure`), the pipeline schedule
+(:func:`course_lib.plots.pipeline.schedule_figure`), communication dominance
+(:func:`course_lib.plots.parallel.comm_dominance_figure`) and efficiency
+(:func:`course_lib.plots.cost.comm_efficiency_figure`).
 """
 
 from __future__ import annotations
@@ -62,8 +72,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._validate import check_int, check_positive, check_type
-from . import figure_to_png
-from .style import DPI, rc_params
+from ..plots import figure_to_png
+from ..plots.style import DPI, rc_params
 
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
@@ -160,8 +170,8 @@ class Renderer:
     def quiet(self) -> Iterator[None]:
         """No garbage collection inside; the figure let go on the way out.
 
-        Python's collector pauses the kernel to scan every object it tracks (170,000 in
-        notebook 10): 100-180 ms, every sixth redraw or so, because each redraw's figure
+        Python's collector pauses the kernel to scan every object it tracks (170,000 in a
+        kernel that has trained and planned a few models): 100-180 ms, every sixth redraw or so, because each redraw's figure
         lives long enough to reach the oldest generation. So no collection runs while a
         figure is built and sent, the figure is let go as soon as its PNG is out, and the
         collection that follows finds it still young: a cheap one, after the reader already

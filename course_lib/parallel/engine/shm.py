@@ -4,8 +4,14 @@
 segment, ``/dev/shm/ddl_<creator pid>_<random>`` on Linux. The creator (the parent) owns
 it and removes it in :meth:`SharedArray.close` (use ``with``: also on error); workers map it
 with ``spec.attach()`` and never remove it - unless the parent died, see
-:mod:`course_lib.parallel.workers`. :func:`remove_stale_segments` and :func:`find_leftovers`
+:mod:`course_lib.parallel.engine.workers`. :func:`remove_stale_segments` and :func:`find_leftovers`
 deal with what a killed process could not remove.
+
+The course's segments stay out of ``multiprocessing``'s resource tracker: the three rules above
+already remove every one of them, and registering a segment starts the tracker, a process
+that ignores SIGTERM and so held every Jupyter kernel that had used shared memory for 2.5 s
+at "Shut Down" or "Restart" (ipykernel ends a kernel's children with SIGTERM and waits for
+them; the server kills the kernel at half of its ``shutdown_wait_time``). See :func:`_open`.
 
 Examples
 --------
@@ -23,13 +29,14 @@ import math
 import os
 import secrets
 import sys
+import threading
 from collections.abc import Iterator
-from multiprocessing import shared_memory
+from multiprocessing import resource_tracker, shared_memory
 from typing import NamedTuple
 
 import numpy as np
 
-from .._validate import check_int
+from ..._validate import check_int
 
 __all__ = [
     "SHM_PREFIX",
@@ -43,6 +50,59 @@ __all__ = [
 
 #: Prefix of every shared-memory segment the course creates: ``ddl_<pid>_<random>``.
 SHM_PREFIX = "ddl_"
+
+
+_PATCH_LOCK = threading.Lock()  # one temporary replacement of resource_tracker.register at a time
+
+
+def _new_patch_lock() -> None:
+    """In a forked child (a worker under fork): a lock held by another thread of the parent
+    at the fork would stay held forever."""
+    global _PATCH_LOCK
+    _PATCH_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_patch_lock)
+
+
+def _open(name: str, create: bool = False, size: int = 0) -> shared_memory.SharedMemory:
+    """``SharedMemory(name, create, size)`` that the resource tracker never hears of.
+
+    Python 3.13 has ``track=False`` for this. Before, ``SharedMemory.__init__`` always calls
+    ``resource_tracker.register``, which starts the tracker process (a child of the kernel that
+    ignores SIGTERM) if it does not run yet: for the duration of that one call, ``register``
+    is replaced by a function that drops exactly this segment's registration and passes any
+    other (another thread's) on to the real one.
+    """
+    if sys.version_info >= (3, 13):  # pragma: no cover - newer Pythons
+        return shared_memory.SharedMemory(name=name, create=create, size=size, track=False)
+    if os.name != "posix":  # pragma: no cover - Windows: no resource tracker
+        return shared_memory.SharedMemory(name=name, create=create, size=size)
+    real = resource_tracker.register
+
+    def register(resource: str, rtype: str) -> None:
+        if not (rtype == "shared_memory" and resource.lstrip("/") == name):
+            real(resource, rtype)
+
+    with _PATCH_LOCK:
+        resource_tracker.register = register
+        try:
+            return shared_memory.SharedMemory(name=name, create=create, size=size)
+        finally:
+            resource_tracker.register = real
+
+
+def _unlink(name: str) -> None:
+    """Remove segment ``name`` from ``/dev/shm`` (FileNotFoundError if gone).
+
+    What ``SharedMemory.unlink()`` does, without its message to the resource tracker (which
+    would start it before Python 3.13): the segment was never registered (:func:`_open`).
+    """
+    if os.name == "posix":
+        import _posixshmem  # the module SharedMemory itself uses
+
+        _posixshmem.shm_unlink("/" + name)
 
 
 def _release(shm: shared_memory.SharedMemory) -> None:
@@ -74,13 +134,7 @@ class SharedSpec(NamedTuple):
         On exit the mapping is released (unmapped once no view of the array is left).
         A worker never unlinks: the creator does.
         """
-        if sys.version_info >= (3, 13):  # pragma: no cover - newer Pythons
-            shm = shared_memory.SharedMemory(name=self.name, track=False)
-        else:
-            # Workers started by multiprocessing share the parent's resource tracker,
-            # whose registry is a set: registering the name again is harmless, and the
-            # creator's unlink() unregisters it.
-            shm = shared_memory.SharedMemory(name=self.name)
+        shm = _open(self.name)
         array = np.ndarray(self.shape, dtype=np.dtype(self.dtype), buffer=shm.buf)
         try:
             yield array
@@ -110,7 +164,7 @@ class SharedArray:
         dtype = np.dtype(dtype)
         nbytes = max(1, math.prod(shape) * dtype.itemsize)
         name = f"{SHM_PREFIX}{os.getpid()}_{secrets.token_hex(6)}"
-        self._shm = shared_memory.SharedMemory(name=name, create=True, size=nbytes)
+        self._shm = _open(name, create=True, size=nbytes)
         self.array = np.ndarray(shape, dtype=dtype, buffer=self._shm.buf)
         if init is None:
             self.array.fill(0)
@@ -130,7 +184,7 @@ class SharedArray:
             return
         self.array = None
         try:
-            shm.unlink()
+            _unlink(shm.name)
         except FileNotFoundError:  # pragma: no cover - already removed
             pass
         _release(shm)
@@ -150,7 +204,7 @@ def remove_stale_segments() -> list[str]:
     """Unlink ``/dev/shm/ddl_<pid>_*`` segments whose creating process no longer exists.
 
     A process killed with SIGKILL (a kernel restart kills the kernel's whole process
-    group, resource tracker included) cannot unlink its segments. Every
+    group) cannot unlink its segments, and no resource tracker does it for the course. Every
     :class:`ProcessGroup` calls this when it starts, so such leftovers disappear with
     the next run. Segments of living processes are never touched. Returns the names
     removed (always empty where ``/dev/shm`` does not exist).
@@ -232,13 +286,6 @@ def _alive(pid: int) -> bool:
 
 
 def unlink_segment(name: str) -> None:
-    """Remove the segment ``name`` (and its resource-tracker entry); ignore it if gone."""
-    try:
-        shm = shared_memory.SharedMemory(name=name)
-    except (FileNotFoundError, OSError):
-        return
-    try:
-        shm.unlink()  # also unregisters it from the resource tracker
-    except FileNotFoundError:  # pragma: no cover - removed concurrently
-        pass
-    _release(shm)
+    """Remove the segment ``name`` from ``/dev/shm``; ignore it if gone (or not ours to remove)."""
+    with contextlib.suppress(OSError):  # FileNotFoundError: gone; PermissionError: another user's
+        _unlink(name)

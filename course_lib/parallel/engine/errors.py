@@ -1,0 +1,137 @@
+"""What a failed run raises, and the failures a run can be made to have on purpose.
+
+A worker that raises, dies or hangs ends the whole run with one of the :class:`ProcessGroupError`
+subclasses (raised by :class:`course_lib.parallel.engine.workers.ProcessGroup`, every worker
+stopped first); a :class:`Fault` makes one worker raise, die or hang at a given step (the
+tests and the appendix use it to show that nothing is left behind).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..._validate import check_int
+
+__all__ = ["Fault", "FaultInjected", "ProcessGroupError", "WorkerDied", "WorkerError", "WorkerTimeout"]
+
+
+# ------------------------------------------------------------------------ errors
+class ProcessGroupError(RuntimeError):
+    """A worker process failed; the message says which one and how."""
+
+
+class WorkerError(ProcessGroupError):
+    """A worker raised an exception; ``remote_traceback`` is the worker's traceback.
+
+    Attributes
+    ----------
+    rank : int
+    exc_type : str
+        Name of the exception class raised in the worker.
+    remote_traceback : str
+        The traceback as the worker formatted it.
+    original : BaseException or None
+        The worker's exception object, when it could be sent back (also set as
+        ``__cause__``).
+    """
+
+    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str, original=None):
+        self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
+        self.original = original
+        super().__init__(
+            f"worker {rank} raised {exc_type}: {message}\n\n"
+            f"--- traceback in worker {rank} ---\n{remote_traceback.rstrip()}"
+        )
+
+
+class WorkerDied(ProcessGroupError):
+    """A worker process ended without returning a result (hard exit, signal, OOM kill)."""
+
+    def __init__(self, rank: int, exitcode: int | None):
+        self.rank, self.exitcode = rank, exitcode
+        if exitcode is not None and exitcode < 0:
+            try:
+                how = f"was killed by signal {signal.Signals(-exitcode).name}"
+            except ValueError:  # pragma: no cover - unknown signal number
+                how = f"was killed by signal {-exitcode}"
+        else:
+            how = f"exited with code {exitcode}"
+        super().__init__(
+            f"worker {rank} {how} before returning a result; the other workers were stopped"
+            + (" (SIGKILL often means the out-of-memory killer)" if exitcode == -9 else "")
+        )
+
+
+class WorkerTimeout(ProcessGroupError):
+    """No worker reported progress for ``timeout`` seconds (hang or deadlock), or a
+    worker did not start within ``start_timeout`` seconds."""
+
+    def __init__(self, timeout: float, progress: Sequence[int], finished: Sequence[bool],
+                 starting: Sequence[int] = ()):
+        self.timeout, self.progress = timeout, list(progress)
+        if starting:
+            super().__init__(f"worker {list(starting)} did not start within {timeout:g} s; stopped "
+                             "all workers. Increase `start_timeout` if your machine is just busy.")
+            return
+        waiting = [r for r, done in enumerate(finished) if not done]
+        lowest = min(self.progress[r] for r in waiting)
+        behind = [r for r in waiting if self.progress[r] == lowest]
+        states = ", ".join(f"worker {r}: {p}" for r, p in enumerate(self.progress))
+        super().__init__(
+            f"no worker made progress for {timeout:g} s; stopped all workers. "
+            f"Progress counters ({states}); the hung worker is probably {behind} "
+            f"(the others wait for it). Increase `timeout` if the work is just slow."
+        )
+
+
+class FaultInjected(RuntimeError):
+    """The exception raised by ``Fault("raise")``."""
+
+
+# ------------------------------------------------------------------------ faults
+@dataclass(frozen=True)
+class Fault:
+    """A deliberate failure in worker ``rank`` at the start of step ``step``.
+
+    Parameters
+    ----------
+    kind : {"raise", "exit", "kill", "hang"}
+        ``raise``: raise :class:`FaultInjected` (a bug in the worker's code);
+        ``exit``: ``os._exit(3)`` without clean-up (a crash in native code);
+        ``kill``: SIGKILL to itself (what the out-of-memory killer does);
+        ``hang``: sleep forever (a deadlock).
+    rank : int
+        Worker that fails, >= 0.
+    step : int
+        Step (or micro-batch, for a pipeline) at which it fails, >= 0.
+    """
+
+    kind: str
+    rank: int = 0
+    step: int = 0
+
+    KINDS = ("raise", "exit", "kill", "hang")
+
+    def __post_init__(self):
+        if self.kind not in self.KINDS:
+            raise ValueError(f"kind must be one of {self.KINDS}, got {self.kind!r}")
+        check_int(self.rank, "rank", 0)
+        check_int(self.step, "step", 0)
+
+    def maybe_fire(self, rank: int, step: int) -> None:
+        """Fail now if this is the chosen rank and step (call it in the worker)."""
+        if rank != self.rank or step != self.step:
+            return
+        if self.kind == "raise":
+            raise FaultInjected(f"injected fault in worker {rank} at step {step}")
+        if self.kind == "exit":
+            os._exit(3)
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(60)  # pragma: no cover - the signal arrives first
+        while True:  # "hang"
+            time.sleep(3600)

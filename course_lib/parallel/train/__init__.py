@@ -1,0 +1,46 @@
+"""The entry points the notebooks call: each checks its arguments once (one
+:class:`~course_lib.parallel.engine.job.Job`), launches the workers, and collects one result.
+
+=====================  ==========================================================
+``reference``          the one-process references: the serial loop, the simulated
+                       data-parallel workers, a pipeline's arithmetic
+``data``               the data-parallel trainer (shared memory, pipes, gloo; ZeRO;
+                       buckets)
+``pipeline``           the pipeline trainer (GPipe, 1F1B, interleaved; recomputation;
+                       hybrid data x pipeline with ``data=``)
+``tensor``             the tensor-parallel trainer (an MLP's pairs of layers, a
+                       transformer's heads)
+``collectives``        the shared-memory all-reduce's two steps, run on their own
+``speedup``            the pool's speedup and the data-parallel trainer's scaling,
+                       measured
+``cores``              are the cores free to measure on?
+``torch_engine``       the data-parallel step under ``torchrun`` (torch.distributed, gloo)
+=====================  ==========================================================
+
+The names notebooks use most are here too (``from course_lib.parallel.train import
+train_data_parallel``); importing this package imports its modules, never torch.
+"""
+
+from .collectives import run_shm_collectives
+from .cores import CoreCheck, check_cores
+from .data import train_data_parallel
+from .pipeline import recompute_overhead, train_pipeline
+from .reference import train_microbatched, train_serial, train_simulated
+from .speedup import GradientWorkload, measure_parallel_speedup, measure_scaling
+from .tensor import train_tensor_parallel
+
+__all__ = [
+    "CoreCheck",
+    "GradientWorkload",
+    "check_cores",
+    "measure_parallel_speedup",
+    "measure_scaling",
+    "recompute_overhead",
+    "run_shm_collectives",
+    "train_data_parallel",
+    "train_microbatched",
+    "train_pipeline",
+    "train_serial",
+    "train_simulated",
+    "train_tensor_parallel",
+]
