@@ -77,7 +77,7 @@ def test_the_checkpoint_exercise():
     """25 layers (64, 1,024 x 24, 10), B = 64: least at k = 5 = sqrt(25); the 5 checkpoints
     (widths 64 + 4 x 1,024) plus the largest recomputed segment, the last (4 hidden layers of
     1,024 and the 10 logits), x 64 samples x 4 bytes."""
-    from course_lib.exercises import memory as ex
+    from course_lib.exercises import activations as ex
 
     expected = (64 + 4 * 1024 + 4 * 1024 + 10) * 64 * 4 / 1e6
     assert expected == pytest.approx(2.116096)

@@ -309,7 +309,7 @@ def _questions(name: str) -> dict[int, str]:
 
 def _stated_givens():
     """(notebook, exercise, phrases): each exercise given new givens states them as its
-    chapter module's constants say (notebook 13: tests/test_notebooks.py; 09 Ex3, 11 Ex1-2:
+    chapter module's constants say (notebook 14: tests/test_notebooks.py; 10 Ex2, 12 Ex1-2:
     tests/test_exercises_memory_tensor.py)."""
     from course_lib.exercises import (
         collectives,
@@ -379,28 +379,28 @@ def _stated_givens():
                                      f"update {c3['update_ms']:g}."]),
         ("08_collectives.ipynb", 4, [f"$w_0 = {c4['w0']:g}$", f"$\\gamma = {c4['lr']:g}$", f"$\\delta = {c4['delay']}$",
                                      f"$w_{c4['steps']}$", f"after {c4['steps']} updates"]),
-        ("14_under_the_hood.ipynb", 2, [f"`{entry}`" for entry in shm12["listing"]]
+        ("15_under_the_hood.ipynb", 2, [f"`{entry}`" for entry in shm12["listing"]]
          + [", ".join(map(str, shm12["alive"][:-1])) + f" and {shm12['alive'][-1]}"]),
         ("09_memory.ipynb", 1, [f"**{z8['n_params'] / 1e9:g} billion** parameters", f"**{z8['devices']}** data-parallel",
                                 f"**ZeRO stage {z8['zero_stage']}**"]),
-        ("10_pipeline_parallelism.ipynb", 1, [f"$N_p = {b9['stages']}$", f"$M = {b9['micro_batches']}$"]),
-        ("11_tensor_parallelism.ipynb", 3, [f"$h = {t11['hidden']:,}$".replace(",", "{,}"),
+        ("11_pipeline_parallelism.ipynb", 1, [f"$N_p = {b9['stages']}$", f"$M = {b9['micro_batches']}$"]),
+        ("12_tensor_parallelism.ipynb", 3, [f"$h = {t11['hidden']:,}$".replace(",", "{,}"),
                                             f"$L = {t11['seq_length']:,}$".replace(",", "{,}"),
                                             f"$b = {t11['micro_batch']}$ sequences", f"{8 * t11['bytes_per_value']}-bit",
                                             f"$N_t = {t11['tensor']}$"]),
-        ("11_tensor_parallelism.ipynb", 4, [f"$h = {s11['hidden']:,}$".replace(",", "{,}"), f"$a = {s11['heads']}$",
+        ("12_tensor_parallelism.ipynb", 4, [f"$h = {s11['hidden']:,}$".replace(",", "{,}"), f"$a = {s11['heads']}$",
                                             f"sequence length ${s11['seq_length']:,}$".replace(",", "{,}"),
                                             f"micro-batch {s11['micro_batch']}", f"$N_t = {s11['tensor']}$"]),
-        ("12_hybrid_parallelism.ipynb", 1, [f"on {h12['devices']} V100s", f"global batch {h12['batch_size']:,}",
+        ("13_hybrid_parallelism.ipynb", 1, [f"on {h12['devices']} V100s", f"global batch {h12['batch_size']:,}",
                                             f"latency {h12['latency'] * 1e6:g} µs",
                                             f"$N_d \\times N_p = {h12['devices']}$"]),
-        ("12_hybrid_parallelism.ipynb", 2, [f"$n_{{\\text{{layers}}}} = {ta12['layers']}$",
+        ("13_hybrid_parallelism.ipynb", 2, [f"$n_{{\\text{{layers}}}} = {ta12['layers']}$",
                                             f"$h = {ta12['hidden']:,}$".replace(",", "{,}"),
                                             f"$L = {ta12['seq_length']:,}$".replace(",", "{,}"),
                                             f"$N_t = {ta12['tensor']}$", f"$N_p = {ta12['pipeline']}$",
                                             f"$b = {ta12['micro_batch']}$ sequence", f"$M = {ta12['micro_batches']}$",
                                             f"{8 * ta12['bytes_per_value']}-bit activations"]),
-        ("12_hybrid_parallelism.ipynb", 3, [f"{da12['params'] / 1e9:g} billion parameters",
+        ("13_hybrid_parallelism.ipynb", 3, [f"{da12['params'] / 1e9:g} billion parameters",
                                             f"{8 * da12['bytes_per_param']}-bit gradients",
                                             f"{da12['data']} \\times {da12['pipeline']} \\times {da12['tensor']}$",
                                             f"$N_d = {da12['data']}$", f"{da12['bandwidth'] / 1e9:g} GB/s",

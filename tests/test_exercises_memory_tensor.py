@@ -1,5 +1,5 @@
-"""Exercises of notebooks 11 (2 and 3: what a tensor split moves, the crossover batch) and 09
-(3: activations of the first stage).
+"""Exercises of notebooks 12 (what a tensor split moves, the crossover batch) and 10
+(2: activations of the first stage).
 
 The expected values come from the library; these tests check them against the
 formulas by hand, that every known mistake gets its own explanation, and that the
@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.exercises import memory as mem_ex
+from course_lib.exercises import activations as mem_ex
 from course_lib.exercises import tensor_parallelism as ex
 from course_lib.models import MLP
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 
 
-# ------------------------------------------------------------------ notebook 11, exercise 1
+# ------------------------------------------------------------------ notebook 12, exercise 1
 def test_tensor_bytes_accepts_the_hand_count():
     g = ex.TENSOR_BYTES
     s, batch = g["sizes"], g["batch_size"]
@@ -46,7 +46,7 @@ def test_tensor_bytes_names_the_usual_mistakes(wrong, phrase):
     assert not result.correct and phrase in result.message
 
 
-# ------------------------------------------------------------------ notebook 09, exercise 3
+# ------------------------------------------------------------------ notebook 10, exercise 2
 def _sbh_units(tensor):
     g = mem_ex.STAGE_ACTIVATIONS
     a, s, h = g["heads"], g["seq_length"], g["hidden"]
@@ -81,7 +81,7 @@ def test_stage_activations_names_the_usual_mistakes(factor, phrase):
     assert not result.correct and phrase in result.message
 
 
-# ------------------------------------------------------------------ notebook 11, exercise 2
+# ------------------------------------------------------------------ notebook 12, exercise 2
 def test_crossover_batch_by_hand():
     s = ex.CROSSOVER["sizes"]
     params = MLP(s).n_params
@@ -110,11 +110,11 @@ def _statements(name):
 def test_notebooks_state_the_givens():
     t, a, c = ex.TENSOR_BYTES, mem_ex.STAGE_ACTIVATIONS, ex.CROSSOVER
     expected = {
-        ("11_tensor_parallelism.ipynb", 1): [f"MLP({t['sizes']})", f"batch of {t['batch_size']}",
+        ("12_tensor_parallelism.ipynb", 1): [f"MLP({t['sizes']})", f"batch of {t['batch_size']}",
                                              f"{t['workers']} workers"],
-        ("11_tensor_parallelism.ipynb", 2): [f"MLP({c['sizes']})"],
+        ("12_tensor_parallelism.ipynb", 2): [f"MLP({c['sizes']})"],
         # in the course's notation (data/notation.csv): L, n_layers, N_t, N_p
-        ("09_memory.ipynb", 3): [
+        ("10_activations.ipynb", 2): [
             f"$L = {a['seq_length']:,}$".replace(",", "{,}"), f"$h = {a['hidden']:,}$".replace(",", "{,}"),
             f"$a = {a['heads']}$", f"$n_{{\\text{{layers}}}} = {a['layers']}$", f"$b = {a['micro_batch']}$",
             f"$N_t = {a['tensor']}$", f"$N_p = {a['pipeline']}$", f"$M = {a['micro_batches']}$"],

@@ -129,10 +129,10 @@ def test_chinese_terms_present(path):
 
 
 def test_summary_quiz_questions_state_the_checkers_inputs():
-    """Notebook 13's question texts and course_lib.exercises.summary's constants must agree."""
+    """Notebook 14's question texts and course_lib.exercises.summary's constants must agree."""
     from course_lib.exercises import summary
 
-    nb = _load(ROOT / "notebooks" / "13_summary.ipynb")
+    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
     questions = {}
     for cell in nb["cells"]:
         match = re.match(r"### Exercise (\d+):", _source(cell))

@@ -1,4 +1,4 @@
-"""Exercises of notebook 12 (hybrid parallelism: combine the schemes).
+"""Exercises of notebook 13 (hybrid parallelism: combine the schemes).
 
 Expected values come from :mod:`course_lib.planner`, :mod:`course_lib.tensor_cost` and
 :mod:`course_lib.alpha_beta`. The givens of each exercise are module constants, so the notebook can

@@ -1,4 +1,4 @@
-"""Exercises of notebook 10 (pipeline parallelism: the bubble, micro-batches, 1F1B,
+"""Exercises of notebook 11 (pipeline parallelism: the bubble, micro-batches, 1F1B,
 interleaved 1F1B).
 
 Expected values come from :mod:`course_lib.schedule`. The givens of each exercise are

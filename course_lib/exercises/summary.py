@@ -1,9 +1,9 @@
-"""Review quiz of chapter 13 (summary): one question per idea of chapters 01-12.
+"""Review quiz of chapter 14 (summary): one question per idea of chapters 01-13.
 
 Every expected value is computed by the course library (scaling laws, the training-time
 model, the communication model, im2col's GEMM sizes, the pipeline bubble, the chapter's
 comparison of schemes) from the inputs stated in each question, which live here as
-constants; ``tests/test_notebooks.py`` checks that notebook 13's question texts state them.
+constants; ``tests/test_notebooks.py`` checks that notebook 14's question texts state them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Exercises of notebook 11 (tensor parallelism: the MLP split, a transformer split by heads,
+"""Exercises of notebook 12 (tensor parallelism: the MLP split, a transformer split by heads,
 sequence parallelism).
 
 Expected values come from :mod:`course_lib.parallel.tensor` and :mod:`course_lib.tensor_cost`
@@ -29,7 +29,7 @@ __all__ = [
 #: Givens of :func:`ex_tensor_bytes`: layer widths (float32), global batch, tensor-parallel workers.
 TENSOR_BYTES = {"sizes": (256, 2048, 2048, 2048, 2048, 1000), "batch_size": 128, "workers": 4}
 #: Givens of :func:`ex_crossover_batch`: layer widths (float32) of a model trained either with
-#: data parallelism or with the tensor split of notebook 11 (pairs (0, 1), (2, 3); layer 4 whole).
+#: data parallelism or with the tensor split of notebook 12 (pairs (0, 1), (2, 3); layer 4 whole).
 CROSSOVER = {"sizes": (512, 4096, 4096, 4096, 4096, 10)}
 
 #: Givens of :func:`ex_layer_traffic`: one GPT-3 layer (h = 12288, sequence length 2048) with a

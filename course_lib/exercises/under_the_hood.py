@@ -1,4 +1,4 @@
-"""Exercises of notebook 14 (appendix: under the hood).
+"""Exercises of notebook 15 (appendix: under the hood).
 
 Exercise 1 asks which start method can run a worker function the workers cannot import;
 the expected method is what :class:`course_lib.parallel.engine.workers.ProcessGroup` accepts on

@@ -167,11 +167,11 @@ def test_index_lists_decks_in_chapter_order(decks, deck_page):
 def test_speaker_view_shows_notes(decks, browser):
     """Key S opens reveal's speaker view (a pop-up) with the current slide's notes, open,
     and their formulas readable: reveal's notes window runs no MathJax, so the deck carries
-    each formula as text (course_lib.tools.slides.math_as_text). Chapter 10's bubble note
+    each formula as text (course_lib.tools.slides.math_as_text). Chapter 11's bubble note
     has the most formulas."""
     with_math = [d for d in decks.values() if d.source.name.startswith("09_")]
     if not with_math:
-        pytest.skip("chapter 10 is not among the decks")
+        pytest.skip("chapter 11 is not among the decks")
     deck = with_math[0]
     context = browser.new_context(viewport={"width": 1280, "height": 800})
     try:
