@@ -136,8 +136,8 @@ def test_scheme_comparison_memory_approaches_n_for_big_models():
 
 # ------------------------------------------------------------------ exercises
 def test_model_parallel_exercises_accept_the_answer_and_catch_known_mistakes():
-    from course_lib.exercises import hybrid_parallelism as ex
     from course_lib.exercises import activations as mem_ex
+    from course_lib.exercises import hybrid_parallelism as ex
     from course_lib.exercises import pipeline_parallelism as pp_ex
 
     assert pp_ex.ex_bubble(4 / 16).correct  # N_p = 5, M = 12: 4 idle slots of 16
