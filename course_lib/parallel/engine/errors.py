@@ -1,4 +1,4 @@
-"""What a failed run raises, and the failures a run can be made to have on purpose.
+"""What a failed or stopped run raises, and the failures a run can be made to have on purpose.
 
 A worker that raises, dies or hangs ends the whole run with one of the :class:`ProcessGroupError`
 subclasses (raised by :class:`course_lib.parallel.engine.workers.ProcessGroup`, every worker
@@ -16,7 +16,10 @@ from dataclasses import dataclass
 
 from ..._validate import check_int
 
-__all__ = ["Fault", "FaultInjected", "ProcessGroupError", "WorkerDied", "WorkerError", "WorkerTimeout"]
+__all__ = ["Fault", "FaultInjected", "ProcessGroupError", "RunStopped", "WorkerDied", "WorkerError", "WorkerTimeout"]
+
+#: Set this environment variable (to anything) to see a stopped run's whole traceback in a notebook.
+FULL_TRACEBACK = "DDL_FULL_TRACEBACK"
 
 
 # ------------------------------------------------------------------------ errors
@@ -135,3 +138,28 @@ class Fault:
             time.sleep(60)  # pragma: no cover - the signal arrives first
         while True:  # "hang"
             time.sleep(3600)
+
+
+class RunStopped(KeyboardInterrupt):
+    """The run was stopped (the notebook's stop button, Ctrl-C) and every worker has ended.
+
+    A :class:`KeyboardInterrupt`, so whatever stops on one stops on this; in a notebook it
+    shows as one line, not as the traceback through the course's process machinery (set the
+    environment variable ``DDL_FULL_TRACEBACK`` to see that).
+
+    Examples
+    --------
+    >>> stopped = RunStopped()
+    >>> isinstance(stopped, KeyboardInterrupt), stopped._render_traceback_()
+    (True, ['RunStopped: the run was stopped; every worker has ended and nothing is left behind.'])
+    """
+
+    def __init__(self, message: str = "the run was stopped; every worker has ended and nothing is left behind."):
+        super().__init__(message)
+
+    @property
+    def _render_traceback_(self):
+        """IPython's hook for how an exception is shown: one line, unless ``DDL_FULL_TRACEBACK`` is set."""
+        if os.environ.get(FULL_TRACEBACK):
+            raise AttributeError("_render_traceback_")  # IPython then shows the whole traceback
+        return lambda: [f"{type(self).__name__}: {self}"]

@@ -94,7 +94,15 @@ import numpy as np
 from ..._validate import check_int, check_positive, check_type
 from ...progress import ProgressBar
 from ...timing import keep_freed_memory
-from .errors import Fault, FaultInjected, ProcessGroupError, WorkerDied, WorkerError, WorkerTimeout
+from .errors import (
+    Fault,
+    FaultInjected,
+    ProcessGroupError,
+    RunStopped,
+    WorkerDied,
+    WorkerError,
+    WorkerTimeout,
+)
 from .helpers import acquire_helpers, release_helpers, watch_forkserver
 from .shm import SharedArray, SharedSpec, remove_stale_segments, unlink_segment
 
@@ -105,6 +113,7 @@ __all__ = [
     "ProcessGroup",
     "MAX_START_BYTES",
     "ProcessGroupError",
+    "RunStopped",
     "WorkerContext",
     "WorkerDied",
     "WorkerError",
@@ -590,6 +599,11 @@ class ProcessGroup:
             bar.update(progress_total if progress_total is not None else min(self.progress))
             bar.finish(ok=True)
             return results
+        except KeyboardInterrupt as stop:  # the stop button: one line, once every worker has ended
+            bar.finish(ok=False)
+            if isinstance(stop, RunStopped):
+                raise
+            raise RunStopped() from stop
         except BaseException:
             bar.finish(ok=False)
             raise

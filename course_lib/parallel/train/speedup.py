@@ -29,6 +29,7 @@ from ..._validate import check_int, check_positive, check_type
 from ...models import MLP
 from ...scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
 from ...timing import available_cores, blas_threads, current_blas_threads
+from ..engine.errors import RunStopped
 from ..engine.shm import SharedArray
 from ..engine.workers import ProcessGroup, check_start_method
 from ..partition import shard_bounds
@@ -169,6 +170,9 @@ class WorkerPool:
             )
             self._group.start()
             self.worker_info = [self._group.recv(r) for r in range(self.processes)]
+        except KeyboardInterrupt as stop:  # the stop button: one line, once every worker has ended
+            self.terminate()
+            raise stop if isinstance(stop, RunStopped) else RunStopped() from stop
         except BaseException:
             self.terminate()
             raise
@@ -184,6 +188,9 @@ class WorkerPool:
             for rank in range(self.processes):
                 self._group.send(rank, True)
             parts = [self._group.recv(rank) for rank in range(self.processes)]
+        except KeyboardInterrupt as stop:
+            self.terminate()
+            raise stop if isinstance(stop, RunStopped) else RunStopped() from stop
         except BaseException:
             self.terminate()
             raise
