@@ -34,9 +34,14 @@ def test_this_environment_is_healthy(capsys):
     out = capsys.readouterr().out
     assert out.startswith("ddl-course doctor\n")
     for name in ("Python", "jupyterlab", "ipywidgets", "widget front-end", "numpy / BLAS",
-                 "CPU cores", "multiprocessing", "/dev/shm", "torch (optional)"):
+                 "CPU cores", "start method", "/dev/shm", "torch (optional)"):
         assert f" {name} " in out
     assert "Everything required is in place" in out
+    from course_lib.parallel.engine.workers import default_start_method
+
+    line = next(line for line in out.splitlines() if " start method " in line)
+    assert f"{default_start_method()} (" in line and "the course's default" in line  # not multiprocessing's
+    assert str(ROOT) not in out and str(Path.home()) + "/" not in out  # paths relative to the course or ~
 
 
 def test_command_line_entry_point():

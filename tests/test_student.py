@@ -11,6 +11,7 @@ import pytest
 
 from course_lib.tools.student import (
     EDITION_FILES,
+    LECTURER_OUTPUT,
     is_exercise_cell,
     main,
     student_notebook,
@@ -50,6 +51,8 @@ def test_the_edition_drops_solutions_and_notes_and_clears_answers(path):
             assert after["outputs"] == [] and after["execution_count"] is None
             assert "nbval-check-output" not in after["metadata"]["tags"]
             assert after["source"] == before["source"]
+        elif LECTURER_OUTPUT in before["metadata"].get("tags", []):  # the lecturer's machine: no output
+            assert after["outputs"] == [] and after["source"] == before["source"]
         elif before["cell_type"] == "markdown":  # the text says what this edition holds
             assert {**after, "source": None} == {**before, "source": None}
             assert _source(after) == student_text(_source(before))
@@ -209,6 +212,10 @@ def test_the_edition_runs_on_its_own_outside_the_repository(tmp_path):
     assert Path(data).resolve() == (copy / "data").resolve()
     assert Path(root).resolve() == copy.resolve()
     assert loaded == "True"
+    doctor = subprocess.run([sys.executable, "-m", "course_lib", "doctor"], cwd=copy, env=env, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert "ddl-course doctor" in doctor.stdout, doctor.stderr[-2000:]
+    assert not LECTURER_ONLY.search(doctor.stdout), f"the edition's doctor reports the lecturer's tools:\n{doctor.stdout}"
 
     readme, makefile = (copy / "README.md").read_text(), (copy / "Makefile").read_text()
     targets = set(re.findall(r"^([a-z]+):", makefile, re.M))
@@ -232,3 +239,73 @@ def test_the_edition_runs_on_its_own_outside_the_repository(tmp_path):
                 assert "%%solution" not in _source(cell), f"{path.name}: a worked solution is left"
             if is_exercise_cell(cell):
                 assert cell["outputs"] == [], f"{path.name}: a stored verdict in an exercise cell"
+
+
+#: What the lecturer's repository has and the student edition has not: its tests and CI, the
+#: slide and browser-test tools, and the commands that drive them.
+LECTURER_ONLY = re.compile(
+    r"`?tests/[\w/.-]*|\btest_\w+\.py\b|\.ci/|\bbuild/(?:slides|student)\b|\bnbval\b|\bpytest\b|"
+    r"\bplaywright\b|\bchromium\b|\bnpm\b|\bmake\s+(?:test|test-fast|slides|student|notebooks|lint|browser-deps)\b")
+#: A path of the machine a notebook ran on (home folders, temporary and work folders).
+MACHINE_PATH = re.compile(r"(?<![\w.~])/(?:home|root|Users|work|tmp|private|var/folders|mnt)/[\w.-]")
+NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14,
+                "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20}
+
+
+def _texts(nb) -> list[tuple[str, str]]:
+    """(where, text) of every Markdown cell and every stored text output of ``nb``."""
+    out = []
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] == "markdown":
+            out.append((f"cell {i}", _source(cell)))
+        for o in cell.get("outputs", []):
+            text = o.get("text", "") or o.get("data", {}).get("text/plain", "")
+            out.append((f"cell {i} output", text if isinstance(text, str) else "".join(text)))
+    return out
+
+
+def _counts_of_notebooks(text: str) -> set[int]:
+    """Every number that counts notebooks in ``text`` ("the 15 notebooks", "fourteen notebooks")."""
+    found = set()
+    for word in re.findall(r"\b(\d+|[a-z]+)\s+notebooks\b", text, re.I):
+        if word.isdigit():
+            found.add(int(word))
+        elif word.lower() in NUMBER_WORDS:
+            found.add(NUMBER_WORDS[word.lower()])
+    return found
+
+
+def test_the_edition_speaks_only_of_what_it_holds(tmp_path):
+    """Built as `make student` builds it, the edition names no file, make target or tool it
+    lacks (its notebooks' Markdown and stored outputs, its README and Makefile), counts its
+    notebooks right, and shows no folder of the machine that ran them."""
+    written = write_student_edition(ROOT, tmp_path / "student")
+    edition = tmp_path / "student"
+    makefile = (edition / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
+    readme = (edition / "README.md").read_text(encoding="utf-8")
+    problems = []
+    for where, text in [("README.md", readme)] + [(f"{p.name} {w}", t) for p in written for w, t in _texts(_load(p))]:
+        problems += [f"{where}: {m.group(0)!r}" for m in LECTURER_ONLY.finditer(text)]
+        problems += [f"{where}: make {t}" for t in re.findall(r"`make\s+([a-z][\w-]*)", text) if t not in targets]
+        problems += [f"{where}: machine path {m.group(0)!r}" for m in MACHINE_PATH.finditer(text)]
+        problems += [f"{where}: counts {n} notebooks, the edition has {len(written)}"
+                     for n in _counts_of_notebooks(text) if n != len(written)]
+    assert problems == [], "the student edition speaks of what it lacks:\n" + "\n".join(problems)
+    assert str(len(written)) in readme
+
+
+def test_the_edition_check_sees_what_it_must():
+    """The rules above catch the lecturer's world as the issue found it."""
+    for text in ("the seven notebooks", "(`tests/test_cnn.py` checks it)", "npm (make slides)",
+                 "skipped by `make test`", "3.11.7 (/work/main/.venv/bin/python)"):
+        assert (LECTURER_ONLY.search(text) or MACHINE_PATH.search(text) or _counts_of_notebooks(text) == {7}), text
+    assert not MACHINE_PATH.search("~/.venv/bin/python and .venv/bin/python and /usr/bin/npm")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_stored_output_shows_a_machines_folders(path):
+    """The lecturer's edition too: a stored output prints paths relative to the course or ~."""
+    found = [f"{w}: {m.group(0)!r}" for w, t in _texts(_load(path)) if "output" in w for m in MACHINE_PATH.finditer(t)]
+    assert found == [], f"{path.name}: {found}"

@@ -157,6 +157,45 @@ def _same_path(a: Path | str, b: Path | str) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
+def shown(path: Path | str) -> str:
+    """``path`` as the report shows it: relative to the course folder when inside it, else
+    under ``~`` when in the home folder (a report stored in a notebook names no machine's
+    folders), else as it is (a system path such as ``/usr/bin/npm``).
+
+    Examples
+    --------
+    >>> from course_lib.tools.paths import repo_root
+    >>> shown(repo_root() / ".venv" / "bin" / "python")
+    '.venv/bin/python'
+    >>> shown(Path.home() / "bin" / "jupyter").startswith("~")
+    True
+    >>> shown("/usr/bin/npm")
+    '/usr/bin/npm'
+    """
+    path = Path(path)
+    try:
+        from .paths import repo_root
+
+        return path.relative_to(repo_root()).as_posix()
+    except (ValueError, OSError):
+        pass
+    try:
+        return "~/" + path.relative_to(Path.home()).as_posix()
+    except (ValueError, RuntimeError):
+        return str(path)
+
+
+def lecturer_edition() -> bool:
+    """True in a clone of the course's repository (it has tests/ and ``make slides``), False
+    in the student edition, which has neither: its report leaves out the lecturer's tools."""
+    try:
+        from .paths import repo_root
+
+        return (repo_root() / "tests").is_dir()
+    except ValueError:
+        return False
+
+
 def _labextension_dirs(prefix: Path) -> list[Path]:
     """Where a JupyterLab installed in ``prefix`` looks for prebuilt extensions.
 
@@ -271,7 +310,7 @@ def _package_check(dist: str, label: str | None = None) -> Check:
 def check_python() -> Check:
     """Python version (the course needs 3.10 or newer) and which interpreter runs."""
     version = ".".join(map(str, sys.version_info[:3]))
-    detail = f"{version} ({sys.executable})"
+    detail = f"{version} ({shown(sys.executable)})"
     if tuple(sys.version_info[:2]) < PYTHON_MIN:
         need = ".".join(map(str, PYTHON_MIN))
         return Check("Python", FAIL, detail, f"install Python >= {need} and re-run `make install`")
@@ -318,11 +357,11 @@ def check_widget_frontend() -> Check:
             "widgets will show as text",
             fix,
         )
-    detail = f"jupyterlab_widgets in {found[0].parent.parent}"
+    detail = f"jupyterlab_widgets in {shown(found[0].parent.parent)}"
     widgets_version = _dist_version("jupyterlab_widgets") if lab_prefix == own_prefix else None
     ipyw = _dist_version("ipywidgets")
     if widgets_version:
-        detail = f"jupyterlab_widgets {widgets_version} ({found[0].parent.parent})"
+        detail = f"jupyterlab_widgets {widgets_version} ({shown(found[0].parent.parent)})"
         # ipywidgets 8 pairs with jupyterlab_widgets 3, ipywidgets 7 with 1.
         if ipyw and _vtuple(ipyw)[:1] == (8,) and _vtuple(widgets_version)[:1] != (3,):
             return Check(
@@ -351,7 +390,7 @@ def check_kernel() -> Check:
     major, minor = sys.version_info[:2]
     # jupyter_client runs these names with the server's own interpreter.
     if exe in ("python", f"python{major}", f"python{major}.{minor}") or exe == sys.executable:
-        return Check(name, OK, f"python3 runs {sys.executable}")
+        return Check(name, OK, f"python3 runs {shown(sys.executable)}")
     code, out = _run_python(exe, "import ipywidgets, course_lib")
     if code != 0:
         last = out.splitlines()[-1] if out else "cannot run it"
@@ -360,7 +399,7 @@ def check_kernel() -> Check:
             f"the python3 kernel runs {exe}, which cannot import the course ({last})",
             f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix",
         )
-    return Check(name, OK, f"python3 runs {exe}")
+    return Check(name, OK, f"python3 runs {shown(exe)}")
 
 
 def check_matplotlib() -> Check:
@@ -426,13 +465,20 @@ def check_cpu() -> Check:
 
 
 def check_start_method() -> Check:
-    method = _start_method()
+    """The start method the course's runs use when none is given (course_lib's default,
+    which on Linux is not multiprocessing's own)."""
+    try:
+        from ..parallel.engine.workers import default_start_method  # imports numpy: may fail
+
+        method = default_start_method()
+    except Exception:  # the doctor must report even where numpy is broken
+        method = _start_method()
     notes = {
         "fork": "fork (fast start-up; the course's workers are spawn-safe too)",
         "spawn": "spawn (each worker re-imports course_lib: about 0.3 s start-up per process)",
-        "forkserver": "forkserver (about 0.2 s start-up per process)",
+        "forkserver": "forkserver (the first run starts a server, about 0.2 s; later workers start in milliseconds)",
     }
-    return Check("multiprocessing", OK, notes.get(method, method))
+    return Check("start method", OK, f"{notes.get(method, method)}: the course's default")
 
 
 def check_shm() -> Check:
@@ -495,7 +541,7 @@ def check_slide_tools() -> Check:
             "npm (make slides)", INFO, "not found: `make slides` cannot fetch reveal.js",
             "install Node.js (e.g. `apt-get install npm`)",
         )
-    return Check("npm (make slides)", OK, npm)
+    return Check("npm (make slides)", OK, shown(npm))
 
 
 def check_browser_tools() -> Check:
@@ -519,7 +565,7 @@ def check_browser_tools() -> Check:
             f"skipped by `make test`: {' and '.join(missing)} not installed",
             "; ".join(fixes) + " (never `playwright install`)",
         )
-    return Check("browser tests (optional)", OK, f"chromium ({chromium}) and playwright present")
+    return Check("browser tests (optional)", OK, f"chromium ({shown(chromium)}) and playwright present")
 
 
 def check_cjk_font() -> Check:
@@ -565,8 +611,13 @@ CHECKS: tuple[Callable[[], Check], ...] = (
 )
 
 
+#: The checks of tools only the lecturer's repository uses (``make slides``, the browser tests).
+LECTURER_CHECKS = (check_slide_tools, check_browser_tools)
+
+
 def run_checks(checks: Sequence[Callable[[], Check]] | None = None) -> list[Check]:
-    """Run ``checks`` (default: all of :data:`CHECKS`).
+    """Run ``checks`` (default: all of :data:`CHECKS`; in the student edition, which has no
+    slides and no tests, all but :data:`LECTURER_CHECKS`).
 
     A check that crashes is reported as a failure, never raised.
     """
@@ -577,8 +628,10 @@ def run_checks(checks: Sequence[Callable[[], Check]] | None = None) -> list[Chec
         for i, fn in enumerate(checks):
             if not callable(fn):
                 raise TypeError(f"checks[{i}] must be a function returning a Check, got {type(fn).__name__}")
+    if checks is None:  # the student edition has no slides and no browser tests: nothing to report
+        checks = CHECKS if lecturer_edition() else tuple(c for c in CHECKS if c not in LECTURER_CHECKS)
     results = []
-    for fn in CHECKS if checks is None else checks:
+    for fn in checks:
         try:
             results.append(fn())
         except Exception as exc:  # the doctor must always print its report

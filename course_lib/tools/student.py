@@ -9,7 +9,8 @@ student copies anywhere and opens with the two commands of its own ``README.md``
   - the worked solutions removed (cells tagged ``solution``),
   - the speaker notes and talking points removed (slide type ``notes``),
   - the outputs of the exercise cells (``answer = None`` and its checker) cleared, so no
-    verdict is stored in the file, and the ``nbval-check-output`` tag taken off them,
+    verdict is stored in the file, and the ``nbval-check-output`` tag taken off them; the
+    outputs of cells tagged ``lecturer-output`` cleared too (they show the lecturer's machine),
   - sentences about the removed solutions and lecturer-only commands rewritten or dropped
     (:data:`STUDENT_TEXT`: "A worked solution is hidden below each exercise" becomes "Run the
     cell to check your answer."),
@@ -47,6 +48,7 @@ from .paths import repo_root
 __all__ = [
     "EDITION_FILES",
     "EXERCISE_CELL",
+    "LECTURER_OUTPUT",
     "STUDENT_TEXT",
     "is_exercise_cell",
     "main",
@@ -72,9 +74,22 @@ STUDENT_TEXT: tuple[tuple[re.Pattern[str], str], ...] = (
      "Run the cell to check your answer."),
     # "(The solution prints the steps too: compare the two ratios.)" (an exercise's worked solution)
     (re.compile(r"\s*\(The\s+solution\s[^)]*\)"), ""),
-    # "For slides of every chapter, see `make slides` (README, section for lecturers)." (11)
+    # "For slides of every chapter, see `make slides` (README, section for lecturers)." (14)
     (re.compile(r"\s*For\s+slides\s+of\s+every\s+chapter,\s+see\s+`make\s+slides`[^.]*\."), ""),
+    # The repository's tests are not part of the edition: "(`course_lib.testing`; `tests/a.py`,
+    # `tests/b.py`)" keeps what the edition holds, "(`tests/a.py`)" goes, "`tests/x.py` checks it"
+    # and "fails `tests/x.py`" name the course's tests, "the test suite (`make test`)" too (15, 03).
+    (re.compile(r"(\(`[^`]+`);\s*`tests/[^`]+`(?:,\s*`tests/[^`]+`)*\)"), r"\1)"),
+    (re.compile(r"\s*\(`tests/[^`]+`(?:,\s*`tests/[^`]+`)*\)"), ""),
+    (re.compile(r"`tests/[^`]+`\s+checks\s+it"), "the course's tests check it"),
+    (re.compile(r"fails\s+`tests/[^`]+`"), "fails the course's tests"),
+    (re.compile(r"the\s+test\s+suite\s*\(`make\s+test`\)"),
+     "the course's test suite (in the course's repository, not in this edition)"),
 )
+
+#: Tag of a cell whose stored output shows the lecturer's machine (the doctor's report of the
+#: repository, with its slide and browser-test tools): the edition stores no output for it.
+LECTURER_OUTPUT = "lecturer-output"
 
 #: What the edition holds besides its notebooks: copied from the course folder as they are.
 EDITION_FILES = ("course_lib", "data", "benchmarks", "pyproject.toml", "LICENSE", "LICENSE-CONTENT")
@@ -149,7 +164,7 @@ def student_notebook(nb: Mapping[str, Any]) -> dict[str, Any]:
     for cell in out["cells"]:
         if _removed(cell):
             continue
-        if is_exercise_cell(cell):
+        if is_exercise_cell(cell) or LECTURER_OUTPUT in cell_tags(cell):
             cell["outputs"] = []
             cell["execution_count"] = None
             tags = cell.setdefault("metadata", {}).get("tags", []) or []
@@ -219,7 +234,8 @@ def write_student_edition(root: Path | str | None = None, target: Path | str | N
         else:
             shutil.copy2(root / name, target / name)
     for template in sorted(TEMPLATE_DIR.iterdir()):
-        shutil.copy2(template, target / template.name)
+        text = template.read_text(encoding="utf-8").replace("{notebook_count}", str(len(written)))
+        (target / template.name).write_text(text, encoding="utf-8")
     return written
 
 
