@@ -90,8 +90,8 @@ def read_quantity(text: str, unit: str = "") -> float:
     A decimal comma (``"3,75"``) and thousands separators (``"1,024"``, ``"1 024"``) are
     read as meant; ``"72%"`` is 0.72; a factor (``"33x"``) is a plain number; a unit of the
     kind asked is converted (``"5.7 MB"`` in GB, ``"8.7 ms"`` in s, ``"25 Gbit/s"`` in
-    GB/s); a count may carry the word it counts (``"32 devices"``) or a scale (``"7.5B"``,
-    ``"13 billion"`` where billions are asked is 13).
+    GB/s); a count may carry the word it counts (``"32 devices"``, ``"4272 samples"``) or a
+    scale (``"7.5B"``, ``"13 billion"`` where billions are asked is 13).
 
     Parameters
     ----------
@@ -116,6 +116,8 @@ def read_quantity(text: str, unit: str = "") -> float:
     (5.7, 0.0057, 3.75)
     >>> read_quantity("33x"), read_quantity("72%"), read_quantity("13 billion", "billion")
     (33.0, 0.72, 13.0)
+    >>> read_quantity("4272 samples"), read_quantity("8 GPUs", "devices")
+    (4272.0, 8.0)
     >>> read_quantity("5.7 MB", "ms")
     Traceback (most recent call last):
     ...
@@ -146,6 +148,8 @@ def read_quantity(text: str, unit: str = "") -> float:
             other = _UNITS[typed][0]
             wanted = f"a number of {unit}" if unit else "a plain number"
             raise ValueError(f"{text.strip()!r} is {_KINDS[other]}; {wanted} is asked")
+        if re.fullmatch(r"[A-Za-z][A-Za-z-]*(?: [A-Za-z-]+)?", typed) and typed not in _PREFIXES:
+            return value  # the word it counts: "4272 samples", "8 GPUs", "16 micro-batches"
         raise ValueError(f"{text.strip()!r}: unknown unit {typed!r}" + (f"; give a number of {unit}" if unit else ""))
     if typed not in _UNITS:
         raise ValueError(f"{text.strip()!r}: unknown unit {typed!r}; give a number in {unit}")

@@ -39,7 +39,9 @@ def test_arrays_strings_and_booleans():
 
 def test_uncomparable_answer_explains_instead_of_raising():
     result = check("ten", 10.0, name="limit")
-    assert not result.correct and "could not compare" in result.message
+    assert not result.correct and "Could not read 'ten' as a number" in result.message
+    odd = check(object(), 10.0, name="limit")  # no text at all: the comparison's own error, once
+    assert not odd.correct and odd.message.count("✗") == 1
 
 
 def test_unit_shown_in_messages():

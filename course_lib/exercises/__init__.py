@@ -32,7 +32,7 @@ import numpy as np
 
 from ..typed_numbers import read_quantity, unit_kind
 
-__all__ = ["Result", "check", "check_count", "checker", "shown_tolerance"]
+__all__ = ["UNIT_SLIPS", "Result", "check", "check_count", "checker", "shown_tolerance"]
 
 #: Words that answer a yes/no question.
 _YES_NO = {"true": True, "yes": True, "y": True, "false": False, "no": False, "n": False}
@@ -126,14 +126,16 @@ def check(
     # Any exception of the comparison becomes feedback: an answer can be anything the
     # learner typed (10**400 overflows a float, an object's == may raise ...).
     unit = unit if isinstance(unit, str) else ""
+    kind_hint = _kind_hint(answer, expected, unit)  # text that is not what is asked: say why, once
+    if kind_hint:
+        why = _general_mistake(answer, [expected], rtol, atol, unit)  # a named slip says it better
+        return Result(False, f"✗ {name} = {_fmt(answer)} is not right. {why}" if why
+                      else f"✗ {name} = {_fmt(answer)} is not right.{kind_hint}")
     try:
         ok = _matches(answer, expected, rtol, atol, unit)
     except Exception as exc:  # a checker never raises on an answer
-        return Result(
-            False,
-            f"✗ {name}: could not compare {_show(answer)} with the answer "
-            f"({type(exc).__name__}: {_text(exc)}).{_kind_hint(answer, expected, unit)}",
-        )
+        return Result(False, f"✗ {name}: could not compare {_show(answer)} with the answer "
+                             f"({type(exc).__name__}: {_text(exc)}).")
     if ok:
         return Result(True, f"✓ Correct: {name} = {_fmt(expected)}{suffix}.")
     for right, note in _items(accept):
@@ -361,24 +363,87 @@ def _number(value: Any, unit: str = "") -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _general_mistake(answer: Any, rights: list[Any], rtol: float, atol: float, unit: str) -> str:
-    """The hint for a right answer in the wrong form: a percent, or the binary byte unit."""
-    x = _number(answer, unit)
-    reals = [float(r) for r in rights if _number(r) is not None and not isinstance(r, str)]
-    if x is None or not reals:
-        return ""
-    if any(0 < r <= 1 and _safe_match(x / 100, r, rtol, atol) for r in reals):
+def _percent_for_fraction(text: str, x: float, r: float, unit: str) -> str:
+    if 0 < r <= 1 and "%" not in text and math.isclose(x / 100, r, rel_tol=0.02):
         return f"Give a fraction, not a percent: {x:g}% is {x / 100:g}."
+    return ""
+
+
+def _percent_sign_read_as_fraction(text: str, x: float, r: float, unit: str) -> str:
+    if "%" in text and unit != "%" and math.isclose(x * 100, r, rel_tol=0.02):
+        return (f"The percent sign made it a fraction: {text.strip()!r} is read as {x:g}. The question asks "
+                f"for the number itself: type {x * 100:g}.")
+    return ""
+
+
+def _percent_growth_for_ratio(text: str, x: float, r: float, unit: str) -> str:
+    if "%" in text and r > 1 and math.isclose(1 + x, r, rel_tol=0.02):
+        return (f"A percentage was read as a fraction: {text.strip()!r} is {x:g}, a growth BY {x * 100:g} %. "
+                f"The question asks the ratio, new / old = 1 + {x:g} = {1 + x:g}.")
+    return ""
+
+
+def _binary_byte_unit(text: str, x: float, r: float, unit: str) -> str:
     for decimal, binary, p10, p2 in _BYTE_UNITS:
         for asked, other, factor, desc in ((decimal, binary, 10**p10 / 2**p2, f"10^{p10}"),
                                            (binary, decimal, 2**p2 / 10**p10, f"2^{p2}")):
-            if unit == asked and any(_safe_match(x, r * factor, rtol, atol) for r in reals):
+            if unit == asked and math.isclose(x, r * factor, rel_tol=0.005):
                 return f"That is {other}; the question asks {asked} ({desc} bytes)."
+    return ""
+
+
+def _bare_scale_suffix(text: str, x: float, r: float, unit: str) -> str:
+    match = re.fullmatch(r"\s*[-+\d.,' ]+\s*([kKMGT])\s*", text)
+    kind, factor = unit_kind(unit) if unit else ("count", 1.0)
+    if match and kind == "bytes":
+        scale = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[match.group(1)]
+        size = read_quantity(text.strip().rstrip("kKMGT").strip()) * scale / factor
+        right = " - the right size" if math.isclose(size, r, rel_tol=0.02) else ""
+        return (f"{text.strip()!r} gives a count of {match.group(1)} (thousands, millions), not a size{right}: "
+                f"give the number of {unit}, e.g. {_fmt(size)} for {text.strip()}.")
+    return ""
+
+
+def _other_unit_of_the_kind(text: str, x: float, r: float, unit: str) -> str:
     kind, factor = unit_kind(unit)
     if kind != "count":  # bytes for MB, seconds for ms, ...: the right value in another unit
         for other in _OTHER_UNITS.get(kind, ()):
-            if other != unit and any(_safe_match(x, r * factor / unit_kind(other)[1], rtol, atol) for r in reals):
+            if other != unit and math.isclose(x, r * factor / unit_kind(other)[1], rel_tol=0.02):
                 return f"That is the right value in {other}; the question asks {unit}."
+    return ""
+
+
+#: The slips of form every checker names: a right answer given as a percent, a percentage read
+#: as a fraction, in the binary byte unit, with a bare k/M/G, or in another unit of the kind
+#: asked. Each entry: (name, rule(text, answer as read, a right value, unit) -> hint or "").
+#: One table for every checker (the hints of one exercise's own mistakes come before it).
+UNIT_SLIPS: tuple[tuple[str, Callable[[str, float, float, str], str]], ...] = (
+    ("a fraction given as a percent", _percent_for_fraction),
+    ("a percentage read as a fraction", _percent_growth_for_ratio),
+    ("a percent sign on a plain number", _percent_sign_read_as_fraction),
+    ("MiB for MB (and the other binary units)", _binary_byte_unit),
+    ("a bare k, M or G where a size is asked", _bare_scale_suffix),
+    ("the right value in another unit of the kind", _other_unit_of_the_kind),
+)
+
+
+def _general_mistake(answer: Any, rights: list[Any], rtol: float, atol: float, unit: str) -> str:
+    """The hint for a right answer in the wrong form (:data:`UNIT_SLIPS`), or ""."""
+    text = answer if isinstance(answer, str) else ""
+    x = _number(answer, unit)
+    if x is None and text:  # '2460k' where MB are asked: read the number without its suffix
+        x = _text_number(text.strip().rstrip("kKMGT").strip())
+    reals = [float(r) for r in rights if _number(r) is not None and not isinstance(r, str)]
+    if x is None:
+        return ""
+    for _, rule in UNIT_SLIPS:
+        for r in reals:
+            try:
+                why = rule(text, x, r, unit)
+            except Exception:  # a rule that cannot read this answer names nothing
+                why = ""
+            if why:
+                return why
     return ""
 
 
