@@ -165,15 +165,38 @@ def _tuple_pattern(values: tuple[float, ...]) -> re.Pattern:
     return re.compile(r"(?<![\w.])" + _PAIR_SEP.join(number(v) for v in values) + r"(?![\w.]|,\d)")
 
 
+def _shown_above(cell) -> str:
+    """What a reader has seen of ``cell`` before an exercise below it: a code cell's outputs,
+    a Markdown table's rows, and the whole of a "Try it" answer (opened before the exercise)."""
+    if cell.cell_type == "code":
+        return _outputs(cell)
+    if "try-answer" in cell.metadata.get("tags", []):
+        return cell.source
+    return "\n".join(line for line in cell.source.splitlines() if line.lstrip().startswith("|"))
+
+
+def _try_answers(cells) -> str:
+    return "\n".join(_outputs(c) if c.cell_type == "code" else c.source
+                     for c in cells if "try-answer" in c.metadata.get("tags", []))
+
+
 def find_printed_answers(nb, name: str) -> list[str]:
-    """One message per exercise whose answer appears in an output above it."""
+    """One message per exercise whose answer appears above it: in an output, a table or a
+    "Try it" answer (a word answer: in a "Try it" answer)."""
     problems = []
     for ex in _exercises(nb, name):
         expected = _expected(ex.answer)
-        if expected is None or (isinstance(expected, float) and math.isinf(expected)):
-            continue  # a word or a yes/no: one of the options the question names
+        if expected is None:  # a word or a yes/no: one of the options the question names,
+            word = ex.answer.strip("'\"")  # but a "Try it" answer above must not give it
+            said = _try_answers(nb.cells[: ex.cell])
+            if word not in ("True", "False") and re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", said, re.I):
+                problems.append(f"{ex.notebook} exercise {ex.number} ({ex.title}): the answer {ex.answer} is "
+                                "given by a 'Try it' answer above it. Ask the Try-it something else.")
+            continue
+        if isinstance(expected, float) and math.isinf(expected):
+            continue
         for i, cell in enumerate(nb.cells[: ex.cell]):
-            text = _outputs(cell)
+            text = _shown_above(cell)
             if not text:
                 continue
             if isinstance(expected, tuple):
@@ -281,6 +304,23 @@ def test_the_check_catches_a_printed_answer(printed, answer):
 )
 def test_the_check_lets_other_numbers_pass(printed, answer):
     assert find_printed_answers(_synthetic(printed, answer), "synthetic.ipynb") == []
+
+
+def test_the_check_reads_tables_and_try_it_answers():
+    """A Markdown table above, or a "Try it" answer above, gives an answer away as an output does."""
+    table = _synthetic("nothing here", "✓ Correct: GFLOPs of the model = 7.8.")
+    table.cells.insert(0, nbformat.v4.new_markdown_cell("| model | GFLOPs |\n|---|---|\n| ResNet-50 | 7.8 |"))
+    assert len(find_printed_answers(table, "t.ipynb")) == 1
+    prose = _synthetic("nothing here", "✓ Correct: GFLOPs of the model = 7.8.")
+    prose.cells.insert(0, nbformat.v4.new_markdown_cell("ResNet-50 needs about 7.8 GFLOPs, chapter 03 says."))
+    assert find_printed_answers(prose, "t.ipynb") == []  # prose numbers are not a printed table
+    word = _synthetic("nothing here", "✓ Correct: start method = 'fork'.")
+    word.cells.insert(0, nbformat.v4.new_markdown_cell(
+        "<details><summary>Answer</summary>\n\nNo: `fork` copies the parent.\n\n</details>",
+        metadata={"tags": ["try-answer"]}))
+    assert len(find_printed_answers(word, "t.ipynb")) == 1
+    word.cells[0].source = "<details><summary>Answer</summary>\n\n`forkserver` copies a server.\n\n</details>"
+    assert find_printed_answers(word, "t.ipynb") == []
 
 
 def test_the_answer_is_read_from_the_checkers_message():
