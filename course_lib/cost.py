@@ -60,6 +60,7 @@ __all__ = [
     "conv2d_macs",
     "device_hours",
     "cnn_calculator_estimate",
+    "compute_optimal",
     "estimate_training",
     "find_row",
     "human_duration",
@@ -356,6 +357,20 @@ def transformer_training_flops(params, tokens):
     d = check_array(tokens, "tokens", 0)
     p, d = broadcast(params=p, tokens=d)
     return scalar_or_array(6.0 * p * d, params, tokens)
+
+
+def compute_optimal(compute_flops, tokens_per_param=20):
+    r"""Chinchilla's ``(P, D)`` for a budget :math:`C = 6PD` at :math:`D = kP`: :math:`P = \sqrt{C/6k}`, :math:`D = kP`.
+
+    Hoffmann et al. 2022 (arXiv:2203.15556): about 20 tokens per parameter give the lowest loss for C.
+
+    >>> [f"{x:.3g}" for x in compute_optimal(6 * 70e9 * 1.4e12)]   # Chinchilla: 70B on 1.4T tokens
+    ['7e+10', '1.4e+12']
+    """
+    c, k = broadcast(compute_flops=check_array(compute_flops, "compute_flops", 0),
+                     tokens_per_param=check_array(tokens_per_param, "tokens_per_param", 0, low_open=True))
+    params = np.sqrt(c / (6.0 * k))
+    return tuple(scalar_or_array(x, compute_flops, tokens_per_param) for x in (params, k * params))
 
 
 def sequence_tokens(steps, batch_size, sequence_length):

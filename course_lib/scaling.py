@@ -19,6 +19,7 @@ import numpy as np
 from ._validate import as_real, broadcast, check_array, check_int, check_range, scalar_or_array
 
 __all__ = [
+    "AMDAHL_LOSSES",
     "AmdahlFit",
     "amdahl",
     "amdahl_limit",
@@ -218,26 +219,49 @@ def karp_flatt(speedup, n):
     return scalar_or_array(result, speedup, n)
 
 
+#: The losses :func:`fit_amdahl` can minimise: the quantity whose squared errors it sums.
+AMDAHL_LOSSES = ("time", "speedup")
+
+
 class AmdahlFit(NamedTuple):
     """Result of :func:`fit_amdahl`."""
 
     p: float
-    """Least-squares estimate of the parallel fraction, clipped to [0, 1]."""
+    """Least-squares estimate of the parallel fraction, in [0, 1]."""
     stderr: float
     """Standard error of ``p`` (NaN with fewer than two points that have n > 1)."""
     n_points: int
     """Number of (n, speedup) pairs used."""
+    loss: str = "time"
+    """What the fit minimised the squared errors of: ``"time"`` (the normalised run time
+    ``1/S``) or ``"speedup"`` (``S`` itself)."""
 
 
-def fit_amdahl(n, speedup) -> AmdahlFit:
+def fit_amdahl(n, speedup, *, loss: str = "time") -> AmdahlFit:
     r"""Estimate Amdahl's ``p`` from measured ``(n, speedup)`` pairs by least squares.
 
-    Amdahl's law is linear in ``p`` when written for the normalised run time:
-    :math:`1/S - 1 = -p\,(1 - 1/n)`. The fit minimises the squared error of the
-    normalised run time ``1/S`` (the quantity that is measured) over ``p``:
+    A least-squares fit must say what it squares, and with Amdahl's law the choice matters:
+    measured speedups rarely follow the law exactly, and the two losses weigh the points
+    differently.
+
+    ``loss="time"`` (the default) minimises the squared error of the normalised run time
+    ``1/S``, in which the law is linear in ``p``:
+    :math:`1/S - 1 = -p\,(1 - 1/n)`, so
 
     .. math:: \hat p = -\frac{\sum_i x_i y_i}{\sum_i x_i^2},\quad
-              x_i = 1 - 1/n_i,\; y_i = 1/S_i - 1
+              x_i = 1 - 1/n_i,\; y_i = 1/S_i - 1 .
+
+    A relative error ``ε`` of a speedup is an error of about ``ε/S`` in run time, so the
+    small runs (small ``S``) weigh the most.
+
+    ``loss="speedup"`` minimises :math:`\sum_i \big(S_i - S(p; n_i)\big)^2`, the squared
+    error of the speedup itself. The law is not linear in ``p`` there: the minimum is found
+    on a grid over [0, 1] and refined by golden-section search (numpy only). A relative
+    error ``ε`` is an error of ``ε S`` here, so the largest runs weigh the most.
+
+    Both estimates equal the true ``p`` for data that follow the law exactly. The standard
+    error is the least-squares one (for ``"speedup"``, of the model linearised at
+    :math:`\hat p`, with :math:`\partial S/\partial p = x\,S^2`).
 
     Parameters
     ----------
@@ -245,20 +269,30 @@ def fit_amdahl(n, speedup) -> AmdahlFit:
         Processor counts, >= 1 (at least one must be > 1).
     speedup : array_like
         Measured speedups, > 0, the same shape as ``n``.
+    loss : {"time", "speedup"}
+        The quantity whose squared errors are summed: the normalised run time ``1/S``
+        (default) or the speedup ``S``.
 
     Returns
     -------
     AmdahlFit
-        ``p`` clipped to [0, 1] (a super-linear measurement would otherwise give p > 1),
-        its standard error and the number of points.
+        ``p`` in [0, 1] (a super-linear measurement would otherwise give p > 1), its
+        standard error, the number of points and the loss.
 
     Examples
     --------
     >>> n = [1, 2, 4, 8, 16]
     >>> fit = fit_amdahl(n, amdahl(0.9, n))
-    >>> round(fit.p, 12), round(fit.stderr, 12)
-    (0.9, 0.0)
+    >>> round(fit.p, 12), round(fit.stderr, 12), fit.loss
+    (0.9, 0.0, 'time')
+    >>> round(fit_amdahl(n, amdahl(0.9, n), loss="speedup").p, 9)
+    0.9
+    >>> measured = [1.0, 1.7, 3.6, 7.0, 13.0]    # the first step is slow: a per-run overhead
+    >>> [round(fit_amdahl(n, measured, loss=k).p, 4) for k in ("time", "speedup")]
+    [0.9617, 0.9841]
     """
+    if not isinstance(loss, str) or loss not in AMDAHL_LOSSES:
+        raise ValueError(f"loss must be one of {', '.join(map(repr, AMDAHL_LOSSES))}, got {loss!r}")
     n_arr = check_array(n, "n", 1)
     s_arr = check_array(speedup, "speedup", 0, low_open=True)
     if n_arr.ndim != 1 or s_arr.ndim != 1:
@@ -270,19 +304,47 @@ def fit_amdahl(n, speedup) -> AmdahlFit:
             f"n and speedup must have the same length, got {n_arr.size} and {s_arr.size}"
         )
     x = 1.0 - 1.0 / n_arr
-    y = 1.0 / s_arr - 1.0
     sxx = float(np.sum(x * x))
     if sxx == 0.0:
         raise ValueError("n must contain at least one processor count > 1 to fit p")
-    p_hat = -float(np.sum(x * y)) / sxx
     informative = int(np.count_nonzero(x > 0))
+    if loss == "time":
+        y = 1.0 / s_arr - 1.0
+        p_hat = -float(np.sum(x * y)) / sxx
+        residuals, slope2 = y + p_hat * x, sxx  # d(1/S)/dp = -x (residuals of the unclipped line)
+    else:
+        p_hat = _minimise_on_unit_interval(lambda p: float(np.sum((s_arr - 1.0 / (1.0 - p * x)) ** 2)))
+        model = 1.0 / (1.0 - p_hat * x)
+        residuals, slope2 = s_arr - model, float(np.sum((x * model**2) ** 2))  # dS/dp = x S^2
     if informative >= 2:
-        residuals = y + p_hat * x
         dof = informative - 1
-        stderr = math.sqrt(float(np.sum(residuals[x > 0] ** 2)) / dof / sxx)
+        stderr = math.sqrt(float(np.sum(residuals[x > 0] ** 2)) / dof / slope2)
     else:
         stderr = math.nan
-    return AmdahlFit(p=min(max(p_hat, 0.0), 1.0), stderr=stderr, n_points=int(n_arr.size))
+    return AmdahlFit(p=min(max(p_hat, 0.0), 1.0), stderr=stderr, n_points=int(n_arr.size), loss=loss)
+
+
+def _minimise_on_unit_interval(f, grid: int = 2001, tol: float = 1e-13) -> float:
+    """The ``p`` in [0, 1] where ``f`` is least: the best point of a grid, then a
+    golden-section search between its neighbours (bounded, numpy only)."""
+    ps = np.linspace(0.0, 1.0, grid)
+    values = [f(p) for p in ps]
+    k = int(np.argmin(values))
+    a, b = ps[max(k - 1, 0)], ps[min(k + 1, grid - 1)]
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    c, d = b - ratio * (b - a), a + ratio * (b - a)
+    fc, fd = f(c), f(d)
+    while b - a > tol:
+        if fc < fd:
+            b, d, fd = d, c, fc
+            c = b - ratio * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + ratio * (b - a)
+            fd = f(d)
+    best = min(((f(p), p) for p in (a, b, ps[k])), key=lambda t: t[0])[1]
+    return float(min(max(best, 0.0), 1.0))
 
 
 def devices_needed(p, target_speedup):

@@ -405,10 +405,31 @@ def test_large_batches_exercises_accept_hand_answers_and_explain_mistakes():
     # per iteration: 1284 min / 250k iterations on 64 chips; 101.2 min / 15.6k on 1,024
     assert ex.EX3_ITERATION == {"devices": 1024, "baseline": 64}
     assert ex.ex3_iteration_efficiency((1284 * 60 / 250_000) / (101.2 * 60 / 15_600))
-    # the whole job: about 512M samples in every row, a fixed amount of work (the steps: Gustafson)
-    assert ex.ex4_which_law("Amdahl") and not ex.ex4_which_law("Gustafson")
+    # another job: 100,000 iterations on 64, 256 and 1,024 chips at 32 per chip, so
+    # 0.2e9, 0.8e9 and 3.3e9 samples: work that grows with the chips (the LAMB table's: Amdahl)
+    assert ex.EX4_JOB == {"chips": (64, 256, 1024), "batch_per_chip": 32, "iterations": 100_000}
+    assert ex.ex4_which_law("Gustafson") and not ex.ex4_which_law("Amdahl")
     for fn in (ex.ex1_scaled_lr, ex.ex2_samples_at_large_batch, ex.ex3_iteration_efficiency, ex.ex4_which_law):
         assert "not answered" in fn(None).message
+
+
+def test_compute_optimal_by_hand():
+    """Chinchilla's rule D = 20 P with C = 6PD: P = sqrt(C / 120), D = 20 P (Hoffmann et al. 2022)."""
+    from course_lib.cost import compute_optimal, transformer_training_flops
+
+    assert compute_optimal(120e18) == (1e9, 20e9)  # 6 x 20 x (1e9)^2
+    params, tokens = compute_optimal(6 * 70e9 * 1.4e12)  # the paper's own model: 70B on 1.4T tokens
+    assert params == pytest.approx(70e9) and tokens == pytest.approx(1.4e12)
+    assert compute_optimal(6 * 4 * 1e6**2, tokens_per_param=4) == pytest.approx((1e6, 4e6))
+    assert compute_optimal(0.0) == (0.0, 0.0) and isinstance(compute_optimal(1e20)[0], float)
+    budget = np.array([1e20, 8.69e19, 2.7e24])  # BERT-Large's and Megatron-LM 1T's budgets too
+    params, tokens = compute_optimal(budget)
+    np.testing.assert_allclose(transformer_training_flops(params, tokens), budget, rtol=1e-12)
+    np.testing.assert_allclose(tokens / params, 20.0)
+    with pytest.raises(ValueError, match="compute_flops"):
+        compute_optimal(-1.0)
+    with pytest.raises(ValueError, match="tokens_per_param"):
+        compute_optimal(1e20, tokens_per_param=0)
 
 
 def test_six_pd_terms_of_bert_large_by_hand():

@@ -367,10 +367,11 @@ def _stated_givens():
         under_the_hood,
     )
 
-    b1 = serial_to_parallel.EX1_BATCH
+    b1, f1 = serial_to_parallel.EX1_BATCH, serial_to_parallel.EX2_PERIODS
     laws = scaling_laws
     l2, s2, d2, g2, e2 = laws.EX1_LIMIT, laws.EX2_SPEEDUP, laws.EX3_DEVICES, laws.EX4_GUSTAFSON, laws.EX5_LAMB
-    r3, k3, i3 = training_cost.EX2_SETUP, large_batches.EX1_SCALING, large_batches.EX3_ITERATION
+    r3, k3, i3, j4 = training_cost.EX2_SETUP, large_batches.EX1_SCALING, large_batches.EX3_ITERATION, large_batches.EX4_JOB
+    a6 = laws.EX6_ARCHIVE
     n_conv = sum(kind == "conv" for _, kind in operator_parallelism.DEEP_CNN_LAYERS)
     l5, w6, u6 = operator_parallelism.LAYER, operator_algorithms.WINOGRAD_LAYER, operator_algorithms.UPDATE
     p7, a7, shm12 = data_parallelism.EX3_PS, data_parallelism.EX4_SETUP, under_the_hood.EX2_SHM
@@ -381,6 +382,8 @@ def _stated_givens():
     words = {2: "Two", 3: "Three", 4: "Four"}
     return [
         ("01_serial_to_parallel.ipynb", 1, [b1["model"], f"a batch of {b1['images']} images"]),
+        ("01_serial_to_parallel.ipynb", 2, [f"processors from {f1['later'][0]} to {f1['later'][1] - 1}",
+                                            f"from {f1['earlier'][0]} to {f1['earlier'][1] - 1}"]),
         ("02_scaling_laws.ipynb", 1, [f"spends {l2['serial']:.0%} of its serial run time"]),
         ("02_scaling_laws.ipynb", 2, [f"on {s2['devices']} devices", f"$p = {s2['p']:g}$",
                                       f"$N = {s2['devices']}$"]),
@@ -388,13 +391,19 @@ def _stated_givens():
         ("02_scaling_laws.ipynb", 4, [f"On {g2['devices']} devices", f"{g2['p']:.0%} of its *parallel*",
                                       f"$p = {g2['p']:g}$"]),
         ("02_scaling_laws.ipynb", 5, [f"the {e2['devices']:,}-chip run relative to the {e2['baseline']:,}-chip run"]),
+        ("02_scaling_laws.ipynb", 6, [f"archive of {a6['images'] / 1e6:g} million images",
+                                      f"batches of {a6['batch_per_gpu']} images",
+                                      f"from {a6['gpus'][0]} to {a6['gpus'][1]} GPUs"]),
         ("03_training_cost.ipynb", 2, [r3["model"], f"for {r3['epochs']} epochs",
                                        f"on {r3['devices']} V100 SXM2 GPUs", f"utilisation of {r3['utilisation']:g}",
                                        f"efficiency of {r3['efficiency']:g}"]),
         ("04_large_batches.ipynb", 1, [f"batch {k3['base_batch']:,} at learning rate {k3['base_lr']:g}",
                                        f"for batch {k3['batch']:,}"]),
         ("04_large_batches.ipynb", 3, [f"on {i3['devices']:,} chips compared with {i3['baseline']:,} chips",
-                                       f"$t_{{iter}}({i3['baseline']}) / t_{{iter}}({i3['devices']})$"]),
+                                       f"$t_{{\\text{{step}}}}({i3['baseline']}) / t_{{\\text{{step}}}}({i3['devices']})$"]),
+        ("04_large_batches.ipynb", 4, [", ".join(f"{c:,}" for c in j4["chips"][:-1]) + f" and {j4['chips'][-1]:,} chips",
+                                       f"with {j4['batch_per_chip']} sequences per chip",
+                                       f"the same {j4['iterations']:,} iterations"]),
         ("05_operator_parallelism.ipynb", 1, [f"batch {l5['batch']}", f"{l5['c_in']} input and {l5['c_out']} output channels",
                                               f"a {l5['image']}×{l5['image']} image", f"a {l5['kernel']}×{l5['kernel']} kernel",
                                               f"stride {l5['stride']}, padding {l5['padding']}"]),

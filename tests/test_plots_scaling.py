@@ -128,6 +128,30 @@ def test_measured_speedup_fit_to_many_points_is_solid_with_its_error():
         measured_speedup_figure(n, s, fit=fit, fit_p=0.9)
 
 
+def test_measured_speedup_draws_both_fits_with_their_loss():
+    """Issue 38 H1: the fit of each loss, told apart by colour AND line style, named by its loss."""
+    n = np.array([1, 2, 4, 8, 16, 32, 64])
+    s = scaling.amdahl(0.99, n) * np.array([1, 0.96, 1.0, 0.97, 0.95, 1.02, 1.03])
+    fits = [scaling.fit_amdahl(n, s, loss=k) for k in ("time", "speedup")]
+    fig = measured_speedup_figure(n, s, fit=fits, xlabel="n = chips / 16")
+    ax = fig.axes[0]
+    in_time, in_speedup = _line(ax, "Amdahl fit in run time 1/S"), _line(ax, "Amdahl fit in speedup S")
+    for line, fit in ((in_time, fits[0]), (in_speedup, fits[1])):
+        np.testing.assert_allclose(line.get_ydata(), scaling.amdahl(fit.p, line.get_xdata()))
+        assert f"p = {fit.p:.3f} ± {fit.stderr:.3f}" in line.get_label()
+    assert in_time.get_color() != in_speedup.get_color()
+    assert in_time.get_linestyle() != in_speedup.get_linestyle()
+    assert _line(ax, "measured").get_color() not in (in_time.get_color(), in_speedup.get_color())
+    _legends_off_the_axes(fig)
+    # one fit names its loss too; a bare p has none to name
+    single = measured_speedup_figure(n, s, fit=fits[1]).axes[0]
+    assert _line(single, "Amdahl fit").get_label().startswith("Amdahl fit to 7 points in speedup S, p = ")
+    with pytest.raises(TypeError, match="AmdahlFit"):
+        measured_speedup_figure(n, s, fit=[fits[0], 0.99])
+    with pytest.raises(ValueError, match="at least one"):
+        measured_speedup_figure(n, s, fit=[])
+
+
 def test_measured_speedup_more_series_and_no_fit():
     fig = measured_speedup_figure([1, 2, 4], [1.0, 1.8, 3.1], label="conv2d",
                                   more={"GEMM": ([1, 2, 4], [1.0, 1.9, 3.6])}, xlabel="threads N")

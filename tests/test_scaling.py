@@ -109,6 +109,61 @@ def test_fit_amdahl_clips_superlinear_to_one():
     assert fit_amdahl([2, 4], [2.2, 4.5]).p == 1.0
 
 
+def test_fit_amdahl_default_loss_is_the_run_time():
+    n, s = [1, 2, 4, 8], [1.0, 1.7, 3.6, 7.0]
+    assert fit_amdahl(n, s) == fit_amdahl(n, s, loss="time")
+    assert fit_amdahl(n, s).loss == "time" and fit_amdahl(n, s, loss="speedup").loss == "speedup"
+    # the run-time fit in closed form: p = -sum(x y) / sum(x^2), x = 1 - 1/n, y = 1/S - 1
+    x, y = 1 - 1 / np.array(n), 1 / np.array(s) - 1
+    assert fit_amdahl(n, s).p == pytest.approx(-np.sum(x * y) / np.sum(x * x), rel=1e-12)
+
+
+def test_fit_amdahl_in_speedup_minimises_the_squared_speedup_errors():
+    """The speedup loss's p beats every p of a fine grid on sum (S - S(p))^2."""
+    n = np.array([1, 2, 4, 8, 16, 32, 64])
+    s = amdahl(0.99, n) * np.array([1, 0.96, 1.0, 0.97, 0.95, 1.02, 1.03])
+    fit = fit_amdahl(n, s, loss="speedup")
+    sse = lambda p: float(np.sum((s - amdahl(p, n)) ** 2))  # noqa: E731
+    grid = np.linspace(0.0, 1.0, 100_001)
+    assert sse(fit.p) <= min(sse(p) for p in grid) + 1e-12
+    assert fit.p != pytest.approx(fit_amdahl(n, s).p, abs=1e-3)  # the losses disagree on noisy data
+    assert 0 < fit.stderr < 0.01
+
+
+def test_fit_amdahl_of_the_lamb_runs_by_loss():
+    """Issue 38 H1: the LAMB runs (16 to 1,024 chips) give p = 0.9866 fitted in 1/S and
+    0.9947 fitted in S; at n = 64 (1,024 chips, measured S = 49.1) they predict 34.7 and 48.0,
+    at n = 16 (measured 12.7) 13.3 and 14.8, and for 4,096 chips 85.7 and 45.5 minutes."""
+    from course_lib.datasets import lamb_scaling_table
+
+    t = lamb_scaling_table()
+    n = t["devices"] / t["devices"][0]
+    s = t["time_minutes"][0] / t["time_minutes"]
+    time_fit, speedup_fit = (fit_amdahl(n, s, loss=k) for k in ("time", "speedup"))
+    assert round(time_fit.p, 4) == 0.9866 and round(speedup_fit.p, 4) == 0.9947
+    assert np.round(amdahl(time_fit.p, [16, 64]), 1).tolist() == [13.3, 34.7]
+    assert np.round(amdahl(speedup_fit.p, [16, 64]), 1).tolist() == [14.8, 48.0]
+    assert np.round(s[[4, 6]], 1).tolist() == [12.7, 49.1]
+    minutes = [t["time_minutes"][0] / amdahl(f.p, 4096 / 16) for f in (time_fit, speedup_fit)]
+    assert np.round(minutes, 1).tolist() == [85.7, 45.5]
+    # the run-time fit's 1 - p is the mean of the Karp-Flatt values weighted by (1 - 1/n)^2
+    weights = (1 - 1 / n[1:]) ** 2
+    assert 1 - time_fit.p == pytest.approx(np.average(karp_flatt(s[1:], n[1:]), weights=weights), rel=1e-9)
+
+
+def test_fit_amdahl_in_speedup_clips_and_handles_one_point():
+    assert fit_amdahl([2, 4], [2.2, 4.5], loss="speedup").p == 1.0
+    assert fit_amdahl([1, 2, 4], [1.0, 0.9, 0.8], loss="speedup").p == 0.0  # slower with more devices
+    one = fit_amdahl([1, 2], [1.0, 1.6], loss="speedup")
+    assert one.p == pytest.approx(0.75, abs=1e-9) and math.isnan(one.stderr)
+
+
+@pytest.mark.parametrize("loss", ["Time", "S", "", None, 1])
+def test_fit_amdahl_rejects_an_unknown_loss(loss):
+    with pytest.raises(ValueError, match="loss must be one of 'time', 'speedup'"):
+        fit_amdahl([1, 2, 4], [1.0, 1.8, 3.0], loss=loss)
+
+
 # ------------------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     ("call", "exc", "words"),
@@ -180,6 +235,7 @@ def test_karp_flatt_recovers_serial_fraction(p, n):
 def test_fit_amdahl_recovers_p_from_noiseless_data(p, ns):
     fit = fit_amdahl(ns, amdahl(p, ns))
     assert fit.p == pytest.approx(p, abs=1e-9)
+    assert fit_amdahl(ns, amdahl(p, ns), loss="speedup").p == pytest.approx(p, abs=1e-7)
 
 
 @given(st.floats(0.0, 0.999), st.floats(1.0, 500.0))

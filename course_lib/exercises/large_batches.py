@@ -4,7 +4,7 @@ Each function checks one answer; the question is in its docstring and in the not
 ``notebooks/04_large_batches.ipynb``. The givens of each exercise are module constants, so
 the notebook can print them; none of them is a case the chapter has already printed the
 answer of (the linear-scaling example of section 1, the efficiency column of the LAMB
-table).
+table, the law of the LAMB table's whole job that chapters 02 and 04 state).
 """
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from ..critical_batch import CriticalBatchFit
 from ..datasets import lamb_scaling_table
 from ..optim import linear_scaling_rule, sqrt_scaling_rule
 from . import Result, check
+from .scaling_laws import _law_name  # "Gustafson's law" -> "gustafson"
 
 __all__ = [
     "EX1_SCALING",
     "EX2_SETUP",
     "EX3_ITERATION",
+    "EX4_JOB",
     "ex1_scaled_lr",
     "ex2_samples_at_large_batch",
     "ex3_iteration_efficiency",
@@ -30,8 +32,12 @@ EX1_SCALING = {"base_batch": 1024, "base_lr": 0.3, "batch": 8192}
 #: Exercise 2: a run with n_min steps and critical batch b_crit, trained at batch ``batch``.
 EX2_SETUP = {"n_min": 2000, "b_crit": 4096, "batch": 16384}
 
-#: Exercise 3: the LAMB run (chips) whose time per iteration is compared with a baseline run's.
+#: Exercise 3: the LAMB run (chips) whose time per step is compared with a baseline run's.
 EX3_ITERATION = {"devices": 1024, "baseline": 64}
+
+#: Exercise 4: another job, not the LAMB table's: the same batch per chip on more chips, but
+#: the same number of iterations in every run.
+EX4_JOB = {"chips": (64, 256, 1024), "batch_per_chip": 32, "iterations": 100_000}
 
 
 def ex1_scaled_lr(answer) -> Result:
@@ -77,7 +83,7 @@ def _iteration_times():
 
 
 def ex3_iteration_efficiency(answer) -> Result:
-    """Weak-scaling efficiency of one LAMB iteration, t_iter(baseline) / t_iter(chips) of :data:`EX3_ITERATION`."""
+    """Weak-scaling efficiency of one LAMB step, t_step(baseline) / t_step(chips) of :data:`EX3_ITERATION`."""
     t, per_iter = _iteration_times()
     chips = [int(c) for c in t["devices"]]
     i0, i = chips.index(EX3_ITERATION["baseline"]), chips.index(EX3_ITERATION["devices"])
@@ -86,8 +92,8 @@ def ex3_iteration_efficiency(answer) -> Result:
     return check(
         answer,
         expected,
-        name=f"per-iteration efficiency at {big} chips relative to {base}",
-        hint=f"time per iteration = minutes x 60 / iterations, for the {base}-chip and the "
+        name=f"per-step efficiency at {big} chips relative to {base}",
+        hint=f"time per step = minutes x 60 / iterations, for the {base}-chip and the "
         f"{big}-chip row.",
         mistakes={
             per_iter[i] / per_iter[i0]: f"Inverted: the efficiency is t({base}) / t({big}) <= 1.",
@@ -97,25 +103,33 @@ def ex3_iteration_efficiency(answer) -> Result:
     )
 
 
-def ex4_which_law(answer) -> Result:
-    """Which law describes the whole JOB down the LAMB table (time-to-train): "Amdahl" or "Gustafson"?
+def _job_samples(job: dict) -> list[int]:
+    """Samples (global batch x iterations) of each run of a job like :data:`EX4_JOB`."""
+    return [chips * job["batch_per_chip"] * job["iterations"] for chips in job["chips"]]
 
-    Chapter 02 asked about one step (the batch per chip is fixed: Gustafson). Here the
-    samples column decides: if batch x iterations stays (about) the same, the work of the
-    job is fixed and more chips split it ever finer.
+
+def ex4_which_law(answer) -> Result:
+    """Which law describes the whole JOB of :data:`EX4_JOB` (time-to-train): "Amdahl" or "Gustafson"?
+
+    The LAMB table's job keeps its samples (batch x iterations): a fixed amount of work split
+    ever finer, Amdahl (chapter 02, section 4 and this chapter's section 4 say so). This job
+    keeps its iterations instead, so its samples grow with the chips: the work grows with the
+    devices, Gustafson. The samples decide, as computed here.
     """
-    t, _ = _iteration_times()
-    samples = t["global_batch_size"] * t["iterations"]
-    spread = float(samples.max() / samples.min())
-    expected = "Amdahl" if spread < 1.1 else "Gustafson"  # a growing job would double them with the chips
+    samples = _job_samples(EX4_JOB)
+    spread = max(samples) / min(samples)
+    expected = "Amdahl" if spread < 1.1 else "Gustafson"  # a growing job multiplies them with the chips
     other = "Gustafson" if expected == "Amdahl" else "Amdahl"
     return check(
-        answer,
+        _law_name(answer),
         expected,
         name="scaling law of the whole job",
-        hint="look at the samples (global batch x iterations) down the table: does the job's "
-        "total work grow with the chips, or is a fixed amount of work split ever finer? "
+        hint="compute the samples (global batch x iterations) of each run: does the job's total "
+        "work grow with the chips, or is a fixed amount of work split ever finer? "
         "Answer 'Amdahl' or 'Gustafson'.",
-        mistakes={other: "That is the law of one step (the batch per chip is fixed). The question "
-                  "asks about the whole run: look at the samples column."},
+        mistakes={other: "That is the law of the LAMB table's job, whose samples stay the same. This "
+                  "job keeps its iterations instead: its samples, chips x "
+                  f"{EX4_JOB['batch_per_chip']} x {EX4_JOB['iterations']:,}, grow with the chips."
+                  if expected == "Gustafson" else "That is the law of one step (the batch per chip is "
+                  "fixed). The question asks about the whole run: look at the samples."},
     )

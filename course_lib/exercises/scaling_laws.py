@@ -18,6 +18,7 @@ __all__ = [
     "EX3_DEVICES",
     "EX4_GUSTAFSON",
     "EX5_LAMB",
+    "EX6_ARCHIVE",
     "ex1_limit",
     "ex2_speedup",
     "ex3_devices",
@@ -36,6 +37,9 @@ EX3_DEVICES = {"p": 0.95, "target": 12}
 EX4_GUSTAFSON = {"p": 0.8, "devices": 48}
 #: Givens of :func:`ex5_lamb_efficiency`: a run of the LAMB table and the run it is compared with (chips).
 EX5_LAMB = {"devices": 1024, "baseline": 128}
+#: Givens of :func:`ex6_which_law`: a fixed archive of images classified with a fixed batch per
+#: GPU on more and more GPUs (section 4's strong-scaled job, weakly scaled steps, in inference).
+EX6_ARCHIVE = {"images": 10_000_000, "batch_per_gpu": 256, "gpus": (8, 64)}
 
 
 def ex1_limit(answer) -> Result:
@@ -122,18 +126,32 @@ def ex5_lamb_efficiency(answer) -> Result:
     )
 
 
-def ex6_which_law(answer) -> Result:
-    """Which law describes training with a fixed per-device batch as devices are added?
-
-    The name will do in any usual form: ``"Gustafson"``, ``"Gustafson's law"``, ``"gustafson law"``.
-    """
-    if isinstance(answer, str):  # "Gustafson's law" -> "gustafson"
+def _law_name(answer):
+    """ "Gustafson's law", "gustafson law", "Amdahl’s Law" -> "gustafson", "amdahl"; other answers as given."""
+    if isinstance(answer, str):
         answer = re.sub(r"[’'`]s\b|\blaw\b|[^a-z\s-]", " ", answer.lower())
         answer = " ".join(answer.replace("-", " ").split())
+    return answer
+
+
+def ex6_which_law(answer) -> Result:
+    """Which law describes the speedup of the whole archive of :data:`EX6_ARCHIVE`?
+
+    Each GPU takes a fixed batch, so one step grows with the GPUs (weak scaling of a step);
+    the archive does not: its images are a fixed amount of work that more GPUs split ever
+    finer, which is Amdahl's fixed problem (strong scaling of the job), as for section 4's
+    LAMB runs. The name will do in any usual form: ``"Amdahl"``, ``"Amdahl's law"``,
+    ``"amdahl law"``.
+    """
+    g = EX6_ARCHIVE
     return check(
-        answer,
-        "Gustafson",
-        name="law",
-        hint="the global batch - the work of one step - grows with the number of devices. "
-        "Answer 'Amdahl' or 'Gustafson'.",
+        _law_name(answer),
+        "Amdahl",  # the archive is the same amount of work on any number of GPUs
+        name="law of the whole archive",
+        hint="does the work of the whole job (the images to classify) grow with the GPUs, or "
+        "do more GPUs split a fixed amount of work? Answer 'Amdahl' or 'Gustafson'.",
+        mistakes={"Gustafson": f"That is the law of one step: with {g['batch_per_gpu']} images per "
+                  "GPU the step grows with the GPUs. The question asks about the whole archive, "
+                  f"{g['images'] / 1e6:g} million images however many GPUs share them: a fixed problem "
+                  "(strong scaling of the job)."},
     )

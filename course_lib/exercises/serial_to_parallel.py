@@ -1,8 +1,10 @@
 """Exercises of chapter 01 (from serial to parallel).
 
 Expected values come from ``data/`` through :mod:`course_lib.datasets` and from
-:mod:`course_lib.cost`; nothing is typed in. The givens of exercise 1 are a module constant,
-so the notebook can print them. Exercises 3 and 4 take the learner's OWN givens (a model, a
+:mod:`course_lib.cost`; nothing is typed in. The givens of exercises 1 and 2 are module
+constants, so the notebook can print them, and neither can be read off a table the chapter
+prints: exercise 1 asks about a model the chapter's table leaves out, exercise 2 about two
+spans of years the table of section 2 does not split off. Exercises 3 and 4 take the learner's OWN givens (a model, a
 device, a deadline of their choice) as keyword arguments and compute the expected answer from
 them; exercise 5 takes the learner's own measurement and asks for what its table does not
 print: the capacity that overhead took, N - S processes.
@@ -19,9 +21,10 @@ from . import Result, check, check_count, checker, shown_tolerance
 
 __all__ = [
     "EX1_BATCH",
+    "EX2_PERIODS",
     "EX5_SHOWN_DECIMALS",
     "bert_flops",
-    "ex1_resnet50_gflops",
+    "ex1_batch_gflops",
     "ex2_frequency_growth",
     "ex3_own_training_days",
     "ex4_devices_for_deadline",
@@ -35,13 +38,13 @@ def bert_flops() -> float:
     return cost.transformer_training_flops(recipe.params, recipe.tokens)
 
 
-#: Givens of :func:`ex1_resnet50_gflops`: the model (a row of ``data/dnn_models.csv``) and
-#: the images of one batch.
-EX1_BATCH = {"model": "ResNet-50", "images": 32}
+#: Givens of :func:`ex1_batch_gflops`: the model (a row of ``data/dnn_models.csv`` that the
+#: chapter's table does not print) and the images of one batch.
+EX1_BATCH = {"model": "ResNet-101", "images": 64}
 
 
-def ex1_resnet50_gflops(answer) -> Result:
-    """FLOPs (not MACs) of ResNet-50's forward pass over a batch of :data:`EX1_BATCH` images, in GFLOPs."""
+def ex1_batch_gflops(answer) -> Result:
+    """FLOPs (not MACs) of the forward pass of :data:`EX1_BATCH`'s model over its batch, in GFLOPs."""
     model = {m.model: m for m in load_dnn_models()}[EX1_BATCH["model"]]
     images = EX1_BATCH["images"]
     return check(
@@ -61,23 +64,43 @@ def ex1_resnet50_gflops(answer) -> Result:
     )
 
 
-def _max_frequency(after: bool, year: float = 2005.0) -> float:
+#: Givens of :func:`ex2_frequency_growth`: two spans of years of processors, each [start, end);
+#: the highest clock of the later one is divided by the highest of the earlier one.
+EX2_PERIODS = {"earlier": (1995, 2000), "later": (2000, 2005)}
+
+
+def _max_frequency(years: tuple[int, int]) -> float:
     f = load_cpu_trends()["frequency_mhz"]
-    mask = f.year >= year if after else f.year < year
-    return float(f.value[mask].max())
+    lo, hi = years
+    return float(f.value[(f.year >= lo) & (f.year < hi)].max())
 
 
 def ex2_frequency_growth(answer) -> Result:
-    """Highest clock frequency in the data from 2005 on, divided by the highest before 2005."""
-    before, after = _max_frequency(False), _max_frequency(True)
+    """Highest clock frequency of :data:`EX2_PERIODS`' later span over that of its earlier one.
+
+    The growth as a percent is a named slip: ``'579%'`` is read as the fraction 5.79, the
+    growth (ratio - 1), not the ratio; ``579`` typed as a number is the percent itself.
+    """
+    (lo0, hi0), (lo1, hi1) = EX2_PERIODS["earlier"], EX2_PERIODS["later"]
+    before, after = _max_frequency(EX2_PERIODS["earlier"]), _max_frequency(EX2_PERIODS["later"])
+    ratio = after / before
+    growth = ratio - 1
     return check(
         answer,
-        after / before,
-        name="growth of the highest clock frequency after 2005",
+        ratio,
+        name=f"growth of the highest clock frequency, {lo0}-{hi0 - 1} to {lo1}-{hi1 - 1}",
         rtol=0.02,
-        hint="trends = load_cpu_trends(); f = trends['frequency_mhz']; compare f.value where "
-             "f.year >= 2005 with f.value where f.year < 2005 (the maxima).",
-        mistakes={before / after: "Upside down: divide the later maximum by the earlier one."},
+        hint=f"f = load_cpu_trends()['frequency_mhz']; take the maximum of f.value where "
+             f"{lo1} <= f.year < {hi1} and divide it by the maximum where {lo0} <= f.year < {hi0}.",
+        mistakes={
+            1 / ratio: "Upside down: divide the later maximum by the earlier one.",
+            growth: (f"A percentage was read as a fraction: {answer.strip()!r} is {growth:.3g}, the "
+                     "growth (ratio - 1)" if isinstance(answer, str) and "%" in answer else
+                     "That is the growth, ratio - 1") + f". The question asks for the ratio of the two "
+                    f"maxima, 1 + growth = {ratio:.3g}: give that number (or '{100 * ratio:.0f}%').",
+            100 * growth: f"That is the growth in percent ({100 * growth:.0f}%); the question asks for "
+                          f"the ratio of the two maxima, a plain number: 1 + {growth:.3g}.",
+        },
     )
 
 

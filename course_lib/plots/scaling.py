@@ -6,7 +6,7 @@ powers of two only; legends sit outside the axes, never on the curves.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -182,7 +182,7 @@ def measured_speedup_figure(
     speedup,
     *,
     fit_p: float | None = None,
-    fit: scaling.AmdahlFit | None = None,
+    fit: scaling.AmdahlFit | Sequence[scaling.AmdahlFit] | None = None,
     title: str = "measured speedup",
     label: str = "measured",
     xlabel: str = "devices N",
@@ -202,8 +202,10 @@ def measured_speedup_figure(
     fit_p : float, optional
         Parallel fraction from :func:`course_lib.scaling.fit_amdahl` on ``n, speedup``;
         its curve is drawn.
-    fit : AmdahlFit, optional
-        The whole fit instead of ``fit_p`` (then its standard error is shown too).
+    fit : AmdahlFit or sequence of AmdahlFit, optional
+        The whole fit instead of ``fit_p`` (then its standard error and its loss are shown
+        too), or several fits of the same points with different losses
+        (``scaling.fit_amdahl(..., loss=...)``), each drawn in its own colour and line style.
     title, label, xlabel : str
         Axes title, legend label of the measurements, x-axis label.
     more : mapping, optional
@@ -214,6 +216,12 @@ def measured_speedup_figure(
     >>> fig = measured_speedup_figure([1, 2], [1.0, 1.7], fit_p=0.82)
     >>> [line.get_label() for line in fig.axes[0].get_lines()][1]
     'Amdahl fit to 2 points, p = 0.820 (illustration, not a law)'
+    >>> n, s = [1, 2, 4, 8], [1.0, 1.7, 3.6, 7.0]
+    >>> fits = [scaling.fit_amdahl(n, s, loss=k) for k in ("time", "speedup")]
+    >>> for line in measured_speedup_figure(n, s, fit=fits).axes[0].get_lines()[1:3]:
+    ...     print(line.get_label())
+    Amdahl fit in run time 1/S, p = 0.949 ± 0.039
+    Amdahl fit in speedup S, p = 0.978 ± 0.005
     """
     n_arr, s_arr = _series(n, speedup, "n", "speedup")
     for name, value in (("title", title), ("label", label), ("xlabel", xlabel)):
@@ -225,27 +233,28 @@ def measured_speedup_figure(
             if not isinstance(pair, (tuple, list)) or len(pair) != 2:
                 raise TypeError(f"more[{key!r}] must be a pair (n, speedup)")
             extra[str(key)] = _series(pair[0], pair[1], f"more[{key!r}] n", f"more[{key!r}] speedup")
-    if fit is not None:
-        check_type(fit, "fit", scaling.AmdahlFit, "an AmdahlFit (from scaling.fit_amdahl)")
-        if fit_p is not None:
-            raise ValueError("give fit_p or fit, not both")
-        fit_p, stderr, points = fit.p, fit.stderr, fit.n_points
-    else:
-        stderr, points = float("nan"), int(n_arr.size)
+    fits = _fits(fit)
+    if fits and fit_p is not None:
+        raise ValueError("give fit_p or fit, not both")
     fig, ax = new_figure(size=(6.4, 4.6))
     hi = float(max([n_arr.max(), *(x.max() for x, _ in extra.values())]))
     s_hi = float(max([s_arr.max(), *(y.max() for _, y in extra.values()), hi]))
     grid = np.geomspace(1.0, hi, 100) if hi > 1 else np.array([1.0])
     ax.plot(grid, grid, color="0.45", lw=1.2, ls=":", label=f"ideal, S = {_count_symbol(xlabel)}")
     if fit_p is not None:
-        fit_p = check_real(fit_p, "fit_p", 0.0, 1.0)
-        if points < 3 or int(np.count_nonzero(n_arr > 1)) < 2:  # exact through one point
-            ax.plot(grid, scaling.amdahl(fit_p, grid), "--", color=COLORS[1],
-                    label=f"Amdahl fit to {points} points, p = {fit_p:.3f} (illustration, not a law)")
-        else:
-            spread = f" ± {stderr:.3f}" if np.isfinite(stderr) else ""
-            ax.plot(grid, scaling.amdahl(fit_p, grid), color=COLORS[1],
-                    label=f"Amdahl fit to {points} points, p = {fit_p:.3f}{spread}")
+        fits = [scaling.AmdahlFit(check_real(fit_p, "fit_p", 0.0, 1.0), float("nan"), int(n_arr.size), "")]
+    exact = int(np.count_nonzero(n_arr > 1)) < 2  # one point besides n = 1: the curve passes through it
+    for i, one in enumerate(fits):
+        color, style = _FIT_STYLES[i % len(_FIT_STYLES)]
+        if one.n_points < 3 or exact:
+            ax.plot(grid, scaling.amdahl(one.p, grid), "--", color=color,
+                    label=f"Amdahl fit to {one.n_points} points, p = {one.p:.3f} (illustration, not a law)")
+            continue
+        spread = f" ± {one.stderr:.3f}" if np.isfinite(one.stderr) else ""
+        loss = f"in {_LOSS_WORDS.get(one.loss, one.loss)}" if one.loss else ""
+        what = loss if len(fits) > 1 else f"to {one.n_points} points {loss}".rstrip()
+        ax.plot(grid, scaling.amdahl(one.p, grid), style, color=color,
+                label=f"Amdahl fit {what}, p = {one.p:.3f}{spread}")
     ax.plot(n_arr, s_arr, "o-", color=COLORS[0], label=label)
     for i, (name, (x, y)) in enumerate(extra.items()):
         ax.plot(x, y, ("s--", "^-.", "D:", "v--")[i % 4], color=COLORS[(2, 3, 4, 7)[i % 4]], label=name)
@@ -257,6 +266,28 @@ def measured_speedup_figure(
     ax.set_ylim(s_lo / 1.15, s_hi * 1.15)
     fig.legend(loc="outside lower center", ncol=1)
     return fig
+
+
+#: Colour and line style of the first, second ... fitted curve (colour-blind safe palette,
+#: told apart by the line style as well).
+_FIT_STYLES = ((COLORS[1], "-"), (COLORS[2], "-."), (COLORS[3], ":"))
+#: How a legend names the loss of a fit (``AmdahlFit.loss``).
+_LOSS_WORDS = {"time": "run time 1/S", "speedup": "speedup S"}
+
+
+def _fits(fit) -> list:
+    """``fit`` (an AmdahlFit, a sequence of them, or None) as a list of AmdahlFit."""
+    if fit is None:
+        return []
+    what = "an AmdahlFit (from scaling.fit_amdahl) or a sequence of them"
+    if isinstance(fit, scaling.AmdahlFit):
+        return [fit]
+    check_type(fit, "fit", (list, tuple), what)
+    if not fit:
+        raise ValueError("fit must hold at least one AmdahlFit")
+    for one in fit:
+        check_type(one, "fit", scaling.AmdahlFit, what)
+    return list(fit)
 
 
 def _count_symbol(xlabel: str) -> str:
