@@ -17,11 +17,12 @@ bandwidth term alone is meant, so the latency term is never dropped by omission.
 Every function broadcasts its arguments and returns a Python ``float`` when all of
 them are scalars. ``devices`` must hold whole numbers >= 1.
 
-The collectives family (集合通信原语), one ring-style algorithm each (:data:`COLLECTIVES`,
+The collectives family (集合通信原语), one algorithm each (:data:`COLLECTIVES`,
 :func:`collective_time`): broadcast and reduce as a pipelined chain
 (:func:`ring_broadcast_time`, :func:`ring_reduce_time`), all-gather and reduce-scatter as
 a ring, all-reduce as reduce-scatter + all-gather, all-to-all by pairwise exchange
-(:func:`pairwise_alltoall_time`). :func:`collective_lower_bound` is the bandwidth term
+(:func:`pairwise_alltoall_time`; not a ring: every pair of devices exchanges directly, so it
+needs a full-bisection network). :func:`collective_lower_bound` is the bandwidth term
 no algorithm can beat; :func:`simulate_collective` runs each algorithm step by step on
 small numpy arrays: who holds what before and after, and the rounds and bytes that the
 formulas price.
@@ -39,6 +40,7 @@ Computing 35(12), 2009 (pipelined broadcast and reduction along a chain).
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -52,30 +54,13 @@ from ._validate import (
     scalar_or_array,
 )
 
-__all__ = [
-    "ALGORITHMS",
-    "COLLECTIVES",
-    "NETWORK_LATENCY",
-    "NVLINK_LATENCY",
-    "allreduce_time",
-    "collective_lower_bound",
-    "collective_time",
-    "communication_crossover",
-    "data_parallel_efficiency",
-    "data_parallel_speedup",
-    "data_parallel_step_time",
-    "hierarchical_allreduce_time",
-    "optimal_segments",
-    "pairwise_alltoall_time",
-    "parameter_server_time",
-    "ring_allgather_time",
-    "ring_allreduce_time",
-    "ring_broadcast_time",
-    "ring_reduce_scatter_time",
-    "ring_reduce_time",
-    "simulate_collective",
-    "tree_allreduce_time",
-]
+__all__ = ["ALGORITHMS", "COLLECTIVES", "AllReduceTerms", "NETWORK_LATENCY", "NVLINK_LATENCY",
+    "allreduce_time", "collective_lower_bound", "collective_time", "communication_crossover",
+    "data_parallel_efficiency", "data_parallel_speedup", "data_parallel_step_time",
+    "hierarchical_allreduce_terms", "hierarchical_allreduce_time", "optimal_segments",
+    "pairwise_alltoall_time", "parameter_server_time", "ring_allgather_time", "ring_allreduce_terms",
+    "ring_allreduce_time", "ring_broadcast_time", "ring_reduce_scatter_time", "ring_reduce_time",
+    "simulate_collective", "tree_allreduce_time"]
 
 #: Names accepted by :func:`allreduce_time` and the data-parallel step model.
 ALGORITHMS = ("ring", "tree", "ps")
@@ -292,6 +277,13 @@ def pairwise_alltoall_time(nbytes, devices, bandwidth, latency):
     Its bandwidth term :math:`\frac{N-1}{N}\frac{m}{\beta}` is the lower bound: every
     device must send :math:`N-1` distinct blocks.
 
+    This is not a ring algorithm: over the :math:`N-1` rounds every device talks to every
+    other one directly, the :math:`N` messages of a round all at once. The formula holds only on a
+    **full-bisection** network, in which any half of the devices can send
+    to the other half at full link speed at the same time: a crossbar such as NVSwitch
+    inside a server, or a non-blocking fat tree. On a ring of links a block for the device
+    :math:`k` places on would cross :math:`k` links and share them with other blocks.
+
     Examples
     --------
     >>> pairwise_alltoall_time(1e9, 4, 1e9, latency=0.0)    # 3 rounds of 0.25 s
@@ -313,7 +305,7 @@ def _collective(name) -> str:
 
 
 def collective_time(collective: str, nbytes, devices, bandwidth, latency, *, segments=None):
-    r"""Time of ``collective`` (one of :data:`COLLECTIVES`) in its ring form.
+    r"""Time of ``collective`` (one of :data:`COLLECTIVES`) by the algorithm the course prices.
 
     ``nbytes`` is :math:`m`, the size of the full buffer: the message (broadcast), each
     device's input (reduce, reduce-scatter, all-reduce, all-to-all) or each device's
@@ -321,7 +313,8 @@ def collective_time(collective: str, nbytes, devices, bandwidth, latency, *, seg
 
     * broadcast, reduce: :math:`(N-2+n_{\text{seg}})(\alpha + m/(n_{\text{seg}}\beta))`;
       lower bound :math:`m/\beta`;
-    * all-gather, reduce-scatter, all-to-all: :math:`(N-1)(\alpha + m/(N\beta))`; lower bound
+    * all-gather, reduce-scatter (ring), all-to-all (pairwise exchange on a full-bisection
+      network, not a ring): :math:`(N-1)(\alpha + m/(N\beta))`; lower bound
       :math:`\frac{N-1}{N}m/\beta`;
     * all-reduce: reduce-scatter + all-gather; lower bound :math:`2\frac{N-1}{N}m/\beta`.
 
@@ -465,6 +458,66 @@ def simulate_collective(collective: str, devices: int, root: int = 0) -> dict:
     return {"before": before, "after": after, "rounds": len(rounds), "received": received}
 
 
+class AllReduceTerms(NamedTuple):
+    """An all-reduce time split into its two terms, seconds: ``latency`` (the ``messages`` a
+    device sends one after the other, times their latency) and ``bandwidth`` (bytes over links)."""
+
+    latency: float
+    bandwidth: float
+    messages: int
+
+    @property
+    def total(self) -> float:
+        """Latency term + bandwidth term, seconds."""
+        return self.latency + self.bandwidth
+
+
+def ring_allreduce_terms(nbytes, devices, bandwidth, latency) -> AllReduceTerms:
+    r"""The two terms of :func:`ring_allreduce_time` for one buffer on one ring (scalars).
+
+    Latency :math:`2(N-1)\alpha` (:math:`2(N-1)` messages in sequence), bandwidth
+    :math:`2\frac{N-1}{N}\frac{m}{\beta}`.
+
+    Examples
+    --------
+    >>> ring_allreduce_terms(1e9, 4, 1e9, 1e-3)        # 6 messages of 1 ms; 2 x 3/4 x 1 s
+    AllReduceTerms(latency=0.006, bandwidth=1.5, messages=6)
+    >>> ring_allreduce_terms(1e9, 4, 1e9, 1e-3).total == ring_allreduce_time(1e9, 4, 1e9, 1e-3)
+    True
+    """
+    return _ring_terms(check_positive(nbytes, "nbytes", allow_zero=True), check_int(devices, "devices", 1, 2**40),
+                       check_positive(bandwidth, "bandwidth"), check_positive(latency, "latency", allow_zero=True))
+
+
+def _ring_terms(m: float, n: int, b: float, a: float) -> AllReduceTerms:
+    messages = 2 * (n - 1)
+    return AllReduceTerms(latency=messages * a, bandwidth=2.0 * (n - 1) / n * m / b, messages=messages)
+
+
+def hierarchical_allreduce_terms(nbytes, nodes, node_devices, node_bandwidth, network_bandwidth,
+                                 node_latency=NVLINK_LATENCY, network_latency=NETWORK_LATENCY) -> AllReduceTerms:
+    r"""The two terms of :func:`hierarchical_allreduce_time` (arguments as there).
+
+    Latency :math:`2(G-1)\alpha_{in} + 2(N/G-1)\alpha_{net}` (:math:`2(G-1) + 2(N/G-1)`
+    messages in sequence), bandwidth
+    :math:`2\frac{G-1}{G}\frac{m}{\beta_{in}} + 2\frac{N/G-1}{N/G}\frac{m}{\beta_{net}}`.
+
+    Examples
+    --------
+    >>> t = hierarchical_allreduce_terms(1e9, 2, 4, 1e9, 2e9, 1e-3, 1e-2)
+    >>> round(t.latency, 6), t.bandwidth, t.messages        # 6 x 1 ms + 2 x 10 ms; 1.5 s + 0.5 s
+    (0.026, 2.0, 8)
+    """
+    m = check_positive(nbytes, "nbytes", allow_zero=True)
+    nodes, node_devices = check_int(nodes, "nodes", 1, 2**40), check_int(node_devices, "node_devices", 1, 2**40)
+    inside = _ring_terms(m, node_devices, check_positive(node_bandwidth, "node_bandwidth"),
+                         check_positive(node_latency, "node_latency", allow_zero=True))
+    between = _ring_terms(m, nodes, check_positive(network_bandwidth, "network_bandwidth"),
+                          check_positive(network_latency, "network_latency", allow_zero=True))
+    return AllReduceTerms(latency=inside.latency + between.latency, bandwidth=inside.bandwidth + between.bandwidth,
+                          messages=inside.messages + between.messages)
+
+
 def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, network_bandwidth,
                                 node_latency=NVLINK_LATENCY, network_latency=NETWORK_LATENCY):
     r"""Time of a two-level all-reduce: inside every server, then between the servers.
@@ -482,22 +535,18 @@ def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, net
     .. math:: t = 2\Big(\frac{G-1}{G}\frac{m}{\beta_{in}} + (G-1)\,\alpha_{in}\Big)
               + 2\frac{N/G-1}{N/G}\frac{m}{\beta_{net}} + 2\,(N/G-1)\,\alpha_{net}
 
-    A flat ring over all :math:`N` devices at the fast links' speed
-    (:func:`ring_allreduce_time`) is the optimistic bound of this: the slower network
-    carries the whole buffer once in each direction.
+    Against a flat ring over all :math:`N` devices at the fast links' speed
+    (:func:`ring_allreduce_time`), hierarchy trades bandwidth for latency: the slower network
+    carries the whole buffer once in each direction, but a device sends :math:`2(G-1) +
+    2(N/G-1)` messages in sequence instead of :math:`2(N-1)`. Which is faster depends on
+    :math:`\alpha` and :math:`\beta`; with many devices the flat ring's latency term can be
+    most of its time (:func:`hierarchical_allreduce_terms`, :func:`ring_allreduce_terms`).
 
-    Parameters
-    ----------
-    nbytes : float
-        :math:`m`, bytes every device holds, >= 0.
-    nodes, node_devices : int
-        :math:`N/G` servers of :math:`G` devices, >= 1.
-    node_bandwidth, network_bandwidth : float
-        :math:`\beta_{in}` (bytes/s per device and direction) and :math:`\beta_{net}`
-        (bytes/s per server and direction), > 0.
-    node_latency, network_latency : float
-        :math:`\alpha_{in}`, :math:`\alpha_{net}`, seconds per message (the course's
-        :data:`NVLINK_LATENCY` and :data:`NETWORK_LATENCY` by default).
+    Arguments: ``nbytes`` :math:`m` (bytes every device holds, >= 0); ``nodes``, ``node_devices``
+    :math:`N/G` servers of :math:`G` devices (>= 1); ``node_bandwidth`` :math:`\beta_{in}`
+    (bytes/s per device and direction), ``network_bandwidth`` :math:`\beta_{net}` (bytes/s per
+    server and direction), > 0; ``node_latency``, ``network_latency`` :math:`\alpha_{in}`,
+    :math:`\alpha_{net}` (seconds per message; by default :data:`NVLINK_LATENCY`, :data:`NETWORK_LATENCY`).
 
     Examples
     --------
@@ -506,15 +555,8 @@ def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, net
     >>> hierarchical_allreduce_time(1e9, 1, 4, 1e9, 1e9, 0, 0) == ring_allreduce_time(1e9, 4, 1e9, latency=0.0)
     True
     """
-    nbytes = check_positive(nbytes, "nbytes", allow_zero=True)
-    nodes, node_devices = check_int(nodes, "nodes", 1, 2**40), check_int(node_devices, "node_devices", 1, 2**40)
-    node_bandwidth = check_positive(node_bandwidth, "node_bandwidth")
-    network_bandwidth = check_positive(network_bandwidth, "network_bandwidth")
-    node_latency = check_positive(node_latency, "node_latency", allow_zero=True)
-    network_latency = check_positive(network_latency, "network_latency", allow_zero=True)
-    inside = ring_reduce_scatter_time(nbytes, node_devices, node_bandwidth, node_latency)
-    between = ring_allreduce_time(nbytes, nodes, network_bandwidth, network_latency)
-    return 2.0 * inside + between
+    return hierarchical_allreduce_terms(nbytes, nodes, node_devices, node_bandwidth, network_bandwidth,
+                                        node_latency, network_latency).total
 
 
 def tree_allreduce_time(nbytes, devices, bandwidth, latency):
@@ -553,8 +595,9 @@ def parameter_server_time(nbytes, devices, bandwidth, latency, servers=1):
     .. math:: t = 2\left(\max\!\left(\frac{N}{N_s}, 1\right)\frac{m}{\beta} + \alpha\right)
 
     With one server the time grows linearly with :math:`N` (the server's link is
-    the bottleneck) - unlike the ring all-reduce. A single worker still pushes and
-    pulls (the parameters live on the server), so this is not 0 for :math:`N = 1`.
+    the bottleneck) - unlike the ring all-reduce. One device: 0, as for every scheme here:
+    a device alone keeps its parameters and has no one to exchange gradients with (the
+    baseline of :func:`data_parallel_efficiency`, so :math:`\eta(1) = 1`).
 
     Parameters
     ----------
@@ -569,6 +612,8 @@ def parameter_server_time(nbytes, devices, bandwidth, latency, servers=1):
     8.0
     >>> parameter_server_time(1e9, 4, 1e9, latency=0.0, servers=4)    # sharded: 2 x 1 s
     2.0
+    >>> parameter_server_time(1e9, 1, 1e9, latency=1e-3)              # one device: nothing to exchange
+    0.0
     """
     m, n, b, a, s = broadcast(
         nbytes=_nbytes(nbytes),
@@ -577,7 +622,7 @@ def parameter_server_time(nbytes, devices, bandwidth, latency, servers=1):
         latency=_latency(latency),
         servers=check_array(servers, "servers", 1, whole=True),
     )
-    result = 2.0 * (np.maximum(n / s, 1.0) * m / b + a)
+    result = np.where(n > 1, 2.0 * (np.maximum(n / s, 1.0) * m / b + a), 0.0)
     return scalar_or_array(result, nbytes, devices, bandwidth, latency, servers)
 
 
@@ -606,18 +651,8 @@ def _scaling(scaling: str) -> str:
     return scaling
 
 
-def data_parallel_step_time(
-    compute_time,
-    devices,
-    nbytes,
-    bandwidth,
-    latency,
-    *,
-    algorithm: str = "ring",
-    overlap=0.0,
-    servers=1,
-    scaling: str = "strong",
-):
+def data_parallel_step_time(compute_time, devices, nbytes, bandwidth, latency, *, algorithm: str = "ring",
+                           overlap=0.0, servers=1, scaling: str = "strong"):
     r"""Time of one data-parallel training step: compute, then the gradient exchange.
 
     Each device computes its share of the batch, then the gradients (:math:`m` bytes)
@@ -634,8 +669,8 @@ def data_parallel_step_time(
     * ``"weak"`` (弱扩展, fixed per-device batch, the global batch grows with
       :math:`N`): ``compute_time`` is each device's own batch, :math:`t_d = t_c`.
 
-    With ``overlap=0`` this is the plain sum :math:`t_d + t_m(N)`. For ``"ring"`` and
-    ``"tree"``, :math:`t(1) = t_c` (no communication).
+    With ``overlap=0`` this is the plain sum :math:`t_d + t_m(N)`. For every algorithm
+    :math:`t(1) = t_c`: a device alone communicates nothing.
 
     Parameters
     ----------
@@ -669,30 +704,15 @@ def data_parallel_step_time(
     o = as_real(overlap, "overlap")
     check_range(o, "overlap", 0.0, 1.0)
     n = check_array(devices, "devices", 1, whole=True)
-    tm = np.asarray(
-        allreduce_time(nbytes, devices, bandwidth, latency, algorithm=algorithm, servers=servers),
-        dtype=np.float64,
-    )
+    tm = np.asarray(allreduce_time(nbytes, devices, bandwidth, latency, algorithm=algorithm, servers=servers), float)
     tc, n, tm, o = broadcast(compute_time=tc, devices=n, communication=tm, overlap=o)
     compute = tc if weak else tc / n
     result = compute + tm - np.minimum(o * tm, compute)
-    return scalar_or_array(
-        result, compute_time, devices, nbytes, bandwidth, latency, overlap, servers
-    )
+    return scalar_or_array(result, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
 
 
-def data_parallel_speedup(
-    compute_time,
-    devices,
-    nbytes,
-    bandwidth,
-    latency,
-    *,
-    algorithm="ring",
-    overlap=0.0,
-    servers=1,
-    scaling: str = "strong",
-):
+def data_parallel_speedup(compute_time, devices, nbytes, bandwidth, latency, *, algorithm: str = "ring",
+                         overlap=0.0, servers=1, scaling: str = "strong"):
     r"""Modelled speedup over one device without communication.
 
     ``"strong"``: :math:`S(N) = t_c / t(N)` (the same batch, faster).
@@ -709,37 +729,23 @@ def data_parallel_speedup(
     weak = _scaling(scaling) == "weak"
     tc = as_real(compute_time, "compute_time")
     check_range(tc, "compute_time", 0.0, np.inf, low_open=True)
-    t = data_parallel_step_time(
-        compute_time, devices, nbytes, bandwidth, latency,
-        algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling,
-    )
-    tc, t, n = broadcast(
-        compute_time=tc, step_time=np.asarray(t, dtype=np.float64), devices=check_array(devices, "devices", 1, whole=True)
-    )
+    t = data_parallel_step_time(compute_time, devices, nbytes, bandwidth, latency,
+                                algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling)
+    tc, t, n = broadcast(compute_time=tc, step_time=np.asarray(t, dtype=np.float64),
+                         devices=check_array(devices, "devices", 1, whole=True))
     result = n * tc / t if weak else tc / t
     return scalar_or_array(result, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
 
 
-def data_parallel_efficiency(
-    compute_time,
-    devices,
-    nbytes,
-    bandwidth,
-    latency,
-    *,
-    algorithm="ring",
-    overlap=0.0,
-    servers=1,
-    scaling: str = "strong",
-):
+def data_parallel_efficiency(compute_time, devices, nbytes, bandwidth, latency, *, algorithm: str = "ring",
+                            overlap=0.0, servers=1, scaling: str = "strong"):
     r"""Modelled parallel efficiency :math:`\eta(N) = S(N) / N` of data parallelism.
 
     Strong scaling: :math:`\eta = t_c / (N\, t(N))`; weak scaling: :math:`\eta = t_c / t(N)`,
     the fraction of each step a device spends computing. This is the :math:`\eta` of the
     training-time decomposition (:func:`course_lib.cost.training_time`): the fraction
     of the ideal N-fold speed that survives the gradient exchange. The baseline is one
-    device WITHOUT communication, so :math:`\eta(1) = 1` for "ring" and "tree" but
-    below 1 for "ps".
+    device, which communicates nothing, so :math:`\eta(1) = 1` for every algorithm.
 
     Examples
     --------
@@ -749,11 +755,11 @@ def data_parallel_efficiency(
     0.4
     >>> round(data_parallel_efficiency(1.0, 4, 1e6, 1e10, latency=0.0), 4)   # small model, fast link
     0.9994
+    >>> [data_parallel_efficiency(0.001, 1, 1e6, 1e9, 1e-5, algorithm=a) for a in ALGORITHMS]  # one device
+    [1.0, 1.0, 1.0]
     """
-    s = data_parallel_speedup(
-        compute_time, devices, nbytes, bandwidth, latency,
-        algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling,
-    )
+    s = data_parallel_speedup(compute_time, devices, nbytes, bandwidth, latency,
+                              algorithm=algorithm, overlap=overlap, servers=servers, scaling=scaling)
     s, n = broadcast(speedup=np.asarray(s, dtype=np.float64), devices=check_array(devices, "devices", 1, whole=True))
     return scalar_or_array(s / n, compute_time, devices, nbytes, bandwidth, latency, overlap, servers)
 

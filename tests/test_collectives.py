@@ -304,3 +304,23 @@ def test_exercise_checkers_accept_the_hand_computation_and_name_the_usual_mistak
     for bad in (None, "abc", [1], float("nan")):
         for checker in (ex.ex1_alltoall_ms, ex.ex2_reduce_scatter_bytes, ex.ex4_stale_weight, ex.ex5_syncbn_variance):
             assert not checker(bad)
+
+
+def test_exercise_checkers_name_the_unit_and_variance_slips():
+    """Issue 44 item 8: chapter 08's usual slips get their own hint - the given 64 MiB read as
+    64 MB (10^6 bytes) in exercise 1, and the sample variance (divisor n - 1) in exercise 5."""
+    from course_lib.exercises import collectives as ex
+
+    # 7 rounds of 5 us + (64 x 10^6 / 8) bytes / 50 GB/s = 0.035 + 1.12 ms: 4.6 % short of the answer
+    as_mb = 7 * (5e-6 + 64e6 / 8 / 50e9) * 1e3
+    assert as_mb == pytest.approx(1.155) and not ex.ex1_alltoall_ms(as_mb)
+    for answer in (as_mb, round(as_mb, 2), f"{as_mb:.3f} ms"):
+        message = ex.ex1_alltoall_ms(answer).message
+        assert "64 MiB as 64 MB" in message and "2^20" in message, message
+    assert "MiB" not in ex.ex1_alltoall_ms(1.5).message  # a wrong answer of another kind: the general hint
+    # n = 10, S1 = 52, S2 = 330: (330 - 52^2 / 10) / 9 = 59.6 / 9 = 6.622 instead of 5.96
+    sample = (330 - 52**2 / 10) / 9
+    for answer in (sample, 6.62, "6.62"):
+        message = ex.ex5_syncbn_variance(answer).message
+        assert not ex.ex5_syncbn_variance(answer) and "n - 1 = 9" in message and "n = 10" in message, message
+    assert ex.ex5_syncbn_variance(5.96)

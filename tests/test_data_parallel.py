@@ -424,3 +424,18 @@ def test_zero_exercise_accepts_the_answer_and_names_the_stages():
     assert "stage 1" in ex.ex_zero_gb(56.875).message
     assert "stage 3" in ex.ex_zero_gb(6.5).message
     assert not ex.ex_zero_gb("thirty").correct
+
+
+def test_comm_dominance_one_device_exchanges_nothing():
+    """Issue 44 item 5: a device alone communicates nothing, for the parameter server too:
+    its speedup starts at S(1) = 1 and its exchange time is drawn from N = 2 on (0 has no
+    place on a log axis); the title writes m as the course's byte formatter does."""
+    from course_lib.plots.parallel import comm_dominance_figure
+
+    fig = comm_dominance_figure(64, 25, compute_ms=50, gradient_mb=3.256)
+    left, right = fig.axes[:2]
+    ps_time = next(line for line in left.get_lines() if line.get_label() == "1 parameter server")
+    assert ps_time.get_xdata()[0] == 2
+    speedups = [line for line in right.get_lines() if line.get_xdata()[0] == 1 and len(line.get_xdata()) > 2]
+    assert len(speedups) == 3 and all(line.get_ydata()[0] == pytest.approx(1.0) for line in speedups)
+    assert fig._suptitle.get_text().startswith("m = 3.26 MB of gradients")

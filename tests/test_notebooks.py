@@ -384,3 +384,67 @@ def test_answers_render_inside_details_in_nbconvert():
         assert re.search(r"<(ol|ul)>\s*<li>", block), f"Markdown not parsed inside <details>: {block[:120]!r}"
     assert sum("$" in b for b in blocks) >= len(NOTEBOOKS) - 1, "math missing from the answers"
     assert not any("&#36;" in b or "\\$" in b for b in blocks)
+
+
+def _summary_outputs() -> list[str]:
+    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    return ["".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
+
+
+def test_summary_rows_name_every_chapter_in_order():
+    """Chapter 14's "thread in one page" prints one row per chapter 01-12, each starting with
+    the chapter's number (13 combines them); a renumbering that forgets a row's label fails."""
+    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    code = "".join(_source(c) for c in nb["cells"][:9] if c["cell_type"] == "code")
+    labels = [int(n) for n in re.findall(r'print\(f?"(\d\d) [a-z]', code)]
+    assert labels == list(range(1, 13)), labels
+    stored = [int(n) for n in re.findall(r"^(\d\d) [a-z]", "".join(_summary_outputs()[:4]), re.M)]
+    assert stored == labels, "the stored rows are not the code's: re-execute chapter 14"
+
+
+def test_summary_names_modules_that_exist():
+    """Every `module.function` a chapter 14 question names is importable (quiz 8 once named
+    hybrid.scheme_comparison, which never existed)."""
+    import importlib
+
+    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    text = "".join(_source(c) for c in nb["cells"] if c["cell_type"] == "markdown")
+    names = set(re.findall(r"`([a-z_]+)\.([a-z_]+)`", text))
+    assert ("planner", "scheme_comparison") in names
+    for module, attr in names:
+        assert hasattr(importlib.import_module(f"course_lib.{module}"), attr), f"{module}.{attr}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=ids)
+def test_numbered_lists_count_from_one(path):
+    """Every numbered list (a questionnaire, its answers) counts 1, 2, 3, ... in order."""
+    for i, cell in enumerate(_load(path)["cells"]):
+        if cell["cell_type"] != "markdown":
+            continue
+        blocks = re.split(r"\n\s*\n(?!\s*(?:\d+\.|\s{2}))", _source(cell))
+        for block in blocks:
+            numbers = [int(n) for n in re.findall(r"^(\d+)\. ", block, re.M)]
+            if len(numbers) > 1:
+                assert numbers == list(range(numbers[0], numbers[0] + len(numbers))), f"cell {i}: {numbers}"
+
+
+PAPERS = {  # the papers the course computes with (issue 38 L13): name in the reference -> its link
+    "Kaplan": "arxiv.org/abs/2001.08361", "Goyal": "arxiv.org/abs/1706.02677",
+    "Gitman": "arxiv.org/abs/1708.03888", "McCandlish": "arxiv.org/abs/1812.06162",
+    "Lavin": "arxiv.org/abs/1509.09308", "S. Li et al.": "arxiv.org/abs/2006.15704",
+    "Q. Ho": "b7bb35b9c6ca2aee2df08cf09d7016c2", "Micikevicius": "arxiv.org/abs/1710.03740",
+    "Rajbhandari": "arxiv.org/abs/1910.02054", "T. Chen": "arxiv.org/abs/1604.06174",
+    "Korthikanti": "arxiv.org/abs/2205.05198", "Huang": "arxiv.org/abs/1811.06965",
+    "Shoeybi": "arxiv.org/abs/1909.08053", "Narayanan": "arxiv.org/abs/2104.04473",
+    "You et al.": "arxiv.org/abs/1904.00962",
+}
+
+
+def test_summary_cites_the_papers_the_course_computes_with():
+    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    refs = next(_source(c) for c in nb["cells"] if _source(c).startswith("## 6 · References"))
+    items = re.split(r"\n(?=\d+\. )", refs)
+    for name, link in PAPERS.items():
+        hits = [item for item in items if name in item]
+        assert len(hits) == 1, f"{name}: {len(hits)} references"
+        assert link in hits[0], f"{name}'s reference has no link to {link}"

@@ -319,3 +319,20 @@ def test_calculator_texts_stay_readable_at_the_slider_extremes():
     fmt = fig.axes[0].yaxis.get_major_formatter()
     words = [fmt(t, i) for i, t in enumerate(fig.axes[0].yaxis.get_majorticklocs())]
     assert all("years" in w for w in words) and len(words) >= 2
+
+
+def test_comm_efficiency_starts_every_scheme_at_one_and_names_the_size_as_the_slider():
+    """Issue 44 item 5: with t_c = 1 ms, 1 MB, 1 GB/s the parameter server's curve once started
+    at eta(1) = 0.33, and the title said "1360 MB" where the slider said "1.36 GB". A device
+    alone communicates nothing: every strong-scaling curve starts at 1; the title writes the
+    size as the slider's value box does."""
+    from course_lib.live import Slider
+
+    fig = comm_efficiency_figure(1.0, 1.0, 1.0, 5.0, 0.0, 16)
+    curves = [line for line in fig.axes[1].get_lines() if not line.get_label().startswith("_")]
+    assert len(curves) == 4
+    for line in curves:
+        assert line.get_xdata()[0] == 1 and line.get_ydata()[0] == 1.0, line.get_label()
+    slider = Slider("gradient_mb", "gradients", 0, 14, 0.01, 1360, unit="MB", kind="log2")
+    title = comm_efficiency_figure(1700.0, 1360.0, 150.0, 5.0, 0.0, 16, batch_size=256).axes[1].get_title()
+    assert slider.format(1360) == "1.36 GB" and title.startswith("1.36 GB gradients") and "1360" not in title

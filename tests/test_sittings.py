@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 MAX_CELLS = 60
-MAX_WORDS = 3500
+MAX_WORDS = 3200
 
 _DETAILS = re.compile(r"<details\b.*?</details>", re.S | re.I)
 

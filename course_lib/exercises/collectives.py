@@ -45,10 +45,13 @@ EX5_SHARDS = ({"count": 4, "sum": 10.0, "sum_sq": 30.0}, {"count": 6, "sum": 42.
 
 
 def ex1_alltoall_ms(answer) -> Result:
-    """Milliseconds of the all-to-all of :data:`EX1_ALLTOALL` by pairwise exchange."""
+    """Milliseconds of the all-to-all of :data:`EX1_ALLTOALL` by pairwise exchange.
+
+    The usual unit slip, the given 64 MiB read as 64 MB (64 x 10^6 bytes), is named."""
     g = EX1_ALLTOALL
     n, m, b, a = g["devices"], g["nbytes"], g["bandwidth"], g["latency"]
     expected = 1e3 * alpha_beta.pairwise_alltoall_time(m, n, b, a)
+    mib = m // 2**20
     return check(
         answer,
         expected,
@@ -63,6 +66,9 @@ def ex1_alltoall_ms(answer) -> Result:
             1e3 * alpha_beta.ring_allreduce_time(m, n, b, a): "That is an all-reduce (2(N-1) rounds); an "
                                                         "all-to-all moves each block once.",
             1e3 * (a + m / b): "That is one message of the whole buffer: N - 1 partners need N - 1 rounds.",
+            1e3 * alpha_beta.pairwise_alltoall_time(mib * 1e6, n, b, a):
+                f"That reads {mib} MiB as {mib} MB: a MiB is 2^20 = 1,048,576 bytes, so m = {mib} x 2^20 = "
+                f"{m:,} bytes, not {mib * 10**6:,}.",
         },
     )
 
@@ -170,7 +176,8 @@ def ex4_stale_weight(answer) -> Result:
 
 
 def _ex5_stats() -> tuple[float, float, float]:
-    """(global variance, mean of the shards' variances, their count-weighted mean)."""
+    """(global variance, mean of the shards' variances, their count-weighted mean), all with
+    the divisor n of batch norm (the population variance)."""
     shards = []
     for s in EX5_SHARDS:  # a shard with these count, sum and sum of squares: two values
         mean = s["sum"] / s["count"]
@@ -182,9 +189,19 @@ def _ex5_stats() -> tuple[float, float, float]:
     return float(var[0]), float(np.mean(local)), float(np.average(local, weights=counts))
 
 
+def _ex5_sample_variance() -> float:
+    """The global variance with the divisor n - 1 (the sample variance): the usual slip."""
+    n = sum(s["count"] for s in EX5_SHARDS)
+    s1, s2 = sum(s["sum"] for s in EX5_SHARDS), sum(s["sum_sq"] for s in EX5_SHARDS)
+    return (s2 - s1 * s1 / n) / (n - 1)
+
+
 def ex5_syncbn_variance(answer) -> Result:
-    """The global batch's variance of the feature of :data:`EX5_SHARDS` (what SyncBN uses)."""
+    """The global batch's variance of the feature of :data:`EX5_SHARDS` (what SyncBN uses).
+
+    The usual slip, the sample variance (divisor n - 1), is named."""
     expected, mean_local, weighted_local = _ex5_stats()
+    n = sum(s["count"] for s in EX5_SHARDS)
     return check(
         answer,
         expected,
@@ -197,5 +214,8 @@ def ex5_syncbn_variance(answer) -> Result:
                         "(their means differ) is missing.",
             weighted_local: "That weights the shards' variances by their counts, but still misses the "
                             "spread between the shard means.",
+            _ex5_sample_variance(): f"That divides by n - 1 = {n - 1} (the sample variance, as np.var(..., ddof=1) "
+                                    f"or statistics.variance give it). Batch norm normalises with the variance of "
+                                    f"the batch itself, dividing by n = {n}: sum of squares / n - mean^2.",
         },
     )

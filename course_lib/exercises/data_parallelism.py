@@ -24,6 +24,7 @@ from . import Result, _fmt, _number, check, check_count, checker, shown_toleranc
 __all__ = [
     "EX2_SHOWN_DECIMALS",
     "EX3_PS",
+    "DIGITS_MODEL",
     "EX4_SETUP",
     "RUNNING_EXAMPLE",
     "ex1_mean_of_means",
@@ -34,6 +35,9 @@ __all__ = [
 
 #: The model of the measurements and the benchmark: MLP 784-1024-10, float32.
 RUNNING_EXAMPLE = MLP((784, 1024, 10))
+#: The digits model of sections 1-2 (the README's running example, 64-64-10): the other model a
+#: learner may take for "the running example" in exercise 3.
+DIGITS_MODEL = MLP((64, 64, 10))
 
 #: Exercise 2: decimals of a speedup S(N) as the notebook prints it, of the Karp-Flatt e (as in
 #: ``ScalingMeasurement.table``) and of the step times in ms (section 4's print): an answer
@@ -42,8 +46,12 @@ RUNNING_EXAMPLE = MLP((784, 1024, 10))
 EX2_SHOWN_DECIMALS = {"speedup": 2, "karp_flatt": 3, "step_ms": 1, "answer": 2}
 
 #: Exercise 3 (stated in the notebook's question): the global batch takes 50 ms on one device,
-#: 10 Gbit/s links, and the course's one network latency (``alpha_beta.NETWORK_LATENCY``, 10 µs).
-EX3_PS = {"compute_ms": 50.0, "bandwidth_gbit": 10.0, "latency_us": alpha_beta.NETWORK_LATENCY * 1e6}
+#: 10 Gbit/s links, and the course's one network latency (``alpha_beta.NETWORK_LATENCY``, 10 µs);
+#: the gradients are those of the measurements' model, named with its size in the question
+#: (issue 44 item 1: "the running example's" let a learner take the 64-64-10 digits model).
+EX3_PS = {"compute_ms": 50.0, "bandwidth_gbit": 10.0, "latency_us": alpha_beta.NETWORK_LATENCY * 1e6,
+          "model": "MLP 784-1024-10", "params": RUNNING_EXAMPLE.n_params,
+          "bytes_per_param": RUNNING_EXAMPLE.dtype.itemsize}
 
 #: Exercise 4: BERT-Large's 340 million parameters (the BERT paper's count, ``BERT_LARGE.params``),
 #: 16-bit gradients (mixed precision, 2 bytes per parameter), ring all-reduce over the 16 GPUs
@@ -145,27 +153,46 @@ def _karp_flatt_window(expected: float, workers: int, step_seconds, decimals: in
 
 
 @functools.cache
-def _ex3_crossovers() -> tuple[float, float]:
-    """(parameter server, ring) crossovers of ``EX3_PS`` (searched once: a million N)."""
-    nbytes = RUNNING_EXAMPLE.n_params * RUNNING_EXAMPLE.dtype.itemsize
+def _ex3_crossovers(params: int | None = None, bytes_per_second: float | None = None) -> tuple[float, float]:
+    """(parameter server, ring) crossovers of ``EX3_PS`` (searched once: a million N), for
+    its model or one of ``params`` parameters, at its link or at ``bytes_per_second``."""
     g = EX3_PS
-    args = (g["compute_ms"] * 1e-3, nbytes, g["bandwidth_gbit"] * 1e9 / 8, g["latency_us"] * 1e-6)
+    nbytes = (params or g["params"]) * g["bytes_per_param"]
+    beta = bytes_per_second or g["bandwidth_gbit"] * 1e9 / 8
+    args = (g["compute_ms"] * 1e-3, nbytes, beta, g["latency_us"] * 1e-6)
     return communication_crossover(*args, algorithm="ps"), communication_crossover(*args, algorithm="ring")
 
 
 def ex3_ps_crossover(answer) -> Result:
     """Fewest devices at which ONE parameter server exchanges at least as long as the
     devices compute (``EX3_PS``: t_c = 50 ms for the global batch on one device, 10 Gbit/s
-    links, 10 µs latency; the running example's gradients)."""
+    links, 10 µs latency; the gradients of the MLP 784-1024-10, 814,090 float32 parameters).
+
+    The answer for the other model, the 64-64-10 digits model of sections 1-2, is named as
+    such, and so is every message: it says which model the checker assumed."""
+    g = EX3_PS
     expected, ring = _ex3_crossovers()
+    digits_ps, digits_ring = _ex3_crossovers(params=DIGITS_MODEL.n_params)
+    assumed = f"{g['model']}, {g['params']:,} float32 parameters"
+    digits = (f"That is the answer for the MLP 64-64-10 ({DIGITS_MODEL.n_params:,} parameters), the digits "
+              f"model of sections 1-2. This exercise's gradients are the {assumed} = "
+              f"{g['params'] * g['bytes_per_param'] / 1e6:.2f} MB (ex.EX3_PS['params']): redo it with that m.")
     return check_count(
         answer,
         expected,
-        name="devices where the parameter server dominates",
+        name=f"devices where the parameter server dominates ({g['model']})",
         unit="devices",
-        hint="find the smallest N with 2 (N m / β + α) >= t_c / N "
+        hint=f"m = {g['bytes_per_param']} bytes x {g['params']:,} parameters of the {g['model']}; find the "
+        "smallest N with 2 (N m / β + α) >= t_c / N "
         "(course_lib.alpha_beta.communication_crossover does the search).",
-        mistakes={ring: "That is the crossover of the ring all-reduce."},
+        mistakes={
+            ring: "That is the crossover of the ring all-reduce.",
+            digits_ps: digits,
+            digits_ring: digits + " (And that is the ring's crossover; the question asks for the parameter server.)",
+            _ex3_crossovers(bytes_per_second=g["bandwidth_gbit"] * 1e9)[0]:
+                f"That reads {g['bandwidth_gbit']:g} Gbit/s as {g['bandwidth_gbit']:g} GB/s: a byte is 8 bits, "
+                f"so β = {g['bandwidth_gbit'] / 8:g} GB/s.",
+        },
     )
 
 

@@ -28,6 +28,7 @@ from .._validate import (
     check_sequence,
     check_type,
 )
+from ..memory import format_bytes
 from . import (
     _YEAR,
     COLORS,
@@ -395,6 +396,9 @@ def comm_efficiency_figure(
     with a fixed per-device batch (weak scaling) for comparison. The naive (not pipelined)
     binary tree reduces to a root and broadcasts back: :math:`2\lceil\log_2 N\rceil` steps, each sending the
     whole gradient, so it needs few messages (latency) but moves more bytes than the ring.
+    Every curve starts at :math:`\eta(1) = 1`: a device alone communicates nothing. The
+    title writes the gradient size as the slider's value box does (``1.36 GB``,
+    :func:`course_lib.memory.format_bytes`).
 
     Parameters
     ----------
@@ -460,7 +464,7 @@ def comm_efficiency_figure(
     log2_axis(ax_e.xaxis, ns[-1])
     ax_e.set_ylim(0, 1.05)
     ax_e.set(xlabel="devices N", ylabel="parallel efficiency η(N)",
-             title=f"{gradient_mb:g} MB gradients, {bandwidth_gb_s:g} GB/s, {latency_us:g} µs")
+             title=f"{format_bytes(m)} gradients, {bandwidth_gb_s:g} GB/s, {latency_us:g} µs")
     for ax in (ax_t, ax_e):  # below the axes, off the curves
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0)
     return fig

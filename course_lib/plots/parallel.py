@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import alpha_beta, scaling
 from .._validate import as_real, check_int, check_positive, check_real, check_type
+from ..memory import format_bytes
 from . import COLORS, log2_axis, new_figure, styled
 from .scaling import measured_speedup_figure
 
@@ -310,7 +311,7 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     fig, (ax_t, ax_s) = new_figure(1, 2, size=(9.6, 4.6))
     ax_t.loglog(ns, compute * 1e3, color=COLORS[0], label="compute $t_c / N$")
     ax_t.loglog(ns[1:], ring[1:] * 1e3, color=COLORS[2], label="ring all-reduce")
-    ax_t.loglog(ns, ps * 1e3, color=COLORS[1], ls="--", label="1 parameter server")
+    ax_t.loglog(ns[1:], ps[1:] * 1e3, color=COLORS[1], ls="--", label="1 parameter server")  # N = 1: no exchange
     marker = dict(marker="o", mfc="white", ms=10, mew=2.0, ls="none")
     found = []
     for name, color in (("ring", COLORS[2]), ("ps", COLORS[1])):
@@ -345,6 +346,6 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
                Line2D([], [], color="0.3", label="exchange = compute", **marker),
                Line2D([], [], color="0.3", lw=1.2, label=f"N = {devices} (slider)")]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
-    fig.suptitle(f"m = {gradient_mb:g} MB of gradients, links of β = {bandwidth_gbit:g} Gbit/s, "
+    fig.suptitle(f"m = {format_bytes(m)} of gradients, links of β = {bandwidth_gbit:g} Gbit/s, "
                  f"α = {latency_us:g} µs, $t_c$ = {compute_ms:.3g} ms")
     return fig
