@@ -59,3 +59,27 @@ def test_the_core_stays_short_and_the_guide_says_how_short():
     assert total < MAX_TOTAL, f"the teaching core has {total} lines (at most {MAX_TOTAL})"
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert f"Together {total} lines" in text
+
+
+def _chapter_map() -> dict[str, str]:
+    """The README's "What runs on your machine" entries: {"07": text, ...}."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("## What runs on your machine")
+    section = text[start:text.find("\n#", start + 1)]
+    parts = re.split(r"^- \*\*(\d\d)\*\*[^:]*:", section, flags=re.M)
+    return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
+
+
+def test_the_chapter_map_names_what_each_notebook_runs():
+    """Each entry of "What runs on your machine" names a chapter that exists, in order, and every
+    `course_lib...` name or keyword argument it quotes appears in that chapter's notebook (an
+    entry left behind by a split or a renumbering quotes what another notebook runs)."""
+    entries = _chapter_map()
+    notebooks = {p.name[:2]: p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    assert list(entries) == sorted(entries) and set(entries) <= set(notebooks), list(entries)
+    for chapter, text in entries.items():
+        source = notebooks[chapter].read_text(encoding="utf-8")
+        for quoted in re.findall(r"`([^`]+)`", text):
+            name = re.split(r"[=(]", quoted)[0].split(".")[-1]
+            if re.fullmatch(r"[a-z_][a-z0-9_]*", name) and name not in {"os", "cpu_count"}:
+                assert name in source, f"README entry {chapter} quotes {quoted!r}, not in {notebooks[chapter].name}"
