@@ -22,7 +22,7 @@ train_data_parallel``); importing this package imports its modules, never torch.
 """
 
 from .collectives import run_shm_collectives
-from .cores import CoreCheck, check_cores
+from .cores import CoreCheck, CpuTopology, ThreadGain, check_cores, cpu_topology, gemm_thread_gain
 from .data import train_data_parallel
 from .pipeline import recompute_overhead, train_pipeline
 from .reference import train_microbatched, train_serial, train_simulated
@@ -31,8 +31,12 @@ from .tensor import train_tensor_parallel
 
 __all__ = [
     "CoreCheck",
+    "CpuTopology",
     "GradientWorkload",
+    "ThreadGain",
     "check_cores",
+    "cpu_topology",
+    "gemm_thread_gain",
     "measure_parallel_speedup",
     "measure_scaling",
     "recompute_overhead",
