@@ -81,7 +81,8 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 #: argument check and batch split); then what shows the ideas (figures, checkers), the live
 #: figures (sliders wired to the figures), the tools.
 FLOORS = (
-    ("ground", {"course_lib", "_validate", "timing", "progress", "typed_numbers", "datasets", "datapackage"}),
+    ("ground", {"course_lib", "_validate", "timing", "progress", "typed_numbers", "datasets", "datapackage",
+                "reference"}),
     ("ideas", {"scaling", "cost", "alpha_beta", "memory", "models", "cnn", "conv", "conv.*",
                "dataflow", "optim", "schedule", "planner", "overlap",
                "transformer", "tensor_cost", "precision"}),
