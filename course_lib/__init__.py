@@ -27,6 +27,7 @@ _SUBMODULES = frozenset(
         "datasets",
         "exercises",
         "live",
+        "megatron",
         "memory",
         "models",
         "optim",

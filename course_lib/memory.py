@@ -13,17 +13,15 @@ A training step keeps two kinds of data on every device:
   second time inside the backward (:func:`recompute_flops_ratio`).
 
 :func:`device_fit` says whether a configuration fits a device of ``data/hardware.csv``;
-:func:`megatron_estimate` recomputes a published configuration of
-``data/megatron_configs.csv`` (Narayanan et al. 2021, Table 1).
+:mod:`course_lib.megatron` recomputes the published configurations of
+``data/megatron_configs.csv`` (Narayanan et al. 2021, Table 1) with this module's counts.
 
 Units: bytes everywhere (GB = 1e9 bytes, as the papers and ``data/hardware.csv`` use).
 
 References: S. Rajbhandari, J. Rasley, O. Ruwase, Y. He, "ZeRO: Memory Optimizations
 Toward Training Trillion Parameter Models", SC 2020 (Figure 1, Section 5);
 V. Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models",
-MLSys 2023, arXiv:2205.05198 (Section 4); D. Narayanan et al., "Efficient Large-Scale
-Language Model Training on GPU Clusters Using Megatron-LM", SC 2021, arXiv:2104.04473
-(Section 5.1, equations 2 and 3); T. Chen et al., "Training Deep Nets with Sublinear
+MLSys 2023, arXiv:2205.05198 (Sections 4 and 5); T. Chen et al., "Training Deep Nets with Sublinear
 Memory Cost", arXiv:1604.06174 (recomputation by segments).
 """
 
@@ -31,31 +29,27 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from ._validate import check_int, check_positive, check_real, check_sequence, check_type
 from .models import MLP, softmax_cross_entropy
-from .schedule import bubble_fraction, partition_layers
+from .schedule import partition_layers
 
 __all__ = [
     "ZERO_STAGES",
     "checkpointed_grad",
     "CheckpointRun",
     "DeviceFit",
-    "MegatronEstimate",
     "ModelStates",
     "device_fit",
     "format_bytes",
     "measured_state_bytes",
-    "megatron_estimate",
-    "megatron_iteration_flops",
-    "megatron_params",
     "mlp_activation_bytes",
     "model_state_bytes",
     "recompute_flops_ratio",
     "transformer_activation_bytes",
+    "transformer_recompute_ratio",
     "zero_comm_factor",
     "zero_step_bytes",
 ]
@@ -347,9 +341,10 @@ def checkpointed_grad(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, s
     The layers are split into ``segments`` segments (:func:`course_lib.schedule.partition_layers`).
     The forward pass keeps only each segment's input (the checkpoints); the backward pass
     takes the segments from last to first, recomputes the segment's activations from its
-    checkpoint and back-propagates through them. With :math:`n` layers of equal width the
-    checkpoints cost about :math:`k` layers' activations and the segment being recomputed
-    :math:`n/k`: least near :math:`k = \sqrt{n}`. Every layer's forward runs twice.
+    checkpoint and back-propagates through them. With :math:`n_{\text{layers}}` layers of equal
+    width the :math:`n_{\text{ckpt}}` checkpoints cost about :math:`n_{\text{ckpt}}` layers'
+    activations and the segment being recomputed :math:`n_{\text{layers}}/n_{\text{ckpt}}`: least
+    near :math:`n_{\text{ckpt}} = \sqrt{n_{\text{layers}}}`. Every layer's forward runs twice.
 
     Parameters
     ----------
@@ -359,7 +354,7 @@ def checkpointed_grad(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, s
     x, y : numpy.ndarray
         A batch and its labels (mean loss).
     segments : int
-        :math:`k` in [1, model.n_layers].
+        :math:`n_{\text{ckpt}}` in [1, model.n_layers].
 
     Returns
     -------
@@ -424,14 +419,14 @@ def _checkpointed(model: MLP, params, x, y, bounds):
 
 
 #: Values :func:`transformer_activation_bytes` accepts for ``recompute``.
-_RECOMPUTE = ("none", "full")
+_RECOMPUTE = ("none", "selective", "full")
 
 
 def transformer_activation_bytes(seq_length: int, micro_batch: int, hidden: int, heads: int, *,
                                  tensor: int = 1, recompute: str = "none") -> float:
     r"""Activation bytes of ONE transformer layer for one micro-batch, 16-bit activations.
 
-    Korthikanti et al. 2023 (arXiv:2205.05198), Section 4, with sequence length
+    Korthikanti et al. 2023 (arXiv:2205.05198), Section 4 and Table 2, with sequence length
     :math:`L` (the paper's :math:`s`), micro-batch :math:`b`, hidden size :math:`h`,
     :math:`a` attention heads and tensor-parallel size :math:`N_t` (the paper's :math:`t`):
 
@@ -441,6 +436,10 @@ def transformer_activation_bytes(seq_length: int, micro_batch: int, hidden: int,
     * tensor parallelism: :math:`bLh\,(10 + 24/N_t + 5aL/(hN_t))` (the 10 stay replicated:
       layer-norm and dropout inputs, the inputs of the first linear layers); for
       :math:`N_t = 1` this is the line above;
+    * selective recomputation (``recompute="selective"``, their Section 5): only the
+      attention-score region (:math:`QK^T`, softmax, its dropout, the product with the values)
+      is recomputed, so its :math:`5aL/(hN_t)` term is not stored: :math:`bLh\,(10 + 24/N_t)`,
+      for little compute (:func:`transformer_recompute_ratio`);
     * full recomputation (``recompute="full"``): :math:`2bLh`, only the layer's input
       is kept (the rest is recomputed in the backward pass).
 
@@ -450,6 +449,8 @@ def transformer_activation_bytes(seq_length: int, micro_batch: int, hidden: int,
     2.869
     >>> round(transformer_activation_bytes(2048, 1, 12288, 96, tensor=8) / 1e9, 4)  # bLh (10 + 3 + 10)
     0.5788
+    >>> transformer_activation_bytes(2048, 1, 12288, 96, tensor=8, recompute="selective") == 2048 * 12288 * 13
+    True
     >>> transformer_activation_bytes(2048, 1, 12288, 96, recompute="full") == 2 * 2048 * 12288
     True
     """
@@ -463,7 +464,34 @@ def transformer_activation_bytes(seq_length: int, micro_batch: int, hidden: int,
     sbh = float(s) * b * h
     if recompute == "full":
         return 2.0 * sbh
-    return sbh * (10.0 + 24.0 / t + 5.0 * a * s / (h * t))
+    scores = 0.0 if recompute == "selective" else 5.0 * a * s / (h * t)
+    return sbh * (10.0 + 24.0 / t + scores)
+
+
+def transformer_recompute_ratio(seq_length: int, hidden: int, *, recompute: str = "full") -> float:
+    r"""Training FLOPs of a transformer layer with recomputation over those without.
+
+    A layer's forward does :math:`24bLh^2 + 4bL^2h` FLOPs (its GEMMs, Narayanan et al. 2021)
+    and its training step three times that (backward = 2 x forward). Full recomputation runs
+    the forward once more: 4/3. Selective recomputation (Korthikanti et al. 2023, Section 5)
+    runs again only the two products of the attention-score region, :math:`QK^T` and the
+    scores times the values, :math:`4bL^2h` (softmax and dropout add no GEMM):
+    :math:`1 + L/(18h + 3L)`. ``"none"``: 1.
+
+    Examples
+    --------
+    >>> round(transformer_recompute_ratio(2048, 12288, recompute="selective"), 4)   # GPT-3: 0.9 %
+    1.009
+    >>> transformer_recompute_ratio(2048, 12288) == 4 / 3
+    True
+    """
+    s = check_int(seq_length, "seq_length", 1, 2**40)
+    h = check_int(hidden, "hidden", 1, 2**40)
+    if recompute not in _RECOMPUTE:
+        raise ValueError(f"recompute must be one of {_RECOMPUTE}, got {recompute!r}")
+    forward = 24.0 * s * h * h + 4.0 * s * s * h  # per sequence; b cancels
+    extra = {"none": 0.0, "selective": 4.0 * s * s * h, "full": forward}[recompute]
+    return (3.0 * forward + extra) / (3.0 * forward)
 
 
 def recompute_flops_ratio(model) -> float:
@@ -560,164 +588,3 @@ def device_fit(n_params: float, devices: int, zero_stage: int, device_id: str, *
     sent = zero_step_bytes(n_params, devices, zero_stage, grad_bytes=byte_sizes.get("grad_bytes", 2.0))
     return DeviceFit(name, capacity, states, check_positive(activation_bytes, "activation_bytes", allow_zero=True),
                      sent)
-
-
-# ------------------------------------------------------------------ Megatron-LM
-def megatron_params(layers: int, hidden: int, *, vocab_size: int = 51200, seq_length: int = 2048) -> float:
-    r"""Parameters of a GPT model, Narayanan et al. 2021, equation (2).
-
-    .. math:: P = 12 l h^2 \left(1 + \frac{13}{12h} + \frac{V + s}{12 l h}\right)
-
-    :math:`12h^2 + 13h` per layer (attention and a 4h-wide MLP with biases, two layer
-    norms), the token embedding :math:`Vh` and the position embedding :math:`sh`.
-
-    Examples
-    --------
-    >>> round(megatron_params(128, 25600) / 1e9, 1)   # Table 1: 1008.0 billion
-    1008.0
-    """
-    l_ = check_int(layers, "layers", 1, 2**20)
-    h = check_int(hidden, "hidden", 1, 2**30)
-    v = check_int(vocab_size, "vocab_size", 1, 2**40)
-    s = check_int(seq_length, "seq_length", 1, 2**40)
-    return 12.0 * l_ * h * h * (1.0 + 13.0 / (12.0 * h) + (v + s) / (12.0 * l_ * h))
-
-
-def megatron_iteration_flops(batch_size: int, layers: int, hidden: int, *, vocab_size: int = 51200,
-                             seq_length: int = 2048) -> float:
-    r"""FLOPs of one training iteration, Narayanan et al. 2021, equation (3).
-
-    .. math:: F = 96 B s l h^2 \left(1 + \frac{s}{6h} + \frac{V}{16 l h}\right)
-
-    GEMMs only, counted as the paper does WITH activation recomputation: forward,
-    backward (2 x forward) and the recomputed forward of every layer, 4 x (24 B s h^2 +
-    4 B s^2 h) per layer, plus the logit layer's forward and backward, 6 B s h V (it is
-    not recomputed).
-
-    Examples
-    --------
-    >>> f = megatron_iteration_flops(3072, 128, 25600)
-    >>> round(f / (3072 * 163e12), 1)                   # seconds per iteration at 163 TFLOP/s
-    102.6
-    """
-    b = check_int(batch_size, "batch_size", 1, 2**40)
-    l_ = check_int(layers, "layers", 1, 2**20)
-    h = check_int(hidden, "hidden", 1, 2**30)
-    v = check_int(vocab_size, "vocab_size", 1, 2**40)
-    s = check_int(seq_length, "seq_length", 1, 2**40)
-    return 96.0 * b * s * l_ * h * h * (1.0 + s / (6.0 * h) + v / (16.0 * l_ * h))
-
-
-@dataclass(frozen=True)
-class MegatronEstimate:
-    """One row of ``data/megatron_configs.csv`` recomputed (bytes, seconds; per GPU)."""
-
-    config: Any
-    """The :class:`course_lib.datasets.MegatronConfig` row."""
-    params: float
-    """Equation (2)."""
-    data_parallel: int
-    """d = GPUs / (t p)."""
-    micro_batches: int
-    """Micro-batches per replica and iteration: B / (d b)."""
-    states: ModelStates
-    """Mixed-precision Adam (16 bytes per parameter), ``params / (t p)`` per GPU, no ZeRO."""
-    activations: float
-    """First pipeline stage, no recomputation (Korthikanti et al., Section 4)."""
-    activations_recompute: float
-    """First pipeline stage, full recomputation: the stored layer inputs plus one layer recomputed."""
-    capacity: float
-    """GPU memory, bytes."""
-    flops_per_iteration: float
-    """Equation (3)."""
-    iteration_time: float
-    """Equation (3) / (GPUs x achieved FLOP/s per GPU)."""
-    virtual_stages: int = 1
-    """v = layers / (p x layers_per_virtual_stage): model chunks per GPU (1 without interleaving)."""
-    bubble: float = 0.0
-    """Idle share of the pipeline, (p - 1)/(v m + p - 1) (:func:`course_lib.schedule.bubble_fraction`)."""
-
-    @property
-    def bubble_time(self) -> float:
-        """Seconds of :attr:`iteration_time` the bubble takes, equal stages assumed."""
-        return self.bubble * self.iteration_time
-
-    @property
-    def tokens_per_second(self) -> float:
-        return self.config.batch_size * self.config.sequence_length / self.iteration_time
-
-    @property
-    def fits(self) -> bool:
-        """States + activations without recomputation fit in the GPU's memory."""
-        return self.states.total + self.activations <= self.capacity
-
-    @property
-    def fits_with_recompute(self) -> bool:
-        return self.states.total + self.activations_recompute <= self.capacity
-
-
-def megatron_estimate(config, *, hardware: Sequence) -> MegatronEstimate:
-    r"""Recompute a configuration of Narayanan et al. 2021, Table 1 (``data/megatron_configs.csv``).
-
-    What the reproduction includes, per GPU (:math:`t` tensor, :math:`p` pipeline,
-    :math:`d` = GPUs / (t p) data-parallel, :math:`m = B / (d b)` micro-batches of :math:`b`):
-
-    * parameters from equation (2); model states (mixed-precision Adam,
-      :func:`model_state_bytes`) split over the :math:`t p` GPUs of one model replica;
-    * activations of the first pipeline stage, which holds :math:`\min(p, m)` micro-batches
-      in flight (1F1B) of its :math:`l / p` layers, each :func:`transformer_activation_bytes`;
-      with the interleaved schedule (``layers_per_virtual_stage``,
-      :math:`v = l / (p \cdot \text{layers\_per\_virtual\_stage})` chunks per GPU) times
-      :math:`1 + (p - 1)/(p v)` (Korthikanti et al., Section 4.2.3);
-    * the pipeline bubble :math:`(p - 1)/(v m + p - 1)` (:func:`course_lib.schedule.bubble_fraction`);
-    * time: equation (3) over GPUs x achieved TFLOP/s (the paper's measured throughput, so
-      bubble and communication are inside it, not added).
-
-    The tensor-parallel all-reduces (4 per layer and micro-batch, 2 forward and 2
-    backward, of :math:`b s h` 16-bit values) and their time on NVLink are
-    :func:`course_lib.tensor_cost.megatron_tensor_traffic` of this estimate (``tensor_cost``
-    builds on this module, so it prices them). Left out: embedding and output layers
-    (small), the data-parallel gradient all-reduce, the pipeline hand-overs, the all-reduces
-    the recomputed forward repeats, overlap of communication with compute.
-
-    Examples
-    --------
-    >>> from course_lib.datasets import load_hardware, load_megatron_configs
-    >>> one_t = [c for c in load_megatron_configs() if c.model == "1T"][0]
-    >>> est = megatron_estimate(one_t, hardware=load_hardware())
-    >>> round(est.params / 1e9, 1), est.fits, est.fits_with_recompute
-    (1008.0, False, True)
-    >>> est.virtual_stages, est.micro_batches, round(est.bubble, 4)     # 63 / (512 + 63)
-    (1, 512, 0.1096)
-    """
-    from .datasets import MegatronConfig
-
-    c = check_type(config, "config", MegatronConfig, "a MegatronConfig (load_megatron_configs())")
-    _, capacity = _device_memory(c.device_id, hardware)
-    t, p, b = c.tensor_parallel, c.pipeline_parallel, c.micro_batch_size
-    params = megatron_params(c.layers, c.hidden_size, vocab_size=c.vocab_size, seq_length=c.sequence_length)
-    d = c.gpus // (t * p)
-    m = c.batch_size // (d * b)
-    per_stage = c.layers // p
-    chunks = per_stage // c.layers_per_virtual_stage if c.layers_per_virtual_stage else 1
-    factor = 1.0 + (p - 1) / (p * chunks) if c.layers_per_virtual_stage else 1.0  # chunks = v
-    held = min(p, m) * per_stage * factor  # layer activations the first stage holds
-    layer = transformer_activation_bytes(c.sequence_length, b, c.hidden_size, c.attention_heads, tensor=t)
-    inputs = transformer_activation_bytes(c.sequence_length, b, c.hidden_size, c.attention_heads,
-                                          tensor=t, recompute="full")
-    flops = megatron_iteration_flops(c.batch_size, c.layers, c.hidden_size, vocab_size=c.vocab_size,
-                                     seq_length=c.sequence_length)
-    return MegatronEstimate(
-        config=c,
-        params=params,
-        data_parallel=d,
-        micro_batches=m,
-        states=model_state_bytes(params / (t * p)),
-        activations=held * layer,
-        activations_recompute=held * inputs + layer,
-        capacity=capacity,
-        flops_per_iteration=flops,
-        iteration_time=flops / (c.gpus * c.achieved_tflops_per_gpu * 1e12),
-        virtual_stages=chunks,
-        bubble=float(bubble_fraction(p, m, chunks)),
-    )

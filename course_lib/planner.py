@@ -20,7 +20,9 @@ estimates
   replicas by a ZeRO stage, ``zero_stage``) and the stashed activations of the
   micro-batches in flight (:func:`course_lib.memory.mlp_activation_bytes`);
 
-and picks the fastest configuration that fits in memory (:func:`best_config`).
+and picks the fastest configuration that fits in memory (:func:`best_config`);
+:func:`bubble_breakdown` splits the idle time a real run measured into what this model explains
+and what it leaves out.
 :func:`scheme_comparison` computes the source chapter's comparison of schemes
 (AI-System 6.2.4, table 6-3-1) for the running example.
 
@@ -59,10 +61,12 @@ from .schedule import (
 
 __all__ = [
     "EXAMPLE_SIZES",
+    "BubbleBreakdown",
     "HybridConfig",
     "SchemeComparison",
     "best_config",
     "best_configs",
+    "bubble_breakdown",
     "device_parameters",
     "enumerate_configs",
     "estimate_config",
@@ -602,6 +606,58 @@ def best_configs(model, batch_size: int, device_counts, **kw) -> list[HybridConf
         raise TypeError(f"device_counts must be a sequence of integers, got {type(device_counts).__name__}")
     counts = [check_int(n, f"device_counts[{i}]", 1) for i, n in enumerate(device_counts)]
     return [best_config(model, batch_size, n, **kw) for n in counts]
+
+
+# ------------------------------------------------------------------ a measured bubble, explained
+@dataclass(frozen=True)
+class BubbleBreakdown:
+    """The idle share of one measured pipeline step (:meth:`course_lib.schedule.Timeline.bubble`),
+    split into shares of ``devices x makespan`` that add up to it."""
+
+    measured: float
+    formula: float
+    """:func:`course_lib.schedule.bubble_fraction`: equal stages, free hand-overs."""
+    stage_times: float
+    """What the step's own operation times add: the simulator fed with each stage's mean measured
+    forward and backward, minus the formula (unequal stages, and operations slowed while their
+    process waited for a core)."""
+    allreduce: float
+    """The gradient all-reduce and update of the replicas that finished first, inside the window."""
+    rest: float
+    """What neither explains: hand-overs between processes, waiting for a core between
+    operations, Python between operations."""
+    makespan: float
+
+
+def bubble_breakdown(timeline, step: int | None = None) -> BubbleBreakdown:
+    """Split the idle share of a measured step into the formula's bubble and the rest.
+
+    ``timeline`` is a run's :class:`course_lib.schedule.Timeline` (``TrainResult.timeline``);
+    ``step`` one of its steps (default: the last). The shares are of ``n_rows x makespan``, the
+    window :meth:`~course_lib.schedule.Timeline.bubble` measures; ``rest`` is what remains.
+
+    Examples
+    --------
+    >>> from course_lib.schedule import simulate_pipeline
+    >>> b = bubble_breakdown(simulate_pipeline([1.0, 1.0], micro_batches=2))    # equal stages
+    >>> round(b.measured, 4), round(b.formula, 4), round(b.stage_times + b.allreduce + b.rest, 12)
+    (0.3333, 0.3333, 0.0)
+    """
+    from .schedule import Timeline
+
+    tl = check_type(timeline, "timeline", Timeline, "a Timeline (TrainResult.timeline)")
+    tl = tl.step(tl.steps[-1] if step is None else check_int(step, "step", 0))
+    v, n_p = tl.virtual_stages, tl.n_stages
+    compute = [op for op in tl.ops if op.kind in ("F", "B")]
+    start, span = min(op.start for op in compute), tl.makespan
+    times = {kind: [float(np.mean([op.duration for op in compute if op.kind == kind and op.chunk * n_p + op.stage == j]))
+                    for j in range(v * n_p)] for kind in ("F", "B")}
+    simulated = simulate_pipeline(times["F"], times["B"], micro_batches=tl.n_micro, schedule=tl.schedule,
+                                  virtual_stages=v).bubble()
+    inside = sum(max(0.0, min(op.end, start + span) - max(op.start, start)) for op in tl.ops if op.kind in ("A", "U"))
+    formula, allreduce = float(bubble_fraction(n_p, tl.n_micro, v)), inside / (tl.n_rows * span)
+    measured = tl.bubble()
+    return BubbleBreakdown(measured, formula, simulated - formula, allreduce, measured - simulated - allreduce, span)
 
 
 # ------------------------------------------------------------------ the chapter's table

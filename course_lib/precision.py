@@ -16,8 +16,8 @@ passes in a 16-bit format (float16 or bfloat16) and the update in float32:
   its one-process reference, :func:`sum_error` the error of either sum.
 * **loss scaling** (:func:`gradient_underflow`): float16's smallest positive number is
   :math:`2^{-24} \approx 6 \cdot 10^{-8}`; smaller gradients become 0 and their information is
-  lost. Multiplying the loss by a scale :math:`S` multiplies every gradient of the backward
-  pass by :math:`S` and lifts them into range; the update divides by :math:`S` again in
+  lost. Multiplying the loss by a scale :math:`\sigma` multiplies every gradient of the backward
+  pass by :math:`\sigma` and lifts them into range; the update divides by :math:`\sigma` again in
   float32. (bfloat16 has float32's range and needs no scaling.)
 
 References: P. Micikevicius et al., "Mixed Precision Training", ICLR 2018, arXiv:1710.03740;
@@ -209,7 +209,7 @@ def gradient_underflow(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, 
     x, y : numpy.ndarray
         A batch and its labels.
     scale : float
-        The loss scale :math:`S` > 0 (1: no scaling).
+        The loss scale σ > 0 (1: no scaling).
 
     Returns
     -------
@@ -255,10 +255,10 @@ def gradient_underflow(model, params: np.ndarray, x: np.ndarray, y: np.ndarray, 
 
 
 def largest_loss_scale(max_grad: float) -> float:
-    """The largest power-of-two loss scale :math:`S` with ``max_grad * S`` still finite in float16.
+    """The largest power-of-two loss scale σ with ``max_grad * σ`` still finite in float16.
 
     Dynamic loss scaling (Micikevicius et al. 2018, Section 3.2) looks for this scale at run
-    time: it halves :math:`S` after a step whose gradients overflowed and doubles it after
+    time: it halves σ after a step whose gradients overflowed and doubles it after
     a run of steps without overflow. Powers of two change only the exponent, so scaling and
     unscaling are exact.
 

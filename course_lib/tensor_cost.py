@@ -19,9 +19,9 @@ micro-batch; the paper's :math:`s` is the course's :math:`L`, its :math:`t` our
 :math:`N_t`).
 
 :func:`tensor_param_bytes` is what each device holds of the course's
-:class:`course_lib.transformer.Transformer` under the split. :func:`megatron_tensor_traffic`
-prices the tensor axis of a published Megatron-LM configuration
-(:func:`course_lib.memory.megatron_estimate`) the same way.
+:class:`course_lib.transformer.Transformer` under the split.
+:func:`course_lib.megatron.megatron_tensor_traffic` prices the tensor axis of a published
+Megatron-LM configuration the same way.
 
 Examples
 --------
@@ -35,22 +35,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ._validate import check_int, check_positive, check_type
+from ._validate import check_int, check_type
 from .alpha_beta import (
-    NVLINK_LATENCY,
     ring_allgather_time,
     ring_allreduce_time,
     ring_reduce_scatter_time,
 )
-from .memory import MegatronEstimate, transformer_activation_bytes
+from .memory import transformer_activation_bytes
 from .transformer import Transformer
 
 __all__ = [
     "LayerCommunication",
-    "MegatronTraffic",
     "activation_bytes",
     "layer_norm_dropout_bytes",
-    "megatron_tensor_traffic",
     "tensor_allreduce_bytes",
     "tensor_layer_communication",
     "tensor_param_bytes",
@@ -179,10 +176,11 @@ def activation_bytes(seq_length: int, micro_batch: int, hidden: int, heads: int,
     tensor + sequence + selective recompute    :math:`bLh\,(34/N_t)`
     =========================================  =====================================
 
-    (:math:`N_t = 1`: no parallelism, :math:`bLh\,(34 + 5aL/h)`). The tensor-parallel row is
-    :func:`course_lib.memory.transformer_activation_bytes`; sequence parallelism divides
-    its :func:`layer_norm_dropout_bytes` by :math:`N_t`; selective recomputation drops the
-    attention scores' :math:`5aL^2b/N_t` (recomputed in the backward pass).
+    (:math:`N_t = 1`: no parallelism, :math:`bLh\,(34 + 5aL/h)`). Without sequence parallelism
+    this is :func:`course_lib.memory.transformer_activation_bytes` (``recompute="selective"``
+    where ``selective_recompute``: the attention scores' :math:`5aL^2b/N_t` are recomputed in the
+    backward pass, not stored); sequence parallelism divides its :func:`layer_norm_dropout_bytes`
+    by :math:`N_t`.
 
     Examples
     --------
@@ -193,14 +191,12 @@ def activation_bytes(seq_length: int, micro_batch: int, hidden: int, heads: int,
     13.0
     """
     check_type(selective_recompute, "selective_recompute", bool, "True or False")
-    whole = transformer_activation_bytes(seq_length, micro_batch, hidden, heads, tensor=tensor)
+    whole = transformer_activation_bytes(seq_length, micro_batch, hidden, heads, tensor=tensor,
+                                         recompute="selective" if selective_recompute else "none")
     s, b, h = _sizes(seq_length, micro_batch, hidden)
     t = check_int(tensor, "tensor", 1, 2**20)
     region = layer_norm_dropout_bytes(s, b, h, tensor=t)
-    total = whole - region + layer_norm_dropout_bytes(s, b, h, tensor=t, sequence_parallel=sequence_parallel)
-    if selective_recompute:
-        total -= 5.0 * heads * s * s * b / t
-    return total
+    return whole - region + layer_norm_dropout_bytes(s, b, h, tensor=t, sequence_parallel=sequence_parallel)
 
 
 def tensor_param_bytes(model: Transformer, workers: int) -> list[int]:
@@ -234,60 +230,3 @@ def tensor_param_bytes(model: Transformer, workers: int) -> list[int]:
         split = 3 * (h * cols + cols) + cols * h + (h * units + units) + units * h
         out.append((whole + model.n_layers * split) * model.dtype.itemsize)
     return out
-
-
-@dataclass(frozen=True)
-class MegatronTraffic:
-    """The tensor-parallel all-reduces of one GPU in one iteration of a Megatron-LM configuration."""
-
-    layer: LayerCommunication
-    """One layer and one micro-batch: 4 all-reduces of :math:`b s h` values."""
-    layers: int
-    """Transformer layers on the GPU: :math:`l / p` (all its model chunks)."""
-    micro_batches: int
-    """:math:`m` per replica and iteration."""
-    payload_bytes: float
-    """What the all-reduces sum: :func:`tensor_allreduce_bytes` of the GPU's layers, times :math:`m`."""
-    bytes_per_gpu: float
-    """What the GPU sends in rings: :math:`2 (t - 1)/t` of the payload."""
-    time: float
-    """Seconds, alpha-beta ring model on the GPU's link (NVLink inside a server)."""
-    share: float
-    """``time`` over the estimate's iteration time (eq. 3 at the measured throughput)."""
-
-
-def megatron_tensor_traffic(estimate, bandwidth: float, latency: float = NVLINK_LATENCY) -> MegatronTraffic:
-    r"""Tensor-parallel traffic per GPU and iteration of a :func:`course_lib.memory.megatron_estimate`.
-
-    Each of the GPU's :math:`l / p` transformer layers does, for each of the :math:`m`
-    micro-batches, 4 all-reduces (2 forward, 2 backward) among the :math:`t` GPUs of its
-    tensor group, each of :math:`b s h` 16-bit values
-    (:func:`tensor_layer_communication`): :math:`4 (l/p)\, m` ring all-reduces per
-    iteration. Megatron-LM keeps the tensor group inside one server, so ``bandwidth`` is the
-    NVLink bandwidth per direction (``planner.device_parameters(device_id)["bandwidth"]``)
-    and ``latency`` the course's alpha on NVLink (:data:`course_lib.alpha_beta.NVLINK_LATENCY`).
-    Left out: the 2 forward all-reduces that full recomputation repeats per layer (6 in
-    all), and any overlap with compute. :math:`t = 1`: nothing.
-
-    Examples
-    --------
-    >>> from course_lib.datasets import load_hardware, load_megatron_configs
-    >>> from course_lib.memory import megatron_estimate
-    >>> row = [c for c in load_megatron_configs() if c.model == "145B"][0]   # t = 8, p = 8, b = 2
-    >>> tr = megatron_tensor_traffic(megatron_estimate(row, hardware=load_hardware()), 300e9)
-    >>> tr.layers, tr.micro_batches, tr.layer.payload_bytes   # 80 / 8 layers, m = 48, 2 x 2048 x 12288 x 2 bytes
-    (10, 48, 100663296)
-    >>> round(tr.bytes_per_gpu / 1e9, 1), round(tr.time, 3)   # 1,920 all-reduces: 2 x 7/8 x payload, + 14 alpha each
-    (338.2, 1.262)
-    """
-    est = check_type(estimate, "estimate", MegatronEstimate, "a MegatronEstimate (memory.megatron_estimate)")
-    bandwidth = check_positive(bandwidth, "bandwidth")
-    latency = check_positive(latency, "latency", allow_zero=True)
-    c = est.config
-    layer = tensor_layer_communication(c.sequence_length, c.micro_batch_size, c.hidden_size, c.tensor_parallel,
-                                       bandwidth, latency)
-    layers, m = c.layers // c.pipeline_parallel, est.micro_batches
-    payload = float(m * tensor_allreduce_bytes(c.sequence_length, c.micro_batch_size, c.hidden_size, n_layers=layers))
-    time = m * layers * layer.time
-    return MegatronTraffic(layer, layers, m, payload, m * layers * layer.bytes_per_device, time,
-                           time / est.iteration_time)

@@ -1,5 +1,5 @@
 """Exercises of notebooks 12 (what a tensor split moves, the crossover batch) and 10
-(2: activations of the first stage).
+(1: memory per device, 2: activations of the first stage, 3: how many checkpoints).
 
 The expected values come from the library; these tests check them against the
 formulas by hand, that every known mistake gets its own explanation, and that the
@@ -38,6 +38,9 @@ def test_tensor_bytes_accepts_the_hand_count():
         (lambda s, b: b * 4 * (s[2] + s[4] + s[2] + s[5]), "replicated"),
         (lambda s, b: b * 4 * (s[2] + s[4] + s[2]) / ex.TENSOR_BYTES["workers"], "does not shrink"),
         (lambda s, b: MLP(s).n_params * 4, "data parallelism"),
+        # issue 44, item 8: the ring's 2(N_t - 1)/N_t applied to the payload (what a worker sends)
+        (lambda s, b: b * 4 * (s[2] + s[4] + s[2]) * 2 * 3 / 4, "ring's factor 2(N_t - 1)/N_t"),
+        (lambda s, b: b * 4 * (s[2] + s[4] + s[2]) * 3 / 4, "ring factor (N_t - 1)/N_t"),
     ],
 )
 def test_tensor_bytes_names_the_usual_mistakes(wrong, phrase):
@@ -79,6 +82,22 @@ def test_stage_activations_names_the_usual_mistakes(factor, phrase):
     wrong = factor(g) * g["layers"] // g["pipeline"] * sbh / 1e9
     result = mem_ex.ex_stage_activations(wrong)
     assert not result.correct and phrase in result.message
+
+
+# ------------------------------------------------------------------ notebook 10, exercises 1 and 3
+def test_checkpoint_mb_names_the_segment_count_for_the_size():
+    """Issue 44, item 8: the best n_ckpt typed where the MB are asked gets its own hint; a size in kB
+    or in bytes is told its unit."""
+    from course_lib.memory import mlp_activation_bytes
+
+    model, b = MLP(mem_ex.CHECKPOINT["sizes"]), mem_ex.CHECKPOINT["batch_size"]
+    peaks = {k: mlp_activation_bytes(model, b, segments=k) for k in range(1, model.n_layers + 1)}
+    best = min(peaks, key=peaks.get)
+    assert best == 5 and mem_ex.ex_checkpoint_mb(peaks[best] / 1e6).correct
+    result = mem_ex.ex_checkpoint_mb(best)
+    assert not result.correct and "number of segments, n_ckpt = 5" in result.message
+    assert "kB" in mem_ex.ex_checkpoint_mb(peaks[best] / 1e3).message
+    assert "kB" in mem_ex.ex_memory_per_device(268_829).message  # 268.829 MB typed in kB
 
 
 # ------------------------------------------------------------------ notebook 12, exercise 2

@@ -1,4 +1,5 @@
-"""course_lib.memory: ZeRO model states, activation memory, recomputation, Megatron-LM rows."""
+"""course_lib.memory: ZeRO model states, activation memory, recomputation; course_lib.megatron: the
+Megatron-LM rows those counts recompute."""
 
 import math
 
@@ -7,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from course_lib import megatron
 from course_lib import memory as mem
 from course_lib.datasets import get_device, load_hardware, load_megatron_configs
 from course_lib.models import MLP
@@ -127,6 +129,33 @@ def test_korthikanti_formulas_by_hand():
     assert mem.transformer_activation_bytes(s, 4, h, a) == 4 * mem.transformer_activation_bytes(s, 1, h, a)
 
 
+@pytest.mark.parametrize("t", [1, 2, 8])
+def test_selective_recomputation_is_korthikanti_table_2(t):
+    """Their Table 2, per layer: tensor parallel + selective recompute sbh (10 + 24/t): the attention
+    scores' 5as/(ht) are not stored; full recomputation keeps 2sbh; none keeps all three terms."""
+    s, b, h, a = 2048, 1, 12288, 96  # GPT-3 175B
+    sbh = s * b * h
+    selective = mem.transformer_activation_bytes(s, b, h, a, tensor=t, recompute="selective")
+    assert selective == pytest.approx(sbh * (10 + 24 / t))
+    none = mem.transformer_activation_bytes(s, b, h, a, tensor=t)
+    assert none - selective == pytest.approx(sbh * 5 * a * s / (h * t))  # exactly the scores
+    assert mem.transformer_activation_bytes(s, b, h, a, tensor=t, recompute="full") == 2 * sbh < selective
+    if t == 8:  # GPT-3 on N_t = 8: 13 sbh = 327 MB per layer and sequence, against 23 sbh without
+        assert selective == 13 * sbh == 327_155_712
+
+
+def test_selective_recomputation_costs_little_compute():
+    """Selective recomputation runs QK^T and the scores times V again: 4 b L^2 h FLOPs per layer,
+    against a training step of 3 (24 b L h^2 + 4 b L^2 h); full recomputation one more forward."""
+    s, h = 2048, 12288
+    step = 3 * (24 * s * h * h + 4 * s * s * h)
+    assert mem.transformer_recompute_ratio(s, h, recompute="selective") == pytest.approx(1 + 4 * s * s * h / step)
+    assert mem.transformer_recompute_ratio(s, h, recompute="selective") == pytest.approx(1 + s / (18 * h + 3 * s))
+    assert round(mem.transformer_recompute_ratio(s, h, recompute="selective") - 1, 4) == 0.009  # 0.9 %
+    assert mem.transformer_recompute_ratio(s, h) == pytest.approx(4 / 3)  # full: one more forward
+    assert mem.transformer_recompute_ratio(s, h, recompute="none") == 1.0
+
+
 @given(t=st.integers(1, 64), s=st.integers(1, 8192), h=st.integers(64, 32768), a=st.integers(1, 256))
 @settings(max_examples=60, deadline=None)
 def test_tensor_parallelism_shrinks_all_but_ten_sbh(t, s, h, a):
@@ -138,7 +167,9 @@ def test_tensor_parallelism_shrinks_all_but_ten_sbh(t, s, h, a):
 
 def test_transformer_activation_bytes_rejects_bad_input():
     with pytest.raises(ValueError, match="recompute"):
-        mem.transformer_activation_bytes(2048, 1, 1024, 16, recompute="selective")
+        mem.transformer_activation_bytes(2048, 1, 1024, 16, recompute="partial")
+    with pytest.raises(ValueError, match="recompute"):
+        mem.transformer_recompute_ratio(2048, 1024, recompute=True)
     with pytest.raises(ValueError, match="tensor"):
         mem.transformer_activation_bytes(2048, 1, 1024, 16, tensor=0)
     with pytest.raises(TypeError, match="hidden"):
@@ -193,7 +224,7 @@ def test_the_table_has_the_trillion_parameter_row_and_is_consistent():
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_parameter_count_matches_the_table(name):
     c = CONFIGS[name]
-    est = mem.megatron_estimate(c, hardware=HW)
+    est = megatron.megatron_estimate(c, hardware=HW)
     assert round(est.params / 1e9, 1) == c.params_billion
     layers, h = c.layers, c.hidden_size
     assert est.params == pytest.approx(12 * layers * h * h + 13 * layers * h + (51200 + 2048) * h, rel=1e-12)
@@ -201,7 +232,7 @@ def test_parameter_count_matches_the_table(name):
 
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 def test_recomputation_is_what_makes_every_row_fit_in_80_gb(name):
-    est = mem.megatron_estimate(CONFIGS[name], hardware=HW)
+    est = megatron.megatron_estimate(CONFIGS[name], hardware=HW)
     assert est.capacity == 80 * 2**30  # the A100 80GB: 80 GiB
     assert not est.fits  # without recomputation the activations overflow the A100 ...
     assert est.fits_with_recompute  # ... with it every configuration fits
@@ -209,7 +240,7 @@ def test_recomputation_is_what_makes_every_row_fit_in_80_gb(name):
 
 
 def test_trillion_parameter_row_by_hand():
-    est = mem.megatron_estimate(CONFIGS["1T"], hardware=HW)
+    est = megatron.megatron_estimate(CONFIGS["1T"], hardware=HW)
     sbh = 2048 * 1 * 25600
     layer = sbh * (10 + 24 / 8 + 5 * 160 * 2048 / (25600 * 8))  # = 21 sbh
     assert layer == 21 * sbh
@@ -228,7 +259,7 @@ def test_trillion_parameter_row_by_hand():
 
 def test_interleaved_rows_hold_more_activations():
     c = CONFIGS["530B"]  # 3 layers per stage, 1 per model chunk: factor 1 + 34 / (35 * 3)
-    est = mem.megatron_estimate(c, hardware=HW)
+    est = megatron.megatron_estimate(c, hardware=HW)
     layer = mem.transformer_activation_bytes(2048, 1, 20480, 128, tensor=8)
     assert est.activations == pytest.approx(35 * 3 * (1 + 34 / 105) * layer)
 
@@ -252,8 +283,8 @@ def test_loader_checks_that_the_parallel_sizes_divide(tmp_path, monkeypatch):
 
 def test_megatron_estimate_rejects_bad_input():
     with pytest.raises(TypeError, match="config"):
-        mem.megatron_estimate({"model": "1T"}, hardware=HW)
+        megatron.megatron_estimate({"model": "1T"}, hardware=HW)
     with pytest.raises(ValueError, match="layers"):
-        mem.megatron_params(0, 1024)
+        megatron.megatron_params(0, 1024)
     with pytest.raises(TypeError, match="hidden"):
-        mem.megatron_iteration_flops(8, 24, math.nan)
+        megatron.megatron_iteration_flops(8, 24, math.nan)

@@ -83,7 +83,7 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 FLOORS = (
     ("ground", {"course_lib", "_validate", "timing", "progress", "typed_numbers", "datasets", "datapackage",
                 "reference"}),
-    ("ideas", {"scaling", "cost", "alpha_beta", "memory", "models", "cnn", "conv", "conv.*",
+    ("ideas", {"scaling", "cost", "alpha_beta", "memory", "megatron", "models", "cnn", "conv", "conv.*",
                "dataflow", "optim", "schedule", "planner", "overlap",
                "transformer", "tensor_cost", "precision"}),
     ("processes", {"parallel", "parallel.*", "testing", "staleness"}),

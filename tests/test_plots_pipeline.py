@@ -357,3 +357,24 @@ def test_the_explorer_without_device_counts_draws_the_configurations_only(monkey
     (t_full, t_own) = [[p.vertices[:, 1].max() for c in f.axes[0].collections for p in c.get_paths()]
                        for f in (full, fig)]
     assert t_full == t_own  # the same bars
+
+
+def test_the_memory_bars_have_a_colour_and_a_key_of_their_own():
+    """Issue 44, item 5: the explorer's memory bars were drawn in the green of "hand-over (p2p)" with no
+    key entry. Now they have a colour no part of the step time uses, from the course palette, and
+    a key entry (and the bars over the device's memory theirs)."""
+    from matplotlib.colors import to_hex
+
+    from course_lib.plots.pipeline import _PARTS
+    from course_lib.plots.style import COLORS
+
+    model = MLP((64, 256, 256, 256, 10))
+    configs = planner.enumerate_configs(model, 256, 8, memory=1e6, **FAST)
+    assert any(c.fits for c in configs) and not all(c.fits for c in configs)
+    fig = hybrid_explorer_figure(8, model=model, batch_size=256, memory=1e6, **FAST)
+    ax_m = fig.axes[1]
+    fills = {to_hex(coll.get_facecolor()[0]) for coll in ax_m.collections if len(coll.get_paths())}
+    parts = {to_hex(style["color"]) for _, _, style in _PARTS if "color" in style}
+    assert fills and fills <= {to_hex(c) for c in COLORS} and not fills & parts
+    keys = {t.get_text() for legend in fig.legends for t in legend.get_texts()}
+    assert {"memory per device", "memory per device, over the limit", "hand-over (p2p)"} <= keys

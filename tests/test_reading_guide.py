@@ -40,8 +40,18 @@ def test_every_row_states_the_length_of_its_code():
 
 
 def test_rows_follow_the_chapters():
+    """Rows in chapter order, and each row's chapter is the notebook that shows the function (a
+    renumbering that leaves a row behind fails)."""
     chapters = [ch for ch, _, _ in guide()]
     assert chapters == sorted(chapters)
+    shown = set()
+    for notebook, dotted in DISPLAYED:
+        obj = _resolve(dotted)
+        shown.add((notebook[:2], f"{obj.__module__}.{obj.__qualname__}"))
+        if inspect.isclass(obj):  # a class displayed whole: its methods are shown too
+            shown |= {(notebook[:2], f"{obj.__module__}.{obj.__qualname__}.{m}") for m in vars(obj)}
+    for chapter, name, _ in guide():
+        assert (chapter, name) in shown, f"reading guide row {chapter}: chapter {chapter} does not display {name}"
 
 
 def test_every_displayed_function_is_in_the_guide():

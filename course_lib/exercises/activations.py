@@ -52,8 +52,8 @@ def ex_memory_per_device(answer) -> Result:
         name="memory per device",
         unit="MB",
         hint="split the layers with partition_layers; a stage holds the weights and biases of its "
-        "layers (model.layer_range(lo, hi) is their slice of the flat buffer): take the largest stage "
-        "and multiply its parameters by 4 bytes and by 2 (parameters and gradients).",
+        "layers (layer i: sizes[i] x sizes[i + 1] weights and sizes[i + 1] biases): take the largest "
+        "stage and multiply its parameters by 4 bytes and by 2 (parameters and gradients).",
         mistakes={
             even: "That assumes the parameters split evenly over the stages. Stages hold whole "
             "layers, split by compute: count the parameters of each stage's layers.",
@@ -105,12 +105,15 @@ def ex_checkpoint_mb(answer) -> Result:
     return check(
         answer,
         peaks[best],
-        name="peak activations at the best k",
+        name="peak activations at the best n_ckpt",
         unit="MB",
-        hint="try every k from 1 to n with memory.mlp_activation_bytes(model, B, segments=k) and take "
-             "the smallest; it lies near sqrt(n).",
+        hint="try every n_ckpt from 1 to n_layers with memory.mlp_activation_bytes(model, B, segments=n_ckpt) "
+             "and take the smallest; it lies near sqrt(n_layers).",
         mistakes={
-            mlp_activation_bytes(model, b) / 1e6: "That stores every activation (k = 1 or k = n saves nothing).",
+            mlp_activation_bytes(model, b) / 1e6: "That stores every activation (n_ckpt = 1 or n_ckpt = n_layers "
+            "saves nothing).",
             inputs: "That counts the checkpoints only; the segment being recomputed is held too.",
+            float(best): f"That is the best number of segments, n_ckpt = {best}; the question asks for the MB "
+            "of activations it needs: memory.mlp_activation_bytes(model, B, segments=n_ckpt) / 1e6.",
         },
     )

@@ -77,10 +77,10 @@ def ex_loss_scale(answer) -> Result:
     return check(
         answer,
         expected,
-        name="loss scale S",
+        name="loss scale σ",
         rtol=1e-9,
-        hint=f"float16's largest value is {FLOAT16_MAX:,.0f}: the largest power of two S with "
-             f"{m} x S <= {FLOAT16_MAX:,.0f}.",
+        hint=f"float16's largest value is {FLOAT16_MAX:,.0f}: the largest power of two σ with "
+             f"{m} x σ <= {FLOAT16_MAX:,.0f}.",
         mistakes={
             2 * expected: f"{m} x {2 * expected:,.0f} = {m * 2 * expected:,.0f} overflows float16 "
                           f"(largest {FLOAT16_MAX:,.0f}).",

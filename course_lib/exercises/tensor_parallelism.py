@@ -68,6 +68,12 @@ def ex_tensor_bytes(answer) -> Result:
             "contributes a partial sum as wide as the whole activation.",
             model.n_params * item / 1e6: "That is the gradient payload of data parallelism. Tensor "
             "parallelism all-reduces activations, not weight gradients.",
+            expected * 2 * (g["workers"] - 1) / g["workers"]: "That applies the ring's factor 2(N_t - 1)/N_t: "
+            "it gives the bytes each worker SENDS in a ring all-reduce. The question asks the payload, what "
+            "the all-reduces sum (as tensor.tensor_parallel_bytes counts it): batch x width x 4 bytes each.",
+            expected * (g["workers"] - 1) / g["workers"]: "That applies a ring factor (N_t - 1)/N_t to the "
+            "payload. The question asks the payload itself, before any ring: batch x width x 4 bytes per "
+            "all-reduce.",
         },
     )
 
@@ -111,7 +117,7 @@ def ex_layer_traffic(answer) -> Result:
     return check(
         answer,
         sent,
-        name="bytes each GPU sends per layer and step",
+        name="bytes each GPU sends per layer and micro-batch",
         unit="MB",
         rtol=5e-3,
         hint="4 all-reduces per layer (2 forward, 2 backward), each of m = L x b x h values of "

@@ -180,7 +180,7 @@ def loss_scale_figure(log2_scales: Sequence[float], flushed: Sequence[float], ov
     --------
     >>> fig = loss_scale_figure([0, 8, 16], [0.02, 0.0, 0.0], [0, 0, 3])
     >>> fig.axes[0].get_xlabel()
-    'loss scale S (log scale)'
+    'loss scale σ (log scale)'
     """
     s = check_array(log2_scales, "log2_scales", -200, 200)
     f = check_array(flushed, "flushed", 0, 1)
@@ -194,7 +194,7 @@ def loss_scale_figure(log2_scales: Sequence[float], flushed: Sequence[float], ov
         first = s[o > 0].min()
         ax.axvspan(first - 0.5, s.max() + 0.5, color=COLORS[1], alpha=0.2, label="overflow: gradients > 65,504")
     ax.set_xticks(s[:: max(1, s.size // 8)], [f"$2^{{{v:g}}}$" for v in s[:: max(1, s.size // 8)]])
-    ax.set_xlabel("loss scale S (log scale)")
+    ax.set_xlabel("loss scale σ (log scale)")
     ax.set_ylabel("flushed to zero [%]")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", frameon=False)
@@ -209,14 +209,14 @@ def checkpoint_figure(segments: Sequence[int], stored: Sequence[float], traced: 
 
     Counted peak of the held arrays (bars), :func:`course_lib.memory.mlp_activation_bytes`
     (diamonds), the :mod:`tracemalloc` peak (line), all bytes; the dashed line is the plain
-    backward's ``everything``; the dotted line marks :math:`\\sqrt{n}` segments.
+    backward's ``everything``; the dotted line marks :math:`\\sqrt{n_{\\text{layers}}}` segments.
 
     Examples
     --------
     >>> fig = checkpoint_figure([1, 2, 3, 4], [8e6, 4e6, 3.5e6, 8e6], [9e6, 6e6, 5e6, 9e6],
     ...                         [8e6, 4e6, 3.5e6, 8e6], 8e6, 4)
     >>> fig.axes[0].get_xlabel()
-    'segments k (checkpoints)'
+    'segments n_ckpt (checkpoints)'
     """
     k = check_array(segments, "segments", 1, whole=True)
     arrays = [check_array(a, name, 0) / 1e6 for a, name in ((stored, "stored"), (traced, "traced"), (formula, "formula"))]
@@ -226,16 +226,16 @@ def checkpoint_figure(segments: Sequence[int], stored: Sequence[float], traced: 
     n_layers = check_int(n_layers, "n_layers", 1)
     fig, ax = new_figure(size=(8.0, 4.0))
     ax.bar(k, arrays[0], width=0.7, color=COLORS[0], label="held activations, counted")
-    ax.plot(k, arrays[2], "D", color="black", label="mlp_activation_bytes(segments=k)")
+    ax.plot(k, arrays[2], "D", color="black", label="mlp_activation_bytes(segments=n_ckpt)")
     ax.plot(k, arrays[1], "-", color=COLORS[1], lw=2, label="tracemalloc peak (with temporaries)")
     ax.axhline(everything, color="black", ls="--", lw=1.2, label="plain backward: every activation")
     ax.axvline(math.sqrt(n_layers), ymax=0.72, color=COLORS[2], ls=":", lw=2,
-               label=f"k = sqrt(n) = {math.sqrt(n_layers):.3g}")
+               label=f"n_ckpt = sqrt(n_layers) = {math.sqrt(n_layers):.3g}")
     ax.set_xticks(k)
-    ax.set_xlabel("segments k (checkpoints)")
+    ax.set_xlabel("segments n_ckpt (checkpoints)")
     ax.set_ylabel("peak activation memory [MB]")
     ax.set_ylim(0, 1.4 * max(everything, arrays[1].max()))
     ax.legend(loc="upper center", ncol=2, frameon=False)
     ax.grid(False, axis="x")
-    ax.set_title(f"{n_layers} layers: least memory near sqrt(n) segments, for one more forward pass")
+    ax.set_title(f"{n_layers} layers: least memory near sqrt(n_layers) segments, for one more forward pass")
     return fig

@@ -458,6 +458,10 @@ _PARTS = (("compute", "compute", dict(color=COLORS[0])),
           ("p2p", "hand-over (p2p)", dict(color=COLORS[2])),
           ("allreduce", "gradient all-reduce", dict(color=COLORS[3])),
           ("tensor_allreduce", "tensor all-reduce", dict(color=COLORS[4])))
+#: Memory bars of the explorer: sky blue (no step-time part has it), over the device's memory hatched.
+_MEMORY = {"label": "memory per device", "bars": dict(facecolor=COLORS[5], linewidth=0)}
+_MEMORY_OVER = {"label": "memory per device, over the limit",
+                "bars": dict(facecolor=COLORS[1], edgecolor="white", hatch="xx", linewidth=0)}
 
 
 def _rank(config) -> tuple:
@@ -518,9 +522,10 @@ def _config_panels(ax_t, ax_m, configs, memory: float | None, best) -> list:
     ax_t.grid(False, axis="x")
     gb = np.array([c.memory for c in configs]) / 1e9
     fits = np.array([c.fits for c in configs])
-    _columns(ax_m, x[fits], gb[fits], np.zeros(fits.sum()), "fits", facecolor=COLORS[2], linewidth=0)
-    _columns(ax_m, x[~fits], gb[~fits], np.zeros((~fits).sum()), "does not fit",
-              facecolor=COLORS[1], edgecolor="white", hatch="xx", linewidth=0)
+    for mask, style in ((fits, _MEMORY), (~fits, _MEMORY_OVER)):  # a colour of their own, in the key
+        _columns(ax_m, x[mask], gb[mask], np.zeros(mask.sum()), style["label"], **style["bars"])
+        if mask.any():
+            handles.append(Patch(label=style["label"], **style["bars"]))
     ax_m.set_ylim(0, 1.1 * max(float(gb.max()), (memory or 0) / 1e9 if memory and np.isfinite(memory) else 0))
     if memory is not None and np.isfinite(memory):
         line = ax_m.axhline(memory / 1e9, color="black", ls="--", lw=1.2, label=f"device memory, {memory / 1e9:.3g} GB")
