@@ -97,7 +97,7 @@ def _fork_run(workers: int, backend: str = "shm") -> TrainResult:
                                progress=False, **KW)
 
 
-@pytest.mark.parametrize("backend", ["shm", "pipe"])  # gloo: its own order, tests/test_torch_engine.py
+@pytest.mark.parametrize("backend", ["shm", "pipe", "wire"])  # gloo: its own order, tests/test_torch_engine.py
 @pytest.mark.parametrize("workers", [1, 2, 3])  # 3 does not divide the batch of 20
 def test_parallel_bitwise_equal_to_simulated_and_close_to_serial(backend, workers):
     par = _fork_run(workers, backend)
@@ -280,7 +280,7 @@ def test_measure_scaling_takes_the_median_of_interleaved_rounds(monkeypatch):
             return SimpleNamespace(time_per_step=lambda t=t: t, batch_size=batch_size)
         return run
 
-    monkeypatch.setattr(speedup, "train_serial", fake("serial"))
+    monkeypatch.setattr(speedup, "serial_in_worker", fake("serial"))  # the serial reference's process
     monkeypatch.setattr(speedup, "train_data_parallel", fake("parallel"))
     sm = speedup.measure_scaling(MODEL, X, Y, workers=[1, 2], batch_size=30, per_worker_batch=10, rounds=3)
     per_round = [("serial", 1, 30), ("serial", 1, 10), ("parallel", 1, 30), ("parallel", 1, 10),

@@ -7,7 +7,8 @@ how it communicates, with no timer, progress report, fault or argument check ins
 ``partition``          shards, chunks, batches, micro-batches, row sums
 ``pool``               the first parallel program: one workload over a pool
 ``allreduce``          every communicator: shared memory (reduce-scatter +
-                       all-gather), pipes, gloo, buckets, activations
+                       all-gather), pipes, gloo, buckets (also over a modelled
+                       wire), activations
 ``data``               the data-parallel step (and with buckets)
 ``zero``               ZeRO stages 1-3: what each worker keeps, sharded
 ``pipeline``           a pipeline process's stages and step

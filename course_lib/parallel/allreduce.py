@@ -20,6 +20,9 @@ One interface, used by the same step loop (:func:`course_lib.parallel.data.worke
 :class:`GlooAllReduce`   ``torch.distributed.all_reduce`` with the gloo backend
 :class:`BucketAllReduce` shared memory in buckets of layers, run by a communication
                          thread while the backward pass goes on
+:class:`WireAllReduce`   the same buckets over a modelled :class:`Wire`: the sum is the
+                         shared-memory one, the wire decides when it arrives (α + m/β
+                         per message, no CPU spent)
 :class:`ActivationAllReduce`  ``allreduce(part)`` of an activation of any shape
                          (tensor parallelism), on :class:`ShmAllReduce`'s buffers
 =======================  ============================================================
@@ -39,13 +42,16 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..alpha_beta import NETWORK_LATENCY, ring_allreduce_time
 from .engine.clock import timed
 from .partition import chunk_bounds, sum_rows
 
-__all__ = ["ActivationAllReduce", "BucketAllReduce", "GlooAllReduce", "PipeAllReduce", "ShmAllReduce"]
+__all__ = ["ActivationAllReduce", "BucketAllReduce", "GlooAllReduce", "PipeAllReduce", "ShmAllReduce", "Wire",
+           "WireAllReduce"]
 
 
 class ShmAllReduce:
@@ -275,6 +281,79 @@ class BucketAllReduce:
         if self._thread.is_alive():
             self._todo.put(None)
             self._thread.join(timeout=min(5.0, self.wctx.wait_timeout))
+
+
+@dataclass(frozen=True)
+class Wire:
+    r"""A modelled link between the workers (the α-β model of :mod:`course_lib.alpha_beta`):
+    a message of :math:`m` bytes takes :math:`\alpha + m/\beta`, and an all-reduce of
+    :math:`m` bytes on :math:`N` workers the ring's
+    :math:`2(N-1)\alpha + 2\frac{N-1}{N}\frac{m}{\beta}`
+    (:func:`course_lib.alpha_beta.ring_allreduce_time`).
+
+    ``alpha``: :math:`\alpha`, seconds per message (default: the course's
+    :data:`~course_lib.alpha_beta.NETWORK_LATENCY`); ``beta``: :math:`\beta`, bytes per second
+    (default 0.5 GB/s, a 4 Gbit/s link: the all-reduce of the running example's deep MLP
+    on 2 workers is then of the order of its backward pass on one core, so that hiding it
+    is visible; :func:`course_lib.parallel.train.wire.matched_wire` matches it to this
+    machine). Checked where a run takes it (``train_data_parallel(..., backend="wire",
+    wire=...)``).
+
+    Examples
+    --------
+    >>> Wire(alpha=1e-3, beta=1e9).allreduce_time(4e6, 2)   # 2 alpha + m / beta
+    0.006
+    >>> from course_lib.models import MLP
+    >>> m = MLP((64, 1024, 1024, 1024, 10)).n_params * 4   # the deep MLP the overlap is shown on
+    >>> f"{m / 1e6:.1f} MB: {Wire().allreduce_time(m, 2) * 1e3:.1f} ms on 2 workers"
+    '8.7 MB: 17.4 ms on 2 workers'
+    """
+
+    alpha: float = NETWORK_LATENCY
+    beta: float = 0.5e9
+
+    def allreduce_time(self, nbytes, devices):
+        """Seconds of a ring all-reduce of ``nbytes`` on ``devices`` workers over this wire."""
+        return ring_allreduce_time(nbytes, devices, self.beta, self.alpha)
+
+
+class WireAllReduce(BucketAllReduce):
+    """:class:`BucketAllReduce` over a modelled :class:`Wire`: what a GPU cluster does, where
+    the network engine moves the bytes while the cores compute.
+
+    The arithmetic is the shared-memory one (every element the sum of the workers' rows in
+    rank order: the same bits as every other backend); the wire only decides WHEN a bucket's
+    sum is available. Bucket ``b`` of ``m_b`` bytes takes the ring's time ``wire_time[b]``
+    (:meth:`Wire.allreduce_time`), counted from when its data is ready on every worker and
+    the link is free (the thread's wait for the others ends; the thread takes one bucket
+    at a time, so the buckets queue on the link as in :func:`course_lib.overlap.overlapped_step_time`).
+    The sum itself (one pass over this worker's chunk of the bucket: the CPU work a GPU's
+    all-reduce kernel does too) runs inside that window and is not added to it; only if it
+    took longer would the bucket arrive later (so every ``"A"`` in ``ops`` lasts at least
+    ``wire_time[b]``). The rest of the window is a timed wait: no CPU, the GIL released, and
+    it ends at once when the communicator is closed.
+    """
+
+    def __init__(self, wctx, grads: np.ndarray, reduced: np.ndarray, barrier, bounds, wire: Wire):
+        super().__init__(wctx, grads, reduced, barrier, bounds)
+        self.wire = wire
+        self.wire_time = [float(wire.allreduce_time((hi - lo) * grads.itemsize, wctx.world_size))
+                          for lo, hi, _ in self.bounds]  # seconds of each bucket on the wire
+        self._closed = threading.Event()
+        self.clock, self.pause = time.perf_counter, self._closed.wait  # a test may give a fake clock
+
+    def reduce_bucket(self, b: int) -> None:
+        """All-reduce bucket ``b`` over the wire (after :meth:`wait`: every worker has its data)."""
+        arrival = self.clock() + self.wire_time[b]  # on the wire now: its sum is there at `arrival`
+        super().reduce_bucket(b)  # the arithmetic: the shared-memory sum, in rank order
+        while (left := arrival - self.clock()) > 0:  # the rest of the wire's time: no CPU spent
+            if self.pause(left):  # True: the communicator was closed, stop waiting
+                break
+
+    def close(self) -> None:
+        """End a wire wait at once, then stop and join the communication thread (idempotent)."""
+        self._closed.set()
+        super().close()
 
 
 class ActivationAllReduce:

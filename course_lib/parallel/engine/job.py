@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..._validate import as_real, check_int, check_positive, check_type
+from ..._validate import as_real, check_int, check_positive, check_real, check_type
 from ...models import MLP, check_model
 from ..partition import batch_sizes, batches, replica_rows, steps_per_epoch
 from .workers import Fault, check_start_method
@@ -63,8 +63,8 @@ __all__ = [
 MAX_STEPS = 10**7
 """Most steps of one run (every result holds each step's timings in memory)."""
 
-#: How the workers of a run communicate (data parallel: the first three), and the one-process runs.
-BACKENDS = ("shm", "pipe", "gloo", "tensor", "pipeline", "serial")
+#: How the workers of a run communicate (data parallel: the first four), and the one-process runs.
+BACKENDS = ("shm", "pipe", "gloo", "wire", "tensor", "pipeline", "serial")
 
 #: The keywords every trainer and one-process reference takes, with their defaults.
 RUN_KEYWORDS = {"batch_size": 32, "steps": None, "epochs": None, "lr": 0.1, "seed": 0, "params": None,
@@ -187,10 +187,12 @@ class Job:
     virtual_stages: int = 1
     recompute: bool = False
     backend: str = "serial"
-    """How the workers communicate: "shm", "pipe", "gloo" (data parallel), "tensor",
+    """How the workers communicate: "shm", "pipe", "gloo", "wire" (data parallel), "tensor",
     "pipeline"; one-process references: "serial" (set by the reference itself)."""
     buckets: int = 1
     """Data parallel: buckets of layers whose all-reduce overlaps the backward pass."""
+    wire: Any = None
+    """Backend "wire": the modelled link (a :class:`course_lib.parallel.allreduce.Wire`)."""
 
     @property
     def grid(self) -> Grid:
@@ -229,7 +231,7 @@ def check_job(model, x, y, *, workers: int = 1, batch_size: int = 32, steps: int
               progress: bool | None = None, fault: Fault | None = None, models: tuple[type, ...] | None = (MLP,),
               batch_split: bool = True, optimizer=None, zero_stage: int = 0, stages: int | None = None,
               boundaries=None, micro_batches: int = 1, schedule: str | None = None, virtual_stages: int = 1,
-              recompute: bool = False, backend: str = "serial", buckets: int = 1):
+              recompute: bool = False, backend: str = "serial", buckets: int = 1, wire=None):
     """Check a run's arguments (naming the bad one); return the data, the initial parameters
     and the :class:`Job`.
 
@@ -259,11 +261,13 @@ def check_job(model, x, y, *, workers: int = 1, batch_size: int = 32, steps: int
         ``v N_p`` model chunks; ``M`` micro-batches per replica in [1, batch_size // N_d]
         (interleaved: every batch's ``M`` a multiple of ``N_p``); every batch, the last of an
         epoch included, needs one sample per replica.
-    backend, buckets
-        How the workers communicate (data parallel: "shm", "pipe" or "gloo"; the others name
-        their kind), and data parallelism's buckets of layers, in [1, n_layers] (more than
-        one needs "shm" and no ZeRO). "gloo" needs torch (checked last: a bad call hears
-        what is wrong with it, not to install torch).
+    backend, buckets, wire
+        How the workers communicate (data parallel: "shm", "pipe", "gloo" or "wire"; the
+        others name their kind), and data parallelism's buckets of layers, in [1, n_layers]
+        (more than one needs "shm" or "wire", and no ZeRO). ``wire`` (backend "wire" only): a
+        :class:`~course_lib.parallel.allreduce.Wire` or a pair ``(alpha, beta)``, None: the
+        default ``Wire()``; a step's modelled communication must fit in ``timeout``. "gloo"
+        needs torch (checked last: a bad call hears what is wrong with it, not to install torch).
 
     Returns
     -------
@@ -323,22 +327,23 @@ def check_job(model, x, y, *, workers: int = 1, batch_size: int = 32, steps: int
             f"element-wise optimizer (optim.SGD); {type(optimizer).__name__} needs whole layers"
         )
     if backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {BACKENDS[:3]}, got {backend!r}")
+        raise ValueError(f"backend must be one of {BACKENDS[:4]}, got {backend!r}")
     if zero_stage and backend != "shm":
         raise ValueError(f"zero_stage={zero_stage} needs backend='shm' (its reduce-scatter and all-gather), "
                          f"got {backend!r}")
     buckets = check_int(buckets, "buckets", 1, getattr(model, "n_layers", 1))
-    if buckets > 1 and (backend != "shm" or zero_stage):
-        raise ValueError(f"buckets > 1 needs backend='shm' and zero_stage=0, got buckets={buckets}, "
+    if buckets > 1 and (backend not in ("shm", "wire") or zero_stage):
+        raise ValueError(f"buckets > 1 needs backend='shm' or 'wire' and zero_stage=0, got buckets={buckets}, "
                          f"backend={backend!r}, zero_stage={zero_stage}")
     p0 = _start_params(model, params, seed)
+    wire = _check_wire(wire, backend, p0.nbytes, workers, buckets, timeout)
     if backend == "gloo":
         from .gloo import require_torch
 
         require_torch()
     job = Job(model, n, batch_size, steps, lr, seed, workers, blas_threads, fault, optimizer, zero_stage,
               start_method, timeout, progress, chunks, schedule, micro_batches, virtual_stages, recompute,
-              backend, buckets)
+              backend, buckets, wire)
     return x, y, p0, job
 
 
@@ -375,6 +380,33 @@ def _check_pipeline(model, n, batch_size, steps, replicas, stages, boundaries, m
         for rows in replica_rows(int(size), replicas, micro_batches):
             check_virtual_stages(v, n_stages, len(rows), schedule)
     return chunks, micro_batches
+
+
+def _check_wire(wire, backend: str, nbytes: int, workers: int, buckets: int, timeout: float):
+    """Backend "wire": ``wire`` as a checked :class:`~course_lib.parallel.allreduce.Wire`
+    (see :func:`check_job`); any other backend: None (a ``wire`` given there is an error)."""
+    from ..allreduce import Wire
+
+    if backend != "wire":
+        if wire is not None:
+            raise ValueError(f"wire={wire!r} needs backend='wire', got backend={backend!r}")
+        return None
+    wire = Wire() if wire is None else wire
+    if isinstance(wire, Wire):
+        pair = (wire.alpha, wire.beta)
+    elif isinstance(wire, (tuple, list)) and len(wire) == 2:
+        pair = tuple(wire)
+    else:
+        raise TypeError(f"wire must be a Wire(alpha, beta) or a pair (alpha, beta): alpha seconds per message, "
+                        f"beta bytes per second, got {wire!r}")
+    wire = Wire(check_real(pair[0], "wire.alpha (seconds per message)", 0.0, np.inf),
+                check_real(pair[1], "wire.beta (bytes per second)", 0.0, np.inf, low_open=True))
+    step = float(wire.allreduce_time(nbytes, workers) + (buckets - 1) * wire.allreduce_time(0, workers))
+    if step >= timeout:
+        raise ValueError(f"wire={wire} gives {step:.3g} s of modelled communication per step ({buckets} bucket(s) of "
+                         f"{nbytes} bytes in all on {workers} workers), not less than timeout={timeout:g} s: "
+                         f"raise wire.beta or timeout")
+    return wire
 
 
 def check_flag(value, name: str) -> bool:

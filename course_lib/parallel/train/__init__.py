@@ -4,7 +4,7 @@
 =====================  ==========================================================
 ``reference``          the one-process references: the serial loop, the simulated
                        data-parallel workers, a pipeline's arithmetic
-``data``               the data-parallel trainer (shared memory, pipes, gloo; ZeRO;
+``data``               the data-parallel trainer (shared memory, pipes, gloo, a wire; ZeRO;
                        buckets)
 ``pipeline``           the pipeline trainer (GPipe, 1F1B, interleaved; recomputation;
                        hybrid data x pipeline with ``data=``)
@@ -14,6 +14,10 @@
 ``speedup``            the pool's speedup and the data-parallel trainer's scaling,
                        measured
 ``cores``              are the cores free to measure on?
+``ceiling``            the serial reference in a worker process; the ceilings (copies
+                       that never exchange), the barrier's latency, where a step's time goes
+``wire``               overlap over a modelled wire (no CPU spent communicating),
+                       measured against the step-time model
 ``torch_engine``       the data-parallel step under ``torchrun`` (torch.distributed, gloo)
 =====================  ==========================================================
 
@@ -28,6 +32,7 @@ from .pipeline import recompute_overhead, train_pipeline
 from .reference import train_microbatched, train_serial, train_simulated
 from .speedup import GradientWorkload, measure_parallel_speedup, measure_scaling
 from .tensor import train_tensor_parallel
+from .wire import measure_overlap
 
 __all__ = [
     "CoreCheck",
@@ -37,6 +42,7 @@ __all__ = [
     "check_cores",
     "cpu_topology",
     "gemm_thread_gain",
+    "measure_overlap",
     "measure_parallel_speedup",
     "measure_scaling",
     "recompute_overhead",

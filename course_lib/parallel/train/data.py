@@ -1,4 +1,4 @@
-"""The data-parallel trainer (shared memory, pipes, torch gloo; ZeRO stages 1-3; buckets):
+"""The data-parallel trainer (shared memory, pipes, torch gloo, a modelled wire; ZeRO stages 1-3; buckets):
 check once, launch the workers, collect one result.
 
 The step every worker runs is in :mod:`course_lib.parallel.data` (and ZeRO's in
@@ -36,12 +36,12 @@ from ...memory import measured_state_bytes
 from ...models import MLP, TrainResult
 from ...overlap import bucket_layers
 from ...timing import blas_threads as _blas
-from ...timing import current_blas_threads
-from ..allreduce import BucketAllReduce, GlooAllReduce, PipeAllReduce, ShmAllReduce
+from ...timing import current_blas_threads, minor_faults, pin_to_core
+from ..allreduce import BucketAllReduce, GlooAllReduce, PipeAllReduce, ShmAllReduce, WireAllReduce
 from ..data import overlap_worker_loop, worker_loop
-from ..engine.clock import StepMonitor, Traced
+from ..engine.clock import StepMonitor, Traced, increase
 from ..engine.gloo import free_port, gloo_group
-from ..engine.job import Job, check_job, run_keywords
+from ..engine.job import Job, check_flag, check_job, run_keywords
 from ..engine.launch import Launcher
 from ..zero import LayerChunks, zero1_worker_loop, zero2_worker_loop, zero3_worker_loop
 
@@ -54,7 +54,9 @@ PRELOAD = ("course_lib.parallel.engine.workers", "course_lib.models", "course_li
 
 @run_keywords()
 def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: int, optimizer=None,
-                        zero_stage: int = 0, buckets: int = 1, backend: str = "shm", **run) -> TrainResult:
+                        zero_stage: int = 0, buckets: int = 1, backend: str = "shm", wire=None,
+                        barrier_kind: str = "pipe", pin_workers: bool = False, log_barriers: bool = False,
+                        **run) -> TrainResult:
     """Train with ``workers`` processes, each on its shard of every global batch.
 
     Parameters
@@ -76,7 +78,7 @@ def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: in
         only chunk ``r`` of the parameters (each layer all-gathered before its forward and
         its backward). Same parameters as ``zero_stage=0`` within rounding.
     buckets : int
-        In [1, model.n_layers]. ``k > 1`` (backend "shm", zero_stage 0): the gradient is
+        In [1, model.n_layers]. ``k > 1`` (backend "shm" or "wire", zero_stage 0): the gradient is
         all-reduced in ``k`` buckets of consecutive layers
         (:func:`course_lib.overlap.bucket_layers`), each started by a communication thread of
         the worker as soon as the backward pass has finished its layers, while the backward
@@ -84,20 +86,39 @@ def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: in
         ``extra["timeline"]`` then holds every forward, backward, bucket all-reduce and
         update (:func:`overlap_timeline`), ``communication`` the time the step waited for
         the buckets after its backward (the exposed communication).
-    backend : {"shm", "pipe", "gloo"}
+    backend : {"shm", "pipe", "gloo", "wire"}
         ``"shm"``: shared-memory reduce-scatter + all-gather, every worker reduces one
         chunk. ``"pipe"``: workers pickle their gradients through pipes to rank 0, which
         sums them and sends the sum back (the naive design). ``"gloo"``: a real engine,
         ``torch.distributed.all_reduce`` with the gloo backend over TCP on 127.0.0.1 (needs
         torch; each worker imports it, a second or two of ``startup_time``); its
-        ``communication`` includes the waiting.
+        ``communication`` includes the waiting. ``"wire"``: the shared-memory sum in
+        ``buckets`` buckets (1: one all-reduce after the backward), each arriving after the
+        ring time of a modelled link (:class:`~course_lib.parallel.allreduce.WireAllReduce`):
+        communication that takes no CPU, as a GPU cluster's network does; the result always
+        has the timeline, and ``extra["wire"]`` and ``extra["wire_time"]`` (seconds of each
+        bucket on the wire).
+    wire : course_lib.parallel.allreduce.Wire or (alpha, beta), optional
+        Backend "wire" only: the link, alpha (α) seconds per message and beta (β)
+        bytes per second (None: ``Wire()``).
+    barrier_kind, pin_workers, log_barriers
+        Tuning and diagnostics (``benchmarks/bench_data_parallel.py`` compares them): the
+        workers' barrier, ``"pipe"`` (:class:`~course_lib.parallel.engine.launch.PipeBarrier`,
+        sleeps in the kernel) or ``"flag"`` (:class:`~course_lib.parallel.engine.launch.FlagBarrier`,
+        spins on shared memory; x86-64); ``pin_workers=True`` pins worker ``r`` to the
+        ``r``-th core this process may use (:func:`course_lib.timing.pin_to_core`);
+        ``log_barriers=True`` writes down every barrier wait's arrival and departure in
+        ``extra["barrier_log"]`` (workers, waits, 2) (:class:`~course_lib.parallel.engine.launch.LoggedBarrier`).
+        Neither changes the arithmetic: same parameters, bit for bit.
 
     Returns
     -------
     course_lib.models.TrainResult
         ``backend`` as given; ``memory`` what each worker held (parameters, gradients,
         optimizer states); ``bytes_per_step`` one worker's all-reduce payload (0 with one
-        worker: nothing to exchange).
+        worker: nothing to exchange); ``extra["cpu_time"]`` and ``extra["minor_faults"]``
+        (steps, workers): each step's CPU seconds of the worker's main thread and its
+        minor page faults (counts the machine's load does not change, unlike times).
 
     Raises
     ------
@@ -109,30 +130,37 @@ def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: in
     """
     t_call = time.perf_counter()
     x, y, p0, job = check_job(model, x, y, workers=workers, optimizer=optimizer, zero_stage=zero_stage,
-                              buckets=buckets, backend=backend, **run)
+                              buckets=buckets, backend=backend, wire=wire, **run)
     t_wall = time.time()
     with Launcher(job.start_method) as launch:
         specs = [launch.shared(x.shape, x.dtype, x).spec, launch.shared(y.shape, np.int64, y).spec,
                  launch.shared(p0.shape, p0.dtype, p0).spec]
-        barrier = launch.barrier(job.workers)
-        if job.backend == "shm":
+        pin_workers, log_barriers = check_flag(pin_workers, "pin_workers"), check_flag(log_barriers, "log_barriers")
+        barrier = launch.barrier(job.workers, barrier_kind,
+                                 log_waits=1 + 2 * job.steps * (job.model.n_layers + 1) if log_barriers else 0)
+        if job.backend in ("shm", "wire"):  # the wire's sums are the shared-memory ones
             grads = launch.shared((job.workers, p0.size), p0.dtype)
             reduced = launch.shared(p0.size, p0.dtype)
-            comm_args = [("shm", grads.spec, reduced.spec)] * job.workers
+            comm_args = [(job.backend, grads.spec, reduced.spec)] * job.workers
         elif job.backend == "pipe":
             pipes = [launch.pipe(duplex=True) for _ in range(job.workers - 1)]
             comm_args = [("pipe", [a for a, _ in pipes])] + [("pipe", [b]) for _, b in pipes]
         else:
             comm_args = [("gloo", f"tcp://127.0.0.1:{free_port()}")] * job.workers
         results = launch.run(
-            _worker, job.workers, args=(job, specs, barrier), rank_args=[(c,) for c in comm_args],
+            _worker, job.workers, args=(job, specs, barrier), rank_args=[(c, pin_workers) for c in comm_args],
             timeout=job.timeout, name=f"ddl-dp-{job.backend}", preload=PRELOAD, progress_total=2 * job.steps,
             progress=job.progress, progress_label=f"data parallel ({job.backend})",
         )
+        log = barrier.log() if log_barriers else None
     result = collect(results, job, t_call, t_wall)
-    if job.buckets > 1:
+    if log is not None:
+        result.extra["barrier_log"] = log
+    if job.buckets > 1 or job.wire is not None:
         result.extra.update(timeline=overlap_timeline(results), buckets=bucket_layers(model.n_layers, job.buckets),
                             bucket_bytes=[(hi - lo) * p0.itemsize for lo, hi, _ in bucket_bounds(model, job.buckets)])
+    if job.wire is not None:
+        result.extra.update(wire=job.wire, wire_time=results[0]["wire_time"])
     return result
 
 
@@ -198,7 +226,9 @@ def collect(results: list[dict], job: Job, t_call: float, t_wall: float, *, back
         blas_threads=job.blas_threads,
         startup_time=max(0.0, max(r["ready"] for r in results) - t_wall),
         wall_time=time.perf_counter() - t_call,
-        extra={"worker_blas_threads": [r["blas_threads"] for r in results]},
+        extra={"worker_blas_threads": [r["blas_threads"] for r in results],
+               **{name: np.stack([r["counters"][name] for r in results], axis=1)  # (steps, workers)
+                  for name in ("cpu_time", "minor_faults") if all(name in r.get("counters", {}) for r in results)}},
     )
 
 
@@ -209,18 +239,25 @@ def report(monitor: StepMonitor, losses, *, digest_of, memory: dict, blas: int |
             "losses": np.asarray(losses, dtype=float), "memory": memory,
             "bytes": monitor.counts.get("bytes", np.zeros(monitor.n_steps)).astype(np.int64),
             "digest": hashlib.sha256(b"".join(a.tobytes() for a in digest_of)).hexdigest(),
-            "ready": monitor.ready, "blas_threads": blas, **extra}
+            "ready": monitor.ready, "blas_threads": blas,
+            "counters": {k: v for k, v in monitor.counts.items() if k in ("cpu_time", "minor_faults")}, **extra}
 
 
 # ----------------------------------------------------------------- worker side
-def _worker(wctx, job: Job, specs, barrier, comm_args) -> dict:
+def _worker(wctx, job: Job, specs, barrier, comm_args, pin: bool = False) -> dict:
     """One data-parallel worker (runs in a child process): attach, communicate, report."""
+    if pin:
+        pin_to_core(wctx.rank)
     x_spec, y_spec, p_spec = specs
     with x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as p0:
-        if comm_args[0] == "shm":
+        if comm_args[0] in ("shm", "wire"):
             _, g_spec, r_spec = comm_args
             with g_spec.attach() as grads, r_spec.attach() as reduced:
-                if job.buckets > 1:  # a communication thread beside the backward pass
+                if job.wire is not None:  # buckets on a modelled link, by a communication thread
+                    with WireAllReduce(wctx, grads, reduced, barrier, bucket_bounds(job.model, job.buckets),
+                                       job.wire) as comm:
+                        out = run_worker(wctx, job, x, y, p0, comm)
+                elif job.buckets > 1:  # a communication thread beside the backward pass
                     with BucketAllReduce(wctx, grads, reduced, barrier, bucket_bounds(job.model, job.buckets)) as comm:
                         out = run_worker(wctx, job, x, y, p0, comm)
                 else:
@@ -245,9 +282,11 @@ def run_worker(wctx, job: Job, x, y, p0, comm) -> dict:
     monitor = StepMonitor(wctx, job.steps, job.fault)
     comm.monitor = monitor
     payload = p0.nbytes if wctx.world_size > 1 else 0  # one all-reduce of the gradient per step
-    counts = {"bytes": comm.moved if isinstance(comm, LayerChunks) else lambda: payload}
-    loop = _ZERO[job.zero_stage] if job.zero_stage else overlap_worker_loop if job.buckets > 1 else worker_loop
-    if job.buckets > 1:  # the timeline: the model's forward and backward, the update
+    counts = {"bytes": comm.moved if isinstance(comm, LayerChunks) else lambda: payload,
+              "cpu_time": increase(time.thread_time), "minor_faults": increase(minor_faults)}
+    bucketed = isinstance(comm, BucketAllReduce)  # buckets > 1, or a wire
+    loop = _ZERO[job.zero_stage] if job.zero_stage else overlap_worker_loop if bucketed else worker_loop
+    if bucketed:  # the timeline: the model's forward and backward, the update
         model = Traced(job.model, monitor, {"forward": "F", "layer_backward": "B"})
         job = Traced(job, monitor, {"update": "U"}, model=model)
     with _blas(job.blas_threads):
@@ -255,4 +294,5 @@ def run_worker(wctx, job: Job, x, y, p0, comm) -> dict:
         params, grad, opt, losses, *kept = loop(wctx, job, x, y, p0, comm, monitor.steps(job.batches(), counts=counts))
         memory = measured_state_bytes(kept[0] if kept else params, grad, opt)  # what this worker holds
     return report(monitor, losses, digest_of=[params], memory=memory, blas=blas,
-                  params=params if wctx.rank == 0 else None, ops=monitor.ops + getattr(comm, "ops", []))
+                  params=params if wctx.rank == 0 else None, ops=monitor.ops + getattr(comm, "ops", []),
+                  wire_time=getattr(comm, "wire_time", None))

@@ -4,7 +4,11 @@ and the strong and weak scaling of the data-parallel trainer (:func:`measure_sca
 The pool's worker and its workload are in :mod:`course_lib.parallel.pool`. Each worker limits
 its BLAS library to one thread (``threadpoolctl``): N processes then use N cores, not N x
 (BLAS threads) cores; the serial reference runs with one BLAS thread too, so the speedup
-measures process parallelism only. Pools are always closed and joined (terminated on error,
+measures process parallelism only. The serial reference also runs in a worker process, set
+up as the parallel workers are (start method, memory settings, data in shared memory): a
+speedup then compares the same work done the same way, and S(1) shows only what one worker
+adds (:mod:`course_lib.parallel.train.ceiling`, which also measures the ceilings: the same
+work on N cores with no communication). Pools are always closed and joined (terminated on error,
 interrupt or time-out): no process outlives a call. Whether the cores are free to measure on
 is :func:`course_lib.parallel.train.cores.check_cores`.
 
@@ -17,6 +21,7 @@ Examples
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -33,9 +38,9 @@ from ..engine.errors import RunStopped
 from ..engine.shm import SharedArray
 from ..engine.workers import ProcessGroup, check_start_method
 from ..partition import shard_bounds
-from ..pool import epoch_gradient, pool_worker
+from ..pool import epoch_gradient, pool_worker  # noqa: F401 - epoch_gradient: imported from here too
+from .ceiling import serial_in_worker
 from .data import train_data_parallel
-from .reference import train_serial
 
 __all__ = [
     "GradientWorkload",
@@ -77,14 +82,54 @@ def _requests(channel):
         yield request
 
 
-def _pool_process(wctx, sizes, data, shard, *, batch_size: int, epochs: int) -> None:
+class _TimedChannel:
+    """A pool worker's channel that times the work between a request and its answer (sent
+    beside it, in seconds) and, given a shared ``row``, puts the gradient there instead of
+    pickling it through the pipe (``WorkerPool(reply="shared")``)."""
+
+    def __init__(self, channel, row: np.ndarray | None):
+        self.channel, self.row, self.t0 = channel, row, time.perf_counter()
+
+    def recv(self):
+        message = self.channel.recv()
+        self.t0 = time.perf_counter()  # the work starts now
+        return message
+
+    def send(self, message) -> None:
+        loss, grad = message
+        seconds = time.perf_counter() - self.t0
+        if self.row is not None:
+            np.copyto(self.row, grad)
+            grad = None
+        self.channel.send((loss, grad, seconds))
+
+
+class _TimedWorker:
+    """The worker's context as :func:`~course_lib.parallel.pool.pool_worker` sees it, with a
+    :class:`_TimedChannel` (the pool worker itself stays the lecture's)."""
+
+    def __init__(self, wctx, channel: _TimedChannel):
+        self._wctx, self.channel = wctx, channel
+
+    def __getattr__(self, name):
+        return getattr(self._wctx, name)
+
+
+def _pool_process(wctx, sizes, data, shard, *, batch_size: int, epochs: int, reply=None) -> None:
     """Entry point of a pool process: attach the data, say hello (pid, BLAS threads), then run
-    :func:`course_lib.parallel.pool.pool_worker` on this worker's shard ``(lo, hi)``."""
+    :func:`course_lib.parallel.pool.pool_worker` on this worker's shard ``(lo, hi)``, its
+    answers timed (and its gradient put in the shared ``reply`` rows, if given)."""
     (lo, hi), (x_spec, y_spec, p_spec) = shard, data
-    with blas_threads(1), x_spec.attach() as x, y_spec.attach() as y, p_spec.attach() as params:
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(blas_threads(1))
+        x, y = stack.enter_context(x_spec.attach()), stack.enter_context(y_spec.attach())
+        params = stack.enter_context(p_spec.attach())
+        rows = None if reply is None else stack.enter_context(reply.attach())
         wctx.channel.send((os.getpid(), current_blas_threads()))
-        pool_worker(wctx, MLP(sizes), x[lo:hi], y[lo:hi], params, _requests(wctx.channel),
+        timed = _TimedWorker(wctx, _TimedChannel(wctx.channel, None if rows is None else rows[wctx.rank]))
+        pool_worker(timed, MLP(sizes), x[lo:hi], y[lo:hi], params, _requests(timed.channel),
                     batch_size=batch_size, epochs=epochs)
+        del rows, timed
 
 
 # ----------------------------------------------------------------- parent side
@@ -113,6 +158,9 @@ class WorkerPool:
         Seconds to wait for a worker (start-up or one gradient) before giving up with
         ``WorkerTimeout``: the workers are stopped - a broken worker never hangs the
         notebook.
+    reply : {"pipe", "shared"}
+        How a worker's gradient comes back: pickled through its pipe (the default), or
+        written into its row of a shared array, with a short note through the pipe.
 
     Notes
     -----
@@ -127,6 +175,10 @@ class WorkerPool:
         Reported by each worker when it started.
     startup_seconds : float
         Time to start all workers and receive their first message.
+    compute_seconds : list of float
+        Per worker, the time its last gradient took inside the worker, from the request's
+        arrival to the answer (without the messages: what the same work takes in the
+        same kind of process, side by side with the others).
     """
 
     def __init__(
@@ -140,8 +192,13 @@ class WorkerPool:
         epochs: int = 1,
         start_method: str | None = None,
         timeout: float = 120.0,
+        reply: str = "pipe",
     ):
         self.processes = check_int(processes, "processes", 1, 4 * available_cores())
+        if reply not in ("pipe", "shared"):
+            raise ValueError(f"reply must be 'pipe' or 'shared', got {reply!r}")
+        self.reply = reply
+        self.compute_seconds: list[float] = []
         self.start_method = check_start_method(start_method)
         self.timeout = check_positive(timeout, "timeout")
         batch_size = check_int(batch_size, "batch_size", 1)
@@ -161,10 +218,14 @@ class WorkerPool:
             # cannot block"), and each gradient request is one short message.
             self._shared = [SharedArray(x.shape, x.dtype, x), SharedArray(y.shape, np.int64, y),
                             SharedArray(model.n_params, model.dtype)]
+            if reply == "shared":  # one float64 row per worker for its gradient
+                self._shared.append(SharedArray((self.processes, model.n_params), np.float64))
             self._group = ProcessGroup(
-                _pool_process, self.processes, args=(model.sizes, [a.spec for a in self._shared]),
+                _pool_process, self.processes, args=(model.sizes, [a.spec for a in self._shared[:3]]),
                 rank_args=[((a, b),) for a, b in self.bounds],
-                kwargs=dict(batch_size=batch_size, epochs=epochs), start_method=self.start_method,
+                kwargs=dict(batch_size=batch_size, epochs=epochs,
+                            reply=self._shared[3].spec if reply == "shared" else None),
+                start_method=self.start_method,
                 timeout=self.timeout, name="ddl-pool", channels=True, preload=_PRELOAD,
                 shared=self._shared,
             )
@@ -194,10 +255,12 @@ class WorkerPool:
         except BaseException:
             self.terminate()
             raise
+        self.compute_seconds = [part[2] for part in parts]
+        grads = [part[1] for part in parts] if self.reply == "pipe" else list(self._shared[3].array)
         loss = sum(part[0] for part in parts)
-        grad = parts[0][1]
-        for part in parts[1:]:
-            grad += part[1]
+        grad = grads[0].copy()
+        for g in grads[1:]:
+            grad += g
         return loss, grad
 
     def close(self) -> None:
@@ -291,7 +354,8 @@ class SpeedupMeasurement:
     """Result of :func:`measure_parallel_speedup` (times in seconds, medians of the repeats).
 
     Serial and parallel runs were timed in alternation, so that a change of load on the
-    machine hits both; the speedup is the median of the per-pair ratios.
+    machine hits both; the speedup is the median of the per-pair ratios. The serial time is
+    the work alone, timed inside a worker process (see :func:`measure_parallel_speedup`).
     """
 
     processes: np.ndarray
@@ -311,6 +375,12 @@ class SpeedupMeasurement:
     """Largest |parallel - serial| over the gradient entries, relative to max |serial|."""
     pairs: list = field(default_factory=list, repr=False)
     """Per process count, the list of (serial time, parallel time) pairs."""
+    ceiling: np.ndarray | None = None
+    """The ceiling speedup: median over the repeats of (serial time / the mean time the N
+    workers computed inside that run), what N processes give this work without sending
+    anything; ``speedup / ceiling`` is the share the messages and the slowest worker leave."""
+    reply: str = "pipe"
+    """How the workers' gradients came back (:class:`WorkerPool`'s ``reply``)."""
 
     @property
     def efficiency(self) -> np.ndarray:
@@ -348,15 +418,21 @@ def measure_parallel_speedup(
     workload: GradientWorkload | None = None,
     repeat: int = 3,
     start_method: str | None = None,
+    reply: str = "pipe",
 ) -> SpeedupMeasurement:
     """Time the workload serially and with each process count; return the speedups.
 
-    The serial run is :func:`~course_lib.parallel.pool.epoch_gradient` in this process with BLAS limited to one
-    thread (for the whole measurement, see the comment in the code). For each N a :class:`WorkerPool` of N processes is started (start-up is
+    The serial run is :func:`~course_lib.parallel.pool.epoch_gradient` on all the data in
+    one worker process (a :class:`WorkerPool` of one), timed inside it: the same work in
+    the same kind of process as the parallel workers (start method, memory settings, one
+    BLAS thread, data in shared memory), without the messages, so that S(1) measures what
+    one worker adds and not which process ran the work. For each N a :class:`WorkerPool` of N processes is started (start-up is
     timed separately and NOT part of the measured time: it is paid once per pool) and
     warmed up once; then ``repeat`` times a serial run and a parallel run are timed in
     alternation (so that other programs' load hits both alike) and the speedup is the
     median of the ratios. The first parallel gradient is compared with the serial one.
+    Each parallel run also gives its ceiling (:attr:`SpeedupMeasurement.ceiling`): the
+    serial time over the mean time the workers computed inside it.
 
     Parameters
     ----------
@@ -367,6 +443,8 @@ def measure_parallel_speedup(
         Timed runs per count (median reported), 1 .. 50.
     start_method : {"fork", "forkserver", "spawn"} or None
         None: ``forkserver`` on Linux, ``spawn`` elsewhere (as every trainer).
+    reply : {"pipe", "shared"}
+        How the workers' gradients come back (:class:`WorkerPool`).
 
     Examples
     --------
@@ -392,36 +470,37 @@ def measure_parallel_speedup(
     params = model.init_params(workload.seed)
     kwargs = dict(batch_size=workload.batch_size, epochs=workload.epochs)
 
-    def serial_run():
-        t0 = time.perf_counter()
-        result = epoch_gradient(model, params, data.x, data.y, **kwargs)
-        return time.perf_counter() - t0, result[1]
+    seconds, speedups, spreads, startups, pairs, ceilings, worst = [], [], [], [], [], [], 0.0
+    # One BLAS thread in THIS process for the whole measurement: re-enabling OpenBLAS's
+    # thread pool leaves its threads spinning for a while, and they steal a core from the
+    # workers (seen here: S(2) fell from about 1.7 to about 0.9 on 2 cores).
+    with blas_threads(1), WorkerPool(model, data.x, data.y, 1, start_method=start_method, **kwargs) as serial:
 
-    seconds, speedups, spreads, startups, pairs, worst = [], [], [], [], [], 0.0
-    # One BLAS thread in THIS process for the whole measurement, not only around the
-    # serial runs: re-enabling OpenBLAS's thread pool between runs leaves its threads
-    # spinning for a while, and they steal a core from the workers (seen here: S(2)
-    # fell from about 1.7 to about 0.9 on 2 cores).
-    with blas_threads(1):
+        def serial_run():  # the work alone, timed inside its worker process
+            _, grad = serial.gradient(params)
+            return serial.compute_seconds[0], grad
+
         _, reference = serial_run()  # warm-up and reference gradient
         scale = float(np.abs(reference).max()) or 1.0
         for n in counts:
-            with WorkerPool(model, data.x, data.y, n, start_method=start_method,
+            with WorkerPool(model, data.x, data.y, n, start_method=start_method, reply=reply,
                             **kwargs) as pool:
                 _, grad = pool.gradient(params)  # warm-up, and the correctness check
                 worst = max(worst, float(np.abs(grad - reference).max()) / scale)
-                timed = []
+                timed, ceiling = [], []
                 for _ in range(repeat):  # serial and parallel in alternation
                     t_serial, _ = serial_run()
                     t0 = time.perf_counter()
                     pool.gradient(params)
                     timed.append((t_serial, time.perf_counter() - t0))
+                    ceiling.append(t_serial / statistics.mean(pool.compute_seconds))
                 startups.append(pool.startup_seconds)
             ratios = [a / b for a, b in timed]
             speedups.append(statistics.median(ratios))
             spreads.append((max(ratios) - min(ratios)) / speedups[-1])
             seconds.append(statistics.median(b for _, b in timed))
             pairs.append(timed)
+            ceilings.append(statistics.median(ceiling))
     return SpeedupMeasurement(
         processes=np.array(counts),
         seconds=np.array(seconds),
@@ -434,6 +513,8 @@ def measure_parallel_speedup(
         workload=workload,
         max_abs_difference=worst,
         pairs=pairs,
+        ceiling=np.array(ceilings),
+        reply=reply,
     )
 
 
@@ -446,7 +527,10 @@ class ScalingMeasurement:
     it; speedup :math:`S(N) = t_\text{serial}(B) / t_N(B)`. Weak scaling (弱扩展): every
     worker keeps ``per_worker_batch`` samples, so the global batch grows to
     :math:`N b`; scaled speedup :math:`S(N) = N\,t_\text{serial}(b) / t_N(N b)` (N times
-    the work in time :math:`t_N`). The serial references use one BLAS thread.
+    the work in time :math:`t_N`). The serial references use one BLAS thread and run in a
+    worker process (:func:`~course_lib.parallel.train.ceiling.serial_in_worker`), so that :math:`S(1)` compares the same work
+    in the same kind of process: what is left of :math:`1 - S(1)` is the one worker's
+    all-reduce (a copy of its gradient into the shared sum and back), about 1-3 % here.
     """
 
     workers: np.ndarray
@@ -504,7 +588,7 @@ class ScalingMeasurement:
                 f"{self.strong_efficiency[i]:5.2f} {e} {self.weak_time[i] * 1e3:8.1f} "
                 f"{self.weak_speedup[i]:9.2f} {self.weak_efficiency[i]:5.2f}"
             )
-        lines.append(f"serial (1 BLAS thread): {self.serial_strong * 1e3:.1f} ms at batch {self.batch_size}, "
+        lines.append(f"serial (1 BLAS thread, in a worker process): {self.serial_strong * 1e3:.1f} ms at batch {self.batch_size}, "
                      f"{self.serial_weak * 1e3:.1f} ms at batch {self.per_worker_batch}")
         return "\n".join(lines)
 
@@ -566,8 +650,11 @@ def measure_scaling(
         times.setdefault(key, []).append(runs[key].time_per_step())
 
     for _ in range(rounds):  # interleaved: a change of the machine's speed hits every run alike
-        timed("serial strong", lambda: train_serial(model, x, y, batch_size=batch_size, progress=progress, **kw))
-        timed("serial weak", lambda: train_serial(model, x, y, batch_size=per_worker_batch, progress=progress, **kw))
+        # the serial references in a worker process, set up as the workers are (serial_in_worker)
+        timed("serial strong", lambda: serial_in_worker(model, x, y, batch_size=batch_size, start_method=start_method,
+                                                        **kw))
+        timed("serial weak", lambda: serial_in_worker(model, x, y, batch_size=per_worker_batch,
+                                                      start_method=start_method, **kw))
         for n in ns:
             common = dict(workers=n, backend=backend, start_method=start_method, progress=progress, **kw)
             timed(f"strong {n}", lambda c=common: train_data_parallel(model, x, y, batch_size=batch_size, **c))
