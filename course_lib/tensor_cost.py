@@ -65,13 +65,14 @@ def _sizes(seq_length, batch, hidden) -> tuple[int, int, int]:
 
 
 def tensor_allreduce_bytes(seq_length: int, batch_size: int, hidden: int, *, n_layers: int = 1,
-                           bytes_per_value: int = 2) -> int:
+                           bytes_per_value: int = 2, tensor: int | None = None) -> int:
     r"""Payload bytes of the tensor-parallel all-reduces of one training step:
     :math:`4\, n_{\text{layers}}\, B L h` values.
 
     The payload is what each all-reduce sums (every device's partial result); a ring moves
     :math:`2 (N_t - 1) / N_t` of it per device (:func:`tensor_layer_communication`).
-    Independent of :math:`N_t`: every device holds whole activations.
+    Independent of :math:`N_t` from two devices on: every device holds whole activations;
+    one device (``tensor=1``) sums nothing, 0 bytes.
 
     Parameters
     ----------
@@ -81,6 +82,8 @@ def tensor_allreduce_bytes(seq_length: int, batch_size: int, hidden: int, *, n_l
         Transformer layers.
     bytes_per_value : int
         2 for 16-bit activations (the field's), 8 for the course's float64 model.
+    tensor : int, optional
+        :math:`N_t` >= 1; None: any :math:`N_t` >= 2 (the payload of a split layer).
 
     Examples
     --------
@@ -88,10 +91,14 @@ def tensor_allreduce_bytes(seq_length: int, batch_size: int, hidden: int, *, n_l
     524288
     >>> 4 * 2 * 32 * 8 * 32 * 8
     524288
+    >>> tensor_allreduce_bytes(8, 32, 32, n_layers=2, bytes_per_value=8, tensor=1)  # one device: no all-reduce
+    0
     """
     s, b, h = _sizes(seq_length, batch_size, hidden)
     layers = check_int(n_layers, "n_layers", 1, 2**20)
     item = check_int(bytes_per_value, "bytes_per_value", 1, 64)
+    if tensor is not None and check_int(tensor, "tensor", 1, 2**20) == 1:
+        return 0
     return ALLREDUCES_PER_LAYER * layers * b * s * h * item
 
 

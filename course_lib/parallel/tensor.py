@@ -144,7 +144,7 @@ def gather_params(model: MLP, blocks: list[list[tuple[np.ndarray, np.ndarray]]])
     return flat
 
 
-def tensor_parallel_bytes(model: MLP, batch_size: int) -> int:
+def tensor_parallel_bytes(model: MLP, batch_size: int, workers: int | None = None) -> int:
     """Payload bytes of the activation all-reduces of one training step, forward + backward.
 
     Per layer pair ``(i, i + 1)``: one all-reduce of the pair's output (``batch x
@@ -152,7 +152,8 @@ def tensor_parallel_bytes(model: MLP, batch_size: int) -> int:
     sizes[i]``) in the backward pass, except for the first pair, whose input (the data)
     needs no gradient. A replicated last layer moves nothing. Each all-reduce of ``m``
     bytes costs a ring :math:`2 (N - 1) / N \\cdot m` bytes per worker
-    (:func:`course_lib.alpha_beta.ring_allreduce_time`).
+    (:func:`course_lib.alpha_beta.ring_allreduce_time`). The payload is the same for any
+    ``workers`` >= 2 (None); one worker sums nothing: 0.
 
     Examples
     --------
@@ -160,9 +161,13 @@ def tensor_parallel_bytes(model: MLP, batch_size: int) -> int:
     2107392
     >>> 256 * 4 * (1024 + 10 + 1024)  # forward: 1,024 and 10 wide; backward: 1,024 wide
     2107392
+    >>> tensor_parallel_bytes(MLP((64, 1024, 1024, 1024, 10)), 256, workers=1)  # one worker: no all-reduce
+    0
     """
     check_type(model, "model", MLP, "a course_lib.models.MLP")
     batch_size = check_int(batch_size, "batch_size", 1, 2**40)
+    if workers is not None and check_int(workers, "workers", 1, 2**20) == 1:
+        return 0
     elements = 0
     for i in range(0, model.n_layers - 1, 2):
         elements += model.sizes[i + 2]  # forward: the pair's output
