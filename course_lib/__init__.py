@@ -19,6 +19,7 @@ _SUBMODULES = frozenset(
     {
         "cnn",
         "alpha_beta",
+        "context_cost",
         "conv",
         "critical_batch",
         "cost",
@@ -30,6 +31,7 @@ _SUBMODULES = frozenset(
         "megatron",
         "memory",
         "models",
+        "moe",
         "optim",
         "overlap",
         "parallel",

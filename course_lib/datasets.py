@@ -28,6 +28,7 @@ __all__ = [
     "GlossaryEntry",
     "HardwareDevice",
     "MegatronConfig",
+    "ParallelLayout",
     "TrainingRecord",
     "data_dir",
     "get_device",
@@ -41,6 +42,7 @@ __all__ = [
     "notation_markdown",
     "load_hardware",
     "load_megatron_configs",
+    "load_parallel_layouts",
     "load_training_records",
     "read_csv",
 ]
@@ -504,6 +506,63 @@ def load_megatron_configs() -> tuple[MegatronConfig, ...]:
             raise DataFileError(f"{where}: bad layers_per_virtual_stage or activation_recomputation")
     return rows
 
+
+
+# ----------------------------------------------------------- parallel_layouts.csv
+@dataclass(frozen=True)
+class ParallelLayout:
+    """One row of ``data/parallel_layouts.csv``: the parallel layout of a published run
+    (Llama 3 405B's long-context stage, DeepSeek-V3's pre-training)."""
+
+    model: str
+    stage: str
+    params_billion: float
+    active_params_billion: float
+    layers: int
+    hidden_size: int
+    attention_heads: int
+    kv_heads: int | None
+    sequence_length: int
+    gpus: int
+    device: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    context_parallel: int
+    data_parallel: int | None
+    expert_parallel: int
+    moe_layers: int
+    routed_experts: int
+    shared_experts: int
+    active_experts: int
+    expert_ffn_size: int | None
+    max_nodes_per_token: int | None
+    network_gb_per_s: float
+    """One GPU's network bandwidth to the other nodes, GB/s."""
+    source: str
+    note: str | None
+
+
+def load_parallel_layouts() -> tuple[ParallelLayout, ...]:
+    """Published parallel layouts (context and expert parallelism at scale).
+
+    Checks that the parallel degrees fit the run: ``N_t N_c N_p`` (and ``N_d``, if given)
+    divide the GPUs, ``N_c`` the sequence, ``N_e`` the routed experts, ``k_top`` at most ``E``.
+
+    Examples
+    --------
+    >>> rows = {r.model: r for r in load_parallel_layouts()}
+    >>> rows["Llama 3 405B"].context_parallel, rows["DeepSeek-V3"].expert_parallel
+    (16, 64)
+    """
+    rows = read_csv("parallel_layouts.csv", ParallelLayout)
+    for line_no, r in enumerate(rows, start=2):
+        where = f"{data_dir() / 'parallel_layouts.csv'}, line {line_no}"
+        grid = r.tensor_parallel * r.context_parallel * r.pipeline_parallel * (r.data_parallel or 1)
+        if r.gpus % grid or (r.data_parallel and grid != r.gpus) or r.sequence_length % r.context_parallel:
+            raise DataFileError(f"{where}: N_t x N_c x N_p (x N_d) must divide (equal) the GPUs, N_c the sequence")
+        if r.routed_experts % r.expert_parallel or r.active_experts > r.routed_experts or r.gpus % r.expert_parallel:
+            raise DataFileError(f"{where}: N_e must divide the routed experts and the GPUs, k_top <= E")
+    return rows
 
 # ---------------------------------------------------------------- cpu_trends.csv
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 r"""A small transformer classifier in plain numpy: the model that tensor parallelism splits by heads.
 
 The digits as sequences: each 8x8 image is :math:`L = 8` tokens (its rows) of :math:`d = 8`
-pixels. The network, with hidden size :math:`h`, :math:`a` attention heads of size
+pixels, or, read finer, :math:`L = 64` tokens of one pixel each (``digit_sequences(x, tokens=64)``:
+attention's :math:`L^2` then dominates the cost). The network, with hidden size :math:`h`, :math:`a` attention heads of size
 :math:`h / a` and :math:`n_{\text{layers}}` blocks:
 
 .. math::
@@ -11,7 +12,8 @@ pixels. The network, with hidden size :math:`h`, :math:`a` attention heads of si
     z'' &= z' + \operatorname{relu}(\operatorname{LN}_2(z')\, A_1 + b_1)\, A_2 + b_2 && \text{the MLP block} \\
     \text{logits} &= \operatorname{mean}_{\text{tokens}}(\operatorname{LN}_f(z_{n_{\text{layers}}}))\, W_h + b_h
 
-(pre-LN blocks with residuals, no dropout: deterministic; the loss is
+(pre-LN blocks with residuals, no dropout: deterministic; with ``causal=True`` token
+:math:`\xi` attends to tokens :math:`0 \ldots \xi` only, the mask of a language model; the loss is
 :func:`course_lib.models.softmax_cross_entropy`). Like the running example
 (:class:`course_lib.models.MLP`) the parameters live in ONE flat buffer (float64 by
 default) with named views, so the course's optimisers (:mod:`course_lib.optim`) apply.
@@ -39,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,7 +52,9 @@ from .models import MLP, Slot, check_labels, layout_slots, softmax_cross_entropy
 # The pieces (layer_norm, attention and their backward passes) are importable but not
 # listed: the blocks and the model call them with arrays they have checked.
 __all__ = [
+    "DIGITS_PIXEL_TRANSFORMER",
     "DIGITS_TRANSFORMER",
+    "DIGIT_TOKENS",
     "Transformer",
     "block_backward",
     "block_forward",
@@ -76,18 +81,30 @@ def _tmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a.reshape(-1, a.shape[-1]).T @ b.reshape(-1, b.shape[-1])
 
 
-def digit_sequences(x) -> np.ndarray:
-    """The digits' ``(n, 64)`` pixel rows as sequences ``(n, 8, 8)``: 8 tokens (image rows) of 8 pixels.
+DIGIT_TOKENS = (1, 2, 4, 8, 16, 32, 64)
+"""The sequence lengths a digit's 64 pixels can be read as (the divisors of 64)."""
+
+
+def digit_sequences(x, tokens: int = 8) -> np.ndarray:
+    """The digits' ``(n, 64)`` pixel rows as sequences ``(n, tokens, 64 // tokens)``: by default
+    8 tokens (the image rows) of 8 pixels; ``tokens=64``: 64 tokens of one pixel each, in
+    reading order (row by row), so that attention over :math:`L = 64` tokens is the cost.
 
     Examples
     --------
     >>> digit_sequences(np.arange(128.0).reshape(2, 64))[1, 2].tolist()  # image 1, row 2
     [80.0, 81.0, 82.0, 83.0, 84.0, 85.0, 86.0, 87.0]
+    >>> digit_sequences(np.arange(128.0).reshape(2, 64), tokens=64)[1, 10].tolist()  # image 1, pixel 10
+    [74.0]
     """
+    if isinstance(tokens, (bool, np.bool_)) or not isinstance(tokens, numbers.Integral):
+        raise TypeError(f"tokens must be an integer, one of {DIGIT_TOKENS}, got {type(tokens).__name__}")
+    if tokens not in DIGIT_TOKENS:
+        raise ValueError(f"tokens must be one of {DIGIT_TOKENS} (a divisor of the 64 pixels), got {tokens!r}")
     x = np.asarray(as_real(x, "x"))
     if x.ndim != 2 or x.shape[1] != 64:
         raise ValueError(f"x must have shape (n, 64) (8x8 images as rows), got {x.shape}")
-    return x.reshape(x.shape[0], 8, 8)
+    return x.reshape(x.shape[0], tokens, 64 // tokens)
 
 
 # ------------------------------------------------------------------ the pieces
@@ -120,12 +137,20 @@ def _merge(t: np.ndarray) -> np.ndarray:
     return t.transpose(0, 2, 1, 3).reshape(b, s, n * d)
 
 
-def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, head_size: int) -> tuple[np.ndarray, np.ndarray]:
+def causal_mask(length: int) -> np.ndarray:
+    r"""``(L, L)`` booleans: query :math:`\xi` may see key :math:`\xi'` iff :math:`\xi' \le \xi`."""
+    return np.tril(np.ones((length, length), dtype=bool))
+
+
+def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, head_size: int,
+              causal: bool = False) -> tuple[np.ndarray, np.ndarray]:
     r"""Scaled dot-product self-attention of every head whose columns ``q``, ``k``, ``v`` hold.
 
     Head :math:`j` uses columns ``j * head_size .. (j + 1) * head_size`` of each:
     :math:`\operatorname{softmax}(Q_j K_j^T / \sqrt{h/a})\, V_j`. The heads are
     independent: any subset of them (a worker's) is computed without the others.
+    ``causal``: token :math:`\xi` sees tokens :math:`0 \ldots \xi` only (the other
+    scores are :math:`-\infty`, their weights 0; :func:`attention_backward` needs no change).
 
     Returns
     -------
@@ -135,6 +160,8 @@ def attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, head_size: int) -> tu
         (batch, heads, L, L) the attention weights (for the backward pass).
     """
     scores = _heads(q, head_size) @ _heads(k, head_size).transpose(0, 1, 3, 2) / math.sqrt(head_size)
+    if causal:
+        scores[..., ~causal_mask(q.shape[1])] = -np.inf
     scores -= scores.max(axis=-1, keepdims=True)
     probs = np.exp(scores)
     probs /= probs.sum(axis=-1, keepdims=True)
@@ -151,7 +178,7 @@ def attention_backward(dctx, q, k, v, probs, head_size: int) -> tuple[np.ndarray
 
 
 # ------------------------------------------------------------------ one block
-def block_forward(w: dict, x: np.ndarray, head_size: int, allreduce=_same) -> tuple[np.ndarray, dict]:
+def block_forward(w: dict, x: np.ndarray, head_size: int, allreduce=_same, attend=attention) -> tuple[np.ndarray, dict]:
     """One pre-LN transformer block (attention, then the MLP block, each with a residual).
 
     ``w`` holds the block's weights; a tensor-parallel worker passes its heads' columns of
@@ -161,7 +188,7 @@ def block_forward(w: dict, x: np.ndarray, head_size: int, allreduce=_same) -> tu
     """
     a, ln1 = layer_norm(x, w["ln1.g"], w["ln1.b"])
     q, k, v = a @ w["Wq"] + w["bq"], a @ w["Wk"] + w["bk"], a @ w["Wv"] + w["bv"]  # my heads
-    heads_out, probs = attention(q, k, v, head_size)
+    heads_out, probs = attend(q, k, v, head_size)
     x1 = x + allreduce(heads_out @ w["Wo"]) + w["bo"]  # g: add the heads' partial outputs
     m, ln2 = layer_norm(x1, w["ln2.g"], w["ln2.b"])
     u = np.maximum(m @ w["W1"] + w["b1"], 0)  # my columns of the MLP block
@@ -170,12 +197,14 @@ def block_forward(w: dict, x: np.ndarray, head_size: int, allreduce=_same) -> tu
                 "m": m, "ln2": ln2, "u": u}
 
 
-def block_backward(w: dict, c: dict, dx2: np.ndarray, grads: dict, head_size: int, allreduce=_same) -> np.ndarray:
+def block_backward(w: dict, c: dict, dx2: np.ndarray, grads: dict, head_size: int, allreduce=_same,
+                   attend_backward=None) -> np.ndarray:
     """Back-propagate through :func:`block_forward` (cache ``c``): ADD the block's weight
     gradients into ``grads`` (same keys and shapes as ``w``) and return the gradient
     with respect to the block's input. The gradients of the inputs of the two split
     layers are summed over workers: the block's two all-reduces of the backward pass
-    (Megatron's "f")."""
+    (Megatron's "f"). ``attend_backward`` is the backward of the forward's ``attend``
+    (None: :func:`attention_backward`, the backward of :func:`attention`, masked or not)."""
     grads["b2"] += dx2.reshape(-1, dx2.shape[-1]).sum(axis=0)
     grads["W2"] += _tmm(c["u"], dx2)
     du = (dx2 @ w["W2"].T) * (c["u"] > 0)
@@ -185,7 +214,8 @@ def block_backward(w: dict, c: dict, dx2: np.ndarray, grads: dict, head_size: in
     dx1 = dx2 + layer_norm_backward(dm, c["ln2"], w["ln2.g"], grads["ln2.g"], grads["ln2.b"])
     grads["bo"] += dx1.reshape(-1, dx1.shape[-1]).sum(axis=0)
     grads["Wo"] += _tmm(c["heads_out"], dx1)
-    dq, dk, dv = attention_backward(dx1 @ w["Wo"].T, c["q"], c["k"], c["v"], c["probs"], head_size)
+    dq, dk, dv = (attend_backward or attention_backward)(dx1 @ w["Wo"].T, c["q"], c["k"], c["v"], c["probs"],
+                                                          head_size)
     da = 0.0
     for n, d in (("q", dq), ("k", dk), ("v", dv)):
         grads["W" + n] += _tmm(c["a"], d)
@@ -201,12 +231,13 @@ def block_weights(w: dict, i: int) -> dict:
     return {name[len(prefix):]: a for name, a in w.items() if name.startswith(prefix)}
 
 
-def transformer_forward(w: dict, x: np.ndarray, n_layers: int, head_size: int, allreduce=_same):
-    """Logits of the whole network from the named weights ``w`` (all of them, or a worker's) and the cache."""
+def transformer_forward(w: dict, x: np.ndarray, n_layers: int, head_size: int, allreduce=_same, attend=attention):
+    """Logits of the whole network from the named weights ``w`` (all of them, or a worker's) and the cache
+    (``attend``: the attention, :attr:`Transformer.attend`)."""
     z = x @ w["embed.W"] + w["embed.b"] + w["pos"]
     caches = []
     for i in range(n_layers):
-        z, c = block_forward(block_weights(w, i), z, head_size, allreduce)
+        z, c = block_forward(block_weights(w, i), z, head_size, allreduce, attend)
         caches.append(c)
     f, lnf = layer_norm(z, w["final.g"], w["final.b"])
     logits = f.mean(axis=1) @ w["head.W"] + w["head.b"]
@@ -251,6 +282,9 @@ class Transformer:
     classes : int
     dtype : numpy dtype
         float64 by default (gradient checks), or float32.
+    causal : bool
+        Mask attention so that each token sees itself and the tokens before it only (a
+        language model's mask; False, the classifier of the digits, sees every token).
 
     Examples
     --------
@@ -272,6 +306,7 @@ class Transformer:
     ffn: int | None = None
     classes: int = 10
     dtype: np.dtype = field(default=np.dtype(np.float64))
+    causal: bool = False
 
     def __post_init__(self):
         for name in ("seq_length", "token_size", "hidden", "heads", "n_layers", "classes"):
@@ -283,11 +318,19 @@ class Transformer:
         ffn = 4 * self.hidden if self.ffn is None else check_int(self.ffn, "ffn", 1, 2**20)
         object.__setattr__(self, "ffn", ffn)
         object.__setattr__(self, "dtype", check_float_dtype(self.dtype))
+        if not isinstance(self.causal, (bool, np.bool_)):
+            raise TypeError(f"causal must be True or False, got {type(self.causal).__name__}")
+        object.__setattr__(self, "causal", bool(self.causal))
 
     @property
     def head_size(self) -> int:
         """``hidden // heads``."""
         return self.hidden // self.heads
+
+    @property
+    def attend(self):
+        """The attention of every block: :func:`attention`, causal if :attr:`causal`."""
+        return functools.partial(attention, causal=True) if self.causal else attention
 
     @functools.cached_property
     def slots(self) -> tuple[Slot, ...]:
@@ -330,7 +373,8 @@ class Transformer:
     # ---------------------------------------------------------------- compute
     def forward(self, params: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, dict]:
         """Logits ``(batch, classes)`` and the cache :meth:`backward` needs."""
-        return transformer_forward(self.views(params), self.check_x(x), self.n_layers, self.head_size)
+        return transformer_forward(self.views(params), self.check_x(x), self.n_layers, self.head_size,
+                                   attend=self.attend)
 
     def backward(self, params: np.ndarray, cache: dict, y: np.ndarray, *, reduction: str = "mean",
                  out: np.ndarray | None = None, logits: np.ndarray | None = None) -> tuple[float, np.ndarray]:
@@ -391,3 +435,9 @@ DIGITS_TRANSFORMER = Transformer(hidden=32, heads=4, n_layers=2, ffn=64)
 running example, which takes this model as it takes the MLP) with
 ``optimizer=SGD(0.05, momentum=0.9)``, batch 32, 8 epochs, seed 0, it classifies 93.0 % of
 the test digits (tests/test_transformer.py)."""
+
+DIGITS_PIXEL_TRANSFORMER = Transformer(seq_length=64, token_size=1, hidden=16, heads=4, n_layers=1, ffn=32)
+"""The digits read as 64 one-pixel tokens (``digit_sequences(x, tokens=64)``), the model that
+context parallelism splits by its sequence: h = 16, a = 4 heads of 4, one block, an MLP block
+32 wide (3,482 parameters). Its attention scores every pixel against every pixel: a head's
+:math:`L^2 = 4{,}096` scores per digit against the :math:`L h = 1{,}024` values of a layer's input."""

@@ -85,7 +85,7 @@ FLOORS = (
                 "reference"}),
     ("ideas", {"scaling", "cost", "alpha_beta", "memory", "megatron", "models", "cnn", "conv", "conv.*",
                "dataflow", "optim", "schedule", "planner", "overlap",
-               "transformer", "tensor_cost", "precision"}),
+               "transformer", "tensor_cost", "precision", "moe", "context_cost"}),
     ("processes", {"parallel", "parallel.*", "testing", "staleness"}),
     ("measurements", {"rate", "roofline", "critical_batch"}),
     ("presentation", {"plots", "plots.*", "exercises", "exercises.*"}),

@@ -14,6 +14,11 @@ how it communicates, with no timer, progress report, fault or argument check ins
 ``pipeline``           a pipeline process's stages and step
 ``tensor``             the Megatron split of an MLP's pairs of layers
 ``tensor_transformer`` a transformer's blocks split by heads
+``exchange``           a ring and an all-to-all through shared memory
+``context``            a transformer's sequence split: ring attention, the
+                       all-to-all over heads (context parallelism)
+``experts``            a mixture of experts' experts on workers, tokens by
+                       all-to-all (expert parallelism)
 =====================  ==========================================================
 
 **The entry points** the notebooks call (``train/``): each checks once, launches the workers

@@ -127,7 +127,7 @@ def transformer_worker_loop(wctx, job, x, y, p0, allreduce, batches):
     grads, losses = {name: np.zeros_like(w) for name, w in local.items()}, []
     allreduce.start()  # every worker is ready: the clocks start together
     for idx in batches:  # every worker: the whole batch
-        logits, cache = transformer_forward(local, x[idx], model.n_layers, model.head_size, allreduce)
+        logits, cache = transformer_forward(local, x[idx], model.n_layers, model.head_size, allreduce, model.attend)
         loss, dlogits = softmax_cross_entropy(logits, y[idx], reduction="sum")
         for g in grads.values():
             g.fill(0)

@@ -64,7 +64,7 @@ MAX_STEPS = 10**7
 """Most steps of one run (every result holds each step's timings in memory)."""
 
 #: How the workers of a run communicate (data parallel: the first four), and the one-process runs.
-BACKENDS = ("shm", "pipe", "gloo", "wire", "tensor", "pipeline", "serial")
+BACKENDS = ("shm", "pipe", "gloo", "wire", "tensor", "pipeline", "context", "experts", "serial")
 
 #: The keywords every trainer and one-process reference takes, with their defaults.
 RUN_KEYWORDS = {"batch_size": 32, "steps": None, "epochs": None, "lr": 0.1, "seed": 0, "params": None,
@@ -188,7 +188,7 @@ class Job:
     recompute: bool = False
     backend: str = "serial"
     """How the workers communicate: "shm", "pipe", "gloo", "wire" (data parallel), "tensor",
-    "pipeline"; one-process references: "serial" (set by the reference itself)."""
+    "pipeline", "context", "experts"; one-process references: "serial" (set by the reference itself)."""
     buckets: int = 1
     """Data parallel: buckets of layers whose all-reduce overlaps the backward pass."""
     wire: Any = None

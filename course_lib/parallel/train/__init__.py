@@ -10,6 +10,10 @@
                        hybrid data x pipeline with ``data=``)
 ``tensor``             the tensor-parallel trainer (an MLP's pairs of layers, a
                        transformer's heads)
+``context``            the context-parallel trainer (a transformer's sequence split:
+                       ring attention, the all-to-all over heads)
+``experts``            the expert-parallel trainer (a mixture of experts, all-to-all
+                       dispatch and combine)
 ``collectives``        the shared-memory all-reduce's two steps, run on their own
 ``speedup``            the pool's speedup and the data-parallel trainer's scaling,
                        measured
@@ -26,8 +30,10 @@ train_data_parallel``); importing this package imports its modules, never torch.
 """
 
 from .collectives import run_shm_collectives
+from .context import train_context_parallel
 from .cores import CoreCheck, CpuTopology, ThreadGain, check_cores, cpu_topology, gemm_thread_gain
 from .data import train_data_parallel
+from .experts import train_expert_parallel
 from .pipeline import recompute_overhead, train_pipeline
 from .reference import train_microbatched, train_serial, train_simulated
 from .speedup import GradientWorkload, measure_parallel_speedup, measure_scaling
@@ -47,7 +53,9 @@ __all__ = [
     "measure_scaling",
     "recompute_overhead",
     "run_shm_collectives",
+    "train_context_parallel",
     "train_data_parallel",
+    "train_expert_parallel",
     "train_microbatched",
     "train_pipeline",
     "train_serial",
