@@ -570,7 +570,12 @@ def layer_flops(model) -> tuple[np.ndarray, np.ndarray]:
     ([4096, 640], [4096, 1280])
     """
     check_type(model, "model", MLP, "a course_lib.models.MLP")
-    macs = np.array([a * b for a, b in zip(model.sizes[:-1], model.sizes[1:])], dtype=np.int64)
+    return _layer_flops(model.sizes)
+
+
+def _layer_flops(sizes) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`layer_flops` of a checked MLP's ``sizes``."""
+    macs = np.array([a * b for a, b in zip(sizes[:-1], sizes[1:])], dtype=np.int64)
     forward = 2 * macs
     backward = 4 * macs
     backward[0] = 2 * macs[0]
@@ -597,13 +602,16 @@ def handover_bytes(model, boundaries, batch_size: int) -> int:
 def check_boundaries(model, boundaries) -> tuple[int, ...]:
     """``boundaries`` as a tuple ``(0, b1, ..., n_layers)`` of strictly increasing layer indices."""
     check_type(model, "model", MLP, "a course_lib.models.MLP")
+    return _check_boundaries(model.n_layers, boundaries)
+
+
+def _check_boundaries(n_layers: int, boundaries) -> tuple[int, ...]:
+    """:func:`check_boundaries` for a checked model of ``n_layers`` layers."""
     if isinstance(boundaries, (str, bytes)) or not isinstance(boundaries, Sequence):
         raise TypeError(f"boundaries must be a sequence of layer indices, got {boundaries!r}")
-    b = tuple(check_int(v, f"boundaries[{i}]", 0, model.n_layers) for i, v in enumerate(boundaries))
-    if len(b) < 2 or b[0] != 0 or b[-1] != model.n_layers or any(x >= y for x, y in zip(b, b[1:])):
-        raise ValueError(
-            f"boundaries must increase strictly from 0 to n_layers = {model.n_layers}, got {b}"
-        )
+    b = tuple(check_int(v, f"boundaries[{i}]", 0) for i, v in enumerate(boundaries))
+    if len(b) < 2 or b[0] != 0 or b[-1] != n_layers or any(x >= y for x, y in zip(b, b[1:])):
+        raise ValueError(f"boundaries must increase strictly from 0 to n_layers = {n_layers}, got {b}")
     return b
 
 
@@ -649,7 +657,7 @@ def partition_layers(model, stages: int) -> tuple[int, ...]:
 def _partition_layers(model: MLP, stages: int) -> tuple[int, ...]:
     """:func:`partition_layers` on checked arguments, cached (pure; returns a tuple)."""
     n = model.n_layers
-    f, b = layer_flops(model)
+    f, b = _layer_flops(model.sizes)
     cost = (f + b).astype(float)
     prefix = np.concatenate([[0.0], np.cumsum(cost)])
     # best[k][j]: smallest max stage cost splitting layers [0, j) into k stages

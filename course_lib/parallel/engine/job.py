@@ -45,7 +45,7 @@ import numpy as np
 
 from ..._validate import as_real, check_int, check_positive, check_real, check_type
 from ...models import MLP, check_model
-from ..partition import batch_sizes, batches, replica_rows, steps_per_epoch
+from ..partition import batches, replica_rows
 from .workers import Fault, check_start_method
 
 __all__ = [
@@ -295,10 +295,13 @@ def check_job(model, x, y, *, workers: int = 1, batch_size: int = 32, steps: int
         )
     if steps is not None and epochs is not None:
         raise ValueError("give either steps or epochs, not both")
-    if steps is None:
+    if steps is not None:
+        steps = check_int(steps, "steps", 1, MAX_STEPS)
+    else:
         epochs = check_int(1 if epochs is None else epochs, "epochs", 1)
-        steps = epochs * steps_per_epoch(n, batch_size)
-    steps = check_int(steps, "steps", 1, MAX_STEPS)
+        steps = epochs * -(-n // batch_size)  # an epoch: ceil(n / batch_size) steps
+        if steps > MAX_STEPS:
+            raise ValueError(f"epochs = {epochs} make {steps} steps, more than {MAX_STEPS}")
     lr = check_positive(lr, "lr")
     seed = check_int(seed, "seed", 0)
     if blas_threads is not None:
@@ -331,12 +334,16 @@ def check_job(model, x, y, *, workers: int = 1, batch_size: int = 32, steps: int
     if zero_stage and backend != "shm":
         raise ValueError(f"zero_stage={zero_stage} needs backend='shm' (its reduce-scatter and all-gather), "
                          f"got {backend!r}")
-    buckets = check_int(buckets, "buckets", 1, getattr(model, "n_layers", 1))
+    buckets = check_int(buckets, "buckets", 1)
+    if buckets > getattr(model, "n_layers", 1):
+        raise ValueError(f"buckets must be in [1, {getattr(model, 'n_layers', 1)}] (one layer each at most), "
+                         f"got {buckets}")
     if buckets > 1 and (backend not in ("shm", "wire") or zero_stage):
         raise ValueError(f"buckets > 1 needs backend='shm' or 'wire' and zero_stage=0, got buckets={buckets}, "
                          f"backend={backend!r}, zero_stage={zero_stage}")
     p0 = _start_params(model, params, seed)
-    wire = _check_wire(wire, backend, p0.nbytes, workers, buckets, timeout)
+    if backend == "wire" or wire is not None:
+        wire = _check_wire(wire, backend, p0.nbytes, workers, buckets, timeout)
     if backend == "gloo":
         from .gloo import require_torch
 
@@ -350,30 +357,36 @@ def check_job(model, x, y, *, workers: int = 1, batch_size: int = 32, steps: int
 def _check_pipeline(model, n, batch_size, steps, replicas, stages, boundaries, micro_batches, schedule,
                     virtual_stages) -> tuple[tuple[int, ...], int]:
     """The pipeline's model chunks and micro-batches, checked (see :func:`check_job`)."""
-    from ...schedule import check_boundaries, check_schedule, check_virtual_stages, partition_layers
+    from ...schedule import (
+        _check_boundaries,
+        _partition_layers,
+        check_schedule,
+        check_virtual_stages,
+    )
 
     check_schedule(schedule)
     v = check_virtual_stages(virtual_stages, 1, None, schedule)
     if boundaries is not None:
-        chunks = check_boundaries(model, boundaries)
+        chunks = _check_boundaries(model.n_layers, boundaries)
         if (len(chunks) - 1) % v:
             raise ValueError(f"boundaries must split the layers into virtual_stages x stages chunks "
                              f"(v = {v}), got {len(chunks) - 1} chunks: {chunks}")
         if stages is not None and check_int(stages, "stages", 1) * v != len(chunks) - 1:
             raise ValueError(f"stages = {stages} does not match boundaries {chunks} ({len(chunks) - 1} stages)")
     else:
-        n_stages = 2 if stages is None else check_int(stages, "stages", 1, model.n_layers)
+        n_stages = 2 if stages is None else check_int(stages, "stages", 1)
         if v * n_stages > model.n_layers:
             raise ValueError(f"virtual_stages x stages = {v} x {n_stages} model chunks must be at most "
                              f"n_layers = {model.n_layers} (a chunk holds at least one layer)")
-        chunks = partition_layers(model, v * n_stages)
+        chunks = _partition_layers(model, v * n_stages)  # the model and the count are checked
     n_stages = (len(chunks) - 1) // v
     micro_batches = check_int(micro_batches, "micro_batches", 1, batch_size // replicas)
-    sizes = np.unique(batch_sizes(n, batch_size, steps))  # every batch, and the last of an epoch
-    if int(sizes.min()) < replicas:
+    per_epoch = -(-n // batch_size)  # every batch holds batch_size samples but the last of an epoch
+    sizes = [batch_size] + ([n - (per_epoch - 1) * batch_size] if steps >= per_epoch else [])
+    if min(sizes) < replicas:
         raise ValueError(
             f"every batch needs at least data = {replicas} samples (one per replica); the last "
-            f"batch of an epoch has {int(sizes.min())}: choose batch_size so that it divides the "
+            f"batch of an epoch has {min(sizes)}: choose batch_size so that it divides the "
             f"{n} samples better, or use steps"
         )
     for size in sizes:  # interleaved: every step's micro-batches come in groups of N_p

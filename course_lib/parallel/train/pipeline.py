@@ -104,9 +104,7 @@ def train_pipeline(model: MLP, x: np.ndarray, y: np.ndarray, *, stages: int | No
         0; ``replicas_in_sync`` says whether all agree bitwise): with one BLAS thread bitwise
         equal to :func:`course_lib.parallel.train.reference.train_microbatched`, and to
         :func:`~course_lib.parallel.train.reference.train_serial` up to float32 rounding of
-        the different summation order (a ReLU input within rounding distance of zero may
-        flip, which changes that unit's gradient: then single parameters differ by more,
-        ~1e-5 seen after three steps of a 1,024-wide MLP).
+        the summation order (a ReLU input near zero may flip: ~1e-5 after three steps).
 
     Raises
     ------
