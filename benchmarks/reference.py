@@ -5,8 +5,8 @@
 experiment of the course with the course's own functions, called as the notebooks call
 them (:mod:`benchmarks.reference_cpu`): chapter 01's pool, chapter 05's threads, chapter
 06's roofline, chapter 07's strong and weak scaling, chapter 08's collectives (a
-message-size sweep with alpha and beta fitted, :func:`fit_alpha_beta`) and overlap, chapter
-11's pipeline bubble, chapter 12's tensor split, chapter 13's hybrid run, and the course's
+message-size sweep with alpha and beta fitted, :func:`course_lib.alpha_beta.fit_alpha_beta`)
+and overlap, chapter 11's pipeline bubble, chapter 12's tensor split, chapter 13's hybrid run, and the course's
 convolution algorithms on ResNet-50's 3x3 layers. Where a CUDA GPU is present it also
 measures the GPU's roofline, places the running example's and a BERT-Large layer's
 operators on it, and records which kernels cuDNN runs for ResNet-50's 3x3 layers
@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from course_lib.alpha_beta import fit_alpha_beta  # noqa: F401 (the fit of the collectives' sweep, named here for the tests)
+
 #: Version of the file's layout (``schema_version``); the schema in data/datapackage.json checks it.
 SCHEMA_VERSION = 1
 #: What the file says it is (``format``).
@@ -76,50 +78,6 @@ class Plan:
     workers: list[int]
     start_method: str | None = None
     gpu: str = "auto"
-
-
-# ------------------------------------------------------------------ the alpha-beta fit
-def fit_alpha_beta(nbytes: Sequence[float], seconds: Sequence[float], devices: int) -> dict:
-    r"""Fit the ring all-reduce's cost :math:`t(m) = 2(N-1)\alpha + 2\frac{N-1}{N}\frac{m}{\beta}`
-    (:func:`course_lib.alpha_beta.ring_allreduce_time`) to measured times of messages of
-    ``nbytes`` bytes on ``devices`` = N >= 2 workers.
-
-    The line :math:`t = a + b\,m` is fitted by least squares of the *relative* residuals,
-    :math:`\sum_i ((a + b\,m_i)/t_i - 1)^2`: a sweep spans four or more orders of magnitude
-    of ``m``, and plain least squares of the times would let the largest messages decide
-    :math:`a` alone (often below zero). A negative :math:`a` is set to 0 and :math:`b`
-    refitted. Then :math:`\alpha = a / (2(N-1))` and :math:`\beta = 2\frac{N-1}{N} / b`.
-    (This belongs in :mod:`course_lib.alpha_beta`; it lives here until that module takes it.)
-
-    Returns ``{"alpha", "beta", "intercept", "slope", "relative_rms", "points"}``
-    (seconds, bytes/s, seconds, s/B, the rms of the relative residuals, the count).
-
-    >>> m = np.array([1e3, 1e4, 1e5, 1e6, 1e7])
-    >>> t = 2 * 1e-5 + 2 * 0.5 * m / 1e9              # N = 2, alpha = 10 us, beta = 1 GB/s
-    >>> fit = fit_alpha_beta(m, t, 2)
-    >>> round(fit["alpha"] * 1e6, 6), round(fit["beta"] / 1e9, 6)
-    (10.0, 1.0)
-    """
-    m = np.asarray(nbytes, dtype=float)
-    t = np.asarray(seconds, dtype=float)
-    n = int(devices)
-    if n < 2:
-        raise ValueError(f"devices must be >= 2 (one worker exchanges nothing), got {devices}")
-    if m.ndim != 1 or m.shape != t.shape or m.size < 2:
-        raise ValueError(f"nbytes and seconds must be two 1-D sequences of the same length >= 2, "
-                         f"got shapes {m.shape} and {t.shape}")
-    if not (np.all(np.isfinite(m)) and np.all(m > 0) and np.all(np.isfinite(t)) and np.all(t > 0)):
-        raise ValueError("nbytes and seconds must be finite and > 0")
-    design = np.column_stack([1.0 / t, m / t])
-    (a, b), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
-    if a < 0:
-        a, b = 0.0, float(np.sum(m / t) / np.sum((m / t) ** 2))
-    if b <= 0:
-        raise ValueError("the times do not grow with the message size: no bandwidth to fit")
-    residual = (a + b * m) / t - 1.0
-    return {"alpha": float(a) / (2.0 * (n - 1)), "beta": 2.0 * (n - 1) / n / float(b),
-            "intercept": float(a), "slope": float(b),
-            "relative_rms": float(np.sqrt(np.mean(residual**2))), "points": int(m.size)}
 
 
 # ------------------------------------------------------------------ JSON

@@ -199,10 +199,9 @@ def _timed_allreduce_worker(wctx, g_spec, r_spec, barrier, counts, repeats) -> l
 
 def collectives(plan) -> dict:
     """run_shm_collectives' bytes, and the shared-memory all-reduce timed over a message-size sweep."""
+    from course_lib.alpha_beta import fit_alpha_beta
     from course_lib.parallel.engine.launch import Launcher
     from course_lib.parallel.train import run_shm_collectives
-
-    from .reference import fit_alpha_beta
 
     sizes = [2**k for k in (range(10, 23, 4) if plan.quick else range(10, 25, 2))]  # 1 KiB .. 4 MiB or 16 MiB
     counts = [s // 4 for s in sizes]  # float32 elements
@@ -247,7 +246,7 @@ def collectives(plan) -> dict:
             "timed": "ShmAllReduce.allreduce() and a copy of the sum into the worker's own buffer, from a "
                      "common start to the slowest worker's end (max over workers, median over repeats)",
             "model": "t = 2(N-1) alpha + 2 (N-1)/N m / beta (course_lib.alpha_beta.ring_allreduce_time), fitted "
-                     "by least squares of the relative residuals (benchmarks.reference.fit_alpha_beta)"}
+                     "by least squares of the relative residuals (course_lib.alpha_beta.fit_alpha_beta)"}
 
 
 def _overlap_runs(model, x, y, n, batch, steps, rounds, backend, start_method) -> dict:

@@ -14,8 +14,8 @@ The latency has no default: every call states :math:`\alpha`, either the course'
 of assumptions (:data:`NETWORK_LATENCY`, :data:`NVLINK_LATENCY`) or ``0.0`` when a
 bandwidth term alone is meant, so the latency term is never dropped by omission.
 
-Every function broadcasts its arguments and returns a Python ``float`` when all of
-them are scalars. ``devices`` must hold whole numbers >= 1.
+Every cost function broadcasts its arguments and returns a Python ``float`` when all of them are scalars;
+``devices`` must hold whole numbers >= 1. (:func:`fit_alpha_beta` goes the other way: times in, α and β out.)
 
 The collectives family (集合通信原语), one algorithm each (:data:`COLLECTIVES`,
 :func:`collective_time`): broadcast and reduce as a pipelined chain
@@ -55,7 +55,7 @@ from ._validate import (
 )
 
 __all__ = ["ALGORITHMS", "COLLECTIVES", "AllReduceTerms", "NETWORK_LATENCY", "NVLINK_LATENCY",
-    "allreduce_time", "collective_lower_bound", "collective_time", "communication_crossover",
+    "allreduce_time", "collective_lower_bound", "collective_time", "communication_crossover", "fit_alpha_beta",
     "data_parallel_efficiency", "data_parallel_speedup", "data_parallel_step_time",
     "hierarchical_allreduce_terms", "hierarchical_allreduce_time", "optimal_segments",
     "pairwise_alltoall_time", "parameter_server_time", "ring_allgather_time", "ring_allreduce_terms",
@@ -75,31 +75,13 @@ NETWORK_LATENCY = 10e-6
 NVLINK_LATENCY = 5e-6
 
 
-def _nbytes(value) -> np.ndarray:
-    arr = as_real(value, "nbytes")
-    check_range(arr, "nbytes", 0.0, np.inf)
-    return arr
-
-
-def _bandwidth(value) -> np.ndarray:
-    arr = as_real(value, "bandwidth", allow_inf=True)
-    check_range(arr, "bandwidth", 0.0, np.inf, low_open=True, high_open=False)
-    return arr
-
-
-def _latency(value) -> np.ndarray:
-    arr = as_real(value, "latency")
-    check_range(arr, "latency", 0.0, np.inf)
-    return arr
-
-
-def _args(nbytes, devices, bandwidth, latency):
-    return broadcast(
-        nbytes=_nbytes(nbytes),
-        devices=check_array(devices, "devices", 1, whole=True),
-        bandwidth=_bandwidth(bandwidth),
-        latency=_latency(latency),
-    )
+def _args(nbytes, devices, bandwidth, latency, **more):
+    """The checked arguments, broadcast: nbytes >= 0, devices whole >= 1, bandwidth in (0, inf], latency >= 0."""
+    m, b, a = as_real(nbytes, "nbytes"), as_real(bandwidth, "bandwidth", allow_inf=True), as_real(latency, "latency")
+    check_range(m, "nbytes", 0.0, np.inf)
+    check_range(b, "bandwidth", 0.0, np.inf, low_open=True, high_open=False)
+    check_range(a, "latency", 0.0, np.inf)
+    return broadcast(nbytes=m, devices=check_array(devices, "devices", 1, whole=True), bandwidth=b, latency=a, **more)
 
 
 def ring_allreduce_time(nbytes, devices, bandwidth, latency):
@@ -117,8 +99,7 @@ def ring_allreduce_time(nbytes, devices, bandwidth, latency):
     Parameters
     ----------
     nbytes : float or array_like
-        :math:`m`, bytes of the buffer every device holds (e.g. 4 x parameters for
-        float32 gradients), >= 0.
+        :math:`m`, bytes of the buffer every device holds (e.g. 4 x parameters for float32 gradients), >= 0.
     devices : float or array_like
         :math:`N`, whole number >= 1.
     bandwidth : float or array_like
@@ -195,8 +176,7 @@ def optimal_segments(nbytes, devices, bandwidth, latency):
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # a tiny alpha: S* = inf
         star = np.where(a > 0, np.sqrt(np.maximum(n - 2.0, 0.0) * (m / b) / np.where(a > 0, a, 1.0)), np.inf)
     top = np.maximum(np.floor(m), 1.0)
-    lo = np.clip(np.floor(star), 1.0, top)
-    hi = np.clip(np.ceil(star), 1.0, top)
+    lo, hi = (np.clip(rounded(star), 1.0, top) for rounded in (np.floor, np.ceil))
 
     def chain(s):
         return (n - 2.0 + s) * a + (1.0 + (n - 2.0) / s) * m / b
@@ -209,17 +189,17 @@ def ring_broadcast_time(nbytes, devices, bandwidth, latency, segments=None):
     r"""Time of a pipelined-chain broadcast (广播) of ``nbytes`` from one root to ``devices``.
 
     The ring with one link left out, as NCCL runs it: the message is cut into :math:`n_{\text{seg}}`
-    segments that flow down the chain root :math:`\to 1 \to \dots \to N-1`, every device
-    passing segment :math:`s` on while it receives :math:`s+1` (Sanders, Speck and
-    Träff 2009 analyse this pipeline). The last device gets the last segment after
-    :math:`N - 2 + n_{\text{seg}}` rounds of one segment each:
+    segments that flow down the chain root :math:`\to 1 \to \dots \to N-1`, every device passing
+    segment :math:`s` on while it receives :math:`s+1` (Sanders, Speck and Träff 2009 analyse this
+    pipeline). The last device gets the last segment after :math:`N - 2 + n_{\text{seg}}` rounds of one
+    segment each:
 
     .. math:: t = (N - 2 + n_{\text{seg}})\left(\alpha + \frac{m}{n_{\text{seg}}\beta}\right)
 
     With many segments the bandwidth term tends to :math:`m/\beta`, the lower bound
-    (:func:`collective_lower_bound`: every device must receive all :math:`m` bytes). The
-    textbook alternative for long messages, scatter + all-gather (Thakur et al. 2005),
-    moves :math:`2\frac{N-1}{N}m` instead. One device: 0.
+    (:func:`collective_lower_bound`: every device must receive all :math:`m` bytes). The textbook
+    alternative for long messages, scatter + all-gather (Thakur et al. 2005), moves
+    :math:`2\frac{N-1}{N}m` instead. One device: 0.
 
     Parameters
     ----------
@@ -247,11 +227,10 @@ def ring_broadcast_time(nbytes, devices, bandwidth, latency, segments=None):
 def ring_reduce_time(nbytes, devices, bandwidth, latency, segments=None):
     r"""Time of a pipelined-chain reduce (归约) of ``nbytes`` per device to one root.
 
-    The broadcast run backwards: segments flow from the far end of the chain to the
-    root, each device adding its own segment before it passes the sum on (additions
-    are free in the α-β model), so the time is that of :func:`ring_broadcast_time`:
-    :math:`(N-2+n_{\text{seg}})(\alpha + m/(n_{\text{seg}}\beta))`. Lower bound :math:`m/\beta`: the
-    root must receive :math:`m` bytes of the others' contributions.
+    The broadcast run backwards: segments flow from the far end of the chain to the root, each
+    device adding its own segment before it passes the sum on (additions are free in the α-β model),
+    so the time is that of :func:`ring_broadcast_time`: :math:`(N-2+n_{\text{seg}})(\alpha +
+    m/(n_{\text{seg}}\beta))`. Lower bound :math:`m/\beta`: the root must receive :math:`m` bytes.
 
     Examples
     --------
@@ -266,23 +245,22 @@ def ring_reduce_time(nbytes, devices, bandwidth, latency, segments=None):
 def pairwise_alltoall_time(nbytes, devices, bandwidth, latency):
     r"""Time of an all-to-all (全交换) by pairwise exchange; ``nbytes`` per device.
 
-    Every device holds :math:`m` bytes in :math:`N` blocks, block :math:`j` meant for
-    device :math:`j` (the experts' inputs of a mixture-of-experts layer; a transpose of
-    the data layout). In round :math:`k = 1 \dots N-1` device :math:`i` sends its block
-    for :math:`i+k` and receives the one from :math:`i-k` (Thakur et al. 2005, the
-    long-message algorithm):
+    Every device holds :math:`m` bytes in :math:`N` blocks, block :math:`j` meant for device
+    :math:`j` (the experts' inputs of a mixture-of-experts layer; a transpose of the data layout). In
+    round :math:`k = 1 \dots N-1` device :math:`i` sends its block for :math:`i+k` and receives the
+    one from :math:`i-k` (Thakur et al. 2005, the long-message algorithm):
 
     .. math:: t = (N-1)\left(\alpha + \frac{m}{N\beta}\right)
 
     Its bandwidth term :math:`\frac{N-1}{N}\frac{m}{\beta}` is the lower bound: every
     device must send :math:`N-1` distinct blocks.
 
-    This is not a ring algorithm: over the :math:`N-1` rounds every device talks to every
-    other one directly, the :math:`N` messages of a round all at once. The formula holds only on a
-    **full-bisection** network, in which any half of the devices can send
-    to the other half at full link speed at the same time: a crossbar such as NVSwitch
-    inside a server, or a non-blocking fat tree. On a ring of links a block for the device
-    :math:`k` places on would cross :math:`k` links and share them with other blocks.
+    This is not a ring algorithm: over the :math:`N-1` rounds every device talks to every other one
+    directly, the :math:`N` messages of a round all at once. The formula holds only on a
+    **full-bisection** network, in which any half of the devices can send to the other half at full
+    link speed at the same time: a crossbar such as NVSwitch inside a server, or a non-blocking fat
+    tree. On a ring of links a block for the device :math:`k` places on would cross :math:`k` links
+    and share them with other blocks.
 
     Examples
     --------
@@ -383,12 +361,8 @@ def simulate_collective(collective: str, devices: int, root: int = 0) -> dict:
 
     Parameters
     ----------
-    collective : str
-        One of :data:`COLLECTIVES`.
-    devices : int
-        :math:`N`, 1 to 16.
-    root : int
-        The root of broadcast and reduce, ``0 <= root < N``.
+    collective, devices, root : str, int, int
+        One of :data:`COLLECTIVES`; :math:`N`, 1 to 16; the root of broadcast and reduce, ``0 <= root < N``.
 
     Returns
     -------
@@ -514,8 +488,7 @@ def hierarchical_allreduce_terms(nbytes, nodes, node_devices, node_bandwidth, ne
                          check_positive(node_latency, "node_latency", allow_zero=True))
     between = _ring_terms(m, nodes, check_positive(network_bandwidth, "network_bandwidth"),
                           check_positive(network_latency, "network_latency", allow_zero=True))
-    return AllReduceTerms(latency=inside.latency + between.latency, bandwidth=inside.bandwidth + between.bandwidth,
-                          messages=inside.messages + between.messages)
+    return AllReduceTerms(*(a + b for a, b in zip(inside, between)))  # the two rings' terms added
 
 
 def hierarchical_allreduce_time(nbytes, nodes, node_devices, node_bandwidth, network_bandwidth,
@@ -576,8 +549,7 @@ def tree_allreduce_time(nbytes, devices, bandwidth, latency):
     0.00606
     """
     m, n, b, a = _args(nbytes, devices, bandwidth, latency)
-    levels = np.ceil(np.log2(n) - 1e-12)
-    levels = np.maximum(levels, 0.0)
+    levels = np.maximum(np.ceil(np.log2(n) - 1e-12), 0.0)
     result = 2.0 * levels * (a + m / b)
     return scalar_or_array(result, nbytes, devices, bandwidth, latency)
 
@@ -615,13 +587,7 @@ def parameter_server_time(nbytes, devices, bandwidth, latency, servers=1):
     >>> parameter_server_time(1e9, 1, 1e9, latency=1e-3)              # one device: nothing to exchange
     0.0
     """
-    m, n, b, a, s = broadcast(
-        nbytes=_nbytes(nbytes),
-        devices=check_array(devices, "devices", 1, whole=True),
-        bandwidth=_bandwidth(bandwidth),
-        latency=_latency(latency),
-        servers=check_array(servers, "servers", 1, whole=True),
-    )
+    m, n, b, a, s = _args(nbytes, devices, bandwidth, latency, servers=check_array(servers, "servers", 1, whole=True))
     result = np.where(n > 1, 2.0 * (np.maximum(n / s, 1.0) * m / b + a), 0.0)
     return scalar_or_array(result, nbytes, devices, bandwidth, latency, servers)
 
@@ -636,10 +602,8 @@ def allreduce_time(nbytes, devices, bandwidth, latency, *, algorithm: str = "rin
     >>> allreduce_time(1e9, 4, 1e9, latency=0.0, algorithm="ps")
     8.0
     """
-    if algorithm == "ring":
-        return ring_allreduce_time(nbytes, devices, bandwidth, latency)
-    if algorithm == "tree":
-        return tree_allreduce_time(nbytes, devices, bandwidth, latency)
+    if algorithm in ("ring", "tree"):
+        return (ring_allreduce_time if algorithm == "ring" else tree_allreduce_time)(nbytes, devices, bandwidth, latency)
     if algorithm == "ps":
         return parameter_server_time(nbytes, devices, bandwidth, latency, servers)
     raise ValueError(f"algorithm must be one of {ALGORITHMS}, got {algorithm!r}")
@@ -674,18 +638,13 @@ def data_parallel_step_time(compute_time, devices, nbytes, bandwidth, latency, *
 
     Parameters
     ----------
-    compute_time : float or array_like
-        :math:`t_c` in seconds, >= 0 (see ``scaling``).
-    devices : float or array_like
-        :math:`N`, whole number >= 1.
-    nbytes, bandwidth, latency
-        Gradient bytes, link bytes/s, seconds per message (see :func:`ring_allreduce_time`).
-    algorithm : {"ring", "tree", "ps"}
-        Collective used for the gradients.
+    compute_time, devices : float or array_like
+        :math:`t_c` in seconds, >= 0 (see ``scaling``); :math:`N`, whole number >= 1.
+    nbytes, bandwidth, latency, algorithm, servers
+        As in :func:`allreduce_time`: gradient bytes, link bytes/s, seconds per message; the
+        collective used for the gradients, {"ring", "tree", "ps"}; parameter servers (``"ps"`` only).
     overlap : float or array_like
         :math:`o \in [0, 1]`, fraction of the communication that may overlap compute.
-    servers : float or array_like
-        Parameter servers (``algorithm="ps"`` only).
     scaling : {"strong", "weak"}
         Whether ``compute_time`` is the global batch's (split N ways) or each device's.
 
@@ -775,12 +734,10 @@ def communication_crossover(compute_time, nbytes, bandwidth, latency, *, algorit
 
     Parameters
     ----------
-    compute_time : float
-        Forward + backward of the global batch on ONE device, seconds, > 0.
+    compute_time, n_max : float, int
+        Forward + backward of the global batch on ONE device, seconds, > 0; the largest N searched.
     nbytes, bandwidth, latency, algorithm, servers
-        As in :func:`course_lib.alpha_beta.allreduce_time`.
-    n_max : int
-        Largest device count searched.
+        As in :func:`allreduce_time`.
 
     Examples
     --------
@@ -792,7 +749,52 @@ def communication_crossover(compute_time, nbytes, bandwidth, latency, *, algorit
     tc = check_positive(compute_time, "compute_time")
     n_max = check_int(n_max, "n_max", 1)
     ns = np.arange(1, n_max + 1, dtype=np.float64)
-    exchange = np.asarray(allreduce_time(nbytes, ns, bandwidth, latency,
-                                              algorithm=algorithm, servers=servers))
+    exchange = np.asarray(allreduce_time(nbytes, ns, bandwidth, latency, algorithm=algorithm, servers=servers))
     hit = np.flatnonzero(exchange >= tc / ns)
     return int(ns[hit[0]]) if hit.size else math.inf
+
+
+def fit_alpha_beta(nbytes, seconds, devices) -> dict:
+    r"""Fit :math:`\alpha` and :math:`\beta` to measured times of the ring all-reduce (a message-size sweep).
+
+    The cost :math:`t = 2(N-1)\alpha + 2\frac{N-1}{N}\frac{m}{\beta}` (:func:`ring_allreduce_time`) is a line
+    :math:`a + b\,m`, fitted by least squares of the *relative* residuals :math:`\sum_i ((a + b\,m_i)/t_i - 1)^2`:
+    a sweep spans orders of magnitude of :math:`m`, and plain least squares of the times lets the largest
+    messages decide :math:`a` alone (often below zero). A negative :math:`a` is set to 0 and :math:`b`
+    refitted. :math:`\alpha = a / (2(N-1))`, :math:`\beta = 2\frac{N-1}{N} / b`; a ValueError if the
+    times do not grow with :math:`m` (no bandwidth to fit).
+
+    Parameters
+    ----------
+    nbytes, seconds : array_like
+        :math:`m_i`, the bytes of each message, and :math:`t_i`, its measured all-reduce in
+        seconds: 1-D, the same length >= 2, every value > 0.
+    devices : int
+        :math:`N`, the workers, >= 2 (one worker exchanges nothing).
+
+    Returns
+    -------
+    dict
+        ``alpha`` (s), ``beta`` (bytes/s), ``intercept`` :math:`a` (s), ``slope`` :math:`b` (s/byte),
+        ``relative_rms`` (the rms of the relative residuals) and ``points`` (their count).
+
+    Examples
+    --------
+    >>> m = np.array([1e3, 1e4, 1e5, 1e6, 1e7])
+    >>> fit = fit_alpha_beta(m, ring_allreduce_time(m, 4, 1e9, 1e-5), 4)   # alpha = 10 us, beta = 1 GB/s
+    >>> round(fit["alpha"] * 1e6, 6), round(fit["beta"] / 1e9, 6), fit["points"]
+    (10.0, 1.0, 5)
+    """
+    n = check_int(devices, "devices", 2)
+    m, t = as_real(nbytes, "nbytes", allowed="> 0"), as_real(seconds, "seconds", allowed="> 0")
+    if m.ndim != 1 or m.size < 2 or t.shape != m.shape:
+        raise ValueError(f"nbytes and seconds must be 1-D of the same length >= 2, got shapes {m.shape}, {t.shape}")
+    for values, name in ((m, "nbytes"), (t, "seconds")):
+        check_range(values, name, 0.0, np.inf, low_open=True)
+    (a, b), *_ = np.linalg.lstsq(np.column_stack([1.0 / t, m / t]), np.ones_like(t), rcond=None)
+    if a < 0:  # clipped: the line through the origin, relative residuals again
+        a, b = 0.0, float(np.sum(m / t) / np.sum((m / t) ** 2))
+    if b <= 0:  # no bandwidth to fit
+        raise ValueError("seconds must grow with nbytes: the times do not grow with the message size")
+    return {"alpha": float(a) / (2.0 * (n - 1)), "beta": 2.0 * (n - 1) / n / float(b), "intercept": float(a),
+            "slope": float(b), "relative_rms": float(np.sqrt(np.mean(((a + b * m) / t - 1.0) ** 2))), "points": m.size}

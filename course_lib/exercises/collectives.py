@@ -1,13 +1,16 @@
 """Exercises of chapter 08, collectives and synchronisation (the collectives family, the
 shared-memory toy's two steps, overlap of the all-reduce with the backward pass, stale
-gradients, SyncBN).
+gradients, SyncBN, and the alpha and beta of the learner's own all-reduce).
 
 Expected values come from :mod:`course_lib.alpha_beta`, :mod:`course_lib.parallel.partition`,
 :mod:`course_lib.overlap` and :mod:`course_lib.staleness` - never typed in. The givens
-are module constants, so the notebook can print them.
+are module constants, so the notebook can print them; exercise 6's are the learner's own
+measurement (a message-size sweep made as :data:`EX6_SWEEP` says).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -15,10 +18,11 @@ from .. import alpha_beta
 from ..overlap import overlapped_step_time
 from ..parallel.partition import chunk_bounds
 from ..staleness import sync_batchnorm_statistics
-from . import Result, check
+from . import Result, _coerce, check, checker
 
-__all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_STEP", "EX4_STALE", "EX5_SHARDS", "ex1_alltoall_ms",
-           "ex2_reduce_scatter_bytes", "ex3_overlapped_step_ms", "ex4_stale_weight", "ex5_syncbn_variance"]
+__all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_STEP", "EX4_STALE", "EX5_SHARDS", "EX6_SWEEP", "EX6_TOLERANCE",
+           "ex1_alltoall_ms", "ex2_reduce_scatter_bytes", "ex3_overlapped_step_ms", "ex4_stale_weight",
+           "ex5_syncbn_variance", "ex6_alpha_beta"]
 
 #: Exercise 1: a mixture-of-experts layer on 8 GPUs of one server; every GPU holds 64 MiB of
 #: token activations, one block per expert (per GPU), and sends each block to its expert's GPU by
@@ -42,6 +46,18 @@ EX4_STALE = {"w0": 1.0, "lr": 0.9, "delay": 2, "steps": 6}
 #: Exercise 5: what two workers' SyncBN all-reduce adds up for one feature of a batch-norm
 #: layer: each worker's count, sum and sum of squares of its shard.
 EX5_SHARDS = ({"count": 4, "sum": 10.0, "sum_sq": 30.0}, {"count": 6, "sum": 42.0, "sum_sq": 300.0})
+
+#: Exercise 6: the message-size sweep the learner measures (chapter 08, section 2): the toy's
+#: all-reduce in ``train_data_parallel(MLP((64, h, 10)), ...)`` (its ``breakdown()["communication"]``,
+#: the median over the steps after the first) for one hidden layer of each width ``h``: float32
+#: gradients of 1.2 kB to 20 MB, ``steps`` steps of ``batch_size`` samples at learning rate ``lr``.
+EX6_SWEEP = {"hidden": (4, 16, 64, 256, 1024, 4096, 16384, 65536), "batch_size": 32, "steps": 12, "lr": 0.01}
+#: Exercise 6: which fits of the sweep are right. Within ``rtol`` of the least-squares fit of the
+#: relative residuals (:func:`course_lib.alpha_beta.fit_alpha_beta`), or any honest fit: one whose
+#: predicted times are off the measured ones by at most ``rms_factor`` x that fit's relative rms
+#: + ``rms_slack`` (a fit through two points, by eye, with other weights) and is none of the
+#: named slips.
+EX6_TOLERANCE = {"rtol": 0.05, "rms_factor": 1.3, "rms_slack": 0.03}
 
 
 def ex1_alltoall_ms(answer) -> Result:
@@ -218,4 +234,83 @@ def ex5_syncbn_variance(answer) -> Result:
                                     f"or statistics.variance give it). Batch norm normalises with the variance of "
                                     f"the batch itself, dividing by n = {n}: sum of squares / n - mean^2.",
         },
+    )
+
+
+def _ex6_rms(alpha_us: float, beta_gb: float, m: np.ndarray, t: np.ndarray, n: int) -> float:
+    """The rms of the relative errors of the times (alpha in µs, beta in GB/s) predict for the sweep."""
+    predicted = alpha_beta.ring_allreduce_time(m, n, beta_gb * 1e9, alpha_us * 1e-6)
+    return float(np.sqrt(np.mean((predicted / t - 1.0) ** 2)))
+
+
+def _ex6_mistakes(fit: dict, m: np.ndarray, t: np.ndarray, n: int) -> dict:
+    """The usual slips of the fit, computed from the same sweep: (alpha in µs, beta in GB/s) -> why."""
+    a_us, b_gb = fit["alpha"] * 1e6, fit["beta"] / 1e9
+    intercept_us, inverse_slope_gb = fit["intercept"] * 1e6, 1.0 / fit["slope"] / 1e9
+    mistakes = {
+        (b_gb, a_us): "Swapped: the answer is (α, β), the latency first (µs), then the bandwidth (GB/s).",
+        (a_us * 1e-6, b_gb): "That α is in seconds; the question asks for µs (x 10^6).",
+        (a_us, b_gb * 1e9): "That β is in bytes/s; the question asks for GB/s (/ 10^9).",
+        (a_us * 1e-6, b_gb * 1e9): "Those are seconds and bytes/s; the question asks for µs and GB/s.",
+        (a_us, 8 * b_gb): "That β is in Gbit/s; the question asks for GB/s (a byte is 8 bits).",
+        (intercept_us, b_gb): f"That α is the intercept a of t = a + b m itself. An all-reduce on N = {n} sends "
+                              f"2(N-1) = {2 * (n - 1)} messages one after the other: α = a / (2(N-1)).",
+    }
+    if n != 2:  # with two workers 2(N-1)/N = 1: the slip changes nothing
+        mistakes[(a_us, inverse_slope_gb)] = (f"That β is 1 / b. Each device sends 2(N-1)/N = {2 * (n - 1) / n:g} bytes "
+                                              "per byte of the buffer: β = 2(N-1)/N / b.")
+        mistakes[(intercept_us, inverse_slope_gb)] = ("That is a and 1/b: the model's factors are missing, "
+                                                      "α = a / (2(N-1)) and β = 2(N-1)/N / b.")
+    slope, intercept = np.polyfit(m, t, 1)  # plain least squares of the times
+    if intercept > 0 and slope > 0:
+        mistakes[(intercept / (2 * (n - 1)) * 1e6, 2 * (n - 1) / n / slope / 1e9)] = (
+            "That is the plain least-squares fit of the times: the largest messages decide it, and it misses the "
+            "small ones by far. Weight every point by 1/t, so that each counts by its relative error.")
+    return mistakes
+
+
+@checker
+def ex6_alpha_beta(answer, *, nbytes, seconds, devices) -> Result:
+    """(α in µs, β in GB/s) of YOUR all-reduce: the ring's cost
+    t = 2(N-1) α + 2(N-1)/N m / β fitted to your sweep (``nbytes``, ``seconds`` on ``devices``
+    workers; :data:`EX6_SWEEP`).
+
+    The expected values are :func:`course_lib.alpha_beta.fit_alpha_beta` of the sweep; any
+    honest fit is right too (:data:`EX6_TOLERANCE`: judged by how well its times match
+    yours). Named slips: swapped or wrong units, the intercept or 1/slope without the
+    model's factors, the plain least-squares fit, a negative latency.
+    """
+    name = "(α in µs, β in GB/s)"
+    if answer is None or answer is Ellipsis:
+        return check(answer, (0.0, 0.0), name=name)
+    fit = alpha_beta.fit_alpha_beta(nbytes, seconds, devices)  # your sweep (a sweep it cannot use: feedback)
+    m, t, n = np.asarray(nbytes, dtype=float), np.asarray(seconds, dtype=float), int(devices)
+    expected = (float(f"{fit['alpha'] * 1e6:.6g}"), float(f"{fit['beta'] / 1e9:.6g}"))
+    tol, mistakes = EX6_TOLERANCE, _ex6_mistakes(fit, m, t, n)
+    try:
+        a_us, b_gb = (float(f"{float(v):.6g}") for v in _coerce(answer, expected))
+    except Exception:  # not two numbers: check() says what it read
+        a_us = b_gb = math.nan
+    accept = {}
+    if math.isfinite(a_us) and math.isfinite(b_gb) and b_gb > 0:
+        answer = (a_us, b_gb)  # as plain numbers in the messages
+        if a_us < 0:
+            return Result(False, f"✗ {name} = ({a_us:g}, {b_gb:g}) is not right. A negative latency: the line's "
+                                 "intercept came out below zero, as a plain least-squares fit of the times often "
+                                 "does (the largest messages decide it). Weight every point by 1/t; if the "
+                                 "intercept is still negative, set it to 0 and fit the slope again.")
+        rms = _ex6_rms(a_us, b_gb, m, t, n)
+        slip = any(np.allclose(answer, key, rtol=tol["rtol"]) for key in mistakes)
+        if rms <= tol["rms_factor"] * fit["relative_rms"] + tol["rms_slack"] and not slip:
+            accept[answer] = (f"an honest fit: its times are off yours by {rms:.0%} rms, the least-squares "
+                              f"fit of the relative errors by {fit['relative_rms']:.0%}")
+    return check(
+        answer,
+        expected,
+        name=name,
+        rtol=tol["rtol"],
+        accept=accept,
+        mistakes=mistakes,
+        hint="fit the line t = a + b m with every point weighted by 1/t (np.polyfit(m, t, 1, w=1 / t) gives b, a); "
+             "then α = a / (2(N-1)) and β = 2(N-1)/N / b; give α in µs and β in GB/s.",
     )

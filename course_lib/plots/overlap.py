@@ -4,18 +4,23 @@
   per worker a compute lane (forward, backward, update) and a communication lane (each
   bucket's wait for the other workers and its all-reduce, by the communication thread);
 * :func:`overlap_model_figure` - the same two lanes from the model
-  :func:`course_lib.overlap.overlapped_step_time`, one bucket above k buckets.
+  :func:`course_lib.overlap.overlapped_step_time`, one bucket above k buckets;
+* :func:`overlap_curves` - the step times of an overlap measurement (yours, from
+  :func:`course_lib.parallel.train.measure_overlap`, or a reference file's) as the curves
+  :func:`course_lib.plots.reference.beside_references_figure` draws.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
-from .._validate import check_int, check_sequence
+import numpy as np
+
+from .._validate import check_int, check_sequence, check_type
 from ..overlap import overlapped_step_time
 from . import COLORS, new_figure, styled
 
-__all__ = ["overlap_model_figure", "overlap_timeline_figure"]
+__all__ = ["overlap_curves", "overlap_model_figure", "overlap_timeline_figure"]
 
 _COMPUTE = {"F": (COLORS[0], "forward"), "B": (COLORS[5], "backward"), "U": ("0.3", "update")}
 #: Consecutive buckets' all-reduces alternate between two colours, so that their edges show.
@@ -154,3 +159,45 @@ def overlap_model_figure(compute_fwd, compute_bwd, comm_times, *, update: float 
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
+
+def overlap_curves(experiment: str, result: Mapping, *, workers: int = 2) -> dict:
+    """Milliseconds per step against the bucket count, for
+    :func:`course_lib.plots.reference.beside_references_figure`: ``"shared memory, N = n"`` (the
+    measured step), ``"wire, measured, N = n"`` and ``"wire, model, N = n"`` (over the modelled
+    wire: the measured step and :func:`course_lib.overlap.overlapped_step_time`'s).
+
+    Parameters
+    ----------
+    experiment : str
+        ``"overlap"`` (the signature of ``reference_runs(..., curves=...)``).
+    result : mapping
+        :func:`course_lib.parallel.train.measure_overlap`'s result (your run: ``rows`` with
+        ``measured_s``, ``model_s`` and, when it ran the shared memory beside, ``shm_s``), or a
+        reference file's ``"overlap"`` result (``runs``: shared memory; ``wire_runs``: the wire).
+    workers : int
+        The runs on this many workers, >= 2 (the chapter's run has 2).
+
+    Examples
+    --------
+    >>> mine = {"workers": 2, "rows": [{"buckets": 1, "measured_s": 0.03, "model_s": 0.029, "shm_s": 0.025},
+    ...                                {"buckets": 4, "measured_s": 0.024, "model_s": 0.024, "shm_s": 0.027}]}
+    >>> {name: y.tolist() for name, (x, y) in overlap_curves("overlap", mine).items()}["wire, model, N = 2"]
+    [29.0, 24.0]
+    """
+    if experiment != "overlap":
+        raise ValueError(f"experiment must be 'overlap', got {experiment!r}")
+    check_type(result, "result", Mapping, "measure_overlap's result or a reference file's overlap result")
+    n = check_int(workers, "workers", 2)
+    out = {}
+    wire = [result] if "rows" in result else list(result.get("wire_runs") or [])
+    for run in (r for r in wire if r.get("workers") == n):
+        rows = run["rows"]
+        buckets = np.array([r["buckets"] for r in rows], dtype=float)
+        out[f"wire, measured, N = {n}"] = (buckets, 1e3 * np.array([r["measured_s"] for r in rows], dtype=float))
+        out[f"wire, model, N = {n}"] = (buckets, 1e3 * np.array([r["model_s"] for r in rows], dtype=float))
+        if all("shm_s" in r for r in rows):
+            out[f"shared memory, N = {n}"] = (buckets, 1e3 * np.array([r["shm_s"] for r in rows], dtype=float))
+    for run in (r for r in result.get("runs") or [] if r.get("workers") == n):
+        out[f"shared memory, N = {n}"] = (np.asarray(run["buckets"], dtype=float),
+                                          1e3 * np.asarray(run["measured_step"], dtype=float))
+    return out
