@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # every test module again in every worker (about 5 s of each test process's start-up here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help install lab test test-fast notebooks lint bench clean slides student browser-deps
+.PHONY: help install lab test test-fast notebooks lint bench clean slides student scratch browser-deps
 
 help:
 	@echo "make lab        open the course in JupyterLab (installs into .venv first)"
@@ -23,6 +23,8 @@ help:
 	@echo "make slides     export every notebook to an offline reveal.js deck in build/slides/"
 	@echo "make student    write the student edition to build/student/ (no solutions or notes; installs and"
 	@echo "                opens on its own: give students that folder, its README says how)"
+	@echo "make scratch    write the scratch edition to build/scratch/: the student edition in which learners"
+	@echo "                write the teaching core themselves; \`make check\` there grades each function"
 	@echo "make browser-deps  install playwright and Debian's chromium for the browser tests"
 	@echo "make lint       ruff check"
 
@@ -100,6 +102,14 @@ slides: $(STAMP)
 # notebooks/ and the slides.
 student: $(STAMP)
 	$(BIN)/python -m course_lib student
+
+# The scratch edition in build/scratch/ ("build it yourself"): the student edition in which the
+# bodies of the teaching core (course_lib.grading.TEACHING_CORE) are stubs that name the chapter
+# and section to read; its `make check [NAME=...]` grades the learner's functions against the
+# course's references and names the mistake. `python -m course_lib scratch --fill DIR` puts the
+# course's code back into an edition's stubs (CI: the filled edition is the course, and passes).
+scratch: $(STAMP)
+	$(BIN)/python -m course_lib scratch
 
 # Optional: what the real-browser tests need (playwright driving Debian's chromium;
 # never `playwright install`). Without them `make test` skips those tests.

@@ -27,6 +27,7 @@ _SUBMODULES = frozenset(
         "datapackage",
         "datasets",
         "exercises",
+        "grading",
         "live",
         "megatron",
         "memory",

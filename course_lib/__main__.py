@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_lib doctor | notation | student | slides | lab-settings | cores``."""
+"""Command line: ``python -m course_lib doctor | notation | student | scratch | check | slides | lab-settings | cores``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,10 @@ commands:
   notation write the notation page notebooks/notation.md from data/notation.csv
   student  write the student edition (no solutions, notes or stored answers) to build/student/,
            a folder that installs and opens on its own (its README.md says how)
+  scratch  write the scratch edition to build/scratch/: the student edition in which the learner
+           writes the teaching core (python -m course_lib scratch --help for --fill)
+  check    check the functions of the teaching core against the course's references, naming the
+           mistake (the scratch edition's `make check`; python -m course_lib check --help)
   slides   export every notebook to an offline reveal.js deck under build/slides/
            (python -m course_lib slides --help for the options)
   lab-settings  switch off JupyterLab's news pop-up in this environment (make install runs it)
@@ -51,6 +55,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .tools.student import main as student_main
 
         return student_main(rest)
+    if command == "scratch":
+        from .tools.scratch import main as scratch_main
+
+        return scratch_main(rest)
+    if command == "check":
+        from .grading.core import main as check_main
+
+        return check_main(rest)
     if command == "slides":
         from .tools.slides import main as slides_main
 

@@ -95,8 +95,8 @@ class ShmAllReduce:
         """Step 1, Reduce-Scatter: add chunk ``r`` of every worker's row, in rank order
         (call it after :meth:`wait`: every row written). Returns this worker's chunk of the
         sum, a view of ``reduced`` (write into it to change what :meth:`all_gather` shares)."""
-        sum_rows(self.grads, self.reduced, self.lo, self.hi)
-        mine = self.reduced[self.lo : self.hi]
+        sum_rows(self.grads, self.reduced, self.lo, self.hi)  # chunk r of every row, added in rank order
+        mine = self.reduced[self.lo : self.hi]  # my chunk of the sum (a view)
         self.bytes_in["reduce_scatter"] += (self.grads.shape[0] - 1) * mine.nbytes  # the others' chunks r
         return mine
 
@@ -105,15 +105,15 @@ class ShmAllReduce:
         """Step 2, All-Gather: put ``chunk`` (if given) as this worker's chunk ``r``, wait
         until every worker has put its own, return the whole array (``reduced``)."""
         if chunk is not None:
-            self.reduced[self.lo : self.hi] = chunk
-        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)
+            self.reduced[self.lo : self.hi] = chunk  # my chunk, where the others read it
+        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)  # every worker has put its own
         self.bytes_in["all_gather"] += self.reduced.nbytes - self.reduced[self.lo : self.hi].nbytes
-        return self.reduced
+        return self.reduced  # the whole sum
 
     def allreduce(self) -> np.ndarray:
         """All-Reduce = Reduce-Scatter, then All-Gather: the sum over all workers."""
-        self.reduce_scatter()
-        return self.all_gather()
+        self.reduce_scatter()  # step 1: every worker sums its chunk
+        return self.all_gather()  # step 2: every worker reads every chunk
 
 
 class PipeAllReduce:

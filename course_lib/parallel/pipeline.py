@@ -170,39 +170,39 @@ class Stage:
 
     def forward(self, m: int, rows: tuple[int, int], idx: np.ndarray) -> None:
         """Forward of micro-batch ``m`` through my layers; hand the output to the next stage."""
-        r0, r1 = rows
+        r0, r1 = rows  # its input: the data (first stage) or the previous stage's output
         a = self.x[idx[r0:r1]] if self.first else self.receive(self.recv_act, "activations", m, self.act_in[r0:r1])
         acts = self.layers_forward(m, a)
         self.stash[self.chunk, m] = acts[:1] if self.job.recompute else acts  # recomputation keeps the input
-        if not self.last:
+        if not self.last:  # my output, to the next stage
             self.hand_over(self.send_act, self.act_out[r0:r1], acts[-1], m)
 
     def backward(self, m: int, rows: tuple[int, int], idx: np.ndarray, grad: np.ndarray, scale) -> None:
         """Backward of micro-batch ``m``: add my layers' gradients into ``grad``, hand the
         gradient of my input back to the previous stage."""
-        r0, r1 = rows
+        r0, r1 = rows  # its gradient: from the loss (last stage) or from the next stage
         g = None if self.last else self.receive(self.recv_grad, "gradients", m, self.grad_in[r0:r1])
-        g = self.layers_backward(m, g, idx[r0:r1], grad, scale)
-        if not self.first:
+        g = self.layers_backward(m, g, idx[r0:r1], grad, scale)  # my layers, adding into grad
+        if not self.first:  # my input's gradient, back to the previous stage
             self.hand_over(self.send_grad, self.grad_out[r0:r1], g, m)
 
     @recorded("F")
     def layers_forward(self, m: int, a: np.ndarray) -> list[np.ndarray]:
         """My layers' forward of micro-batch ``m``: the input and every layer's output."""
-        return layer_outputs(self.model, self.params, self.lo, self.hi, a)
+        return layer_outputs(self.model, self.params, self.lo, self.hi, a)  # the input, each layer's output
 
     @recorded("B")
     def layers_backward(self, m: int, g, samples: np.ndarray, grad: np.ndarray, scale) -> np.ndarray:
         """My layers' backward of micro-batch ``m`` from ``g`` (the last stage: from the loss
         of ``samples``), adding into ``grad``; returns the gradient of my input."""
-        acts = self.stash.pop((self.chunk, m))
+        acts = self.stash.pop((self.chunk, m))  # this micro-batch's activations, out of the stash
         if self.job.recompute:  # the forward again, from the stored input: the same operations
             acts = self.recompute(acts[0])
-        if self.last:
+        if self.last:  # the loss of my samples, its gradient scaled by 1 / B
             loss, g = softmax_cross_entropy(acts[-1], self.y[samples], "sum")
             g *= scale
             self.losses[-1] += loss
-        for i in reversed(range(self.lo, self.hi)):
+        for i in reversed(range(self.lo, self.hi)):  # my layers, last to first
             g = self.model.layer_backward(self.params, i, acts[i - self.lo], acts[i - self.lo + 1], g, grad,
                                           need_input_grad=i > 0)
         return g

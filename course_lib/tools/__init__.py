@@ -6,6 +6,9 @@
                  (templates in ``templates/``).
 ``student``      ``python -m course_lib student``: the student edition in ``build/student/``, a
                  folder that installs and opens on its own (``templates/student/``).
+``scratch``      ``python -m course_lib scratch``: the scratch edition in ``build/scratch/``, the
+                 student edition in which the learner writes the teaching core, stubbed from
+                 the source and graded by :mod:`course_lib.grading` (``templates/scratch/``).
 ``labsettings``  ``python -m course_lib lab-settings``: JupyterLab without its news pop-up in
                  this environment (``make install`` runs it).
 ``paths``        where the repository is (:func:`paths.repo_root`), for every tool.

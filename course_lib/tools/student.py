@@ -21,6 +21,10 @@ student copies anywhere and opens with the two commands of its own ``README.md``
   the licences, so that ``pip install -e .`` in the folder installs the course;
 - ``README.md`` and ``Makefile`` from ``templates/student/``.
 
+The scratch edition (:mod:`course_lib.tools.scratch`, the learner writes the teaching core)
+is built by the same machinery: :func:`write_edition` (the folder, its notebooks, files and
+templates) and :func:`edition_parser` (the command line) serve both.
+
 Give ``build/student/`` (or an archive of it) to students; lecturers keep ``notebooks/``
 (solutions and notes collapsed) and the slides (``make slides``), whose speaker view (key S)
 shows the notes. CI copies the edition out of the repository, installs it as its README
@@ -37,7 +41,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +54,12 @@ __all__ = [
     "EXERCISE_CELL",
     "LECTURER_OUTPUT",
     "STUDENT_TEXT",
+    "edition_parser",
     "is_exercise_cell",
     "main",
     "student_notebook",
     "student_text",
+    "write_edition",
     "write_student_edition",
 ]
 
@@ -93,8 +99,10 @@ LECTURER_OUTPUT = "lecturer-output"
 
 #: What the edition holds besides its notebooks: copied from the course folder as they are.
 EDITION_FILES = ("course_lib", "data", "benchmarks", "pyproject.toml", "LICENSE", "LICENSE-CONTENT")
-#: The edition's own README.md and Makefile.
-TEMPLATE_DIR = Path(__file__).resolve().parent / "templates" / "student"
+#: The editions' own README.md and Makefile, one folder per edition.
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: The student edition's.
+TEMPLATE_DIR = TEMPLATES / "student"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".ipynb_checkpoints")
 
 
@@ -190,8 +198,14 @@ def _check_target(root: Path, target: Path) -> None:
         raise ValueError(f"target {target} is a git checkout: choose an empty folder (it is emptied first)")
 
 
-def write_student_edition(root: Path | str | None = None, target: Path | str | None = None) -> list[Path]:
-    """Write the student edition of the course folder ``root`` to ``target``.
+def write_edition(root: Path | str | None, target: Path | str | None, *, folder: str, templates: Path,
+                  notebook: Callable[[Mapping[str, Any]], dict[str, Any]] = student_notebook,
+                  fields: Mapping[str, str] | None = None) -> list[Path]:
+    """Write an edition of the course folder ``root`` to ``target``: what every edition shares.
+
+    The notebooks of ``root/notebooks`` as ``notebook`` makes them (:func:`student_notebook`
+    by default), the pages beside them, :data:`EDITION_FILES`, and the files of ``templates``
+    with ``{notebook_count}`` and every ``{key}`` of ``fields`` filled in.
 
     Parameters
     ----------
@@ -199,7 +213,7 @@ def write_student_edition(root: Path | str | None = None, target: Path | str | N
         The course folder (``notebooks/``, ``course_lib/``, ``data/`` ...); the repository
         (:func:`course_lib.tools.paths.repo_root`) by default.
     target : Path, optional
-        Output folder, ``root/build/student`` by default. It is emptied first; it may not
+        Output folder, ``root/build/<folder>`` by default. It is emptied first; it may not
         be the course folder, hold it, or lie inside one of its source folders.
 
     Returns
@@ -207,8 +221,18 @@ def write_student_edition(root: Path | str | None = None, target: Path | str | N
     list of Path
         The notebooks written, in chapter order (``target/notebooks/*.ipynb``).
     """
+    if not isinstance(folder, str) or not re.fullmatch(r"[\w-]+", folder):
+        raise ValueError(f"folder must be a folder name (letters, digits, - and _), got {folder!r}")
+    templates = Path(check_type(templates, "templates", (str, os.PathLike), "a folder of templates"))
+    if not templates.is_dir():
+        raise ValueError(f"templates must be a folder, got {templates}")
+    if not callable(notebook):
+        raise TypeError(f"notebook must be a function of a notebook, got {type(notebook).__name__}")
+    fields = dict(check_type(fields or {}, "fields", Mapping, "a mapping of str to str"))
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in fields.items()):
+        raise TypeError("fields must map str to str")
     root = repo_root() if root is None else Path(check_type(root, "root", (str, os.PathLike), "a path"))
-    target = root / "build" / "student" if target is None else Path(
+    target = root / "build" / folder if target is None else Path(
         check_type(target, "target", (str, os.PathLike), "a path"))
     source = root / "notebooks"
     if not source.is_dir():
@@ -224,7 +248,7 @@ def write_student_edition(root: Path | str | None = None, target: Path | str | N
     for path in sorted(source.glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
         out = target / "notebooks" / path.name
-        out.write_text(json.dumps(student_notebook(nb), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        out.write_text(json.dumps(notebook(nb), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         written.append(out)
     for page in sorted(source.glob("*.md")):
         shutil.copy2(page, target / "notebooks" / page.name)
@@ -233,22 +257,49 @@ def write_student_edition(root: Path | str | None = None, target: Path | str | N
             shutil.copytree(root / name, target / name, ignore=_IGNORED)
         else:
             shutil.copy2(root / name, target / name)
-    for template in sorted(TEMPLATE_DIR.iterdir()):
-        text = template.read_text(encoding="utf-8").replace("{notebook_count}", str(len(written)))
+    values = {"notebook_count": str(len(written)), **fields}
+    for template in sorted(templates.iterdir()):
+        text = template.read_text(encoding="utf-8")
+        for key, value in values.items():
+            text = text.replace("{" + key + "}", value)
         (target / template.name).write_text(text, encoding="utf-8")
     return written
 
 
+def write_student_edition(root: Path | str | None = None, target: Path | str | None = None) -> list[Path]:
+    """Write the student edition of the course folder ``root`` to ``target``
+    (``root/build/student`` by default; emptied first): :func:`write_edition` with
+    :func:`student_notebook` and ``templates/student/``.
+
+    Returns
+    -------
+    list of Path
+        The notebooks written, in chapter order (``target/notebooks/*.ipynb``).
+    """
+    return write_edition(root, target, folder="student", templates=TEMPLATE_DIR)
+
+
+def edition_parser(command: str, description: str, folder: str) -> argparse.ArgumentParser:
+    """The command line every edition shares: ``python -m course_lib COMMAND [--root DIR] [--out DIR]``."""
+    parser = argparse.ArgumentParser(prog=f"python -m course_lib {command}", description=description)
+    parser.add_argument("--root", default=None, help="course folder (default: the repository this runs in)")
+    parser.add_argument("--out", default=None, help=f"output folder (default: build/{folder}/ in the course folder)")
+    return parser
+
+
+def edition_paths(args: argparse.Namespace, folder: str) -> tuple[Path, Path]:
+    """``(root, out)`` of a parsed edition command line (the repository and build/<folder> by default)."""
+    root = Path(args.root) if args.root else repo_root()
+    return root, Path(args.out) if args.out else root / "build" / folder
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m course_lib student [--root DIR] [--out DIR]``."""
-    parser = argparse.ArgumentParser(prog="python -m course_lib student",
-                                     description="Write the student edition of the course (a folder that runs on its own).")
-    parser.add_argument("--root", default=None, help="course folder (default: the repository this runs in)")
-    parser.add_argument("--out", default=None, help="output folder (default: build/student/ in the course folder)")
+    parser = edition_parser("student", "Write the student edition of the course (a folder that runs on its own).",
+                            "student")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
-        root = Path(args.root) if args.root else repo_root()
-        out = Path(args.out) if args.out else root / "build" / "student"
+        root, out = edition_paths(args, "student")
         written = write_student_edition(root, out)
     except ValueError as exc:
         print(f"student: error: {exc}", file=sys.stderr)

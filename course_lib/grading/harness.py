@@ -1,0 +1,97 @@
+"""What the checks share: small data sets, running the learner's code on processes with a
+short timeout, and proxies that write down how the learner's code used what it was given.
+
+A check's worker targets live in the grading modules (importable, so any start method finds
+them); they look the learner's function up when they run (``learner(...)``), so that the
+function as the library holds it at that moment is the one checked.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import multiprocessing as mp
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from ..models import MLP
+from .core import GRADER_TIMEOUT, Mistake
+
+__all__: list[str] = []  # the checks' own support: nothing here is meant to be called from outside
+
+
+def learner(module: str, qualname: str):
+    """The learner's function ``qualname`` of ``module``, as the library holds it now."""
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def start_method() -> str:
+    """Fork where there is one (fast, and the library as this process holds it), else spawn."""
+    return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+
+@contextlib.contextmanager
+def launch() -> Iterator:
+    """A :class:`course_lib.parallel.engine.launch.Launcher` for a check's run."""
+    from ..parallel.engine.launch import Launcher
+
+    with Launcher(start_method()) as launcher:
+        yield launcher
+
+
+def run_workers(launcher, target, workers: int, *, args: tuple = (), rank_args=None) -> list:
+    """``target(wctx, *args, *rank_args[r])`` on ``workers`` processes with the graders'
+    short timeout; their results by rank (a hang: ``WorkerTimeout`` naming the worker)."""
+    return launcher.run(target, workers, args=args, rank_args=rank_args, timeout=GRADER_TIMEOUT,
+                        name="ddl-check", progress=False)
+
+
+def progress(wctx, items: Iterable) -> Iterator:
+    """``items`` one by one, telling the parent after each that this worker moved on (the
+    parent stops a run in which no worker moves on for :data:`GRADER_TIMEOUT` seconds)."""
+    for k, item in enumerate(items):
+        yield item
+        wctx.progress(k + 1)
+
+
+def small_data(n: int = 60, sizes=(8, 16, 12, 3), seed: int = 0):
+    """A small running example: ``MLP(sizes)``, inputs (n, sizes[0]) and labels."""
+    rng = np.random.default_rng(seed)
+    x = rng.random((n, sizes[0]), dtype=np.float32)
+    y = rng.integers(0, sizes[-1], n)
+    return MLP(tuple(sizes)), x, y
+
+
+def arrays_differ(got, expected) -> str:
+    """Where ``got`` differs from ``expected`` in a sentence ("" when bitwise equal)."""
+    got, expected = np.asarray(got), np.asarray(expected)
+    if got.shape != expected.shape:
+        return f"shape {got.shape}, expected {expected.shape}"
+    bad = np.flatnonzero(~((got == expected) | (np.isnan(got) & np.isnan(expected))).reshape(-1)) \
+        if got.dtype.kind == "f" else np.flatnonzero((got != expected).reshape(-1))
+    if bad.size == 0:
+        return ""
+    i = int(bad[0])
+    where = np.unravel_index(i, got.shape) if got.ndim > 1 else (i,)
+    return (f"{bad.size} of {got.size} numbers differ, the first at index {tuple(int(w) for w in where)}: "
+            f"{got.reshape(-1)[i]!r}, expected {expected.reshape(-1)[i]!r}")
+
+
+class Recorder:
+    """Events a proxy writes down in a worker (sent back with its result)."""
+
+    def __init__(self):
+        self.events: list[tuple] = []
+
+    def __call__(self, *event) -> None:
+        self.events.append(event)
+
+
+def require(condition: bool, message: str) -> None:
+    """Raise :class:`Mistake` with ``message`` unless ``condition``."""
+    if not condition:
+        raise Mistake(message)
