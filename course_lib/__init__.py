@@ -28,6 +28,7 @@ _SUBMODULES = frozenset(
         "datasets",
         "exercises",
         "grading",
+        "i18n",
         "live",
         "megatron",
         "memory",

@@ -1,4 +1,4 @@
-"""Command line: ``python -m course_lib doctor | notation | student | scratch | check | slides | lab-settings | cores``."""
+"""Command line: ``python -m course_lib doctor | notation | student | scratch | check | slides | lab-settings | i18n | cores``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ commands:
   slides   export every notebook to an offline reveal.js deck under build/slides/
            (python -m course_lib slides --help for the options)
   lab-settings  switch off JupyterLab's news pop-up in this environment (make install runs it)
+  i18n     the Chinese edition: extract the catalogues locale/zh_CN/, build notebooks/zh/
+           (python -m course_lib i18n --help)
   cores    are this machine's cores free to measure speedups on? (exit 1 if not; make notebooks
            runs it first, so that no contended measurement is stored)
 """
@@ -71,6 +73,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .tools.labsettings import main as lab_settings_main
 
         return lab_settings_main(rest)
+    if command == "i18n":
+        from .tools.i18n import main as i18n_main
+
+        return i18n_main(rest)
     if command == "cores":
         from .parallel.train.cores import check_cores
 

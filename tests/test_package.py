@@ -82,7 +82,7 @@ def test_only_the_process_layer_makes_contexts_pipes_barriers_and_shared_memory(
 #: figures (sliders wired to the figures), the tools.
 FLOORS = (
     ("ground", {"course_lib", "_validate", "timing", "progress", "typed_numbers", "datasets", "datapackage",
-                "reference"}),
+                "reference", "i18n"}),
     ("ideas", {"scaling", "cost", "alpha_beta", "memory", "megatron", "models", "cnn", "conv", "conv.*",
                "dataflow", "optim", "schedule", "planner", "overlap",
                "transformer", "tensor_cost", "precision", "moe", "context_cost"}),

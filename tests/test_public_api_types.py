@@ -86,6 +86,7 @@ SKIP = {
     "course_lib.exercises.serial_to_parallel.bert_flops": "takes no arguments",
     "course_lib.parallel.engine.shm.find_leftovers": "takes no arguments",
     "course_lib.timing.minor_faults": "takes no arguments",
+    "course_lib.i18n.language": "takes no arguments",
     "course_lib.timing.cpu_ticks": "takes no arguments",
     "course_lib.parallel.engine.launch.LoggedBarrier": "process layer: built by Launcher.barrier(log_waits=...) around a checked barrier",
     "course_lib.parallel.engine.shm.remove_stale_segments": "takes no arguments",

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from ..i18n import tr
 from ..typed_numbers import read_quantity, unit_kind
 
 __all__ = ["UNIT_SLIPS", "Result", "check", "check_count", "checker", "shown_tolerance"]
@@ -121,32 +122,37 @@ def check(
     """
     suffix = f" {unit}" if unit else ""
     if answer is None or answer is Ellipsis:
-        return Result(False, f"… {name}: not answered yet - replace None with your answer "
-                             "and run the cell again.")
+        return Result(False, tr("… {name}: not answered yet - replace None with your answer and run "
+                                "the cell again.", name=name))
     # Any exception of the comparison becomes feedback: an answer can be anything the
     # learner typed (10**400 overflows a float, an object's == may raise ...).
     unit = unit if isinstance(unit, str) else ""
     kind_hint = _kind_hint(answer, expected, unit)  # text that is not what is asked: say why, once
     if kind_hint:
         why = _general_mistake(answer, [expected], rtol, atol, unit)  # a named slip says it better
-        return Result(False, f"✗ {name} = {_fmt(answer)} is not right. {why}" if why
-                      else f"✗ {name} = {_fmt(answer)} is not right.{kind_hint}")
+        return Result(False, _wrong(name, _fmt(answer)) + (f" {why}" if why else kind_hint))
     try:
         ok = _matches(answer, expected, rtol, atol, unit)
     except Exception as exc:  # a checker never raises on an answer
-        return Result(False, f"✗ {name}: could not compare {_show(answer)} with the answer "
-                             f"({type(exc).__name__}: {_text(exc)}).")
+        return Result(False, tr("✗ {name}: could not compare {answer} with the answer ({error}).",
+                                name=name, answer=_show(answer), error=f"{type(exc).__name__}: {_text(exc)}"))
     if ok:
-        return Result(True, f"✓ Correct: {name} = {_fmt(expected)}{suffix}.")
+        return Result(True, tr("✓ Correct: {name} = {value}.", name=name, value=f"{_fmt(expected)}{suffix}"))
     for right, note in _items(accept):
         if _safe_match(answer, right, rtol, atol, unit):
-            return Result(True, f"✓ Correct: {name} = {_fmt(right)}{suffix} ({note}).")
+            return Result(True, tr("✓ Correct: {name} = {value} ({note}).", name=name,
+                                   value=f"{_fmt(right)}{suffix}", note=note))
     shown = _fmt(answer) if _kind_hint(answer, expected, unit) else _fmt(_coerce(answer, expected, unit))
-    text = f"✗ {name} = {shown}{suffix} is not right.{_kind_hint(answer, expected, unit)}"
+    text = _wrong(name, f"{shown}{suffix}") + _kind_hint(answer, expected, unit)
     why = _closest_mistake(answer, _items(mistakes), rtol, atol, unit)
     rights = [expected, *(right for right, _ in _items(accept))]
     why = why or _general_mistake(answer, rights, rtol, atol, unit)  # a percent, another unit
-    return Result(False, f"{text} {why}" if why else f"{text} Hint: {hint}" if hint else text)
+    return Result(False, f"{text} {why}" if why else f"{text} {tr('Hint: {hint}', hint=hint)}" if hint else text)
+
+
+def _wrong(name: str, value: str) -> str:
+    """The first sentence of a wrong answer's feedback (``value`` with its unit)."""
+    return tr("✗ {name} = {value} is not right.", name=name, value=value)
 
 
 def check_count(
@@ -256,10 +262,8 @@ def checker(fn: Callable[..., Result]) -> Callable[..., Result]:
         try:
             return fn(*args, **kwargs)
         except Exception as exc:  # a checker never raises on the learner's input
-            return Result(
-                False,
-                f"✗ could not check the answer with these inputs ({type(exc).__name__}: {_text(exc)}).",
-            )
+            return Result(False, tr("✗ could not check the answer with these inputs ({error}).",
+                                    error=f"{type(exc).__name__}: {_text(exc)}"))
 
     return wrapper
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import scaling
 from .._validate import as_real, check_count, check_range, check_real, check_type
+from ..i18n import tr
 from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = ["amdahl_figure", "laws_figure", "measured_speedup_figure"]
@@ -158,19 +159,21 @@ def laws_figure(p: float, n: int, *, n_max: int = 1024):
     hi = float(max(n_max, n_val))
     ns = np.geomspace(1.0, hi, _GRID)
     fig, ax = new_figure(size=(6.4, 4.6))
-    ax.loglog(ns, ns, color="0.45", lw=1.2, ls=":", label="ideal, S = N")
-    ax.loglog(ns, scaling.amdahl(p_val, ns), color=COLORS[0], label="Amdahl: strong scaling, fixed problem")
+    ax.loglog(ns, ns, color="0.45", lw=1.2, ls=":", label=tr("ideal, S = N"))
+    ax.loglog(ns, scaling.amdahl(p_val, ns), color=COLORS[0], label=tr("Amdahl: strong scaling, fixed problem"))
     ax.loglog(ns, scaling.gustafson(p_val, ns), color=COLORS[1], ls="--",
-              label="Gustafson: weak scaling, growing problem")
+              label=tr("Gustafson: weak scaling, growing problem"))
     a_now, g_now = scaling.amdahl(p_val, n_val), scaling.gustafson(p_val, n_val)
     ax.plot([n_val], [a_now], "o", color=COLORS[0])
     ax.plot([n_val], [g_now], "s", color=COLORS[1])
-    ax.set(xlabel="devices N", ylabel="speedup S", title=f"fixed vs growing problem, p = {p_val:.3g}")
+    ax.set(xlabel=tr("devices N"), ylabel=tr("speedup S"),
+           title=tr("fixed vs growing problem, p = {p}", p=f"{p_val:.3g}"))
     ax.set_ylim(0.8, hi * 1.25)
     log2_axis(ax.xaxis, hi)
     log2_axis(ax.yaxis, hi)
-    _value_labels(ax, n_val, [(a_now, f"Amdahl: S({n_val}) = {a_now:.3g}", COLORS[0]),
-                              (g_now, f"Gustafson: S({n_val}) = {g_now:.3g}", COLORS[1])],
+    _value_labels(ax, n_val, [(a_now, tr("Amdahl: S({n}) = {speedup}", n=n_val, speedup=f"{a_now:.3g}"), COLORS[0]),
+                              (g_now, tr("Gustafson: S({n}) = {speedup}", n=n_val, speedup=f"{g_now:.3g}"),
+                               COLORS[1])],
                   rising=True, x_hi=hi)
     fig.legend(loc="outside lower center", ncol=1)
     return fig

@@ -12,6 +12,10 @@ The numbers, and why:
   has to shrink it (which would shrink its text) and it is at least 1,000 pixels wide.
 * **Colour-blind safe colours**: the Okabe-Ito palette (:data:`COLORS`), in an order
   whose neighbours differ in lightness as well as hue.
+* **Chinese text** (only when :func:`course_lib.i18n.language` is Chinese): DejaVu Sans
+  stays the font of every Latin letter and digit, and the first installed font of
+  :data:`CJK_FONTS` (:func:`cjk_font`) draws the Chinese glyphs, so an English figure is
+  unchanged and a Chinese one has no empty boxes.
 
 :func:`audit` checks a figure against these rules; a figure that breaks one raises a
 :class:`StyleWarning` (the test suite turns it into an error).
@@ -27,8 +31,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:  # pragma: no cover
     from matplotlib.figure import Figure
 
-__all__ = ["COLORS", "DENSITY", "DISPLAY_DPI", "DPI", "MAX_WIDTH_IN", "MIN_FONT_PT", "MIN_WIDTH_IN",
-           "RC", "StyleWarning", "audit", "display_width", "rc_params", "styled"]
+__all__ = ["CJK_FONTS", "COLORS", "DENSITY", "DISPLAY_DPI", "DPI", "MAX_WIDTH_IN", "MIN_FONT_PT",
+           "MIN_WIDTH_IN", "RC", "StyleWarning", "audit", "display_width", "rc_params", "styled"]
 
 #: Okabe & Ito (2008) colour-blind safe palette: blue, vermillion, bluish green,
 #: reddish purple, orange, sky blue, yellow, black. Neighbours in the cycle differ in
@@ -72,6 +76,14 @@ RC: dict[str, Any] = {
     "figure.dpi": DISPLAY_DPI,
 }
 
+#: Fonts with Chinese glyphs, the first installed one is used: Noto Sans CJK / Source Han Sans
+#: (Debian's fonts-noto-cjk), WenQuanYi Zen Hei (fonts-wqy-zenhei), Microsoft YaHei and SimHei
+#: (Windows), PingFang SC and Heiti SC (macOS). Noto's collection file may register as its
+#: Japanese face first: the same glyph set.
+CJK_FONTS = ("Noto Sans CJK SC", "Source Han Sans SC", "WenQuanYi Zen Hei", "Microsoft YaHei",
+             "PingFang SC", "Heiti SC", "SimHei", "Noto Sans SC", "Source Han Sans CN",
+             "Noto Sans CJK JP", "WenQuanYi Micro Hei", "Droid Sans Fallback", "AR PL UMing CN")
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -89,7 +101,65 @@ def rc_params() -> dict[str, Any]:
     """
     from cycler import cycler
 
-    return {**RC, "axes.prop_cycle": cycler(color=COLORS)}
+    from ..i18n import language
+
+    params = {**RC, "axes.prop_cycle": cycler(color=COLORS)}
+    if language() != "en":
+        cjk = cjk_font()
+        if cjk is not None:  # DejaVu Sans first: Latin letters and digits look as in English.
+            # Named families, not "sans-serif": a text keeps them when it is drawn outside
+            # this style (figure_to_png renders after the plot function returned).
+            params["font.family"] = ["DejaVu Sans", cjk]
+    return params
+
+
+@functools.lru_cache(maxsize=1)
+def cjk_font() -> str | None:
+    """The first installed font of :data:`CJK_FONTS` that matplotlib can use (None: none).
+
+    Looks in matplotlib's font list, then asks fontconfig (``fc-list :lang=zh``, where it
+    exists) for Chinese fonts installed after matplotlib built its font cache and adds
+    them, so that installing one needs no cache to be deleted. Without one, a Chinese
+    figure warns once and names the font to install (the doctor does too).
+    """
+    import shutil
+    import subprocess
+
+    from matplotlib import font_manager
+
+    def first() -> str | None:
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        return next((name for name in CJK_FONTS if name in names), None)
+
+    found = first()
+    fc_list = shutil.which("fc-list")
+    if found is None and fc_list is not None:
+        try:
+            out = subprocess.run([fc_list, ":lang=zh", "file", "family"], capture_output=True, text=True,
+                                 timeout=20, check=False).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            out = ""
+        families = []
+        for line in sorted(set(out.splitlines())):
+            path, _, family = line.partition(": ")
+            if path.lower().endswith((".ttf", ".otf", ".ttc")):
+                try:
+                    font_manager.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):  # a font matplotlib cannot read
+                    continue
+                families.append(family.split(",")[0].strip())
+        names = {f.name for f in font_manager.fontManager.ttflist}
+        found = first() or next((f for f in families if f in names), None)
+    if found is not None:  # e.g. WenQuanYi has weight 500 only: using it for 400 is intended
+        import logging
+
+        logging.getLogger("matplotlib.font_manager").addFilter(
+            lambda record: not ("Failed to find font weight" in record.getMessage() and found in record.getMessage()))
+    if found is None:
+        warnings.warn("no font with Chinese glyphs found: Chinese figure text shows as empty boxes. "
+                      f"Install one of {', '.join(CJK_FONTS[:3])} (Debian: apt-get install fonts-noto-cjk, "
+                      "or the smaller fonts-wqy-zenhei)", UserWarning, stacklevel=2)
+    return found
 
 
 def styled(plot: F) -> F:

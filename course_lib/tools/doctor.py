@@ -586,10 +586,43 @@ def check_cjk_font() -> Check:
     if not families:
         return Check(
             "Chinese font", WARN, "none installed: the Chinese terms show as empty boxes",
-            "apt-get install fonts-noto-cjk  (or your distribution's CJK font package)",
+            "apt-get install fonts-noto-cjk  (or fonts-wqy-zenhei, or your distribution's CJK font package)",
         )
     more = f" and {len(families) - 1} more" if len(families) > 1 else ""
     return Check("Chinese font", OK, f"{families[0]}{more}")
+
+
+def _cjk_font_install() -> str:
+    """How to install a font with Chinese glyphs on this system."""
+    if sys.platform == "darwin":
+        return "macOS ships PingFang SC; if it was removed: brew install --cask font-noto-sans-cjk-sc"
+    if sys.platform.startswith("win"):
+        return "Windows ships Microsoft YaHei; add the Chinese language pack's fonts in Settings > Fonts"
+    return "apt-get install fonts-noto-cjk  (or the smaller fonts-wqy-zenhei; another distribution: its Noto CJK package)"
+
+
+def check_figure_font() -> Check:
+    """A font for the Chinese text of the figures (course_lib.plots.style.CJK_FONTS) that
+    matplotlib can use: a warning in the Chinese edition (``DDL_LANG=zh_CN``), else a note."""
+    from ..i18n import language
+
+    chinese = language() != "en"
+    name = "Chinese figure font"
+    try:
+        import warnings
+
+        from ..plots.style import cjk_font
+
+        with warnings.catch_warnings():  # the doctor says it below, with the fix
+            warnings.simplefilter("ignore")
+            font = cjk_font()
+    except ImportError as exc:
+        return Check(name, INFO, f"not checked ({exc})")
+    if font is None:
+        return Check(name, WARN if chinese else INFO,
+                     "none that matplotlib can use: Chinese figure titles and labels show as empty boxes"
+                     + ("" if chinese else " (only the Chinese edition draws any)"), _cjk_font_install())
+    return Check(name, OK, f"{font} (matplotlib)")
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (
@@ -606,6 +639,7 @@ CHECKS: tuple[Callable[[], Check], ...] = (
     check_leftovers,
     check_torch,
     check_cjk_font,
+    check_figure_font,
     check_slide_tools,
     check_browser_tools,
 )

@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from ..._validate import check_int, check_positive, check_sequence, check_type
+from ...i18n import tr
 from ...timing import blas_threads
 from ..engine.launch import Launcher
 
@@ -418,19 +419,22 @@ class CoreCheck:
         when free; a NaN measurement is unknown and decides nothing)."""
         out = []
         if self.slowdown > self.MAX_SLOWDOWN:
-            out.append(f"other work slowed the busy loops side by side ({self.slowdown:.2f}x > "
-                       f"{self.MAX_SLOWDOWN}x)")
+            out.append(tr("other work slowed the busy loops side by side ({slowdown} > {limit})",
+                          slowdown=f"{self.slowdown:.2f}x", limit=f"{self.MAX_SLOWDOWN}x"))
         if self.load >= self.MAX_LOAD_PER_CORE * self.cores:  # False for NaN
-            out.append(f"the load average ({self.load:.2f}) is a full core's worth of other work per core")
+            out.append(tr("the load average ({load}) is a full core's worth of other work per core",
+                          load=f"{self.load:.2f}"))
         if self.steal > self.MAX_STEAL:
-            out.append(f"the hypervisor gave {self.steal:.0%} of the CPU time to other guests of its host "
-                       f"(steal > {self.MAX_STEAL:.0%})")
+            out.append(tr("the hypervisor gave {steal} of the CPU time to other guests of its host "
+                          "(steal > {limit})", steal=f"{self.steal:.0%}", limit=f"{self.MAX_STEAL:.0%}"))
         if self.cores > 1 and self.memory_gain < self.MIN_MEMORY_GAIN:
-            out.append(f"{self.cores} memory streams together moved only {self.memory_gain:.2f}x the bytes of "
-                       f"one alone (< {self.MIN_MEMORY_GAIN}x): they did not get their cores")
+            out.append(tr("{cores} memory streams together moved only {gain} the bytes of one alone "
+                          "(< {limit}): they did not get their cores", cores=self.cores,
+                          gain=f"{self.memory_gain:.2f}x", limit=f"{self.MIN_MEMORY_GAIN}x"))
         if self.bandwidth_spread > self.MAX_BANDWIDTH_SPREAD:
-            out.append(f"the memory bandwidth changed by {self.bandwidth_spread:.0%} between rounds "
-                       f"(> {self.MAX_BANDWIDTH_SPREAD:.0%}): other memory traffic came and went")
+            out.append(tr("the memory bandwidth changed by {spread} between rounds (> {limit}): other "
+                          "memory traffic came and went", spread=f"{self.bandwidth_spread:.0%}",
+                          limit=f"{self.MAX_BANDWIDTH_SPREAD:.0%}"))
         return tuple(out)
 
     @property
@@ -456,13 +460,14 @@ class CoreCheck:
 
     def __str__(self) -> str:
         if self.free:
-            head = (f"your {self.cores} cores are free ({self._measured()}): the speedups below are "
-                    "your machine's.")
+            head = tr("your {cores} cores are free ({measured}): the speedups below are your machine's.",
+                      cores=self.cores, measured=self._measured())
         else:
-            advice = ("Close other programs and run the cell again later (steal comes from the host)"
-                      if self.steal > self.MAX_STEAL else "Close other programs and run the cell again")
-            head = (f"your {self.cores} cores were shared with other work ({self._measured()}): the "
-                    f"speedups below are not your machine's: {'; '.join(self.reasons)}. {advice}.")
+            advice = (tr("Close other programs and run the cell again later (steal comes from the host)")
+                      if self.steal > self.MAX_STEAL else tr("Close other programs and run the cell again"))
+            head = tr("your {cores} cores were shared with other work ({measured}): the speedups below "
+                      "are not your machine's: {reasons}. {advice}.", cores=self.cores,
+                      measured=self._measured(), reasons="; ".join(self.reasons), advice=advice)
         lines = [head]
         tail = []
         if self.topology is not None:
