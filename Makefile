@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # every test module again in every worker (about 5 s of each test process's start-up here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help install lab test test-fast notebooks lint bench clean slides student scratch browser-deps
+.PHONY: help install lab test test-fast notebooks lint bench clean slides student scratch browser-deps gettext zh zh-extract test-zh lab-zh
 
 help:
 	@echo "make lab        open the course in JupyterLab (installs into .venv first)"
@@ -26,6 +26,8 @@ help:
 	@echo "make scratch    write the scratch edition to build/scratch/: the student edition in which learners"
 	@echo "                write the teaching core themselves; \`make check\` there grades each function"
 	@echo "make browser-deps  install playwright and Debian's chromium for the browser tests"
+	@echo "make zh         build the Chinese edition in notebooks/zh/ from locale/ (make lab-zh opens it,"
+	@echo "                make test-zh tests it, make zh-extract updates the catalogues after an edit)"
 	@echo "make lint       ruff check"
 
 $(BIN)/python:
@@ -61,7 +63,7 @@ TEST_WORKERS := $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1
 test: $(STAMP)
 	status=0; run() { "$$@" || { rc=$$?; [ $$rc -le $$status ] || status=$$rc; }; }; \
 	run $(PYTEST) -n $(TEST_WORKERS) --dist loadscope notebooks tests course_lib --doctest-modules \
-	    --nbval-lax --nbval-current-env -m "not browser and not serial"; \
+	    --ignore=notebooks/zh --nbval-lax --nbval-current-env -m "not browser and not serial"; \
 	[ $$status -gt 1 ] || run $(PYTEST) tests -m "browser or serial"; \
 	exit $$status
 
@@ -110,6 +112,38 @@ student: $(STAMP)
 # course's code back into an edition's stubs (CI: the filled edition is the course, and passes).
 scratch: $(STAMP)
 	$(BIN)/python -m course_lib scratch
+
+# The Chinese edition (README.zh-CN.md): notebooks/zh/ is generated from the gettext catalogues
+# in locale/zh_CN/LC_MESSAGES/ (never edited by hand). `make zh` checks the catalogues
+# (msgfmt -c, placeholders, glossary terms) and builds it; `make zh-extract` updates the
+# catalogues after an English sentence changed (it becomes fuzzy, its old English kept);
+# `make test-zh` runs the Chinese notebooks under nbval; `make lab-zh` opens them. Needs the
+# [i18n] extra (mdpo, polib) and GNU gettext (msgmerge, msgfmt), installed here.
+I18N_STAMP := $(VENV)/.i18n-stamp
+$(I18N_STAMP): pyproject.toml $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,i18n]'
+	touch $(I18N_STAMP)
+
+gettext:
+	@command -v msgmerge >/dev/null 2>&1 && command -v msgfmt >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null 2>&1 || { echo "install GNU gettext (macOS: brew install gettext)"; exit 1; }; \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq gettext; \
+	  else sudo apt-get update -qq && sudo apt-get install -y -qq gettext; fi; }
+
+zh: $(I18N_STAMP) gettext
+	$(BIN)/python -m course_lib i18n check
+	$(BIN)/python -m course_lib i18n build
+
+zh-extract: $(I18N_STAMP) gettext
+	$(BIN)/python -m course_lib i18n extract
+	$(BIN)/python -m course_lib i18n stats
+
+test-zh: zh
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --nbval-lax --nbval-current-env notebooks/zh
+
+lab-zh: zh
+	$(BIN)/python -m course_lib lab-settings
+	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/zh $(ROOT_FLAG)
 
 # Optional: what the real-browser tests need (playwright driving Debian's chromium;
 # never `playwright install`). Without them `make test` skips those tests.
