@@ -27,6 +27,7 @@ _SUBMODULES = frozenset(
         "datapackage",
         "datasets",
         "exercises",
+        "failures",
         "grading",
         "i18n",
         "live",

@@ -25,6 +25,7 @@ __all__ = [
     "DataFileError",
     "Digits",
     "DnnModel",
+    "FailureRecord",
     "GlossaryEntry",
     "HardwareDevice",
     "MegatronConfig",
@@ -37,6 +38,7 @@ __all__ = [
     "load_cpu_trends",
     "load_digits",
     "load_dnn_models",
+    "load_failure_records",
     "load_glossary",
     "load_notation",
     "notation_markdown",
@@ -563,6 +565,33 @@ def load_parallel_layouts() -> tuple[ParallelLayout, ...]:
         if r.routed_experts % r.expert_parallel or r.active_experts > r.routed_experts or r.gpus % r.expert_parallel:
             raise DataFileError(f"{where}: N_e must divide the routed experts and the GPUs, k_top <= E")
     return rows
+
+# ----------------------------------------------------------- failure_records.csv
+@dataclass(frozen=True)
+class FailureRecord:
+    """One row of ``data/failure_records.csv``: a published run's job interruptions over ``days``."""
+
+    run: str
+    gpus: int
+    device: str
+    days: float
+    unexpected_interruptions: int
+    planned_interruptions: int | None
+    hardware_share_pct: float | None
+    effective_training_pct: float | None
+    storage_tb_per_s: float | None
+    source: str
+    note: str | None
+
+
+def load_failure_records() -> tuple[FailureRecord, ...]:
+    """Published interruption counts of large training runs (:mod:`course_lib.failures`).
+
+    >>> {r.run: r for r in load_failure_records()}["Llama 3 405B pre-training"].unexpected_interruptions
+    419
+    """
+    return read_csv("failure_records.csv", FailureRecord)
+
 
 # ---------------------------------------------------------------- cpu_trends.csv
 @dataclass(frozen=True)

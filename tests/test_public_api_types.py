@@ -81,6 +81,7 @@ SKIP = {
     "course_lib.datasets.load_hardware": "takes no arguments",
     "course_lib.datasets.load_megatron_configs": "takes no arguments",
     "course_lib.datasets.load_parallel_layouts": "takes no arguments",
+    "course_lib.datasets.load_failure_records": "takes no arguments",
     "course_lib.context_cost.parallelism_axes": "takes no arguments",
     "course_lib.datasets.load_training_records": "takes no arguments",
     "course_lib.exercises.serial_to_parallel.bert_flops": "takes no arguments",

@@ -19,6 +19,9 @@ how it communicates, with no timer, progress report, fault or argument check ins
                        all-to-all over heads (context parallelism)
 ``experts``            a mixture of experts' experts on workers, tokens by
                        all-to-all (expert parallelism)
+``checkpoint``         training checkpoints never half-written (a shard per
+                       worker, a manifest last) and the resume from the last
+                       complete one
 =====================  ==========================================================
 
 **The entry points** the notebooks call (``train/``): each checks once, launches the workers

@@ -201,9 +201,9 @@ def _template(entries: dict, *, brace_format: bool):
     (so ``msgfmt -c`` checks that its translation has the same fields)."""
     polib = _polib()
     po = polib.POFile(wrapwidth=0)
-    for (ctx, msgid, plural), where in entries.items():
+    for (msgctxt_, msgid, plural), where in entries.items():
         flags = ["python-brace-format"] if brace_format and field_names(msgid + (plural or "")) else []
-        entry = polib.POEntry(msgctxt=ctx, msgid=msgid, msgstr="", flags=flags,
+        entry = polib.POEntry(msgctxt=msgctxt_, msgid=msgid, msgstr="", flags=flags,
                               occurrences=[(w, "") for w in dict.fromkeys(where)])
         if plural:
             entry.msgid_plural, entry.msgstr_plural = plural, {0: ""}
@@ -251,9 +251,9 @@ def library_template(root: Path):
                 problems.append(f"{rel}:{node.lineno}: {name}() has fields {bad}: only named fields "
                                 "({name}) can be translated")
                 continue
-            ctx = next((k.value.value for k in node.keywords
+            msgctxt_ = next((k.value.value for k in node.keywords
                         if k.arg == "context" and isinstance(k.value, ast.Constant)), None)
-            key = (ctx, texts[0], texts[1] if len(texts) > 1 else None)
+            key = (msgctxt_, texts[0], texts[1] if len(texts) > 1 else None)
             entries.setdefault(key, []).append((rel, node.lineno, node.col_offset))
     if problems:
         raise I18nError("messages that cannot be translated:\n  " + "\n  ".join(problems))

@@ -3,7 +3,8 @@
 A worker that raises, dies or hangs ends the whole run with one of the :class:`ProcessGroupError`
 subclasses (raised by :class:`course_lib.parallel.engine.workers.ProcessGroup`, every worker
 stopped first); a :class:`Fault` makes one worker raise, die or hang at a given step (the
-tests and the appendix use it to show that nothing is left behind).
+tests and the appendix use it to show that nothing is left behind), or at a point of a
+checkpoint write, or makes it slow down from a step on (a straggler).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..._validate import check_int
+from ..._validate import check_int, check_real
 
 __all__ = ["Fault", "FaultInjected", "ProcessGroupError", "RunStopped", "WorkerDied", "WorkerError", "WorkerTimeout"]
 
@@ -102,35 +103,94 @@ class Fault:
 
     Parameters
     ----------
-    kind : {"raise", "exit", "kill", "hang"}
+    kind : {"raise", "exit", "kill", "hang", "slow"}
         ``raise``: raise :class:`FaultInjected` (a bug in the worker's code);
         ``exit``: ``os._exit(3)`` without clean-up (a crash in native code);
         ``kill``: SIGKILL to itself (what the out-of-memory killer does);
-        ``hang``: sleep forever (a deadlock).
+        ``hang``: sleep forever (a deadlock);
+        ``slow``: sleep ``seconds`` at the start of step ``step`` and of every later step
+        (a straggler: a slower or busier device; the run goes on).
     rank : int
         Worker that fails, >= 0.
     step : int
-        Step (or micro-batch, for a pipeline) at which it fails, >= 0.
+        Step (or micro-batch, for a pipeline) at which it fails, >= 0; with ``point``: the
+        step of the checkpoint (the steps done when it is written).
+    point : str, optional
+        Fail at this point of the checkpoint written after step ``step`` instead of at the
+        start of a step: one of :attr:`POINTS` (:mod:`course_lib.parallel.checkpoint`;
+        the manifest's points happen in worker 0 only). Kinds "raise", "exit", "kill" and
+        "hang" only.
+    seconds : float
+        Kind "slow" only: the sleep per step, in (0, 60].
+    after : float, optional
+        Kind "kill" only, instead of a step: kill the worker this many seconds after its
+        loop's first step (its warm-up), in (0, 3600], wherever it is then (computing,
+        waiting, writing a checkpoint): a failure at a moment in time (the data-parallel and
+        pipeline trainers: :func:`course_lib.parallel.engine.crash.fault_timer`).
+
+    Examples
+    --------
+    >>> Fault("slow", rank=1, seconds=0.01)
+    Fault(kind='slow', rank=1, step=0, seconds=0.01)
+    >>> Fault("kill", rank=0, step=4, point="before rename").point
+    'before rename'
     """
 
     kind: str
     rank: int = 0
     step: int = 0
+    point: str | None = None
+    seconds: float = 0.0
+    after: float | None = None
 
-    KINDS = ("raise", "exit", "kill", "hang")
+    KINDS = ("raise", "exit", "kill", "hang", "slow")
+    #: The points of a checkpoint write, in order (:mod:`course_lib.parallel.checkpoint`): before
+    #: the worker's shard is written, once written but before it is flushed (fsync), flushed but
+    #: not yet renamed into place, renamed; then, in worker 0 only, once every shard is in place
+    #: and before the manifest is written, the manifest flushed but not renamed, and the
+    #: checkpoint complete.
+    POINTS = ("before write", "before flush", "before rename", "after rename", "before manifest",
+              "before manifest rename", "after manifest")
 
     def __post_init__(self):
         if self.kind not in self.KINDS:
             raise ValueError(f"kind must be one of {self.KINDS}, got {self.kind!r}")
         check_int(self.rank, "rank", 0)
         check_int(self.step, "step", 0)
+        if self.point is not None and (self.point not in self.POINTS or self.kind == "slow"):
+            raise ValueError(f"point must be None or one of {self.POINTS} (not with kind 'slow'), got {self.point!r}")
+        if self.kind == "slow":
+            check_real(self.seconds, "seconds", 0.0, 60.0, low_open=True)
+        elif self.seconds != 0:
+            raise ValueError(f"seconds is for kind 'slow' only, got seconds={self.seconds!r} with kind {self.kind!r}")
+        if self.after is not None:
+            if self.kind != "kill" or self.point is not None:
+                raise ValueError(f"after is for kind 'kill' without a point only, got kind {self.kind!r}, "
+                                 f"point {self.point!r}")
+            check_real(self.after, "after", 0.0, 3600.0, low_open=True)
+
+    def __repr__(self) -> str:
+        extra = "".join(f", {name}={getattr(self, name)!r}" for name, unset in (("point", None), ("seconds", 0.0),
+                                                                               ("after", None))
+                        if getattr(self, name) != unset)
+        return f"Fault(kind={self.kind!r}, rank={self.rank!r}, step={self.step!r}{extra})"
 
     def maybe_fire(self, rank: int, step: int) -> None:
-        """Fail now if this is the chosen rank and step (call it in the worker)."""
-        if rank != self.rank or step != self.step:
+        """Fail now if this is the chosen rank and step (call it in the worker). A fault with a
+        ``point`` fires in the checkpoint write instead (:meth:`fire`)."""
+        if self.kind == "slow":
+            if rank == self.rank and step >= self.step:
+                time.sleep(self.seconds)
             return
+        if rank != self.rank or step != self.step or self.point is not None or self.after is not None:
+            return
+        self.fire(rank, step)
+
+    def fire(self, rank: int, step: int) -> None:
+        """Fail now, as ``kind`` says (the caller has decided that it is time)."""
         if self.kind == "raise":
-            raise FaultInjected(f"injected fault in worker {rank} at step {step}")
+            where = f" at step {step}" if self.point is None else f" {self.point} of the checkpoint of step {step}"
+            raise FaultInjected(f"injected fault in worker {rank}{where}")
         if self.kind == "exit":
             os._exit(3)
         if self.kind == "kill":

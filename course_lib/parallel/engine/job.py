@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import functools
 import inspect
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -193,6 +194,12 @@ class Job:
     """Data parallel: buckets of layers whose all-reduce overlaps the backward pass."""
     wire: Any = None
     """Backend "wire": the modelled link (a :class:`course_lib.parallel.allreduce.Wire`)."""
+    start_step: int = 0
+    """The steps done before this run: a run resumed from a checkpoint of step ``s`` runs
+    steps ``s .. s + steps - 1`` of the same sequence of batches."""
+    checkpoint: Any = None
+    """None, or how the run writes checkpoints and what it resumes from (a
+    :class:`course_lib.parallel.engine.checkpointing.CheckpointPlan`)."""
 
     @property
     def grid(self) -> Grid:
@@ -204,7 +211,15 @@ class Job:
         """The sample indices of every step (:func:`course_lib.parallel.partition.batches`),
         derived from the seed in the worker itself (a list of them is never pickled into a
         starting process: it could block its start)."""
-        return batches(self.n_samples, self.batch_size, self.seed, steps=self.steps)
+        every = batches(self.n_samples, self.batch_size, self.seed, steps=self.start_step + self.steps)
+        return itertools.islice(every, self.start_step, None) if self.start_step else every
+
+    def step_sizes(self) -> np.ndarray:
+        """The size of every step's batch of this run (:func:`course_lib.parallel.partition.batch_sizes`,
+        from step ``start_step`` on)."""
+        from ..partition import batch_sizes
+
+        return batch_sizes(self.n_samples, self.batch_size, self.start_step + self.steps)[self.start_step:]
 
     def new_optimizer(self):
         """A fresh copy of the optimizer (each worker and each run owns its state), or None."""

@@ -23,6 +23,8 @@
 ``wire``               overlap over a modelled wire (no CPU spent communicating),
                        measured against the step-time model
 ``torch_engine``       the data-parallel step under ``torchrun`` (torch.distributed, gloo)
+``restarts``           failures measured: a checkpoint's cost, goodput against the
+                       checkpoint interval with failures injected, a straggler
 =====================  ==========================================================
 
 The names notebooks use most are here too (``from course_lib.parallel.train import

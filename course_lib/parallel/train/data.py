@@ -39,7 +39,9 @@ from ...timing import blas_threads as _blas
 from ...timing import current_blas_threads, minor_faults, pin_to_core
 from ..allreduce import BucketAllReduce, GlooAllReduce, PipeAllReduce, ShmAllReduce, WireAllReduce
 from ..data import overlap_worker_loop, worker_loop
+from ..engine.checkpointing import check_checkpointing, checkpoint_report, data_parallel_saver
 from ..engine.clock import StepMonitor, Traced, increase
+from ..engine.crash import fault_timer
 from ..engine.gloo import free_port, gloo_group
 from ..engine.job import Job, check_flag, check_job, run_keywords
 from ..engine.launch import Launcher
@@ -56,6 +58,8 @@ PRELOAD = ("course_lib.parallel.engine.workers", "course_lib.models", "course_li
 def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: int, optimizer=None,
                         zero_stage: int = 0, buckets: int = 1, backend: str = "shm", wire=None,
                         barrier_kind: str = "pipe", pin_workers: bool = False, log_barriers: bool = False,
+                        checkpoint_every: int | None = None, checkpoint_dir=None, resume=None,
+                        checkpoint_async: bool = False, checkpoint_delay: float = 0.0, checkpoint_store: str = "disk",
                         **run) -> TrainResult:
     """Train with ``workers`` processes, each on its shard of every global batch.
 
@@ -110,6 +114,18 @@ def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: in
         ``log_barriers=True`` writes down every barrier wait's arrival and departure in
         ``extra["barrier_log"]`` (workers, waits, 2) (:class:`~course_lib.parallel.engine.launch.LoggedBarrier`).
         Neither changes the arithmetic: same parameters, bit for bit.
+    checkpoint_every, checkpoint_dir, resume, checkpoint_async, checkpoint_delay, checkpoint_store
+        Checkpoints (训练检查点, :mod:`course_lib.parallel.checkpoint`): every worker writes
+        its shard of the state (1/N of the parameters and of the optimizer state, the step)
+        after every ``checkpoint_every`` steps into ``checkpoint_dir``, never half-written;
+        ``resume`` continues from a folder's newest complete checkpoint, on the same or
+        another number of workers or ZeRO stage (the same: bitwise the uninterrupted run's
+        parameters). ``checkpoint_async``: the write overlaps the next steps;
+        ``checkpoint_delay``: modelled storage seconds per shard; ``checkpoint_store="memory"``:
+        no fsync (the page cache: survives a killed process, not a crashed machine). In full:
+        :data:`course_lib.parallel.engine.checkpointing.CHECKPOINT_DOC`. The result's
+        ``extra`` then holds ``checkpoint_steps``, ``checkpoint_time`` (seconds each worker
+        was held up by each checkpoint), ``resumed_from`` and ``refused_checkpoints``.
 
     Returns
     -------
@@ -131,6 +147,10 @@ def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: in
     t_call = time.perf_counter()
     x, y, p0, job = check_job(model, x, y, workers=workers, optimizer=optimizer, zero_stage=zero_stage,
                               buckets=buckets, backend=backend, wire=wire, **run)
+    p0, job, resumed = check_checkpointing(job, p0, checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
+                                           resume=resume, checkpoint_async=checkpoint_async,
+                                           checkpoint_delay=checkpoint_delay, checkpoint_store=checkpoint_store,
+                                           params=run["params"])
     t_wall = time.time()
     with Launcher(job.start_method) as launch:
         specs = [launch.shared(x.shape, x.dtype, x).spec, launch.shared(y.shape, np.int64, y).spec,
@@ -161,6 +181,8 @@ def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: in
                             bucket_bytes=[(hi - lo) * p0.itemsize for lo, hi, _ in bucket_bounds(model, job.buckets)])
     if job.wire is not None:
         result.extra.update(wire=job.wire, wire_time=results[0]["wire_time"])
+    if job.checkpoint is not None:
+        result.extra.update(checkpoint_report([r["checkpoints"] for r in results], job, resumed))
     return result
 
 
@@ -256,29 +278,31 @@ def _worker(wctx, job: Job, specs, barrier, comm_args, pin: bool = False) -> dic
                 if job.wire is not None:  # buckets on a modelled link, by a communication thread
                     with WireAllReduce(wctx, grads, reduced, barrier, bucket_bounds(job.model, job.buckets),
                                        job.wire) as comm:
-                        out = run_worker(wctx, job, x, y, p0, comm)
+                        out = run_worker(wctx, job, x, y, p0, comm, barrier)
                 elif job.buckets > 1:  # a communication thread beside the backward pass
                     with BucketAllReduce(wctx, grads, reduced, barrier, bucket_bounds(job.model, job.buckets)) as comm:
-                        out = run_worker(wctx, job, x, y, p0, comm)
+                        out = run_worker(wctx, job, x, y, p0, comm, barrier)
                 else:
                     comm = ShmAllReduce(wctx, grads, reduced, barrier)
-                    out = run_worker(wctx, job, x, y, p0, LayerChunks(comm, job.model) if job.zero_stage >= 2 else comm)
+                    out = run_worker(wctx, job, x, y, p0, LayerChunks(comm, job.model) if job.zero_stage >= 2 else comm,
+                                     barrier)
                 del comm
         elif comm_args[0] == "pipe":
-            out = run_worker(wctx, job, x, y, p0, PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier))
+            out = run_worker(wctx, job, x, y, p0, PipeAllReduce(wctx, p0.size, p0.dtype, comm_args[1], barrier), barrier)
         else:  # "gloo": torch.distributed, rendezvous over TCP on 127.0.0.1
             with gloo_group(wctx.rank, wctx.world_size, comm_args[1], wctx.wait_timeout):
-                out = run_worker(wctx, job, x, y, p0, GlooAllReduce(p0.size, p0.dtype))
+                out = run_worker(wctx, job, x, y, p0, GlooAllReduce(p0.size, p0.dtype), barrier)
     return out
 
 
 _ZERO = {1: zero1_worker_loop, 2: zero2_worker_loop, 3: zero3_worker_loop}
 
 
-def run_worker(wctx, job: Job, x, y, p0, comm) -> dict:
+def run_worker(wctx, job: Job, x, y, p0, comm, barrier=None) -> dict:
     """Run one worker's step loop (:func:`course_lib.parallel.data.worker_loop`, the bucketed
     or a ZeRO loop) under a :class:`~course_lib.parallel.engine.clock.StepMonitor` and the
-    job's BLAS limit; return its report (:func:`report`)."""
+    job's BLAS limit, with its checkpoints (``barrier``: the run's, which every checkpoint
+    waits at); return its report (:func:`report`)."""
     monitor = StepMonitor(wctx, job.steps, job.fault)
     comm.monitor = monitor
     payload = p0.nbytes if wctx.world_size > 1 else 0  # one all-reduce of the gradient per step
@@ -289,10 +313,14 @@ def run_worker(wctx, job: Job, x, y, p0, comm) -> dict:
     if bucketed:  # the timeline: the model's forward and backward, the update
         model = Traced(job.model, monitor, {"forward": "F", "layer_backward": "B"})
         job = Traced(job, monitor, {"update": "U"}, model=model)
+    batches = monitor.steps(job.batches(), counts=counts)
+    job, saver = data_parallel_saver(wctx, job, p0, barrier)  # checkpoints beside the loop (if any)
     with _blas(job.blas_threads):
         blas = current_blas_threads()  # reported, so tests can check the limit took effect
-        params, grad, opt, losses, *kept = loop(wctx, job, x, y, p0, comm, monitor.steps(job.batches(), counts=counts))
+        with fault_timer(job.fault, wctx.rank) as failure:  # a Fault(after=...): a failure at a moment in time
+            params, grad, opt, losses, *kept = loop(wctx, job, x, y, p0, comm,
+                                                    failure.steps(batches if saver is None else saver.steps(batches)))
         memory = measured_state_bytes(kept[0] if kept else params, grad, opt)  # what this worker holds
     return report(monitor, losses, digest_of=[params], memory=memory, blas=blas,
                   params=params if wctx.rank == 0 else None, ops=monitor.ops + getattr(comm, "ops", []),
-                  wire_time=getattr(comm, "wire_time", None))
+                  wire_time=getattr(comm, "wire_time", None), checkpoints=None if saver is None else saver.log)

@@ -34,10 +34,12 @@ from ..._validate import check_type
 from ...models import MLP, TrainResult
 from ...schedule import StageOp, Timeline
 from ...timing import blas_threads as _blas
+from ..engine.checkpointing import check_checkpointing, checkpoint_report, pipeline_saver
 from ..engine.clock import StepMonitor
+from ..engine.crash import fault_timer
 from ..engine.job import Job, check_job, run_keywords
 from ..engine.launch import Launcher
-from ..partition import batch_sizes, replica_rows
+from ..partition import replica_rows
 from ..pipeline import Links, Stage, _Stash, stage_worker
 
 __all__ = ["PRELOAD", "RecomputeOverhead", "recompute_overhead", "train_pipeline"]
@@ -49,7 +51,10 @@ PRELOAD = ("course_lib.parallel.engine.workers", "course_lib.models", "course_li
 @run_keywords()
 def train_pipeline(model: MLP, x: np.ndarray, y: np.ndarray, *, stages: int | None = None,
                    boundaries: Sequence[int] | None = None, micro_batches: int = 4, schedule: str = "gpipe",
-                   virtual_stages: int = 1, recompute: bool = False, data: int = 1, **run) -> TrainResult:
+                   virtual_stages: int = 1, recompute: bool = False, data: int = 1,
+                   checkpoint_every: int | None = None, checkpoint_dir=None, resume=None,
+                   checkpoint_async: bool = False, checkpoint_delay: float = 0.0, checkpoint_store: str = "disk",
+                   **run) -> TrainResult:
     """Train the running example with its layers split over ``N_p`` stage processes (and,
     with ``data = N_d > 1``, ``N_d`` replicas of that pipeline: hybrid parallelism).
 
@@ -93,6 +98,12 @@ def train_pipeline(model: MLP, x: np.ndarray, y: np.ndarray, *, stages: int | No
         :class:`course_lib.parallel.engine.job.Grid`); each replica trains on a contiguous
         shard of every batch, then the ``N_d`` copies of each stage all-reduce their gradient
         (shared memory, in replica order). ``fault.rank`` counts processes.
+    checkpoint_every, checkpoint_dir, resume, checkpoint_async, checkpoint_delay, checkpoint_store
+        Checkpoints (训练检查点, :mod:`course_lib.parallel.checkpoint`), as in
+        :func:`course_lib.parallel.train.data.train_data_parallel`: the processes of replica 0
+        write one shard each, their stage's layers; ``resume`` may continue on other
+        ``stages``, ``boundaries`` or ``data`` (the same: bitwise the uninterrupted run's
+        parameters). In full: :data:`course_lib.parallel.engine.checkpointing.CHECKPOINT_DOC`.
 
     Returns
     -------
@@ -117,6 +128,10 @@ def train_pipeline(model: MLP, x: np.ndarray, y: np.ndarray, *, stages: int | No
     x, y, p0, job = check_job(model, x, y, workers=data, stages=stages, boundaries=boundaries,
                               micro_batches=micro_batches, schedule=schedule, virtual_stages=virtual_stages,
                               recompute=recompute, backend="pipeline", **run)
+    p0, job, resumed = check_checkpointing(job, p0, checkpoint_every=checkpoint_every, checkpoint_dir=checkpoint_dir,
+                                           resume=resume, checkpoint_async=checkpoint_async,
+                                           checkpoint_delay=checkpoint_delay, checkpoint_store=checkpoint_store,
+                                           params=run["params"])
     grid, chunks = job.grid, len(job.boundaries) - 1
     t_wall = time.time()
     with Launcher(job.start_method) as launch:
@@ -130,6 +145,7 @@ def train_pipeline(model: MLP, x: np.ndarray, y: np.ndarray, *, stages: int | No
         forward = [[launch.pipe() for _ in widths] for _ in range(grid.replicas)]
         backward = [[launch.pipe() for _ in widths] for _ in range(grid.replicas)]
         barriers = [launch.barrier(grid.replicas) if grid.replicas > 1 else None for _ in range(grid.stages)]
+        saves = launch.barrier(grid.stages) if job.checkpoint is not None else None  # replica 0's checkpoints
         rank_args = []
         for rank in range(grid.size):
             d, q = grid.coords(rank)
@@ -137,14 +153,17 @@ def train_pipeline(model: MLP, x: np.ndarray, y: np.ndarray, *, stages: int | No
             ends = [(f[s - 1][0] if s > 0 else None, f[s][1] if s < chunks - 1 else None,
                      b[s][0] if s < chunks - 1 else None, b[s - 1][1] if s > 0 else None)
                     for s in range(q, chunks, grid.stages)]  # my chunks' virtual stages q, q + N_p, ...
-            rank_args.append((ends, barriers[q]))
+            rank_args.append((ends, barriers[q], saves if d == 0 else None))
         results = launch.run(
             _stage_process, grid.size, args=(job, _Specs(params.spec, *data_specs, tuple(acts), tuple(grads), reduce)),
             rank_args=rank_args, timeout=job.timeout, name="ddl-stage", preload=PRELOAD,
             progress_total=_ops_per_process(job), progress_label="pipeline ops", progress=job.progress,
         )
         final = params.array.copy()
-    return _result(results, job, final, t_call, t_wall)
+    result = _result(results, job, final, t_call, t_wall)
+    if job.checkpoint is not None:
+        result.extra.update(checkpoint_report([r[3] for r in results], job, resumed))
+    return result
 
 
 @dataclass(frozen=True)
@@ -162,18 +181,18 @@ class _Specs:
 def _ops_per_process(job: Job) -> int:
     """Operations one process records over the run (its progress total): a forward and a
     backward per micro-batch and chunk, an update (and a hybrid's all-reduce) per chunk and step."""
-    sizes = batch_sizes(job.n_samples, job.batch_size, job.steps)
+    sizes = job.step_sizes()
     v = job.virtual_stages
     micro = sum(2 * len(replica_rows(int(size), job.workers, job.micro_batches)[-1]) * int(np.sum(sizes == size))
                 for size in np.unique(sizes))  # two sizes at most: every batch, and the last of an epoch
     return v * micro + v * sizes.size * (2 if job.workers > 1 else 1)
 
 
-def _stage_process(wctx, job: Job, specs: _Specs, chunk_ends, barrier):
+def _stage_process(wctx, job: Job, specs: _Specs, chunk_ends, barrier, saves=None):
     """Entry point of a stage process: attach its buffers, build its :class:`Stage` (one per
     chunk, sharing one stash), run :func:`stage_worker`; return the recorded operations, the
     losses, and (peak stored activation bytes, bytes handed over, recomputation seconds of
-    every step, the time it was ready)."""
+    every step, the time it was ready), and its checkpoints' log (None: it writes none)."""
     monitor = StepMonitor(wctx, job.steps, job.fault, per_op=True)
     with contextlib.ExitStack() as stack:
         stack.enter_context(_blas(job.blas_threads))
@@ -190,39 +209,43 @@ def _stage_process(wctx, job: Job, specs: _Specs, chunk_ends, barrier):
                           attach(specs.grads[s] if not last else None), attach(specs.grads[s - 1] if not first else None),
                           attach(specs.reduce), *ends, barrier)
             chunks.append(Stage(wctx, job, links, c, stash, monitor))
-        stage_worker(chunks, job, monitor.steps(job.batches()))
+        replica, stage = job.grid.coords(wctx.rank)
+        saver = pipeline_saver(wctx, job, params[replica], [st.params_slice for st in chunks], saves, replica, stage)
+        batches = monitor.steps(job.batches())
+        with fault_timer(job.fault, wctx.rank) as failure:  # a Fault(after=...): a failure at a moment in time
+            stage_worker(chunks, job, failure.steps(batches if saver is None else saver.steps(batches)))
         losses = np.sum([st.losses for st in chunks], axis=0)
         sent = np.sum([st.sent for st in chunks], axis=0).astype(np.int64)
-        peak = stash.peak_bytes
-        del chunks, stash, links
+        peak, saved = stash.peak_bytes, None if saver is None else saver.log
+        del chunks, stash, links, saver, batches  # the saver's view of the shared parameters too
     memory = (peak, sent, monitor.timings.get("recompute", np.zeros(job.steps)), monitor.ready)
-    return monitor.ops, losses.tolist(), memory
+    return monitor.ops, losses.tolist(), memory, saved
 
 
 def _result(results: list, job: Job, final: np.ndarray, t_call: float, t_wall: float) -> TrainResult:
     """The stages' reports as one :class:`course_lib.models.TrainResult` with its timeline."""
     grid = job.grid
     records = [StageOp(grid.coords(r)[1], kind, m, t0, t1, step, grid.coords(r)[0], chunk)
-               for r, (ops, _, _) in enumerate(results) for kind, m, t0, t1, step, chunk in ops]
+               for r, (ops, *_) in enumerate(results) for kind, m, t0, t1, step, chunk in ops]
     start = min(op.start for op in records)
     shifted = tuple(sorted((o.shifted(start) for o in records), key=lambda o: (o.start, o.replica, o.stage)))
     timeline = Timeline(shifted, grid.stages, job.micro_batches, job.schedule, "measured", grid.replicas,
                         job.virtual_stages)
     per_replica = np.array([results[grid.rank(d, grid.stages - 1)][1] for d in range(grid.replicas)])
-    sizes = batch_sizes(job.n_samples, job.batch_size, job.steps)
+    sizes = job.step_sizes()
     step_time, compute, communication = _phases(timeline, job.steps)
     return TrainResult(
         params=final[0].copy(), loss=per_replica.sum(axis=0) / sizes, step_time=step_time, compute=compute,
         communication=communication, waiting=np.maximum(step_time[:, None] - compute - communication, 0.0),
         backend="pipeline", batch_size=job.batch_size, workers=grid.size,
-        memory=[{"activations": int(memory[0])} for _, _, memory in results],
-        bytes_per_step=np.sum([memory[1] for _, _, memory in results], axis=0),
+        memory=[{"activations": int(memory[0])} for _, _, memory, _ in results],
+        bytes_per_step=np.sum([memory[1] for _, _, memory, _ in results], axis=0),
         replicas_in_sync=all(np.array_equal(final[0], final[d]) for d in range(1, grid.replicas)),
         start_method=job.start_method, blas_threads=job.blas_threads,
-        startup_time=max(0.0, max(memory[3] for _, _, memory in results) - t_wall),
+        startup_time=max(0.0, max(memory[3] for _, _, memory, _ in results) - t_wall),
         wall_time=time.perf_counter() - t_call, timeline=timeline, boundaries=job.boundaries,
         schedule=job.schedule, micro_batches=job.micro_batches, replicas=grid.replicas, recompute=job.recompute,
-        recompute_time=np.stack([memory[2] for _, _, memory in results], axis=1),
+        recompute_time=np.stack([memory[2] for _, _, memory, _ in results], axis=1),
     )
 
 
