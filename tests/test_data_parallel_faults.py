@@ -3,10 +3,8 @@ and no process, /dev/shm segment or mapping is left behind - also over repeated 
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import threading
 import time
 
 import numpy as np
@@ -78,14 +76,11 @@ def test_hung_worker_times_out(backend, method, clean):
 
 @pytest.mark.parametrize("method", RUN_METHODS)
 def test_keyboard_interrupt_stops_workers(method, clean):
-    timer = threading.Timer(0.4, os.kill, args=(os.getpid(), signal.SIGINT))
-    timer.start()
-    try:
-        with stop_button(), pytest.raises(KeyboardInterrupt):
-            train_data_parallel(MODEL, X, Y, workers=2, start_method=method,
-                                fault=Fault("hang", rank=1, step=2), timeout=60, **KW)
-    finally:
-        timer.cancel()
+    with stop_button() as button, pytest.raises(KeyboardInterrupt):
+        button.press_while_waiting()  # once the workers run (not a fixed time after the test's start)
+        train_data_parallel(MODEL, X, Y, workers=2, start_method=method,
+                            fault=Fault("hang", rank=1, step=2), timeout=60, **KW)
+    assert len(button.workers) == 2  # pressed while both workers ran
 
 
 def test_repeated_runs_in_one_process_leak_nothing(clean):

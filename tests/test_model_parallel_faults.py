@@ -7,9 +7,7 @@ mapping is left behind.
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import threading
 import time
 
 import numpy as np
@@ -26,7 +24,6 @@ from course_lib.parallel.engine.workers import (
     WorkerTimeout,
 )
 from course_lib.parallel.train import pipeline as mp_run
-from course_lib.testing import resource_snapshot
 
 pytest_plugins = ["leak_fixtures"]  # the fixtures no_leaks, clean, digits
 
@@ -91,28 +88,13 @@ def test_hung_stage_times_out_instead_of_hanging(method, no_leaks):
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="checks /proc")
 @pytest.mark.parametrize("method", RUN_METHODS)
 def test_keyboard_interrupt_stops_every_stage(method, no_leaks):
-    pids: list[int] = []
-    before = {p for p, _, _ in resource_snapshot().processes}
-
-    def interrupt():
-        # wait until the three stages run, note their pids, then press "stop"
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            kids = [p for p, _, _ in resource_snapshot().processes if p not in before]
-            if len(kids) >= 3:
-                pids.extend(kids)
-                break
-            time.sleep(0.05)
-        time.sleep(0.3)
-        os.kill(os.getpid(), signal.SIGINT)
-
-    timer = threading.Thread(target=interrupt, daemon=True)
-    timer.start()
-    with stop_button(), pytest.raises(KeyboardInterrupt):
+    # press "stop" once the run waits for its three stages (their pids noted then)
+    with stop_button() as button, pytest.raises(KeyboardInterrupt):
+        button.press_while_waiting(after=0.3)
         mp_run.train_pipeline(MODEL, X, Y, timeout=60, fault=Fault("hang", rank=1, step=0),
                           start_method=method, **RUN)
-    timer.join()
-    assert pids and _gone(pids)
+    pids = button.workers
+    assert len(pids) == 3 and _gone(pids)
 
 
 def test_repeated_failures_then_a_good_run(no_leaks):

@@ -582,19 +582,26 @@ class ProcessGroup:
                         self._procs[r].join(1.0)
                         raise WorkerDied(r, self._procs[r].exitcode)
                 now_seen = self.progress
+                # Past a limit, look at the workers once more before giving up: the parent
+                # itself may have been held up (a loaded machine) between its last look and
+                # the clock, while they started, progressed or sent their result.
                 if starting:
                     late = [r for r, ok in enumerate(self.started) if not ok and r in pending]
                     if not late:
                         starting, last_change = False, time.monotonic()
                     elif time.perf_counter() - self.start_time > self.start_timeout:
-                        raise WorkerTimeout(self.start_timeout, now_seen, [False] * n, starting=late)
+                        late = [r for r, ok in enumerate(self.started) if not ok and r in pending]
+                        if late and not mp.connection.wait(list(waitables), timeout=0):
+                            raise WorkerTimeout(self.start_timeout, self.progress, [False] * n, starting=late)
                     bar.tick()
                     continue
                 if now_seen != last_seen:
                     last_seen, last_change = now_seen, time.monotonic()
                     bar.update(min(now_seen))
                 elif time.monotonic() - last_change > self.timeout:
-                    raise WorkerTimeout(self.timeout, now_seen, [r not in pending for r in range(n)])
+                    if self.progress == now_seen and not mp.connection.wait(list(waitables), timeout=0):
+                        raise WorkerTimeout(self.timeout, now_seen, [r not in pending for r in range(n)])
+                    continue  # something happened meanwhile: the next round takes it in
                 bar.tick()
             bar.update(progress_total if progress_total is not None else min(self.progress))
             bar.finish(ok=True)
