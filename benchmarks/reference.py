@@ -6,7 +6,7 @@ experiment of the course with the course's own functions, called as the notebook
 them (:mod:`benchmarks.reference_cpu`): chapter 01's pool, chapter 05's threads, chapter
 06's roofline, chapter 07's strong and weak scaling, chapter 08's collectives (a
 message-size sweep with alpha and beta fitted, :func:`course_lib.alpha_beta.fit_alpha_beta`)
-and overlap, chapter 11's pipeline bubble, chapter 12's tensor split, chapter 13's hybrid run, and the course's
+and overlap, chapter 11's pipeline bubble, chapter 12's tensor split, chapter 14's hybrid run, and the course's
 convolution algorithms on ResNet-50's 3x3 layers. Where a CUDA GPU is present it also
 measures the GPU's roofline, places the running example's and a BERT-Large layer's
 operators on it, and records which kernels cuDNN runs for ResNet-50's 3x3 layers

@@ -312,7 +312,7 @@ def overlap(plan) -> dict:
             "wire_runs": wire_runs, "wire_available": measure_overlap is not None, "errors": errors}
 
 
-# ------------------------------------------------------------------ chapters 11-13
+# ------------------------------------------------------------------ chapters 11-14
 def _pipe_setup(plan):
     digits = load_digits("train")
     model = MLP(TINY_PIPE_SIZES if plan.quick else PIPE_SIZES)

@@ -688,7 +688,7 @@ class GlossaryEntry:
 
 #: The course's notebooks are numbered 01 to 12 (12: the appendix); a glossary or notation row's
 #: chapter is one of them.
-LAST_CHAPTER = 15
+LAST_CHAPTER = 17
 
 
 def load_glossary(chapter: int | None = None) -> tuple[GlossaryEntry, ...]:

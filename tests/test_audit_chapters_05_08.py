@@ -44,7 +44,7 @@ def test_chapter_07_prints_both_terms_of_both_algorithms():
     text = " ".join(_markdown("07_data_parallelism").split())
     assert "**Hierarchy trades inter-node bandwidth for far fewer latency steps.**" in text
     assert "The flat ring is no lower bound: its latency term is most of its time." in text
-    assert "chapter 14 prints both" not in text
+    assert "chapter 16 prints both" not in text
 
 
 # ------------------------------------------------------------------ M6: backward / forward

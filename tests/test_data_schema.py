@@ -107,7 +107,7 @@ def _edit_cell(path: Path, line_no: int, field: str, value: str) -> None:
         ("training_records.csv", 3, "devices", "0", "below the minimum 1"),
         ("training_records.csv", 3, "time_minutes", "nan", "is not finite"),
         ("cpu_trends.csv", 7, "year", "1900", "below the minimum 1970"),
-        ("glossary.csv", 9, "chapter", "16", "above the maximum 15"),
+        ("glossary.csv", 9, "chapter", "18", "above the maximum 17"),
     ],
 )
 def test_validator_reports_file_line_and_field(data_copy, name, line, field, value, message):

@@ -1,6 +1,6 @@
 """Issue 44, item 7: a hint names only what the learner has met.
 
-Every function or method a checker's hint (or a named mistake) of chapters 09-13 mentions must
+Every function or method a checker's hint (or a named mistake) of chapters 09-14 mentions must
 appear in the notebooks before it: in an earlier chapter, or in this chapter above the exercise's
 answer cell (its question included; hidden worked solutions do not count, the learner has not
 opened them yet). The names looked for are the callables of ``course_lib`` and the methods of the
@@ -24,7 +24,7 @@ from course_lib.models import MLP
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 CHAPTERS = ("09_memory", "10_activations", "11_pipeline_parallelism", "12_tensor_parallelism",
-            "13_hybrid_parallelism")
+            "14_hybrid_parallelism")
 #: Wrong answers that match no right answer: they bring out the generic hint.
 PROBES = (987_654.321, 987_654, (987, 654))
 

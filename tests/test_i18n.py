@@ -108,13 +108,13 @@ def test_an_edited_sentence_becomes_fuzzy_and_the_chinese_notebook_shows_its_eng
 
 
 def test_extracting_twice_writes_the_same_bytes(tmp_path, tools):
-    root = _copy(tmp_path, (NOTEBOOK, "14_summary"))
+    root = _copy(tmp_path, (NOTEBOOK, "16_summary"))
     (root / "course_lib").symlink_to(ROOT / "course_lib")
     tools.extract(root)
     first = {p.name: p.read_bytes() for p in sorted((root / "locale").rglob("*.po"))}
     assert tools.extract(root) == []
     assert {p.name: p.read_bytes() for p in sorted((root / "locale").rglob("*.po"))} == first
-    assert set(first) == {f"{NOTEBOOK}.po", "14_summary.po", "course_lib.po"}
+    assert set(first) == {f"{NOTEBOOK}.po", "16_summary.po", "course_lib.po"}
     assert first[f"{NOTEBOOK}.po"] == (LOCALE / f"{NOTEBOOK}.po").read_bytes()  # the committed one is that fixed point
     assert 'msgid "✓ Correct: {name} = {value}."' in first["course_lib.po"].decode()
 

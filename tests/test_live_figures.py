@@ -52,7 +52,7 @@ STATED = {
     ("05", "gemm_sizes_figure", "batch"): (r"64 ch, 56x56, B=(?P<v>\d+)", 1),
     ("11", "schedule_figure", "stages"): (r"gpipe +N_p = (?P<v>\d+), M = \d+", 1),
     ("11", "schedule_figure", "micro_batches"): (r"gpipe +N_p = \d+, M = (?P<v>\d+)", 1),
-    ("14", "laws_figure", "p"): (r"p = (?P<v>[\d.]+): S\(16\)", 1),
+    ("16", "laws_figure", "p"): (r"p = (?P<v>[\d.]+): S\(16\)", 1),
 }
 
 
@@ -120,7 +120,7 @@ def test_every_notebook_with_sliders_is_read():
     names = {(nb, plot) for nb, plot, *_ in FIGURES}
     assert {("02", "amdahl_figure"), ("02", "laws_figure"), ("03", "cnn_calculator_figure"),
             ("03", "transformer_calculator_figure"), ("09", "zero_memory_figure"),
-            ("07", "comm_efficiency_figure"), ("13", "hybrid_explorer_figure"), ("14", "laws_figure")} <= names
+            ("07", "comm_efficiency_figure"), ("14", "hybrid_explorer_figure"), ("16", "laws_figure")} <= names
     assert len(FIGURES) >= 12
 
 

@@ -1,4 +1,4 @@
-"""Chapters 09-13 after the teaching audit (issue 38: H3, M9, L5, L6, L19) and the student's walk
+"""Chapters 09-14 after the teaching audit (issue 38: H3, M9, L5, L6, L19) and the student's walk
 (issue 44: items 4 and 9): the retired claims and symbols stay retired, and what replaced them is
 computed by the library and shown where the findings asked for it."""
 
@@ -31,7 +31,7 @@ def _all(name: str, kind: str | None = None) -> str:
 
 
 CHAPTERS = ("09_memory", "10_activations", "11_pipeline_parallelism", "12_tensor_parallelism",
-            "13_hybrid_parallelism")
+            "14_hybrid_parallelism")
 
 #: Claims and forms the findings retired, with where they must not come back.
 RETIRED = {
@@ -108,7 +108,7 @@ def test_chapter_12_says_per_layer_and_micro_batch():
 
 def test_chapter_13_explains_its_measured_bubble():
     """Issue 44, item 4: the chart's measured bubble is split by the library from the run's timeline."""
-    cells = _cells("13_hybrid_parallelism")
+    cells = _cells("14_hybrid_parallelism")
     chart = next(i for i, c in enumerate(cells) if "show(gantt_figure(hyb.timeline, step=1))" in _text(c))
     assert "planner.bubble_breakdown(hyb.timeline, step=1)" in _text(cells[chart + 1])
     assert "planner.bubble_breakdown" in _text(cells[chart + 2])  # the prose points at it

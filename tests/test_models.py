@@ -16,7 +16,7 @@ from course_lib.models import MLP, sgd_step, softmax_cross_entropy
 from course_lib.parallel.train.reference import train_serial
 
 #: The two models of the course, in the small sizes the gradient tests use: the MLP
-#: (chapters 01-13) and the convolutional network (course_lib.cnn, chapter 04). Tests that
+#: (chapters 01-14) and the convolutional network (course_lib.cnn, chapter 04). Tests that
 #: hold for both run on each (their own tests stay in test_cnn.py and below).
 MODELS = {
     "mlp": lambda dtype=np.float32: MLP((5, 4, 3), dtype=dtype),

@@ -132,7 +132,7 @@ def test_summary_quiz_questions_state_the_checkers_inputs():
     """Notebook 14's question texts and course_lib.exercises.summary's constants must agree."""
     from course_lib.exercises import summary
 
-    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    nb = _load(ROOT / "notebooks" / "16_summary.ipynb")
     questions = {}
     for cell in nb["cells"]:
         match = re.match(r"### Exercise (\d+):", _source(cell))
@@ -387,27 +387,31 @@ def test_answers_render_inside_details_in_nbconvert():
 
 
 def _summary_outputs() -> list[str]:
-    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    nb = _load(ROOT / "notebooks" / "16_summary.ipynb")
     return ["".join(o.get("text", "")) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])]
 
 
 def test_summary_rows_name_every_chapter_in_order():
-    """Chapter 14's "thread in one page" prints one row per chapter 01-12, each starting with
-    the chapter's number (13 combines them); a renumbering that forgets a row's label fails."""
-    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
-    code = "".join(_source(c) for c in nb["cells"][:9] if c["cell_type"] == "code")
+    """Chapter 16's "thread in one page" prints one row per chapter 01-15, each starting with
+    the chapter's number, except the hybrid chapter (14), which combines them; a renumbering
+    that forgets a row's label fails."""
+    nb = _load(ROOT / "notebooks" / "16_summary.ipynb")
+    code = "".join(_source(c) for c in nb["cells"][:10] if c["cell_type"] == "code")
     labels = [int(n) for n in re.findall(r'print\(f?"(\d\d) [a-z]', code)]
-    assert labels == list(range(1, 13)), labels
-    stored = [int(n) for n in re.findall(r"^(\d\d) [a-z]", "".join(_summary_outputs()[:4]), re.M)]
-    assert stored == labels, "the stored rows are not the code's: re-execute chapter 14"
+    hybrid = int(next(p.name[:2] for p in NOTEBOOKS if "hybrid" in p.name))
+    assert labels == [n for n in range(1, 16) if n != hybrid], labels
+    outputs = ["".join(o.get("text", "")) for c in nb["cells"][:10] if c["cell_type"] == "code"
+               for o in c.get("outputs", [])]
+    stored = [int(n) for n in re.findall(r"^(\d\d) [a-z]", "".join(outputs), re.M)]
+    assert stored == labels, "the stored rows are not the code's: re-execute chapter 16"
 
 
 def test_summary_names_modules_that_exist():
-    """Every `module.function` a chapter 14 question names is importable (quiz 8 once named
+    """Every `module.function` a chapter 16 question names is importable (quiz 8 once named
     hybrid.scheme_comparison, which never existed)."""
     import importlib
 
-    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    nb = _load(ROOT / "notebooks" / "16_summary.ipynb")
     text = "".join(_source(c) for c in nb["cells"] if c["cell_type"] == "markdown")
     names = set(re.findall(r"`([a-z_]+)\.([a-z_]+)`", text))
     assert ("planner", "scheme_comparison") in names
@@ -441,7 +445,7 @@ PAPERS = {  # the papers the course computes with (issue 38 L13): name in the re
 
 
 def test_summary_cites_the_papers_the_course_computes_with():
-    nb = _load(ROOT / "notebooks" / "14_summary.ipynb")
+    nb = _load(ROOT / "notebooks" / "16_summary.ipynb")
     refs = next(_source(c) for c in nb["cells"] if _source(c).startswith("## 6 · References"))
     items = re.split(r"\n(?=\d+\. )", refs)
     for name, link in PAPERS.items():

@@ -298,7 +298,7 @@ def test_the_parallel_floors_hold():
     """course_lib/parallel/ in three floors: the algorithm files (parallel/*.py) import nothing
     from train/ (nor from the engine but its decorators that time a method from outside), and
     only train/ and engine/ use the process layer (ProcessGroup, Launcher) - the one exception,
-    chapter 15's checker, builds a ProcessGroup to ask whether a target is importable and never
+    chapter 17's checker, builds a ProcessGroup to ask whether a target is importable and never
     starts it."""
     import ast
     from pathlib import Path

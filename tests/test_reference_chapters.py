@@ -60,7 +60,7 @@ BESIDE = {
     "07": ('reference_runs("scaling")', ['f"strong, B = {B}"', 'f"weak, b = {b_weak}"'], "beside_references_figure("),
     "11": ('reference_runs("pipeline")', ['"GPipe, 2 stages"', '"1F1B, 2 stages"'], "beside_references_figure("),
     "12": ('reference_runs("tensor")', ['"speedup"'], "beside_references_figure("),
-    "13": ('reference_runs("hybrid")', ['"N_d x 2 stages"'], "beside_references_figure("),
+    "14": ('reference_runs("hybrid")', ['"N_d x 2 stages"'], "beside_references_figure("),
 }
 
 
@@ -197,7 +197,7 @@ def test_the_pipeline_chapter_prints_how_1f1b_and_gpipe_compared():
 
 
 @pytest.mark.parametrize("prefix, check", [("11", "pipe_check"), ("12", "tp_check"), ("12", "heads_check"),
-                                           ("13", "hyb_check")])
+                                           ("14", "hyb_check")])
 def test_a_cores_check_is_kept_and_read(prefix, check):
     code = _code(prefix)
     assert f"{check} = check_cores()" in code and f"print({check})" in code
@@ -211,11 +211,11 @@ def test_a_run_on_shared_cores_is_not_interpreted_as_this_machines():
     tensor = _cell("12", "tp = train_tensor_parallel(")
     assert '("" if tp_check.free else " - on shared cores, so not this machine\'s verdict: run the cell again")' in tensor
     assert "if not heads_check.free:" in _code("12")
-    verdicts = _cell("13", 'print("median time per step after step 0, and the verdict against the serial loop:")')
+    verdicts = _cell("14", 'print("median time per step after step 0, and the verdict against the serial loop:")')
     assert "if not hyb_check.free:" in verdicts and "the times and verdicts below are not this machine's" in verdicts
     assert '" (shared cores)"' in verdicts
 
 
-@pytest.mark.parametrize("prefix", ["01", "05", "07", "11", "12", "13"])
+@pytest.mark.parametrize("prefix", ["01", "05", "07", "11", "12", "14"])
 def test_the_learners_curve_is_labelled_with_its_cores_check(prefix):
     assert "yours_label=machine_label(" in _code(prefix)

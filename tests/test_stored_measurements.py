@@ -315,7 +315,7 @@ def read_tensor_verdict(nb: Stored):
 
 
 def read_hybrid_verdict(nb: Stored):
-    """Chapter 13's rows ``label  N proc.  T ms  baseline | <verdict>`` against the serial loop."""
+    """Chapter 14's rows ``label  N proc.  T ms  baseline | <verdict>`` against the serial loop."""
     row = re.compile(rf"^\s+(.+?)\s+(\d+) proc\.\s+({_NUM}) ms\s+(baseline|{_VERDICT})(?: \(shared cores\))?\s*$")
     speedups, problems, rows = [], [], []
     base = None
@@ -713,7 +713,7 @@ def test_the_guard_fails_on_the_notebooks_stored_when_issue_37_was_filed(tmp_pat
 
 
 def test_the_readers_of_the_rewritten_chapters_check_their_lines(tmp_path):
-    """The lines chapters 01, 05, 07, 11 and 13 print since issue 37, each read against its numbers."""
+    """The lines chapters 01, 05, 07, 11 and 14 print since issue 37, each read against its numbers."""
     pool = CH01 + "\nceiling with 2 processes (the same work, nothing sent): 1.95; your paired S: 1.80: the messages " \
                   "and the slowest shard cost 8% of the ceiling\n"
     assert problems(_synthetic(tmp_path, "01_serial_to_parallel.ipynb", [pool]))["interpretation"] == []
@@ -746,5 +746,5 @@ def test_the_readers_of_the_rewritten_chapters_check_their_lines(tmp_path):
     assert problems(_synthetic(tmp_path, "11_pipeline_parallelism.ipynb", [swapped]))["interpretation"]
     hybrid = ("  serial loop, whole batch                   1 proc.    100 ms   baseline\n"
               "  pipeline 1 x 2, M = 4                      2 proc.     62 ms   1.61x faster (shared cores)\n")
-    found = problems(_synthetic(tmp_path, "13_hybrid_parallelism.ipynb", [hybrid]))
+    found = problems(_synthetic(tmp_path, "14_hybrid_parallelism.ipynb", [hybrid]))
     assert found["shared"] and found["interpretation"] == [] and found["unread"] == []

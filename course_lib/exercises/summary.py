@@ -1,4 +1,4 @@
-"""Review quiz of chapter 14 (summary): one question per idea of chapters 01-13.
+"""Review quiz of chapter 16 (summary): one question per idea of chapters 01-14.
 
 Every expected value is computed by the course library (scaling laws, the training-time
 model, the communication model, im2col's GEMM sizes, the pipeline bubble, the chapter's

@@ -553,7 +553,7 @@ def deck_title(nb: Any, default: str = "") -> str:
 
     Examples
     --------
-    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 11 Summary"}]}, "14_summary")
+    >>> deck_title({"metadata": {}, "cells": [{"cell_type": "markdown", "source": "# 11 Summary"}]}, "16_summary")
     '11 Summary'
     """
     _check_notebook(nb)

@@ -21,7 +21,7 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm"),
 ]
 
-NOTEBOOK = "notebooks/15_under_the_hood.ipynb"
+NOTEBOOK = "notebooks/17_under_the_hood.ipynb"
 LONG_CELL = """\
 import os
 from course_lib.parallel.train.data import train_data_parallel
