@@ -47,6 +47,7 @@ from ._validate import (
     check_type,
     scalar_or_array,
 )
+from .i18n import tr
 
 if TYPE_CHECKING:  # pragma: no cover
     from .models import MLP
@@ -209,14 +210,15 @@ class TrainingEstimate:
 
     def summary(self) -> str:
         """Work, rate, time and device-hours as text (deterministic, for nbval)."""
-        return (f"{self.label}\n" if self.label else "") + (
-            f"work  D x C     = {self.total_flops:.3g} FLOP\n"
-            f"      ({self.samples:.3g} samples x {self.flops_per_sample:.3g} FLOP)\n"
-            f"rate  r x N x η = {self.compute_rate / 1e12:.4g} TFLOP/s\n"
-            f"      ({self.device_flops / 1e12:.3g} TFLOP/s x {self.devices:g} x {self.efficiency:.3g})\n"
-            f"time  T         = {human_duration(self.seconds)} ({self.seconds:.3g} s)\n"
-            f"cost            = {self.device_hours:,.4g} device-hours"
-        )
+        return (f"{self.label}\n" if self.label else "") + tr(
+            "work  D x C     = {work}\n      ({samples} samples x {flops_per_sample})\n"
+            "rate  r x N x η = {rate}\n      ({device_rate} x {devices} x {efficiency})\n"
+            "time  T         = {time} ({seconds})\ncost            = {device_hours} device-hours",
+            work=f"{self.total_flops:.3g} FLOP", samples=f"{self.samples:.3g}",
+            flops_per_sample=f"{self.flops_per_sample:.3g} FLOP", rate=f"{self.compute_rate / 1e12:.4g} TFLOP/s",
+            device_rate=f"{self.device_flops / 1e12:.3g} TFLOP/s", devices=f"{self.devices:g}",
+            efficiency=f"{self.efficiency:.3g}", time=human_duration(self.seconds), seconds=f"{self.seconds:.3g} s",
+            device_hours=f"{self.device_hours:,.4g}")
 
     def __str__(self) -> str:
         return self.summary()
@@ -759,8 +761,8 @@ def cnn_calculator_estimate(
         sustained_flops(device.peak_tflops * 1e12, utilisation),
         devices,
         efficiency,
-        label=f"{row.model}, {float(images_million):.3g}M images x {int(epochs)} epochs, "
-        f"{int(devices)} x {device.device}",
+        label=tr("{model}, {images} images x {epochs} epochs, {devices} x {device}", model=row.model, epochs=int(epochs),
+                 images=f"{float(images_million):.3g}M", devices=int(devices), device=device.device),
     )
 
 
@@ -792,6 +794,6 @@ def transformer_calculator_estimate(
         sustained_flops(device.peak_tflops * 1e12, utilisation),
         devices,
         efficiency,
-        label=f"transformer, {float(params_million):g}M parameters, "
-        f"{float(tokens_million):,.0f}M tokens, {int(devices)} x {device.device}",
+        label=tr("transformer, {params} parameters, {tokens} tokens, {devices} x {device}", devices=int(devices),
+                 params=f"{float(params_million):g}M", tokens=f"{float(tokens_million):,.0f}M", device=device.device),
     )

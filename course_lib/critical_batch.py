@@ -27,6 +27,7 @@ from ._validate import (
     check_sequence,
     check_type,
 )
+from .i18n import tr
 
 __all__ = [
     "BatchRun",
@@ -385,9 +386,9 @@ def large_batch_experiment(
     if isinstance(runs, str) or not all(r in known for r in runs) or not runs:
         raise ValueError(f"runs must be a non-empty sequence of {known}, got {runs!r}")
 
-    tr, te = load_digits("train"), load_digits("test")
+    train, test = load_digits("train"), load_digits("test")
     model = MLP((64, hidden, 10))
-    n = len(tr)
+    n = len(train)
     big = small_batch * factor
     big_steps = -(-n // big)
     warm = warmup_epochs * big_steps
@@ -397,26 +398,26 @@ def large_batch_experiment(
         return WarmupLR(peak, warm) if warm else peak
 
     specs = {
-        "small": (f"batch {small_batch}, SGD lr {base_lr:g}", small_batch, "SGD", base_lr, 0,
-                  lambda: SGD(base_lr, momentum)),
-        "same_lr": (f"batch {big}, SGD lr {base_lr:g} (same)", big, "SGD", base_lr, 0,
+        "small": (tr("batch {batch}, SGD lr {lr}", batch=small_batch, lr=f"{base_lr:g}"), small_batch, "SGD",
+                  base_lr, 0, lambda: SGD(base_lr, momentum)),
+        "same_lr": (tr("batch {batch}, SGD lr {lr} (same)", batch=big, lr=f"{base_lr:g}"), big, "SGD", base_lr, 0,
                     lambda: SGD(base_lr, momentum)),
-        "scaled": (f"batch {big}, SGD lr {scaled_lr:g} (linear scaling)", big, "SGD", scaled_lr, 0,
-                   lambda: SGD(scaled_lr, momentum)),
-        "scaled_warmup": (f"batch {big}, SGD lr {scaled_lr:g} (linear scaling + warm-up)", big,
-                          "SGD", scaled_lr, warm, lambda: SGD(warmed(scaled_lr), momentum)),
-        "lamb": (f"batch {big}, LAMB lr {lamb_lr:g} (+ warm-up)", big, "LAMB", lamb_lr, warm,
-                 lambda: LAMB(model, warmed(lamb_lr))),
-        "lars": (f"batch {big}, LARS lr {scaled_lr:g} (+ warm-up)", big, "LARS", scaled_lr, warm,
-                 lambda: LARS(model, warmed(scaled_lr), momentum, trust_coefficient=lars_trust)),
+        "scaled": (tr("batch {batch}, SGD lr {lr} (linear scaling)", batch=big, lr=f"{scaled_lr:g}"), big, "SGD",
+                   scaled_lr, 0, lambda: SGD(scaled_lr, momentum)),
+        "scaled_warmup": (tr("batch {batch}, SGD lr {lr} (linear scaling + warm-up)", batch=big, lr=f"{scaled_lr:g}"),
+                          big, "SGD", scaled_lr, warm, lambda: SGD(warmed(scaled_lr), momentum)),
+        "lamb": (tr("batch {batch}, LAMB lr {lr} (+ warm-up)", batch=big, lr=f"{lamb_lr:g}"), big, "LAMB", lamb_lr,
+                 warm, lambda: LAMB(model, warmed(lamb_lr))),
+        "lars": (tr("batch {batch}, LARS lr {lr} (+ warm-up)", batch=big, lr=f"{scaled_lr:g}"), big, "LARS",
+                 scaled_lr, warm, lambda: LARS(model, warmed(scaled_lr), momentum, trust_coefficient=lars_trust)),
     }
     out = []
     # Small matrices: extra BLAS threads only add overhead (and on a shared machine,
     # waits of milliseconds); one thread (train_serial's default) makes the runs fast and reproducible.
     for key in runs:
         label, batch, opt_name, peak, warmup, make = specs[key]
-        res = train_serial(model, tr.x, tr.y, epochs=epochs, batch_size=batch, seed=seed,
-                           optimizer=make(), x_test=te.x, y_test=te.y, progress=False)
+        res = train_serial(model, train.x, train.y, epochs=epochs, batch_size=batch, seed=seed,
+                           optimizer=make(), x_test=test.x, y_test=test.y, progress=False)
         out.append(BatchRun(label, batch, opt_name, peak, warmup, -(-n // batch),
                             tuple(res.epoch_loss), tuple(res.test_accuracy), tuple(res.loss)))
     return tuple(out)

@@ -32,6 +32,7 @@ from .alpha_beta import (
     ring_allgather_time,
     ring_allreduce_time,
 )
+from .i18n import tr
 from .memory import ModelStates, model_state_bytes, transformer_activation_bytes, zero_step_bytes
 from .schedule import bubble_fraction
 from .tensor_cost import (
@@ -429,15 +430,15 @@ def sharding_comparison(config, *, hardware: Sequence) -> tuple[ShardingPlan, ..
     d, p2p = est.data_parallel, 2 * est.micro_batches if c.pipeline_parallel > 1 else 0  # a middle stage
     grad = wire / (n // d)  # a GPU's share of the 16-bit gradient in the grid
     dp = (2.0 * (d - 1) / d * grad, float(ring_allreduce_time(grad, d, net, NETWORK_LATENCY)))
-    tr = megatron_tensor_traffic(est, nvlink)
+    tensor = megatron_tensor_traffic(est, nvlink)
     return (
-        plan("ZeRO-3, flat ring", shard, acts, buffers, zero3(wire, n, net, NETWORK_LATENCY), (0.0, 0.0), n),
-        plan("ZeRO-3, two-level", shard, acts, buffers, zero3(wire / g, nodes, net, NETWORK_LATENCY),
+        plan(tr("ZeRO-3, flat ring"), shard, acts, buffers, zero3(wire, n, net, NETWORK_LATENCY), (0.0, 0.0), n),
+        plan(tr("ZeRO-3, two-level"), shard, acts, buffers, zero3(wire / g, nodes, net, NETWORK_LATENCY),
              zero3(wire, g, nvlink, NVLINK_LATENCY), n),
-        plan("hybrid sharding", model_state_bytes(params, g, 3), acts, buffers,
+        plan(tr("hybrid sharding"), model_state_bytes(params, g, 3), acts, buffers,
              (2.0 * (nodes - 1) / nodes * wire / g, float(ring_allreduce_time(wire / g, nodes, net, NETWORK_LATENCY))),
              zero3(wire, g, nvlink, NVLINK_LATENCY), n),
-        plan("3D parallelism", est.states, est.activations_recompute, 0.0,
+        plan(tr("3D parallelism"), est.states, est.activations_recompute, 0.0,
              (dp[0] + p2p * hand_over, dp[1] + p2p * (NETWORK_LATENCY + hand_over / net)),
-             (tr.bytes_per_gpu, tr.time), d),
+             (tensor.bytes_per_gpu, tensor.time), d),
     )

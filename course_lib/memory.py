@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validate import check_int, check_positive, check_real, check_sequence, check_type
+from .i18n import tr
 from .models import MLP, softmax_cross_entropy
 from .schedule import partition_layers
 
@@ -542,7 +543,7 @@ class DeviceFit:
     @property
     def verdict(self) -> str:
         """``"fits"`` or ``"does not fit"``."""
-        return "fits" if self.fits else "does not fit"
+        return tr("fits") if self.fits else tr("does not fit")
 
 
 def _device_memory(device_id: str, hardware: Sequence) -> tuple[str, float]:

@@ -46,6 +46,7 @@ import numpy as np
 
 from . import alpha_beta
 from ._validate import check_int, check_positive, check_type
+from .i18n import N_, tr
 from .memory import format_bytes, mlp_activation_bytes, model_state_bytes, zero_comm_factor
 from .models import MLP
 from .schedule import (
@@ -685,11 +686,11 @@ class SchemeComparison:
     """Largest useful device count: samples per step (data), layers (model)."""
 
     ROWS = (
-        ("input per device", "input_per_device", "samples"),
-        ("traffic per step, busiest device", "traffic_per_device", "bytes"),
-        ("total memory", "total_memory", "bytes"),
-        ("load balance (mean/max work)", "load_balance", ""),
-        ("limit on devices N", "limit", "devices"),
+        (N_("input per device"), "input_per_device", "samples"),
+        (N_("traffic per step, busiest device"), "traffic_per_device", "bytes"),
+        (N_("total memory"), "total_memory", "bytes"),
+        (N_("load balance (mean/max work)"), "load_balance", ""),
+        (N_("limit on devices N"), "limit", "devices"),
     )
 
     model_bytes: float = 0.0
@@ -709,7 +710,8 @@ class SchemeComparison:
     def to_markdown(self) -> str:
         """A Markdown table: value and, in brackets, the value relative to serial."""
         rel = self.relative()
-        head = f"| N = {self.devices}, B = {self.batch_size} | serial (非并行) | data parallel (数据并行) | model parallel (模型并行) |"
+        head = (f"| N = {self.devices}, B = {self.batch_size} | {tr('serial (非并行)')} | "
+                f"{tr('data parallel (数据并行)')} | {tr('model parallel (模型并行)')} |")
         lines = [head, "|---|---|---|---|"]
         for title, attr, unit in self.ROWS:
             cells = []
@@ -722,11 +724,11 @@ class SchemeComparison:
                 else:
                     txt = format_bytes(v) if unit == "bytes" else f"{v:.4g}"
                     if attr == "traffic_per_device":
-                        txt += f" ({r:.2f} x model)"
+                        txt = tr("{value} ({ratio} x model)", value=txt, ratio=f"{r:.2f}")
                     else:
                         txt += f" ({r:.3g} x)"
                     cells.append(txt)
-            lines.append(f"| {title} | " + " | ".join(cells) + " |")
+            lines.append(f"| {tr(title)} | " + " | ".join(cells) + " |")
         return "\n".join(lines)
 
     def _repr_markdown_(self) -> str:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import sys
 import time
 
+from .i18n import tr
+
 __all__ = ["ProgressBar", "in_notebook"]
 
 
@@ -48,6 +50,11 @@ class ProgressBar:
         self.handle = None
         self.shown = False
 
+    @property
+    def _name(self) -> str:
+        """What the bar counts: its label, "steps" without one."""
+        return self.label or tr("steps")
+
     def _show(self) -> None:
         self.shown = True
         if self.notebook:
@@ -55,10 +62,10 @@ class ProgressBar:
             from IPython.display import display
 
             self.widget = w.IntProgress(
-                value=self.value, min=0, max=self.total, description=self.label or "steps",
+                value=self.value, min=0, max=self.total, description=self._name,
                 style={"description_width": "initial"},
             )
-            self.handle = display(_BarBundle(self.widget, f"{self.label or 'steps'}: running"),
+            self.handle = display(_BarBundle(self.widget, tr("{label}: running", label=self._name)),
                                   display_id=True)
 
     def tick(self) -> None:
@@ -73,20 +80,22 @@ class ProgressBar:
         if self.widget is not None:
             self.widget.value = min(self.value, self.total)
         else:
-            print(f"\r{self.label or 'steps'}: {self.value}/{self.total}", end="", file=sys.stderr)
+            print(f"\r{self._name}: {self.value}/{self.total}", end="", file=sys.stderr)
 
     def finish(self, ok: bool) -> None:
         if not (self.enabled and self.shown):
             return
-        elapsed = time.monotonic() - self.t0
+        elapsed = f"{time.monotonic() - self.t0:.1f} s"
         if self.widget is not None:
-            text = f"{self.label or 'steps'}: {'done' if ok else 'stopped'} in {elapsed:.1f} s"
+            text = (tr("{label}: done in {time}", label=self._name, time=elapsed) if ok
+                    else tr("{label}: stopped in {time}", label=self._name, time=elapsed))
             self.widget.bar_style = "success" if ok else "danger"
             self.widget.description = text
             if self.handle is not None:
                 self.handle.update(_BarBundle(self.widget, text))
         else:
-            print(f" {'done' if ok else 'stopped'} in {elapsed:.1f} s", file=sys.stderr)
+            print(" " + (tr("done in {time}", time=elapsed) if ok else tr("stopped in {time}", time=elapsed)),
+                  file=sys.stderr)
 
 
 class _BarBundle:

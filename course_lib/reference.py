@@ -74,6 +74,7 @@ from typing import Any
 import numpy as np
 
 from .datasets import DataFileError, data_dir
+from .i18n import tr
 
 __all__ = ["available_references", "experiment_result", "load_reference", "reference_label"]
 
@@ -174,9 +175,9 @@ def reference_label(ref: dict) -> str:
     """A plot label for ``ref``: CPU model, usable cores, the GPU if one was measured, the date."""
     prov = _check_reference(ref)["provenance"]
     cpu = prov.get("cpu") or {}
-    label = f"{cpu.get('model') or 'unknown CPU'}, {cpu.get('usable_cores', '?')} cores"
+    label = tr("{cpu}, {cores} cores", cpu=cpu.get("model") or tr("unknown CPU"), cores=cpu.get("usable_cores", "?"))
     gpu = experiment_result(ref, "gpu_roofline")
     if gpu and str((gpu.get("device") or {}).get("device", "cuda")).startswith("cuda"):
         label += f" + {gpu['device'].get('name', 'GPU')}"
     date = str(prov.get("date_utc") or "")[:10]
-    return f"{label} ({date})" if date else label
+    return tr("{machine} ({date})", machine=label, date=date) if date else label

@@ -38,6 +38,7 @@ from ._validate import (
     check_type,
     scalar_or_array,
 )
+from .i18n import tr
 
 if TYPE_CHECKING:  # pragma: no cover
     from numpy.typing import ArrayLike
@@ -303,11 +304,13 @@ class Roofline:
         return flops / math.fsum(self.time(op) for op in ops)
 
     def __str__(self) -> str:
-        head = f"{self.label}: " if self.label else ""
         tera = self.peak_flops >= 1e12
-        peak = f"{self.peak_flops / (1e12 if tera else 1e9):.4g} {'T' if tera else 'G'}FLOP/s"
-        return (f"{head}peak {peak}, memory bandwidth {self.memory_bandwidth / 1e9:.4g} GB/s"
-                f" -> ridge point {self.ridge:.3g} FLOP/B")
+        numbers = {"peak": f"{self.peak_flops / (1e12 if tera else 1e9):.4g} {'T' if tera else 'G'}FLOP/s",
+                   "bandwidth": f"{self.memory_bandwidth / 1e9:.4g} GB/s", "ridge": f"{self.ridge:.3g} FLOP/B"}
+        if self.label:
+            return tr("{label}: peak {peak}, memory bandwidth {bandwidth} -> ridge point {ridge}", label=self.label,
+                      **numbers)
+        return tr("peak {peak}, memory bandwidth {bandwidth} -> ridge point {ridge}", **numbers)
 
 
 def measure_memory_bandwidth(nbytes: int = 2**26, *, repeat: int = 5) -> float:
@@ -357,6 +360,7 @@ def measure_roofline(nbytes: int = 2**26, size: int = 512, *, repeat: int = 5,
     nbytes = check_int(nbytes, "nbytes", 4096, 2**32)
     peak = measure_gemm_rate(size, threads=threads, repeat=repeat)
     bandwidth = measure_memory_bandwidth(nbytes, repeat=repeat)
-    cores = "one core" if threads == 1 else f"{threads or 'the default'} BLAS threads"
-    return Roofline(peak, bandwidth, f"this machine, {cores} (GEMM {size}², copy of "
-                                     f"{nbytes / 2**20:g} MiB)")
+    cores = (tr("one core") if threads == 1 else tr("{threads} BLAS threads", threads=threads) if threads
+             else tr("the default BLAS threads"))
+    return Roofline(peak, bandwidth, tr("this machine, {cores} (GEMM {size}, copy of {copy})", cores=cores,
+                                        size=f"{size}²", copy=f"{nbytes / 2**20:g} MiB"))

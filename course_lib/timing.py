@@ -13,10 +13,12 @@ import os
 import statistics
 import sys
 import time
+import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ._validate import check_int, check_positive
+from .i18n import tr
 
 __all__ = [
     "CpuTicks",
@@ -29,6 +31,7 @@ __all__ = [
     "keep_freed_memory",
     "measure",
     "minor_faults",
+    "pad",
     "pin_to_core",
 ]
 
@@ -113,8 +116,31 @@ def compare(time: float, reference: float, *, tie: float = 0.05) -> str:
     tie = check_positive(tie, "tie", allow_zero=True)
     ratio = max(time, reference) / min(time, reference)
     if ratio <= 1.0 + tie:
-        return f"ties (within {ratio - 1:.0%})"
-    return f"{ratio:.2f}x {'faster' if time < reference else 'slower'}"
+        return tr("ties (within {difference})", difference=f"{ratio - 1:.0%}")
+    if time < reference:
+        return tr("{ratio} faster", ratio=f"{ratio:.2f}x")
+    return tr("{ratio} slower", ratio=f"{ratio:.2f}x")
+
+
+def pad(text: str, width: int, align: str = ">") -> str:
+    """``text`` padded with spaces to ``width`` columns on the screen, as ``f"{text:>{width}}"``
+    does, but counting a Chinese character (East Asian wide or full-width) as two columns: the
+    columns of a printed table stay aligned in the Chinese edition. Longer text is not cut.
+
+    ``align``: ``">"`` (right), ``"<"`` (left) or ``"^"`` (centred).
+
+    Examples
+    --------
+    >>> pad("time [s]", 10), pad("时间 [s]", 10), pad("N", 3, "<") + "|"
+    ('  time [s]', '  时间 [s]', 'N  |')
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    width = check_int(width, "width", 0)
+    if align not in ("<", ">", "^"):
+        raise ValueError(f"align must be '<', '>' or '^', got {align!r}")
+    wide = sum(unicodedata.east_asian_width(c) in "WF" for c in text)
+    return f"{text:{align}{max(0, width - wide)}}"
 
 
 # ------------------------------------------------------------ cores and BLAS threads

@@ -13,12 +13,14 @@ from __future__ import annotations
 import math
 import re
 
+from .i18n import N_, tr
+
 __all__ = ["read_quantity", "unit_kind"]
 
 _PREFIXES = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "P": 1e15, "E": 1e18}
 #: What a kind of unit measures, as the messages say it.
-_KINDS = {"bytes": "a size in bytes", "bytes/s": "a bandwidth", "FLOP": "an amount of work in FLOP",
-          "FLOP/s": "a rate in FLOP/s", "s": "a time", "count": "a plain number"}
+_KINDS = {"bytes": N_("a size in bytes"), "bytes/s": N_("a bandwidth"), "FLOP": N_("an amount of work in FLOP"),
+          "FLOP/s": N_("a rate in FLOP/s"), "s": N_("a time"), "count": N_("a plain number")}
 #: Count words: the scale of a count given in thousands, millions, ...
 _COUNT_SCALES = {"k": 1e3, "thousand": 1e3, "M": 1e6, "million": 1e6, "B": 1e9, "bn": 1e9, "billion": 1e9,
                  "T": 1e12, "trillion": 1e12}
@@ -80,7 +82,7 @@ def _number(text: str) -> float:
     elif t.count(",") == 1 and "." not in t and re.fullmatch(r"[+-]?\d*,\d+(?:[eE][+-]?\d+)?", t):
         t = t.replace(",", ".")  # a decimal comma: 3,75
     if not re.fullmatch(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?", t):
-        raise ValueError(f"{text.strip()!r} is not a number as written (use a decimal point: 3.75)")
+        raise ValueError(tr("{text} is not a number as written (use a decimal point: 3.75)", text=repr(text.strip())))
     return float(t)
 
 
@@ -128,11 +130,11 @@ def read_quantity(text: str, unit: str = "") -> float:
     kind, scale = unit_kind(unit)
     match = _NUMBER.match(text)
     if match is None or not match.group("num").strip():
-        raise ValueError(f"{text.strip()!r} does not start with a number")
+        raise ValueError(tr("{text} does not start with a number", text=repr(text.strip())))
     value = _number(match.group("num"))
     typed = match.group("unit").strip().strip(".")
     if not math.isfinite(value):
-        raise ValueError(f"{text.strip()!r} is not a finite number")
+        raise ValueError(tr("{text} is not a finite number", text=repr(text.strip())))
     if not typed or typed == unit:
         return value
     if typed == "%":
@@ -145,15 +147,22 @@ def read_quantity(text: str, unit: str = "") -> float:
         if unit and typed.lower().rstrip("s") == unit.lower().rstrip("s"):  # "32 device(s)"
             return value
         if typed in _UNITS:
-            other = _UNITS[typed][0]
-            wanted = f"a number of {unit}" if unit else "a plain number"
-            raise ValueError(f"{text.strip()!r} is {_KINDS[other]}; {wanted} is asked")
+            kind_typed = tr(_KINDS[_UNITS[typed][0]])
+            if unit:
+                raise ValueError(tr("{text} is {kind}; a number of {unit} is asked", text=repr(text.strip()),
+                                    kind=kind_typed, unit=unit))
+            raise ValueError(tr("{text} is {kind}; a plain number is asked", text=repr(text.strip()), kind=kind_typed))
         if re.fullmatch(r"[A-Za-z][A-Za-z-]*(?: [A-Za-z-]+)?", typed) and typed not in _PREFIXES:
             return value  # the word it counts: "4272 samples", "8 GPUs", "16 micro-batches"
-        raise ValueError(f"{text.strip()!r}: unknown unit {typed!r}" + (f"; give a number of {unit}" if unit else ""))
+        if unit:
+            raise ValueError(tr("{text}: unknown unit {typed}; give a number of {unit}", text=repr(text.strip()),
+                                typed=repr(typed), unit=unit))
+        raise ValueError(tr("{text}: unknown unit {typed}", text=repr(text.strip()), typed=repr(typed)))
     if typed not in _UNITS:
-        raise ValueError(f"{text.strip()!r}: unknown unit {typed!r}; give a number in {unit}")
+        raise ValueError(tr("{text}: unknown unit {typed}; give a number in {unit}", text=repr(text.strip()),
+                            typed=repr(typed), unit=unit))
     other, factor = _UNITS[typed]
     if other != kind:
-        raise ValueError(f"{text.strip()!r} is {_KINDS[other]}; {_KINDS[kind]} in {unit} is asked")
+        raise ValueError(tr("{text} is {kind}; {asked} in {unit} is asked", text=repr(text.strip()),
+                            kind=tr(_KINDS[other]), asked=tr(_KINDS[kind]), unit=unit))
     return value * factor / scale

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import tr
+from ..i18n import N_, tr
 from ..typed_numbers import read_quantity, unit_kind
 
 __all__ = ["UNIT_SLIPS", "Result", "check", "check_count", "checker", "shown_tolerance"]
@@ -46,6 +46,11 @@ _OTHER_UNITS = {"bytes": ("B", "kB", "MB", "GB", "TB"), "s": ("s", "ms", "µs", 
                 "bytes/s": ("B/s", "MB/s", "GB/s", "Gbit/s")}
 #: Separators of a pair or grid typed as text: "2x8", "2×8", "2 x 8", "(2, 8)", "2 by 8".
 _GRID_SPLIT = re.compile(r"\s*(?:[x×X*,;]|by)\s*|\s+")
+#: The nouns :func:`check_count` names (singular and plural), marked for translation; another
+#: noun is shown in English.
+_COUNT_NOUNS = (N_("device"), N_("devices"), N_("step"), N_("steps"), N_("micro-batch"), N_("micro-batches"),
+                N_("virtual stage"), N_("virtual stages"), N_("multiplication"), N_("multiplications"),
+                N_("sample"), N_("samples"))
 
 
 @dataclass(frozen=True)
@@ -200,14 +205,18 @@ def check_count(
     try:
         value = _number(answer, unit)
         if value is not None and abs(value - round(value)) > 1e-9 * max(1e3, abs(value)):
-            how = "; round up (" if round_up else " ("
-            text = (f"✗ {name} = {_fmt(answer)}{suffix} is not right. A {noun} count is a whole "
-                    f"number{how}a fraction of a {noun} does not exist).")
-            return Result(False, text if round_up or not hint else f"{text} Hint: {hint}")
+            if round_up:
+                why = tr("A {noun} count is a whole number; round up (a fraction of a {noun} does not exist).",
+                         noun=tr(noun))
+            else:
+                why = tr("A {noun} count is a whole number (a fraction of a {noun} does not exist).", noun=tr(noun))
+            text = f"{_wrong(name, f'{_fmt(answer)}{suffix}')} {why}"
+            return Result(False, text if round_up or not hint else f"{text} {tr('Hint: {hint}', hint=hint)}")
         if round_up and isinstance(expected, (int, np.integer)) and not isinstance(expected, bool):
             short, plural = int(expected) - 1, noun + ("es" if noun.endswith(("ch", "sh", "s", "x")) else "s")
-            mistakes.setdefault(short, f"One {noun} short: with {short} {plural} the condition is "
-                                f"not met yet. Round the solution UP to the next whole {noun}.")
+            mistakes.setdefault(short, tr("One {noun} short: with {short} {plural} the condition is not met yet. "
+                                          "Round the solution UP to the next whole {noun}.",
+                                          noun=tr(noun), short=short, plural=tr(plural)))
     except Exception:  # an odd answer or expected: check() explains it
         pass
     return check(answer, expected, name=name, rtol=1e-9, atol=1e-6, hint=hint, unit=unit,
@@ -369,21 +378,23 @@ def _number(value: Any, unit: str = "") -> float | None:
 
 def _percent_for_fraction(text: str, x: float, r: float, unit: str) -> str:
     if 0 < r <= 1 and "%" not in text and math.isclose(x / 100, r, rel_tol=0.02):
-        return f"Give a fraction, not a percent: {x:g}% is {x / 100:g}."
+        return tr("Give a fraction, not a percent: {percent} is {fraction}.", percent=f"{x:g}%",
+                  fraction=f"{x / 100:g}")
     return ""
 
 
 def _percent_sign_read_as_fraction(text: str, x: float, r: float, unit: str) -> str:
     if "%" in text and unit != "%" and math.isclose(x * 100, r, rel_tol=0.02):
-        return (f"The percent sign made it a fraction: {text.strip()!r} is read as {x:g}. The question asks "
-                f"for the number itself: type {x * 100:g}.")
+        return tr("The percent sign made it a fraction: {typed} is read as {value}. The question asks for the "
+                  "number itself: type {number}.", typed=repr(text.strip()), value=f"{x:g}", number=f"{x * 100:g}")
     return ""
 
 
 def _percent_growth_for_ratio(text: str, x: float, r: float, unit: str) -> str:
     if "%" in text and r > 1 and math.isclose(1 + x, r, rel_tol=0.02):
-        return (f"A percentage was read as a fraction: {text.strip()!r} is {x:g}, a growth BY {x * 100:g} %. "
-                f"The question asks the ratio, new / old = 1 + {x:g} = {1 + x:g}.")
+        return tr("A percentage was read as a fraction: {typed} is {value}, a growth BY {percent}. The question "
+                  "asks the ratio, new / old = 1 + {value} = {ratio}.", typed=repr(text.strip()), value=f"{x:g}",
+                  percent=f"{x * 100:g} %", ratio=f"{1 + x:g}")
     return ""
 
 
@@ -392,7 +403,8 @@ def _binary_byte_unit(text: str, x: float, r: float, unit: str) -> str:
         for asked, other, factor, desc in ((decimal, binary, 10**p10 / 2**p2, f"10^{p10}"),
                                            (binary, decimal, 2**p2 / 10**p10, f"2^{p2}")):
             if unit == asked and math.isclose(x, r * factor, rel_tol=0.005):
-                return f"That is {other}; the question asks {asked} ({desc} bytes)."
+                return tr("That is {other}; the question asks {asked} ({power} bytes).", other=other, asked=asked,
+                          power=desc)
     return ""
 
 
@@ -402,9 +414,12 @@ def _bare_scale_suffix(text: str, x: float, r: float, unit: str) -> str:
     if match and kind == "bytes":
         scale = {"k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}[match.group(1)]
         size = read_quantity(text.strip().rstrip("kKMGT").strip()) * scale / factor
-        right = " - the right size" if math.isclose(size, r, rel_tol=0.02) else ""
-        return (f"{text.strip()!r} gives a count of {match.group(1)} (thousands, millions), not a size{right}: "
-                f"give the number of {unit}, e.g. {_fmt(size)} for {text.strip()}.")
+        fields = dict(typed=repr(text.strip()), suffix=match.group(1), unit=unit, value=_fmt(size), text=text.strip())
+        if math.isclose(size, r, rel_tol=0.02):
+            return tr("{typed} gives a count of {suffix} (thousands, millions), not a size - the right size: give "
+                      "the number of {unit}, e.g. {value} for {text}.", **fields)
+        return tr("{typed} gives a count of {suffix} (thousands, millions), not a size: give the number of {unit}, "
+                  "e.g. {value} for {text}.", **fields)
     return ""
 
 
@@ -413,7 +428,7 @@ def _other_unit_of_the_kind(text: str, x: float, r: float, unit: str) -> str:
     if kind != "count":  # bytes for MB, seconds for ms, ...: the right value in another unit
         for other in _OTHER_UNITS.get(kind, ()):
             if other != unit and math.isclose(x, r * factor / unit_kind(other)[1], rel_tol=0.02):
-                return f"That is the right value in {other}; the question asks {unit}."
+                return tr("That is the right value in {other}; the question asks {unit}.", other=other, unit=unit)
     return ""
 
 
@@ -483,12 +498,14 @@ def _text(exc: BaseException) -> str:
     try:
         return _cut(str(exc))
     except Exception:  # any failure of str() itself
-        return "no details"
+        return tr("no details")
 
 
 def _huge(value: int) -> str:
     digits = int(abs(value).bit_length() * 0.30103) + 1
-    return f"{'-' if value < 0 else ''}an integer of about {digits} digits"
+    if value < 0:
+        return tr("-an integer of about {digits} digits", digits=digits)
+    return tr("an integer of about {digits} digits", digits=digits)
 
 
 def _cut(text: str, limit: int = 80) -> str:
@@ -509,17 +526,25 @@ def _kind_hint(answer: Any, expected: Any, unit: str = "") -> str:
     except Exception:  # an odd str subclass: no word on it
         return ""
     if isinstance(expected, (bool, np.bool_)):
-        return " Answer True or False (yes or no will do too)."
+        return " " + tr("Answer True or False (yes or no will do too).")
     if isinstance(expected, str):
         return ""
     if _is_arithmetic(text):
-        return " The answer is a number (or numbers), not text: leave out the quotes, and Python computes it."
+        return " " + tr("The answer is a number (or numbers), not text: leave out the quotes, and Python computes it.")
+    typed = _cut(repr(text), 40)
     if isinstance(expected, (tuple, list, np.ndarray)):
-        return f" Could not read {_cut(repr(text), 40)} as numbers: give them as a tuple, e.g. (2, 8)."
+        return " " + tr("Could not read {typed} as numbers: give them as a tuple, e.g. (2, 8).", typed=typed)
     why = _reading_problem(text, unit)
-    example = f"8.65 or '8.65 {unit}'" if unit and unit_kind(unit)[0] != "count" else "3.75"
-    return f" Could not read {_cut(repr(text), 40)} as a number{f' of {unit}' if unit else ''}" + (
-        f" ({why})" if why else "") + f": type a number, e.g. {example}."
+    example = (tr("{number} or {quantity}", number="8.65", quantity=f"'8.65 {unit}'")
+               if unit and unit_kind(unit)[0] != "count" else "3.75")
+    fields = dict(typed=typed, unit=unit, why=why, example=example)
+    if unit and why:
+        return " " + tr("Could not read {typed} as a number of {unit} ({why}): type a number, e.g. {example}.", **fields)
+    if unit:
+        return " " + tr("Could not read {typed} as a number of {unit}: type a number, e.g. {example}.", **fields)
+    if why:
+        return " " + tr("Could not read {typed} as a number ({why}): type a number, e.g. {example}.", **fields)
+    return " " + tr("Could not read {typed} as a number: type a number, e.g. {example}.", **fields)
 
 
 def _is_arithmetic(text: str) -> bool:

@@ -6,6 +6,7 @@ of each exercise are module constants, so the notebook can print them.
 
 from __future__ import annotations
 
+from ..i18n import tr
 from ..memory import mlp_activation_bytes, transformer_activation_bytes
 from ..models import MLP
 from ..schedule import partition_layers
@@ -49,15 +50,15 @@ def ex_memory_per_device(answer) -> Result:
     return check(
         answer,
         expected,
-        name="memory per device",
+        name=tr("memory per device"),
         unit="MB",
-        hint="split the layers with partition_layers; a stage holds the weights and biases of its "
-        "layers (layer i: sizes[i] x sizes[i + 1] weights and sizes[i + 1] biases): take the largest "
-        "stage and multiply its parameters by 4 bytes and by 2 (parameters and gradients).",
+        hint=tr("split the layers with partition_layers; a stage holds the weights and biases of its "
+                "layers (layer i: sizes[i] x sizes[i + 1] weights and sizes[i + 1] biases): take the largest "
+                "stage and multiply its parameters by 4 bytes and by 2 (parameters and gradients)."),
         mistakes={
-            even: "That assumes the parameters split evenly over the stages. Stages hold whole "
-            "layers, split by compute: count the parameters of each stage's layers.",
-            expected / 2: "That counts the parameters only; the gradients need as much again.",
+            even: tr("That assumes the parameters split evenly over the stages. Stages hold whole "
+                     "layers, split by compute: count the parameters of each stage's layers."),
+            expected / 2: tr("That counts the parameters only; the gradients need as much again."),
         },
     )
 
@@ -76,22 +77,24 @@ def ex_stage_activations(answer) -> Result:
     return check(
         answer,
         expected,
-        name="activations of the first stage",
+        name=tr("activations of the first stage"),
         unit="GB",
         rtol=1e-2,
-        hint="one layer holds L b h (10 + 24/N_t + 5 a L/(h N_t)) bytes per micro-batch; under 1F1B the "
-        "first stage holds N_p micro-batches of its n_layers/N_p layers.",
+        hint=tr("one layer holds L b h (10 + 24/N_t + 5 a L/(h N_t)) bytes per micro-batch; under 1F1B the "
+                "first stage holds N_p micro-batches of its n_layers/N_p layers."),
         mistakes={
-            stage(min(n_p, m), tensor=1): "That leaves out the tensor split: with N_t devices per layer "
-            "the 24 L b h and the attention scores are divided by N_t (the 10 L b h are not).",
-            stage(m): "That is GPipe, which holds all M micro-batches. Under 1F1B the first stage "
-            "holds at most N_p of them.",
-            stage(1): "That is one micro-batch. The first stage of a 1F1B pipeline holds N_p "
-            "micro-batches at its peak.",
-            stage(min(n_p, m), recompute="full"): "That is with full recomputation (2 L b h per layer); "
-            "the question asks without it.",
-            stage(min(n_p, m), tensor=1) / n_t: "That divides every term by N_t. The 10 L b h of layer-norm "
-            "and dropout inputs and of the first linear layers' inputs stay whole on every device.",
+            stage(min(n_p, m), tensor=1): tr("That leaves out the tensor split: with N_t devices per layer "
+                                             "the 24 L b h and the attention scores are divided by N_t (the "
+                                             "10 L b h are not)."),
+            stage(m): tr("That is GPipe, which holds all M micro-batches. Under 1F1B the first stage "
+                         "holds at most N_p of them."),
+            stage(1): tr("That is one micro-batch. The first stage of a 1F1B pipeline holds N_p "
+                         "micro-batches at its peak."),
+            stage(min(n_p, m), recompute="full"): tr("That is with full recomputation (2 L b h per layer); "
+                                                     "the question asks without it."),
+            stage(min(n_p, m), tensor=1) / n_t: tr("That divides every term by N_t. The 10 L b h of layer-norm "
+                                                   "and dropout inputs and of the first linear layers' inputs "
+                                                   "stay whole on every device."),
         },
     )
 
@@ -105,15 +108,16 @@ def ex_checkpoint_mb(answer) -> Result:
     return check(
         answer,
         peaks[best],
-        name="peak activations at the best n_ckpt",
+        name=tr("peak activations at the best n_ckpt"),
         unit="MB",
-        hint="try every n_ckpt from 1 to n_layers with memory.mlp_activation_bytes(model, B, segments=n_ckpt) "
-             "and take the smallest; it lies near sqrt(n_layers).",
+        hint=tr("try every n_ckpt from 1 to n_layers with memory.mlp_activation_bytes(model, B, segments=n_ckpt) "
+                "and take the smallest; it lies near sqrt(n_layers)."),
         mistakes={
-            mlp_activation_bytes(model, b) / 1e6: "That stores every activation (n_ckpt = 1 or n_ckpt = n_layers "
-            "saves nothing).",
-            inputs: "That counts the checkpoints only; the segment being recomputed is held too.",
-            float(best): f"That is the best number of segments, n_ckpt = {best}; the question asks for the MB "
-            "of activations it needs: memory.mlp_activation_bytes(model, B, segments=n_ckpt) / 1e6.",
+            mlp_activation_bytes(model, b) / 1e6: tr("That stores every activation (n_ckpt = 1 or "
+                                                     "n_ckpt = n_layers saves nothing)."),
+            inputs: tr("That counts the checkpoints only; the segment being recomputed is held too."),
+            float(best): tr("That is the best number of segments, n_ckpt = {best}; the question asks for the MB "
+                            "of activations it needs: memory.mlp_activation_bytes(model, B, segments=n_ckpt) / 1e6.",
+                            best=best),
         },
     )

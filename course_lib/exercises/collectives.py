@@ -15,10 +15,11 @@ import math
 import numpy as np
 
 from .. import alpha_beta
+from ..i18n import tr
 from ..overlap import overlapped_step_time
 from ..parallel.partition import chunk_bounds
 from ..staleness import sync_batchnorm_statistics
-from . import Result, _coerce, check, checker
+from . import Result, _coerce, _wrong, check, checker
 
 __all__ = ["EX1_ALLTOALL", "EX2_TOY", "EX3_STEP", "EX4_STALE", "EX5_SHARDS", "EX6_SWEEP", "EX6_TOLERANCE",
            "ex1_alltoall_ms", "ex2_reduce_scatter_bytes", "ex3_overlapped_step_ms", "ex4_stale_weight",
@@ -72,19 +73,20 @@ def ex1_alltoall_ms(answer) -> Result:
         answer,
         expected,
         rtol=1e-2,
-        name="all-to-all time",
+        name=tr("all-to-all time"),
         unit="ms",
-        hint="N - 1 rounds; in each, every GPU sends one block of m/N bytes: (N-1)(alpha + m/(N beta)).",
+        hint=tr("N - 1 rounds; in each, every GPU sends one block of m/N bytes: (N-1)(alpha + m/(N beta))."),
         mistakes={
-            1e3 * (n - 1) * (a + m / b): "Each round sends one BLOCK (m/N bytes), not the whole buffer.",
-            1e3 * alpha_beta.pairwise_alltoall_time(m, n, b, 0.0): "Latency left out: each of the N - 1 rounds "
-                                                             "also costs alpha.",
-            1e3 * alpha_beta.ring_allreduce_time(m, n, b, a): "That is an all-reduce (2(N-1) rounds); an "
-                                                        "all-to-all moves each block once.",
-            1e3 * (a + m / b): "That is one message of the whole buffer: N - 1 partners need N - 1 rounds.",
+            1e3 * (n - 1) * (a + m / b): tr("Each round sends one BLOCK (m/N bytes), not the whole buffer."),
+            1e3 * alpha_beta.pairwise_alltoall_time(m, n, b, 0.0): tr("Latency left out: each of the N - 1 rounds "
+                                                                      "also costs alpha."),
+            1e3 * alpha_beta.ring_allreduce_time(m, n, b, a): tr("That is an all-reduce (2(N-1) rounds); an "
+                                                                 "all-to-all moves each block once."),
+            1e3 * (a + m / b): tr("That is one message of the whole buffer: N - 1 partners need N - 1 rounds."),
             1e3 * alpha_beta.pairwise_alltoall_time(mib * 1e6, n, b, a):
-                f"That reads {mib} MiB as {mib} MB: a MiB is 2^20 = 1,048,576 bytes, so m = {mib} x 2^20 = "
-                f"{m:,} bytes, not {mib * 10**6:,}.",
+                tr("That reads {mib} as {mb}: a MiB is 2^20 = 1,048,576 bytes, so m = {count} x 2^20 = "
+                   "{exact} bytes, not {decimal}.", mib=f"{mib} MiB", mb=f"{mib} MB", count=mib, exact=f"{m:,}",
+                   decimal=f"{mib * 10**6:,}"),
         },
     )
 
@@ -106,19 +108,19 @@ def ex2_reduce_scatter_bytes(answer) -> Result:
         expected,
         rtol=0,
         atol=0.5,
-        name="bytes read in the reduce-scatter",
+        name=tr("bytes read in the reduce-scatter"),
         unit="bytes",
-        hint="find worker 0's chunk with chunk_bounds(100, 3); it reads that chunk of each OTHER "
-             "worker's row: (N - 1) x chunk x 4 bytes.",
+        hint=tr("find worker 0's chunk with chunk_bounds(100, 3); it reads that chunk of each OTHER "
+                "worker's row: (N - 1) x chunk x 4 bytes."),
         mistakes={
-            even: "That is the even split (N-1)/N x n x 4. The toy's chunks start on multiples of "
-                  "16 numbers: look at chunk_bounds(100, 3).",
-            chunk * g["itemsize"]: "That is worker 0's own chunk; it reads that chunk of the N - 1 "
-                                   "other rows.",
-            g["workers"] * chunk * g["itemsize"]: "Its own row is not read from another worker: "
-                                                  "N - 1 rows, not N.",
-            (g["n"] - chunk) * g["itemsize"]: "That is what it reads in the ALL-GATHER (the others' "
-                                              "chunks of the sum).",
+            even: tr("That is the even split (N-1)/N x n x 4. The toy's chunks start on multiples of "
+                     "16 numbers: look at chunk_bounds(100, 3)."),
+            chunk * g["itemsize"]: tr("That is worker 0's own chunk; it reads that chunk of the N - 1 "
+                                      "other rows."),
+            g["workers"] * chunk * g["itemsize"]: tr("Its own row is not read from another worker: "
+                                                     "N - 1 rows, not N."),
+            (g["n"] - chunk) * g["itemsize"]: tr("That is what it reads in the ALL-GATHER (the others' "
+                                                 "chunks of the sum)."),
         },
     )
 
@@ -135,22 +137,22 @@ def ex3_overlapped_step_ms(answer) -> Result:
     s, t = EX3_STEP, _ex3_times()
     compute = s["forward_ms"] + sum(s["backward_ms"]) + s["update_ms"]
     mistakes = {
-        t["sequential"]: "That is the step WITHOUT overlap: every all-reduce after the whole backward.",
-        compute: "That is a perfect overlap, all communication hidden; but an all-reduce can only "
-                 "start when its bucket is ready AND the previous all-reduce has finished.",
-        compute + s["allreduce_ms"][-1]: "Only the last bucket after the backward? The link is still busy "
-                                         "with an earlier bucket when the backward ends: follow "
-                                         "done = max(ready, previous done) + all-reduce, bucket by bucket.",
-        t["overlapped"] - s["update_ms"]: "The all-reduces are right; the update comes after the last one.",
+        t["sequential"]: tr("That is the step WITHOUT overlap: every all-reduce after the whole backward."),
+        compute: tr("That is a perfect overlap, all communication hidden; but an all-reduce can only "
+                    "start when its bucket is ready AND the previous all-reduce has finished."),
+        compute + s["allreduce_ms"][-1]: tr("Only the last bucket after the backward? The link is still busy "
+                                            "with an earlier bucket when the backward ends: follow "
+                                            "done = max(ready, previous done) + all-reduce, bucket by bucket."),
+        t["overlapped"] - s["update_ms"]: tr("The all-reduces are right; the update comes after the last one."),
     }
     return check(
         answer,
         t["overlapped"],
-        name="step time with overlap",
+        name=tr("step time with overlap"),
         unit="ms",
-        hint="bucket ν is ready at forward + the backward of buckets 1..ν; its all-reduce ends at "
-             "max(ready, the previous all-reduce's end) + its own time; the step ends after the "
-             "last all-reduce and the update.",
+        hint=tr("bucket ν is ready at forward + the backward of buckets 1..ν; its all-reduce ends at "
+                "max(ready, the previous all-reduce's end) + its own time; the step ends after the "
+                "last all-reduce and the update."),
         mistakes=mistakes,
     )
 
@@ -170,23 +172,25 @@ def ex4_stale_weight(answer) -> Result:
     w0, lr, delay, steps = g["w0"], g["lr"], g["delay"], g["steps"]
     expected = _stale_weights(w0, lr, delay, steps)[-1]
     mistakes = {
-        _stale_weights(w0, lr, 0, steps)[-1]: "That is SGD with FRESH gradients (delta = 0): each update "
-                                              "must use the weight of delta steps before.",
-        _stale_weights(w0, lr, delay - 1, steps)[-1]: "That uses gradients one step less stale: w_{t+1} "
-                                                      "uses w_{t-delta}, delta steps before w_t.",
-        _stale_weights(w0, lr, delay, steps, start=0.0)[-1]: "Before the start the weight is w_0, not 0: the "
-                                                             "first delta updates use the initial weight.",
-        _stale_weights(w0, lr, delay, steps - 1)[-1]: f"One update short: w_{steps} is the weight after {steps} updates.",
-        _stale_weights(w0, lr, delay, steps + 1)[-1]: f"One update too many: w_{steps} is the weight after {steps} "
-                                                      "updates.",
+        _stale_weights(w0, lr, 0, steps)[-1]: tr("That is SGD with FRESH gradients (delta = 0): each update "
+                                                 "must use the weight of delta steps before."),
+        _stale_weights(w0, lr, delay - 1, steps)[-1]: tr("That uses gradients one step less stale: {next} uses "
+                                                         "{stale}, delta steps before w_t.", next="w_{t+1}",
+                                                         stale="w_{t-delta}"),
+        _stale_weights(w0, lr, delay, steps, start=0.0)[-1]: tr("Before the start the weight is w_0, not 0: the "
+                                                                "first delta updates use the initial weight."),
+        _stale_weights(w0, lr, delay, steps - 1)[-1]: tr("One update short: {weight} is the weight after {steps} "
+                                                         "updates.", weight=f"w_{steps}", steps=steps),
+        _stale_weights(w0, lr, delay, steps + 1)[-1]: tr("One update too many: {weight} is the weight after "
+                                                         "{steps} updates.", weight=f"w_{steps}", steps=steps),
     }
     return check(
         answer,
         expected,
         atol=5e-3,
         name=f"w_{steps}",
-        hint="keep a list of the weights, starting with delta + 1 copies of w_0; each update appends "
-             "last - lr * (the weight delta places before the last).",
+        hint=tr("keep a list of the weights, starting with delta + 1 copies of w_0; each update appends "
+                "last - lr * (the weight delta places before the last)."),
         mistakes=mistakes,
     )
 
@@ -222,17 +226,18 @@ def ex5_syncbn_variance(answer) -> Result:
         answer,
         expected,
         rtol=1e-3,
-        name="global variance",
-        hint="add the counts, the sums and the sums of squares (the all-reduce), then "
-             "mean = sum / count and variance = sum of squares / count - mean^2.",
+        name=tr("global variance"),
+        hint=tr("add the counts, the sums and the sums of squares (the all-reduce), then "
+                "mean = sum / count and variance = sum of squares / count - mean^2."),
         mistakes={
-            mean_local: "That is the mean of the two shards' variances: the spread BETWEEN the shards "
-                        "(their means differ) is missing.",
-            weighted_local: "That weights the shards' variances by their counts, but still misses the "
-                            "spread between the shard means.",
-            _ex5_sample_variance(): f"That divides by n - 1 = {n - 1} (the sample variance, as np.var(..., ddof=1) "
-                                    f"or statistics.variance give it). Batch norm normalises with the variance of "
-                                    f"the batch itself, dividing by n = {n}: sum of squares / n - mean^2.",
+            mean_local: tr("That is the mean of the two shards' variances: the spread BETWEEN the shards "
+                           "(their means differ) is missing."),
+            weighted_local: tr("That weights the shards' variances by their counts, but still misses the "
+                               "spread between the shard means."),
+            _ex5_sample_variance(): tr("That divides by n - 1 = {less} (the sample variance, as np.var(..., ddof=1) "
+                                       "or statistics.variance give it). Batch norm normalises with the variance "
+                                       "of the batch itself, dividing by n = {n}: sum of squares / n - mean^2.",
+                                       less=n - 1, n=n),
         },
     )
 
@@ -248,22 +253,24 @@ def _ex6_mistakes(fit: dict, m: np.ndarray, t: np.ndarray, n: int) -> dict:
     a_us, b_gb = fit["alpha"] * 1e6, fit["beta"] / 1e9
     intercept_us, inverse_slope_gb = fit["intercept"] * 1e6, 1.0 / fit["slope"] / 1e9
     mistakes = {
-        (b_gb, a_us): "Swapped: the answer is (α, β), the latency first (µs), then the bandwidth (GB/s).",
-        (a_us * 1e-6, b_gb): "That α is in seconds; the question asks for µs (x 10^6).",
-        (a_us, b_gb * 1e9): "That β is in bytes/s; the question asks for GB/s (/ 10^9).",
-        (a_us * 1e-6, b_gb * 1e9): "Those are seconds and bytes/s; the question asks for µs and GB/s.",
-        (a_us, 8 * b_gb): "That β is in Gbit/s; the question asks for GB/s (a byte is 8 bits).",
-        (intercept_us, b_gb): f"That α is the intercept a of t = a + b m itself. An all-reduce on N = {n} sends "
-                              f"2(N-1) = {2 * (n - 1)} messages one after the other: α = a / (2(N-1)).",
+        (b_gb, a_us): tr("Swapped: the answer is (α, β), the latency first (µs), then the bandwidth (GB/s)."),
+        (a_us * 1e-6, b_gb): tr("That α is in seconds; the question asks for µs (x 10^6)."),
+        (a_us, b_gb * 1e9): tr("That β is in bytes/s; the question asks for GB/s (/ 10^9)."),
+        (a_us * 1e-6, b_gb * 1e9): tr("Those are seconds and bytes/s; the question asks for µs and GB/s."),
+        (a_us, 8 * b_gb): tr("That β is in Gbit/s; the question asks for GB/s (a byte is 8 bits)."),
+        (intercept_us, b_gb): tr("That α is the intercept a of t = a + b m itself. An all-reduce on N = {n} sends "
+                                 "2(N-1) = {messages} messages one after the other: α = a / (2(N-1)).", n=n,
+                                 messages=2 * (n - 1)),
     }
     if n != 2:  # with two workers 2(N-1)/N = 1: the slip changes nothing
-        mistakes[(a_us, inverse_slope_gb)] = (f"That β is 1 / b. Each device sends 2(N-1)/N = {2 * (n - 1) / n:g} bytes "
-                                              "per byte of the buffer: β = 2(N-1)/N / b.")
-        mistakes[(intercept_us, inverse_slope_gb)] = ("That is a and 1/b: the model's factors are missing, "
-                                                      "α = a / (2(N-1)) and β = 2(N-1)/N / b.")
+        mistakes[(a_us, inverse_slope_gb)] = tr("That β is 1 / b. Each device sends 2(N-1)/N = {factor} bytes "
+                                                "per byte of the buffer: β = 2(N-1)/N / b.",
+                                                factor=f"{2 * (n - 1) / n:g}")
+        mistakes[(intercept_us, inverse_slope_gb)] = tr("That is a and 1/b: the model's factors are missing, "
+                                                        "α = a / (2(N-1)) and β = 2(N-1)/N / b.")
     slope, intercept = np.polyfit(m, t, 1)  # plain least squares of the times
     if intercept > 0 and slope > 0:
-        mistakes[(intercept / (2 * (n - 1)) * 1e6, 2 * (n - 1) / n / slope / 1e9)] = (
+        mistakes[(intercept / (2 * (n - 1)) * 1e6, 2 * (n - 1) / n / slope / 1e9)] = tr(
             "That is the plain least-squares fit of the times: the largest messages decide it, and it misses the "
             "small ones by far. Weight every point by 1/t, so that each counts by its relative error.")
     return mistakes
@@ -280,7 +287,7 @@ def ex6_alpha_beta(answer, *, nbytes, seconds, devices) -> Result:
     yours). Named slips: swapped or wrong units, the intercept or 1/slope without the
     model's factors, the plain least-squares fit, a negative latency.
     """
-    name = "(α in µs, β in GB/s)"
+    name = tr("(α in µs, β in GB/s)")
     if answer is None or answer is Ellipsis:
         return check(answer, (0.0, 0.0), name=name)
     fit = alpha_beta.fit_alpha_beta(nbytes, seconds, devices)  # your sweep (a sweep it cannot use: feedback)
@@ -295,15 +302,16 @@ def ex6_alpha_beta(answer, *, nbytes, seconds, devices) -> Result:
     if math.isfinite(a_us) and math.isfinite(b_gb) and b_gb > 0:
         answer = (a_us, b_gb)  # as plain numbers in the messages
         if a_us < 0:
-            return Result(False, f"✗ {name} = ({a_us:g}, {b_gb:g}) is not right. A negative latency: the line's "
-                                 "intercept came out below zero, as a plain least-squares fit of the times often "
-                                 "does (the largest messages decide it). Weight every point by 1/t; if the "
-                                 "intercept is still negative, set it to 0 and fit the slope again.")
+            return Result(False, _wrong(name, f"({a_us:g}, {b_gb:g})") + " " + tr(
+                "A negative latency: the line's intercept came out below zero, as a plain least-squares fit of the "
+                "times often does (the largest messages decide it). Weight every point by 1/t; if the intercept is "
+                "still negative, set it to 0 and fit the slope again."))
         rms = _ex6_rms(a_us, b_gb, m, t, n)
         slip = any(np.allclose(answer, key, rtol=tol["rtol"]) for key in mistakes)
         if rms <= tol["rms_factor"] * fit["relative_rms"] + tol["rms_slack"] and not slip:
-            accept[answer] = (f"an honest fit: its times are off yours by {rms:.0%} rms, the least-squares "
-                              f"fit of the relative errors by {fit['relative_rms']:.0%}")
+            accept[answer] = tr("an honest fit: its times are off yours by {rms} rms, the least-squares "
+                                "fit of the relative errors by {best}", rms=f"{rms:.0%}",
+                                best=f"{fit['relative_rms']:.0%}")
     return check(
         answer,
         expected,
@@ -311,6 +319,6 @@ def ex6_alpha_beta(answer, *, nbytes, seconds, devices) -> Result:
         rtol=tol["rtol"],
         accept=accept,
         mistakes=mistakes,
-        hint="fit the line t = a + b m with every point weighted by 1/t (np.polyfit(m, t, 1, w=1 / t) gives b, a); "
-             "then α = a / (2(N-1)) and β = 2(N-1)/N / b; give α in µs and β in GB/s.",
+        hint=tr("fit the line t = a + b m with every point weighted by 1/t (np.polyfit(m, t, 1, w=1 / t) gives "
+                "b, a); then α = a / (2(N-1)) and β = 2(N-1)/N / b; give α in µs and β in GB/s."),
     )

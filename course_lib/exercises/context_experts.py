@@ -8,6 +8,7 @@ givens of each exercise are module constants, so the notebook can print them.
 from __future__ import annotations
 
 from ..context_cost import causal_imbalance, ring_bytes
+from ..i18n import tr
 from ..moe import capacity_factor_for
 from . import Result, check
 
@@ -40,20 +41,20 @@ def ex_ring_bytes(answer) -> Result:
     return check(
         answer,
         expected,
-        name="bytes a worker receives, forward, one layer",
+        name=tr("bytes a worker receives, forward, one layer"),
         unit="MB",
         rtol=5e-3,
-        hint="every step of the ring brings the keys AND the values of L / N_c tokens, h values each; "
-        "a worker meets the N_c - 1 other blocks, its own it already holds.",
+        hint=tr("every step of the ring brings the keys AND the values of L / N_c tokens, h values each; "
+                "a worker meets the N_c - 1 other blocks, its own it already holds."),
         mistakes={
-            2 * block: "That is one step of the ring. A worker receives N_c - 1 blocks: every other worker's.",
-            (n - 1) * block: "That counts the keys only: the values travel with them, as many bytes again.",
-            2 * n * block: "A worker's own block never travels: N_c - 1 steps bring the others'.",
-            2 * (n - 1) * block * n: "A block holds L / N_c tokens, not L.",
-            2 * (n - 1) * block * 2: "16-bit values are 2 bytes, not 4.",
-            ring_bytes(L, b, h, n, bytes_per_value=item) / 1e6: "That is the whole training step: the "
-            "backward pass sends the keys and values round again, and their gradients. The question asks "
-            "the forward pass.",
+            2 * block: tr("That is one step of the ring. A worker receives N_c - 1 blocks: every other worker's."),
+            (n - 1) * block: tr("That counts the keys only: the values travel with them, as many bytes again."),
+            2 * n * block: tr("A worker's own block never travels: N_c - 1 steps bring the others'."),
+            2 * (n - 1) * block * n: tr("A block holds L / N_c tokens, not L."),
+            2 * (n - 1) * block * 2: tr("16-bit values are 2 bytes, not 4."),
+            ring_bytes(L, b, h, n, bytes_per_value=item) / 1e6: tr(
+                "That is the whole training step: the backward pass sends the keys and values round again, and "
+                "their gradients. The question asks the forward pass."),
         },
     )
 
@@ -66,18 +67,18 @@ def ex_causal_imbalance(answer) -> Result:
     return check(
         answer,
         expected,
-        name="busiest worker's work over the mean",
+        name=tr("busiest worker's work over the mean"),
         rtol=5e-3,
-        hint="worker j computes the blocks of workers 0 ... j: j + 1 blocks (its own masked, computed "
-        "whole). Divide the largest count by the mean count.",
+        hint=tr("worker j computes the blocks of workers 0 ... j: j + 1 blocks (its own masked, computed "
+                "whole). Divide the largest count by the mean count."),
         mistakes={
-            float(n): "That is the busiest over the least busy (N_c blocks against 1). The question asks "
-            "against the mean, what the step would take if the work were even.",
-            2.0: "2 is the limit for many workers; with N_c = 8 the ratio is 2 N_c / (N_c + 1).",
-            1.0: "1 is the zig-zag split's ratio: every worker one early and one late chunk. The even split "
-            "gives the last worker the most.",
-            (n + 1) / 2: "That is the mean number of blocks; divide the busiest worker's blocks by it.",
-            (2 * n - 1) / n: "Count the worker's own block too: worker j computes j + 1 blocks.",
+            float(n): tr("That is the busiest over the least busy (N_c blocks against 1). The question asks "
+                         "against the mean, what the step would take if the work were even."),
+            2.0: tr("2 is the limit for many workers; with N_c = 8 the ratio is 2 N_c / (N_c + 1)."),
+            1.0: tr("1 is the zig-zag split's ratio: every worker one early and one late chunk. The even split "
+                    "gives the last worker the most."),
+            (n + 1) / 2: tr("That is the mean number of blocks; divide the busiest worker's blocks by it."),
+            (2 * n - 1) / n: tr("Count the worker's own block too: worker j computes j + 1 blocks."),
         },
     )
 
@@ -92,14 +93,14 @@ def ex_capacity_factor(answer) -> Result:
     return check(
         answer,
         expected,
-        name="capacity factor",
+        name=tr("capacity factor"),
         rtol=0,
         atol=one_token,
-        hint="an expert keeps C = ceil(phi k_top B L / E) assignments; find the smallest C whose drops, "
-        "sum of max(0, load - C), stay within 1 % of the assignments, then phi = C E / (k_top B L).",
+        hint=tr("an expert keeps C = ceil(phi k_top B L / E) assignments; find the smallest C whose drops, "
+                "sum of max(0, load - C), stay within 1 % of the assignments, then phi = C E / (k_top B L)."),
         mistakes={
-            max(load) * experts / (k * tokens): "That capacity drops nothing (it fits the busiest expert). "
-            "Up to 1 % may be dropped: a smaller factor does.",
-            1.0: "At phi = 1 every expert takes the mean load: the busy experts drop far more than 1 %.",
+            max(load) * experts / (k * tokens): tr("That capacity drops nothing (it fits the busiest expert). "
+                                                   "Up to 1 % may be dropped: a smaller factor does."),
+            1.0: tr("At phi = 1 every expert takes the mean load: the busy experts drop far more than 1 %."),
         },
     )

@@ -16,6 +16,7 @@ import numpy as np
 from .. import alpha_beta
 from ..alpha_beta import communication_crossover
 from ..cost import BERT_LARGE
+from ..i18n import tr
 from ..models import MLP
 from ..parallel.partition import shard_bounds
 from ..scaling import karp_flatt
@@ -80,9 +81,9 @@ def ex1_mean_of_means(answer) -> Result:
     return check(
         answer,
         expected,
-        name="mean of shard means == full-batch mean",
-        hint="the 4-sample shard's mean would count each of its samples 1/12, the others 1/9; "
-        "a sum over samples splits exactly, a mean over unequal shards does not.",
+        name=tr("mean of shard means == full-batch mean"),
+        hint=tr("the 4-sample shard's mean would count each of its samples 1/12, the others 1/9; "
+                "a sum over samples splits exactly, a mean over unequal shards does not."),
     )
 
 
@@ -97,14 +98,15 @@ def ex2_karp_flatt(answer, *, speedup: float, workers: int, step_seconds=None) -
     2 decimals (``0.72``, ``"72%"``).
     """
     if workers < 2:
-        return Result(False, "… this machine has one core: the Karp-Flatt metric needs N > 1 "
-                             "(use speedup=1.6, workers=2 to practise).")
+        return Result(False, tr("… this machine has one core: the Karp-Flatt metric needs N > 1 "
+                                "(use speedup=1.6, workers=2 to practise)."))
     expected = karp_flatt(speedup, workers)
-    name = f"serial fraction e at N = {workers}"
+    name = tr("serial fraction e at N = {workers}", workers=workers)
     shown = round(float(speedup), EX2_SHOWN_DECIMALS["speedup"])  # S(N) as the table prints it
     accept = {}
     if shown > 0 and shown != speedup:
-        accept[karp_flatt(shown, workers)] = f"from S = {shown:.{EX2_SHOWN_DECIMALS['speedup']}f} as printed"
+        accept[karp_flatt(shown, workers)] = tr("from S = {speedup} as printed",
+                                                speedup=f"{shown:.{EX2_SHOWN_DECIMALS['speedup']}f}")
     result = check(
         answer,
         expected,
@@ -112,9 +114,9 @@ def ex2_karp_flatt(answer, *, speedup: float, workers: int, step_seconds=None) -
         atol=shown_tolerance(EX2_SHOWN_DECIMALS["karp_flatt"]),
         accept=accept,
         name=name,
-        hint="e = (1/S - 1/N) / (1 - 1/N) with the measured S of the pipe run (its step time over the "
-             "serial one, as section 4 prints them) and its N workers.",
-        mistakes={1 - speedup / workers: "That is 1 - efficiency, not the Karp-Flatt metric."},
+        hint=tr("e = (1/S - 1/N) / (1 - 1/N) with the measured S of the pipe run (its step time over the "
+                "serial one, as section 4 prints them) and its N workers."),
+        mistakes={1 - speedup / workers: tr("That is 1 - efficiency, not the Karp-Flatt metric.")},
     )
     if result.correct:
         return result
@@ -123,8 +125,9 @@ def ex2_karp_flatt(answer, *, speedup: float, workers: int, step_seconds=None) -
         return result
     lo, hi = _karp_flatt_window(expected, workers, step_seconds, _decimals(x))
     if lo <= x <= hi:
-        return Result(True, f"✓ Correct: {name} = {_fmt(x)} (e = {expected:.4f} from the unrounded "
-                            "times; yours is within what the printed step times and 2 decimals allow).")
+        return Result(True, tr("✓ Correct: {name} = {value} (e = {exact} from the unrounded times; yours is "
+                               "within what the printed step times and 2 decimals allow).", name=name,
+                               value=_fmt(x), exact=f"{expected:.4f}"))
     return result
 
 
@@ -173,25 +176,28 @@ def ex3_ps_crossover(answer) -> Result:
     g = EX3_PS
     expected, ring = _ex3_crossovers()
     digits_ps, digits_ring = _ex3_crossovers(params=DIGITS_MODEL.n_params)
-    assumed = f"{g['model']}, {g['params']:,} float32 parameters"
-    digits = (f"That is the answer for the MLP 64-64-10 ({DIGITS_MODEL.n_params:,} parameters), the digits "
-              f"model of sections 1-2. This exercise's gradients are the {assumed} = "
-              f"{g['params'] * g['bytes_per_param'] / 1e6:.2f} MB (ex.EX3_PS['params']): redo it with that m.")
+    digits = tr("That is the answer for the MLP 64-64-10 ({digits} parameters), the digits model of sections 1-2. "
+                "This exercise's gradients are the {model}, {params} float32 parameters = {size} "
+                "(ex.EX3_PS['params']): redo it with that m.", digits=f"{DIGITS_MODEL.n_params:,}",
+                model=g["model"], params=f"{g['params']:,}",
+                size=f"{g['params'] * g['bytes_per_param'] / 1e6:.2f} MB")
     return check_count(
         answer,
         expected,
-        name=f"devices where the parameter server dominates ({g['model']})",
+        name=tr("devices where the parameter server dominates ({model})", model=g["model"]),
         unit="devices",
-        hint=f"m = {g['bytes_per_param']} bytes x {g['params']:,} parameters of the {g['model']}; find the "
-        "smallest N with 2 (N m / β + α) >= t_c / N "
-        "(course_lib.alpha_beta.communication_crossover does the search).",
+        hint=tr("m = {size} bytes x {params} parameters of the {model}; find the smallest N with "
+                "2 (N m / β + α) >= t_c / N (course_lib.alpha_beta.communication_crossover does the search).",
+                size=g["bytes_per_param"], params=f"{g['params']:,}", model=g["model"]),
         mistakes={
-            ring: "That is the crossover of the ring all-reduce.",
+            ring: tr("That is the crossover of the ring all-reduce."),
             digits_ps: digits,
-            digits_ring: digits + " (And that is the ring's crossover; the question asks for the parameter server.)",
+            digits_ring: digits + " " + tr("(And that is the ring's crossover; the question asks for the parameter "
+                                           "server.)"),
             _ex3_crossovers(bytes_per_second=g["bandwidth_gbit"] * 1e9)[0]:
-                f"That reads {g['bandwidth_gbit']:g} Gbit/s as {g['bandwidth_gbit']:g} GB/s: a byte is 8 bits, "
-                f"so β = {g['bandwidth_gbit'] / 8:g} GB/s.",
+                tr("That reads {gbit} as {gbyte}: a byte is 8 bits, so β = {beta}.",
+                   gbit=f"{g['bandwidth_gbit']:g} Gbit/s", gbyte=f"{g['bandwidth_gbit']:g} GB/s",
+                   beta=f"{g['bandwidth_gbit'] / 8:g} GB/s"),
         },
     )
 
@@ -209,25 +215,27 @@ def ex4_ring_allreduce_ms(answer) -> Result:
     s = EX4_SETUP
     expected = _ex4_expected()
     nbytes = s["bytes_per_param"] * s["params"]
-    counts = {_ex4_expected(params=p): f"That takes BERT-Large as {p / 1e6:g} M parameters; the question gives "
-              f"{s['params'] / 1e6:g} M (ex.EX4_SETUP['params']). The rest of your computation may be right."
+    counts = {_ex4_expected(params=p): tr("That takes BERT-Large as {count} parameters; the question gives "
+                                          "{given} (ex.EX4_SETUP['params']). The rest of your computation may "
+                                          "be right.", count=f"{p / 1e6:g} M", given=f"{s['params'] / 1e6:g} M")
               for p in _EX4_OTHER_COUNTS}
     return check(
         answer,
         expected,
         rtol=1e-2,  # 8.6 or 8.7 ms will do; 8.5 ms (no latency) is 1.7% short
-        name="ring all-reduce time",
+        name=tr("ring all-reduce time"),
         unit="ms",
-        hint=f"T = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency, bytes = {s['bytes_per_param']} x "
-        f"{s['params'] / 1e6:g} M parameters.",
+        hint=tr("T = 2 (N-1)/N x bytes / bandwidth + 2 (N-1) x latency, bytes = {size} x {count} parameters.",
+                size=s["bytes_per_param"], count=f"{s['params'] / 1e6:g} M"),
         mistakes={
-            1e3 * nbytes / s["bandwidth"]: "That sends the buffer once. A ring all-reduce is a "
-            "reduce-scatter and an all-gather: 2 (N-1)/N x bytes / bandwidth.",
-            _ex4_expected() / 2: "That is half: a reduce-scatter only. Add the all-gather.",
-            _ex4_expected(latency=0.0): "Latency left out: each of the 2 (N-1) steps also "
-            f"waits {s['latency'] * 1e6:g} µs, 2 (N-1) x latency in all.",
-            _ex4_expected(bytes_per_param=4): f"That counts float32 gradients, 4 bytes per parameter; "
-            f"these are {8 * s['bytes_per_param']}-bit: {s['bytes_per_param']} bytes.",
+            1e3 * nbytes / s["bandwidth"]: tr("That sends the buffer once. A ring all-reduce is a "
+                                              "reduce-scatter and an all-gather: 2 (N-1)/N x bytes / bandwidth."),
+            _ex4_expected() / 2: tr("That is half: a reduce-scatter only. Add the all-gather."),
+            _ex4_expected(latency=0.0): tr("Latency left out: each of the 2 (N-1) steps also waits {latency}, "
+                                           "2 (N-1) x latency in all.", latency=f"{s['latency'] * 1e6:g} µs"),
+            _ex4_expected(bytes_per_param=4): tr("That counts float32 gradients, 4 bytes per parameter; these are "
+                                                 "{bits}-bit: {size} bytes.", bits=8 * s["bytes_per_param"],
+                                                 size=s["bytes_per_param"]),
             **counts,  # the nearest known mistake wins: 335 M with latency is not "latency left out"
         },
     )

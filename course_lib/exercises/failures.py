@@ -15,6 +15,7 @@ from ..failures import (
     straggler_efficiency,
     young_daly_interval,
 )
+from ..i18n import tr
 from . import Result, check
 
 __all__ = ["FAILURES", "LOST_HOURS", "STRAGGLER", "YOUNG_DALY", "ex_expected_failures", "ex_lost_hours",
@@ -48,17 +49,17 @@ def ex_young_daly(answer) -> Result:
     return check(
         answer,
         expected,
-        name="checkpoint interval",
+        name=tr("checkpoint interval"),
         unit="s",
         rtol=5e-3,
-        hint="√(2 t_save T_MTBF), with both times in seconds: 2 x 60 s and 3 x 3,600 s.",
+        hint=tr("√(2 t_save T_MTBF), with both times in seconds: 2 x 60 s and 3 x 3,600 s."),
         mistakes={
-            (save * mtbf) ** 0.5: "That leaves out the 2 under the root: √(2 t_save T_MTBF).",
-            (2 * g["save_minutes"] * g["mtbf_hours"]) ** 0.5: "That mixes minutes and hours: give both times in "
-                                                              "seconds.",
-            young_daly_interval(g["save_minutes"], 60 * g["mtbf_hours"]): "That is the interval in minutes; "
-                                                                           "the question asks for seconds.",
-            2 * save * mtbf: "That forgot the square root.",
+            (save * mtbf) ** 0.5: tr("That leaves out the 2 under the root: √(2 t_save T_MTBF)."),
+            (2 * g["save_minutes"] * g["mtbf_hours"]) ** 0.5: tr("That mixes minutes and hours: give both times in "
+                                                                 "seconds."),
+            young_daly_interval(g["save_minutes"], 60 * g["mtbf_hours"]): tr("That is the interval in minutes; "
+                                                                              "the question asks for seconds."),
+            2 * save * mtbf: tr("That forgot the square root."),
         },
     )
 
@@ -72,14 +73,15 @@ def ex_expected_failures(answer) -> Result:
     return check(
         answer,
         expected,
-        name="expected failures",
+        name=tr("expected failures"),
         rtol=1e-2,
-        hint="a failure per GPU-hours: 16,384 x 54 x 24 / 419; the run has 8,192 x 365 x 24 GPU-hours.",
+        hint=tr("a failure per GPU-hours: 16,384 x 54 x 24 / 419; the run has 8,192 x 365 x 24 GPU-hours."),
         mistakes={
-            expected_failures(row.gpus, g["days"] * 24, per_gpu): "That is for 16,384 GPUs: half the GPUs fail "
-                                                                   "half as often.",
-            expected_failures(g["gpus"], row.days * 24, per_gpu): "That is for 54 days: the run lasts 365.",
-            float(row.unexpected_interruptions): "That is Llama 3's own count: scale it by the GPUs and the days.",
+            expected_failures(row.gpus, g["days"] * 24, per_gpu): tr("That is for 16,384 GPUs: half the GPUs fail "
+                                                                      "half as often."),
+            expected_failures(g["gpus"], row.days * 24, per_gpu): tr("That is for 54 days: the run lasts 365."),
+            float(row.unexpected_interruptions): tr("That is Llama 3's own count: scale it by the GPUs and the "
+                                                    "days."),
         },
     )
 
@@ -94,16 +96,17 @@ def ex_lost_hours(answer) -> Result:
     return check(
         answer,
         n * wall,
-        name="GPU-hours lost to failures",
+        name=tr("GPU-hours lost to failures"),
         unit="GPU-hours",
         rtol=1e-2,
-        hint="expected failures (16,384 GPUs for 30 days at 419 per 54 days) times what each costs the job: "
-             "half an interval of lost work on average, plus the restart; every GPU loses that time.",
+        hint=tr("expected failures (16,384 GPUs for 30 days at 419 per 54 days) times what each costs the job: "
+                "half an interval of lost work on average, plus the restart; every GPU loses that time."),
         mistakes={
-            wall: "That is hours of the job's wall time: each of its 16,384 GPUs loses them.",
-            n * failures * (interval + restart): "A failure loses half an interval on average, not a whole one.",
-            n * failures * interval / 2: "Each failure also costs its restart: 10 minutes.",
-            n * failures * (g["interval_minutes"] / 2 + g["restart_minutes"]): "That is GPU-minutes: divide by 60.",
+            wall: tr("That is hours of the job's wall time: each of its 16,384 GPUs loses them."),
+            n * failures * (interval + restart): tr("A failure loses half an interval on average, not a whole one."),
+            n * failures * interval / 2: tr("Each failure also costs its restart: 10 minutes."),
+            n * failures * (g["interval_minutes"] / 2 + g["restart_minutes"]): tr("That is GPU-minutes: divide by "
+                                                                                  "60."),
         },
     )
 
@@ -115,16 +118,16 @@ def ex_straggler(answer) -> Result:
     return check(
         answer,
         expected,
-        name="parallel efficiency with the straggler",
+        name=tr("parallel efficiency with the straggler"),
         rtol=5e-3,
-        hint="every step now waits for the late device: 350 + 90 ms; η shrinks by the same factor as the "
-             "step grows.",
+        hint=tr("every step now waits for the late device: 350 + 90 ms; η shrinks by the same factor as the "
+                "step grows."),
         mistakes={
-            g["efficiency"] - g["late_ms"] / g["step_ms"]: "η shrinks by a factor t / (t + t_slow), not by a "
-                                                           "difference.",
-            straggler_efficiency(g["step_ms"], g["late_ms"]): "That is the factor; multiply it by the η of 0.92 "
-                                                              "without the straggler.",
-            g["efficiency"] * (1 - g["late_ms"] / g["step_ms"]): "The step becomes 440 ms: η x 350 / 440, not "
-                                                                 "η x (1 - 90 / 350).",
+            g["efficiency"] - g["late_ms"] / g["step_ms"]: tr("η shrinks by a factor t / (t + t_slow), not by a "
+                                                              "difference."),
+            straggler_efficiency(g["step_ms"], g["late_ms"]): tr("That is the factor; multiply it by the η of 0.92 "
+                                                                 "without the straggler."),
+            g["efficiency"] * (1 - g["late_ms"] / g["step_ms"]): tr("The step becomes 440 ms: η x 350 / 440, not "
+                                                                    "η x (1 - 90 / 350)."),
         },
     )

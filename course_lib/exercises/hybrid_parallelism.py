@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 
 from .. import alpha_beta
+from ..i18n import tr
 from ..models import MLP
 from ..planner import EXAMPLE_SIZES, best_config, device_parameters
 from ..tensor_cost import tensor_allreduce_bytes, tensor_layer_communication
-from . import Result, _coerce, _fmt, check
+from . import Result, _coerce, _fmt, _wrong, check
 
 __all__ = ["BEST_SPLIT", "DATA_AXIS", "TENSOR_AXIS", "ex_best_split", "ex_data_axis_ms", "ex_tensor_axis_gb"]
 
@@ -41,13 +42,14 @@ def ex_best_split(answer) -> Result:
     """The fastest grid (N_d, N_p) for the scaled-up running example on the devices and batch of
     :data:`BEST_SPLIT`; a grid (N_d, N_p, 1) with the tensor degree N_t = 1 is the same grid."""
     best = _best_split()
+    name = tr("best grid (N_d, N_p)")
     triple = _coerce(answer, (0, 0, 0))
     if isinstance(triple, (tuple, list, np.ndarray)) and len(triple) == 3:
         try:
             if float(triple[2]) != 1:
-                return Result(False, f"✗ best grid (N_d, N_p) = {_fmt(tuple(triple))} is not right. This question "
-                                     "has no tensor parallelism: N_t = 1, and N_d x N_p = "
-                                     f"{BEST_SPLIT['devices']}.")
+                return Result(False, _wrong(name, _fmt(tuple(triple))) + " " + tr(
+                    "This question has no tensor parallelism: N_t = 1, and N_d x N_p = {devices}.",
+                    devices=BEST_SPLIT["devices"]))
             answer = tuple(triple[:2])  # (N_d, N_p, N_t = 1)
         except (TypeError, ValueError):
             pass  # not numbers: check() explains
@@ -55,23 +57,24 @@ def ex_best_split(answer) -> Result:
     grad_gb = model.n_params * model.dtype.itemsize / 1e9
     n = BEST_SPLIT["devices"]
     if n <= model.n_layers:
-        pipeline_only = (f"Pure pipelining: the {model.n_layers} layers do not split evenly into {n} "
-                         "stages (compare the compute bars) and the bubble grows with N_p; a small "
-                         "all-reduce between 2 replicas costs less.")
+        pipeline_only = tr("Pure pipelining: the {layers} layers do not split evenly into {n} "
+                           "stages (compare the compute bars) and the bubble grows with N_p; a small "
+                           "all-reduce between 2 replicas costs less.", layers=model.n_layers, n=n)
     else:
-        pipeline_only = (f"Pure pipelining needs {n} stages, but the model has only {model.n_layers} "
-                         "layers: a stage holds at least one layer.")
+        pipeline_only = tr("Pure pipelining needs {n} stages, but the model has only {layers} "
+                           "layers: a stage holds at least one layer.", n=n, layers=model.n_layers)
     return check(
         answer,
         (best.data, best.pipeline),
-        name="best grid (N_d, N_p)",
+        name=name,
         rtol=0,
         atol=0.01,
-        hint=f"enumerate_configs lists every N_d x N_p = {n}; take the fastest that fits in memory "
-        f"(or move the explorer's sliders to {n} devices and batch {BEST_SPLIT['batch_size']:,}).",
+        hint=tr("enumerate_configs lists every N_d x N_p = {n}; take the fastest that fits in memory "
+                "(or move the explorer's sliders to {n} devices and batch {batch}).", n=n,
+                batch=f"{BEST_SPLIT['batch_size']:,}"),
         mistakes={
-            (n, 1): f"Pure data parallelism all-reduces {grad_gb:.1f} GB of gradients every step: "
-            "compare the all-reduce bar with the bubble of the pipelines.",
+            (n, 1): tr("Pure data parallelism all-reduces {size} of gradients every step: "
+                       "compare the all-reduce bar with the bubble of the pipelines.", size=f"{grad_gb:.1f} GB"),
             (1, n): pipeline_only,
         },
     )
@@ -109,21 +112,22 @@ def ex_tensor_axis_gb(answer) -> Result:
     return check(
         answer,
         expected,
-        name="tensor all-reduce bytes per GPU and iteration",
+        name=tr("tensor all-reduce bytes per GPU and iteration"),
         unit="GB",
         rtol=5e-3,
-        hint="each GPU holds n_layers / N_p layers; each layer does 4 all-reduces per micro-batch, each of "
-        "m = L x b x h values of 2 bytes, and a ring sends 2 (N_t - 1) / N_t x m per GPU; M micro-batches.",
+        hint=tr("each GPU holds n_layers / N_p layers; each layer does 4 all-reduces per micro-batch, each of "
+                "m = L x b x h values of 2 bytes, and a ring sends 2 (N_t - 1) / N_t x m per GPU; M micro-batches."),
         mistakes={
-            _tensor_axis_gb(layers_per_gpu=g["layers"]): "That counts all the model's layers. A GPU holds only "
-            "its pipeline stage's n_layers / N_p layers and all-reduces for those.",
-            _tensor_axis_gb(micro_batches=1): "That is one micro-batch. Every one of the M micro-batches of "
-            "the iteration passes through the layer, forward and backward.",
-            payload: "That is the payload, 4 m per layer and micro-batch. In a ring each GPU sends "
-            "2 (N_t - 1) / N_t of each payload.",
-            expected / 2: "That is the forward pass only: the backward pass all-reduces the gradients of the "
-            "inputs of the two split regions too.",
-            _tensor_axis_gb(bytes_per_value=4): "16-bit activations are 2 bytes per value, not 4.",
+            _tensor_axis_gb(layers_per_gpu=g["layers"]): tr("That counts all the model's layers. A GPU holds only "
+                                                            "its pipeline stage's n_layers / N_p layers and "
+                                                            "all-reduces for those."),
+            _tensor_axis_gb(micro_batches=1): tr("That is one micro-batch. Every one of the M micro-batches of "
+                                                 "the iteration passes through the layer, forward and backward."),
+            payload: tr("That is the payload, 4 m per layer and micro-batch. In a ring each GPU sends "
+                        "2 (N_t - 1) / N_t of each payload."),
+            expected / 2: tr("That is the forward pass only: the backward pass all-reduces the gradients of the "
+                             "inputs of the two split regions too."),
+            _tensor_axis_gb(bytes_per_value=4): tr("16-bit activations are 2 bytes per value, not 4."),
         },
     )
 
@@ -143,19 +147,23 @@ def ex_data_axis_ms(answer) -> Result:
     return check(
         answer,
         _data_axis_ms(),
-        name="gradient all-reduce time",
+        name=tr("gradient all-reduce time"),
         unit="ms",
         rtol=5e-3,
-        hint="a device holds P / (N_p N_t) parameters; the N_d copies of that share all-reduce its gradients: "
-        "2 (N_d - 1) / N_d x bytes / bandwidth + 2 (N_d - 1) x latency.",
+        hint=tr("a device holds P / (N_p N_t) parameters; the N_d copies of that share all-reduce its gradients: "
+                "2 (N_d - 1) / N_d x bytes / bandwidth + 2 (N_d - 1) x latency."),
         mistakes={
-            _data_axis_ms(share=g["params"]): "That all-reduces the whole model. On the grid each device holds "
-            "only 1 / (N_p N_t) of it, and the N_d copies of that share all-reduce at the same time as the others.",
-            _data_axis_ms(devices=g["data"] * g["pipeline"] * g["tensor"]): "The all-reduce runs among the N_d "
-            "replicas of the same share, not among all N = N_d N_p N_t devices.",
-            1e3 * share_bytes / g["bandwidth"]: "That sends the buffer once. A ring all-reduce is a "
-            "reduce-scatter and an all-gather: 2 (N_d - 1) / N_d x bytes / bandwidth.",
-            _data_axis_ms(bytes_per_param=4): f"These gradients are {8 * g['bytes_per_param']}-bit: "
-            f"{g['bytes_per_param']} bytes per parameter, not 4.",
+            _data_axis_ms(share=g["params"]): tr("That all-reduces the whole model. On the grid each device holds "
+                                                 "only 1 / (N_p N_t) of it, and the N_d copies of that share "
+                                                 "all-reduce at the same time as the others."),
+            _data_axis_ms(devices=g["data"] * g["pipeline"] * g["tensor"]): tr(
+                "The all-reduce runs among the N_d replicas of the same share, not among all N = N_d N_p N_t "
+                "devices."),
+            1e3 * share_bytes / g["bandwidth"]: tr("That sends the buffer once. A ring all-reduce is a "
+                                                   "reduce-scatter and an all-gather: 2 (N_d - 1) / N_d x bytes / "
+                                                   "bandwidth."),
+            _data_axis_ms(bytes_per_param=4): tr("These gradients are {bits}-bit: {size} bytes per parameter, "
+                                                 "not 4.", bits=8 * g["bytes_per_param"],
+                                                 size=g["bytes_per_param"]),
         },
     )

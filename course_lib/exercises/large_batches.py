@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..critical_batch import CriticalBatchFit
 from ..datasets import lamb_scaling_table
+from ..i18n import tr
 from ..optim import linear_scaling_rule, sqrt_scaling_rule
 from . import Result, check
 from .scaling_laws import _law_name  # "Gustafson's law" -> "gustafson"
@@ -47,13 +48,13 @@ def ex1_scaled_lr(answer) -> Result:
     return check(
         answer,
         linear_scaling_rule(*args),
-        name=f"learning rate for batch {g['batch']:,}",
-        hint=f"multiply the rate by the batch ratio {g['batch']} / {g['base_batch']}.",
+        name=tr("learning rate for batch {batch}", batch=f"{g['batch']:,}"),
+        hint=tr("multiply the rate by the batch ratio {batch} / {base}.", batch=g["batch"], base=g["base_batch"]),
         mistakes={
-            sqrt_scaling_rule(*args): "That is the square-root rule; the linear scaling rule "
-            "multiplies by the batch ratio itself.",
-            g["base_lr"] * g["base_batch"] / g["batch"]: "Upside down: a larger batch takes a "
-            "LARGER rate, multiplied by the batch ratio.",
+            sqrt_scaling_rule(*args): tr("That is the square-root rule; the linear scaling rule "
+                                         "multiplies by the batch ratio itself."),
+            g["base_lr"] * g["base_batch"] / g["batch"]: tr("Upside down: a larger batch takes a "
+                                                            "LARGER rate, multiplied by the batch ratio."),
         },
     )
 
@@ -66,12 +67,12 @@ def ex2_samples_at_large_batch(answer) -> Result:
     return check(
         answer,
         ratio,
-        name="samples relative to the minimum",
-        hint="D(B) = B x n_steps(B) = D_min (1 + B / B_crit).",
+        name=tr("samples relative to the minimum"),
+        hint=tr("D(B) = B x n_steps(B) = D_min (1 + B / B_crit)."),
         mistakes={
-            fit.steps(s["batch"]) / fit.n_min: "That is the ratio of the STEPS, n_steps(B) / n_min; "
-                                               "the question asks for the samples.",
-            s["batch"] / s["b_crit"]: "Almost: D(B) / D_min = 1 + B / B_crit.",
+            fit.steps(s["batch"]) / fit.n_min: tr("That is the ratio of the STEPS, n_steps(B) / n_min; "
+                                                  "the question asks for the samples."),
+            s["batch"] / s["b_crit"]: tr("Almost: D(B) / D_min = 1 + B / B_crit."),
         },
     )
 
@@ -92,13 +93,14 @@ def ex3_iteration_efficiency(answer) -> Result:
     return check(
         answer,
         expected,
-        name=f"per-step efficiency at {big} chips relative to {base}",
-        hint=f"time per step = minutes x 60 / iterations, for the {base}-chip and the "
-        f"{big}-chip row.",
+        name=tr("per-step efficiency at {big} chips relative to {base}", big=big, base=base),
+        hint=tr("time per step = minutes x 60 / iterations, for the {base}-chip and the {big}-chip row.",
+                base=base, big=big),
         mistakes={
-            per_iter[i] / per_iter[i0]: f"Inverted: the efficiency is t({base}) / t({big}) <= 1.",
-            per_iter[0] / per_iter[i]: f"That compares with the {chips[0]}-chip run; the question "
-            f"compares with the {base}-chip run.",
+            per_iter[i] / per_iter[i0]: tr("Inverted: the efficiency is t({base}) / t({big}) <= 1.", base=base,
+                                           big=big),
+            per_iter[0] / per_iter[i]: tr("That compares with the {first}-chip run; the question compares with "
+                                          "the {base}-chip run.", first=chips[0], base=base),
         },
     )
 
@@ -123,13 +125,15 @@ def ex4_which_law(answer) -> Result:
     return check(
         _law_name(answer),
         expected,
-        name="scaling law of the whole job",
-        hint="compute the samples (global batch x iterations) of each run: does the job's total "
-        "work grow with the chips, or is a fixed amount of work split ever finer? "
-        "Answer 'Amdahl' or 'Gustafson'.",
-        mistakes={other: "That is the law of the LAMB table's job, whose samples stay the same. This "
-                  "job keeps its iterations instead: its samples, chips x "
-                  f"{EX4_JOB['batch_per_chip']} x {EX4_JOB['iterations']:,}, grow with the chips."
-                  if expected == "Gustafson" else "That is the law of one step (the batch per chip is "
-                  "fixed). The question asks about the whole run: look at the samples."},
+        name=tr("scaling law of the whole job"),
+        hint=tr("compute the samples (global batch x iterations) of each run: does the job's total "
+                "work grow with the chips, or is a fixed amount of work split ever finer? "
+                "Answer 'Amdahl' or 'Gustafson'."),
+        mistakes={other: tr("That is the law of the LAMB table's job, whose samples stay the same. This "
+                            "job keeps its iterations instead: its samples, chips x {batch} x {iterations}, grow "
+                            "with the chips.", batch=EX4_JOB["batch_per_chip"],
+                            iterations=f"{EX4_JOB['iterations']:,}")
+                  if expected == "Gustafson" else tr("That is the law of one step (the batch per chip is "
+                                                     "fixed). The question asks about the whole run: look at "
+                                                     "the samples.")},
     )

@@ -6,6 +6,7 @@ givens of each exercise are module constants, so the notebook can print them.
 
 from __future__ import annotations
 
+from ..i18n import tr
 from ..memory import model_state_bytes, zero_step_bytes
 from ..precision import FLOAT16_MAX, largest_loss_scale
 from . import Result, check
@@ -32,16 +33,17 @@ def ex_zero_gb(answer) -> Result:
         answer,
         per_stage[g["zero_stage"]],
         rtol=2e-3,  # 31.7 will do; the same sum over 31 GPUs (31.87) is 0.6% off
-        name="model states per GPU",
+        name=tr("model states per GPU"),
         unit="GB",
-        hint="stage 2 keeps the 2-byte parameters whole and shards the 2-byte gradients and the "
-             "12 bytes of optimizer states over the 32 GPUs: (2 + (2 + 12) / 32) x 13e9 bytes.",
+        hint=tr("stage 2 keeps the 2-byte parameters whole and shards the 2-byte gradients and the "
+                "12 bytes of optimizer states over the 32 GPUs: (2 + (2 + 12) / 32) x 13e9 bytes."),
         mistakes={
-            per_stage[0]: "That is plain data parallelism (stage 0): 16 bytes per parameter on every GPU.",
-            per_stage[1]: "That is stage 1: only the optimizer states are sharded; stage 2 shards the "
-                          "gradients too.",
-            per_stage[3]: "That is stage 3: it also shards the parameters.",
-            one_less: f"That shards over {g['devices'] - 1} GPUs; all {g['devices']} data-parallel GPUs hold a share.",
+            per_stage[0]: tr("That is plain data parallelism (stage 0): 16 bytes per parameter on every GPU."),
+            per_stage[1]: tr("That is stage 1: only the optimizer states are sharded; stage 2 shards the "
+                             "gradients too."),
+            per_stage[3]: tr("That is stage 3: it also shards the parameters."),
+            one_less: tr("That shards over {fewer} GPUs; all {gpus} data-parallel GPUs hold a share.",
+                         fewer=g["devices"] - 1, gpus=g["devices"]),
         },
     )
 
@@ -54,18 +56,21 @@ def ex_zero3_traffic(answer) -> Result:
     return check(
         answer,
         expected,
-        name="bytes sent per GPU and step",
+        name=tr("bytes sent per GPU and step"),
         unit="GB",
-        hint="a ring reduce-scatter or all-gather of X bytes sends (N - 1)/N X per device; stage 3 does "
-             "three of them per step (all-gather before the forward, again before the backward, "
-             "reduce-scatter of the gradient), each of 2 x 2e9 bytes.",
+        hint=tr("a ring reduce-scatter or all-gather of X bytes sends (N - 1)/N X per device; stage 3 does "
+                "three of them per step (all-gather before the forward, again before the backward, "
+                "reduce-scatter of the gradient), each of 2 x 2e9 bytes."),
         mistakes={
-            zero_step_bytes(n, d, 2, grad_bytes=b) / 1e9: "That is stages 0-2 (one all-reduce). Stage 3 "
-            "gathers the parameters twice per step: 1.5 times as much.",
-            3 * n * b / 1e9: "That leaves out the (N - 1)/N: a device does not send its own share.",
-            zero_step_bytes(n, d, 3, grad_bytes=4.0) / 1e9: "That sends 4-byte values; the givens say 16-bit (2 bytes).",
-            zero_step_bytes(n, d, 3, grad_bytes=b) / 1e9 / d: "That divides by N once more: each collective "
-            "moves the whole parameter size around the ring, (N - 1)/N of it through each device.",
+            zero_step_bytes(n, d, 2, grad_bytes=b) / 1e9: tr("That is stages 0-2 (one all-reduce). Stage 3 "
+                                                             "gathers the parameters twice per step: 1.5 times as "
+                                                             "much."),
+            3 * n * b / 1e9: tr("That leaves out the (N - 1)/N: a device does not send its own share."),
+            zero_step_bytes(n, d, 3, grad_bytes=4.0) / 1e9: tr("That sends 4-byte values; the givens say 16-bit "
+                                                               "(2 bytes)."),
+            zero_step_bytes(n, d, 3, grad_bytes=b) / 1e9 / d: tr("That divides by N once more: each collective "
+                                                                 "moves the whole parameter size around the ring, "
+                                                                 "(N - 1)/N of it through each device."),
         },
     )
 
@@ -77,15 +82,16 @@ def ex_loss_scale(answer) -> Result:
     return check(
         answer,
         expected,
-        name="loss scale σ",
+        name=tr("loss scale σ"),
         rtol=1e-9,
-        hint=f"float16's largest value is {FLOAT16_MAX:,.0f}: the largest power of two σ with "
-             f"{m} x σ <= {FLOAT16_MAX:,.0f}.",
+        hint=tr("float16's largest value is {largest}: the largest power of two σ with {grad} x σ <= {largest}.",
+                largest=f"{FLOAT16_MAX:,.0f}", grad=m),
         mistakes={
-            2 * expected: f"{m} x {2 * expected:,.0f} = {m * 2 * expected:,.0f} overflows float16 "
-                          f"(largest {FLOAT16_MAX:,.0f}).",
-            65536.0: f"2**16 is a common starting scale, but {m} x 65,536 overflows; dynamic scaling "
-                     "would halve it until it fits.",
-            FLOAT16_MAX / m: "That is not a power of two; powers of two scale without rounding error.",
+            2 * expected: tr("{grad} x {scale} = {product} overflows float16 (largest {largest}).", grad=m,
+                             scale=f"{2 * expected:,.0f}", product=f"{m * 2 * expected:,.0f}",
+                             largest=f"{FLOAT16_MAX:,.0f}"),
+            65536.0: tr("2**16 is a common starting scale, but {grad} x 65,536 overflows; dynamic scaling "
+                        "would halve it until it fits.", grad=m),
+            FLOAT16_MAX / m: tr("That is not a power of two; powers of two scale without rounding error."),
         },
     )

@@ -9,6 +9,7 @@ the channels of exercise 1 are :data:`WINOGRAD_LAYER`, the device of exercises 2
 from __future__ import annotations
 
 from ..conv.algorithms import multiplication_count
+from ..i18n import tr
 from ..roofline import Roofline, elementwise_op, gemm_op
 from . import Result, check, check_count
 
@@ -46,23 +47,25 @@ def ex1_winograd_multiplications(answer) -> Result:
     return check_count(
         answer,
         expected,
-        name="multiplications per output tile",
+        name=tr("multiplications per output tile"),
         noun="multiplication",
         round_up=False,
-        hint="the transformed kernel G_w w G_w^T and the transformed input tile B_x^T x B_x are "
-        "4 x 4: one product per point, for every pair of input and output channels.",
+        hint=tr("the transformed kernel G_w w G_w^T and the transformed input tile B_x^T x B_x are "
+                "4 x 4: one product per point, for every pair of input and output channels."),
         mistakes={
-            multiplication_count("im2col", *tile): f"That is the direct count: 4 outputs x 9 taps = "
-            f"36 products per channel pair. F(2 x 2, 3 x 3) multiplies the {per_pair} transformed "
-            "values of the 4 x 4 tile instead (the transforms only add and subtract).",
-            per_pair: f"That is one pair of channels; the tile needs all {c_in} x {c_out} of them.",
-            36: f"That is the direct count for one channel pair (4 outputs x 9 taps), and the tile "
-            f"needs all {c_in} x {c_out} pairs.",
-            per_pair * c_in: f"That is one output channel; the layer has {c_out}.",
-            per_pair * c_out: f"That is one input channel; the layer has {c_in}.",
-            9 * expected: "The 9 taps are already inside the transformed kernel G_w w G_w^T (computed "
-            "once per kernel): count one product per transform point, not per tap.",
-            2 * expected: "That counts FLOPs (a multiply and an add); the question counts multiplications.",
+            multiplication_count("im2col", *tile): tr(
+                "That is the direct count: 4 outputs x 9 taps = 36 products per channel pair. F(2 x 2, 3 x 3) "
+                "multiplies the {pair} transformed values of the 4 x 4 tile instead (the transforms only add "
+                "and subtract).", pair=per_pair),
+            per_pair: tr("That is one pair of channels; the tile needs all {cin} x {cout} of them.", cin=c_in,
+                         cout=c_out),
+            36: tr("That is the direct count for one channel pair (4 outputs x 9 taps), and the tile "
+                   "needs all {cin} x {cout} pairs.", cin=c_in, cout=c_out),
+            per_pair * c_in: tr("That is one output channel; the layer has {cout}.", cout=c_out),
+            per_pair * c_out: tr("That is one input channel; the layer has {cin}.", cin=c_in),
+            9 * expected: tr("The 9 taps are already inside the transformed kernel G_w w G_w^T (computed "
+                             "once per kernel): count one product per transform point, not per tap."),
+            2 * expected: tr("That counts FLOPs (a multiply and an add); the question counts multiplications."),
         },
     )
 
@@ -75,17 +78,18 @@ def ex2_attainable_rate(answer) -> Result:
     return check(
         answer,
         rate,
-        name="attainable rate",
+        name=tr("attainable rate"),
         unit="TFLOP/s",
-        hint="I_a = 2·ℳ·𝒦·𝒩 FLOPs / ((ℳ𝒦 + 𝒦𝒩 + ℳ𝒩) x 4 bytes); the roof is min(peak, I_a x β_mem).",
+        hint=tr("I_a = 2·ℳ·𝒦·𝒩 FLOPs / ((ℳ𝒦 + 𝒦𝒩 + ℳ𝒩) x 4 bytes); the roof is min(peak, I_a x β_mem)."),
         mistakes={
-            DEVICE["peak_tflops"]: "That is the peak. Compute I_a first (4 bytes per float32 "
-            "number, the result written too): is it left or right of the ridge point peak / β_mem?",
-            op.intensity: "That is I_a in FLOP/B, not a rate: multiply it by β_mem (and keep the "
-            "smaller of that and the peak).",
-            roof.attainable(op.intensity / 2) / 1e12: "That counts MACs: 1 MAC = 2 FLOPs.",
-            rate * 1e3: "Right rate, but in GFLOP/s: the answer is in TFLOP/s.",
-            rate * 1e12: "Right rate, but in FLOP/s: the answer is in TFLOP/s.",
+            DEVICE["peak_tflops"]: tr("That is the peak. Compute I_a first (4 bytes per float32 "
+                                      "number, the result written too): is it left or right of the ridge point "
+                                      "peak / β_mem?"),
+            op.intensity: tr("That is I_a in FLOP/B, not a rate: multiply it by β_mem (and keep the "
+                             "smaller of that and the peak)."),
+            roof.attainable(op.intensity / 2) / 1e12: tr("That counts MACs: 1 MAC = 2 FLOPs."),
+            rate * 1e3: tr("Right rate, but in GFLOP/s: the answer is in TFLOP/s."),
+            rate * 1e12: tr("Right rate, but in FLOP/s: the answer is in TFLOP/s."),
         },
     )
 
@@ -98,19 +102,20 @@ def ex3_update_time(answer) -> Result:
     return check(
         answer,
         ms,
-        name="time of the update",
+        name=tr("time of the update"),
         unit="ms",
-        hint="the update reads w and g and writes w: 3 numbers of 4 bytes per parameter, for 2 FLOPs. "
-        "Its time is the larger of FLOPs / peak and bytes / β_mem.",
+        hint=tr("the update reads w and g and writes w: 3 numbers of 4 bytes per parameter, for 2 FLOPs. "
+                "Its time is the larger of FLOPs / peak and bytes / β_mem."),
         mistakes={
-            op.flops / roof.peak_flops * 1e3: "That is the time of the FLOPs at the peak; the update "
-            "is memory-bound (I_a far left of the ridge point): its bytes take longer.",
-            2 * n * size / roof.memory_bandwidth * 1e3: "That counts reading w and g only; the new w "
-            "is written back too: 3 numbers per parameter.",
-            n * size / roof.memory_bandwidth * 1e3: "That moves each parameter once; the update reads "
-            "w and g and writes w.",
-            3 * n * 8 / roof.memory_bandwidth * 1e3: "That counts 8 bytes per number (float64); the "
-            "update is float32.",
-            3 * n / roof.memory_bandwidth * 1e3: "That counts one byte per number; float32 takes 4.",
+            op.flops / roof.peak_flops * 1e3: tr("That is the time of the FLOPs at the peak; the update "
+                                                 "is memory-bound (I_a far left of the ridge point): its bytes "
+                                                 "take longer."),
+            2 * n * size / roof.memory_bandwidth * 1e3: tr("That counts reading w and g only; the new w "
+                                                           "is written back too: 3 numbers per parameter."),
+            n * size / roof.memory_bandwidth * 1e3: tr("That moves each parameter once; the update reads "
+                                                       "w and g and writes w."),
+            3 * n * 8 / roof.memory_bandwidth * 1e3: tr("That counts 8 bytes per number (float64); the "
+                                                        "update is float32."),
+            3 * n / roof.memory_bandwidth * 1e3: tr("That counts one byte per number; float32 takes 4."),
         },
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from ..conv.im2col import gemm_sizes
 from ..dataflow import training_graph
+from ..i18n import tr
 from . import Result, check, check_count
 
 __all__ = [
@@ -45,17 +46,17 @@ def ex1_gemm_sizes(answer) -> Result:
         answer,
         (m, k, n),
         rtol=0,
-        name="GEMM sizes (ℳ, 𝒦, 𝒩)",
-        hint="ℳ = B x H_o x W_o (one row per output pixel) with H_o = (H + 2*padding - k) // stride + 1; "
-        "𝒦 = C_i x k_h x k_w; 𝒩 = C_o.",
+        name=tr("GEMM sizes (ℳ, 𝒦, 𝒩)"),
+        hint=tr("ℳ = B x H_o x W_o (one row per output pixel) with H_o = (H + 2*padding - k) // stride + 1; "
+                "𝒦 = C_i x k_h x k_w; 𝒩 = C_o."),
         mistakes={
-            (_sizes(stride=1)["M"], k, n): "You left out the stride: it shrinks H_o and W_o, so ℳ.",
-            (_sizes(padding=0)["M"], k, n): "You left out the padding: H_o = (H + 2*padding - k) // stride + 1.",
-            (k, m, n): "That is (𝒦, ℳ, 𝒩): the first two are swapped (torch's unfold stores 𝒦 x ℳ). "
-            "ℳ counts the output pixels of the whole batch.",
-            (m, LAYER["c_out"] * LAYER["kernel"] ** 2, n): "𝒦 counts INPUT channels x kernel taps.",
-            (m, k, LAYER["c_in"]): "𝒩 is the number of OUTPUT channels.",
-            (m // LAYER["batch"], k, n): "That ℳ is one image's output pixels; the GEMM holds the whole batch.",
+            (_sizes(stride=1)["M"], k, n): tr("You left out the stride: it shrinks H_o and W_o, so ℳ."),
+            (_sizes(padding=0)["M"], k, n): tr("You left out the padding: H_o = (H + 2*padding - k) // stride + 1."),
+            (k, m, n): tr("That is (𝒦, ℳ, 𝒩): the first two are swapped (torch's unfold stores 𝒦 x ℳ). "
+                          "ℳ counts the output pixels of the whole batch."),
+            (m, LAYER["c_out"] * LAYER["kernel"] ** 2, n): tr("𝒦 counts INPUT channels x kernel taps."),
+            (m, k, LAYER["c_in"]): tr("𝒩 is the number of OUTPUT channels."),
+            (m // LAYER["batch"], k, n): tr("That ℳ is one image's output pixels; the GEMM holds the whole batch."),
         },
     )
 
@@ -67,18 +68,20 @@ def ex2_im2col_megabytes(answer) -> Result:
     return check(
         answer,
         mb,
-        name="im2col matrix",
+        name=tr("im2col matrix"),
         unit="MB",
-        hint="the matrix holds ℳ x 𝒦 numbers of 4 bytes each (float32); 1 MB = 10^6 bytes.",
+        hint=tr("the matrix holds ℳ x 𝒦 numbers of 4 bytes each (float32); 1 MB = 10^6 bytes."),
         mistakes={
-            _sizes(stride=1)["im2col_bytes"] / 1e6: "You left out the stride: with stride 2 only every "
-            "second window in each direction is taken, so ℳ is 4 times smaller.",
-            _sizes(itemsize=8)["im2col_bytes"] / 1e6: "That counts 8 bytes per number (float64); the "
-            "layer is float32: 4 bytes.",
-            s["input_bytes"] / 1e6: "That is the input itself; the im2col matrix copies each pixel into "
-            "every window that covers it.",
-            s["blowup"]: "That is the ratio to the input, not the size in MB.",
-            s["im2col_bytes"] / 4 / 1e6: "That is the number of entries in millions; each float32 takes 4 bytes.",
+            _sizes(stride=1)["im2col_bytes"] / 1e6: tr("You left out the stride: with stride 2 only every "
+                                                       "second window in each direction is taken, so ℳ is 4 "
+                                                       "times smaller."),
+            _sizes(itemsize=8)["im2col_bytes"] / 1e6: tr("That counts 8 bytes per number (float64); the "
+                                                         "layer is float32: 4 bytes."),
+            s["input_bytes"] / 1e6: tr("That is the input itself; the im2col matrix copies each pixel into "
+                                       "every window that covers it."),
+            s["blowup"]: tr("That is the ratio to the input, not the size in MB."),
+            s["im2col_bytes"] / 4 / 1e6: tr("That is the number of entries in millions; each float32 takes "
+                                            "4 bytes."),
         },
     )
 
@@ -90,16 +93,17 @@ def ex3_critical_path(answer) -> Result:
     return check_count(
         answer,
         graph.critical_path,
-        name="steps with unlimited devices",
+        name=tr("steps with unlimited devices"),
         noun="step",
         round_up=False,
         unit="steps",
-        hint="count the operators on the longest chain of dependencies: forward, loss, backward "
-        "down to the first layer's weight gradient, then its update.",
+        hint=tr("count the operators on the longest chain of dependencies: forward, loss, backward "
+                "down to the first layer's weight gradient, then its update."),
         mistakes={
-            len(graph.ops): "That is every operator one after the other (one device).",
-            training_graph(CNN_LAYERS).critical_path: f"That is the critical path of section 2's "
-            f"{len(CNN_LAYERS)}-layer CNN; this network has {layers} layers, and the chain grows "
-            "with every layer, forward and backward.",
+            len(graph.ops): tr("That is every operator one after the other (one device)."),
+            training_graph(CNN_LAYERS).critical_path: tr(
+                "That is the critical path of section 2's {small}-layer CNN; this network has {layers} layers, "
+                "and the chain grows with every layer, forward and backward.", small=len(CNN_LAYERS),
+                layers=layers),
         },
     )

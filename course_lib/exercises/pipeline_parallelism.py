@@ -7,6 +7,7 @@ module constants, so the notebook can print them.
 
 from __future__ import annotations
 
+from ..i18n import tr
 from ..schedule import bubble_fraction, simulate_uniform
 from . import Result, check, check_count
 
@@ -40,13 +41,13 @@ def ex_bubble(answer) -> Result:
     return check(
         answer,
         bubble,
-        name="bubble share",
+        name=tr("bubble share"),
         rtol=1e-3,
-        hint="a step lasts M + N_p - 1 slots; every stage is busy in M of them.",
+        hint=tr("a step lasts M + N_p - 1 slots; every stage is busy in M of them."),
         mistakes={
-            (n_p - 1) / m: "That is (N_p-1)/M: idle slots per busy slot. The share is idle slots "
-            "over ALL slots of the step, M + N_p - 1.",
-            1 - bubble: "That is the busy share; the question asks for the idle share.",
+            (n_p - 1) / m: tr("That is (N_p-1)/M: idle slots per busy slot. The share is idle slots "
+                              "over ALL slots of the step, M + N_p - 1."),
+            1 - bubble: tr("That is the busy share; the question asks for the idle share."),
         },
     )
 
@@ -74,11 +75,11 @@ def ex_micro_batches(answer) -> Result:
     return check_count(
         answer,
         expected,
-        name="micro-batches M",
+        name=tr("micro-batches M"),
         noun="micro-batch",
-        hint="solve (N_p-1)/(M+N_p-1) <= target for M and round up to a whole micro-batch.",
+        hint=tr("solve (N_p-1)/(M+N_p-1) <= target for M and round up to a whole micro-batch."),
         mistakes={
-            round((n_p - 1) / target): "That is M + N_p - 1, the length of the step in slots; subtract N_p - 1.",
+            round((n_p - 1) / target): tr("That is M + N_p - 1, the length of the step in slots; subtract N_p - 1."),
         },
     )
 
@@ -91,10 +92,10 @@ def ex_stash(answer) -> Result:
     return check(
         answer,
         float(gpipe / one_f),
-        name="GPipe / 1F1B activation memory on stage 0",
+        name=tr("GPipe / 1F1B activation memory on stage 0"),
         rtol=1e-3,
-        hint="GPipe runs all M forwards before the first backward; 1F1B lets stage 0 start a "
-        "backward as soon as its first micro-batch has come back through the N_p stages.",
+        hint=tr("GPipe runs all M forwards before the first backward; 1F1B lets stage 0 start a "
+                "backward as soon as its first micro-batch has come back through the N_p stages."),
     )
 
 
@@ -119,18 +120,18 @@ def ex_virtual_stages(answer) -> Result:
     n_p, m, target = VIRTUAL_STAGES["stages"], VIRTUAL_STAGES["micro_batches"], VIRTUAL_STAGES["target"]
     expected = smallest_virtual_stages(n_p, m, target)
     mistakes = {
-        smallest_micro_batches(n_p, target): "That is the number of micro-batches M that would do it "
-        "without interleaving; the question fixes M and asks for v.",
+        smallest_micro_batches(n_p, target): tr("That is the number of micro-batches M that would do it "
+                                                "without interleaving; the question fixes M and asks for v."),
     }
     no_fill = int(-(-(n_p - 1) // (target * m)))  # from (N_p-1)/(vM) <= target: the N_p - 1 left out
     if no_fill != expected:
-        mistakes[no_fill] = ("That solves (N_p-1)/(vM) <= target: the step lasts vM + N_p - 1 short slots, "
-                             "not vM; keep the N_p - 1 in the denominator.")
+        mistakes[no_fill] = tr("That solves (N_p-1)/(vM) <= target: the step lasts vM + N_p - 1 short slots, "
+                               "not vM; keep the N_p - 1 in the denominator.")
     return check_count(
         answer,
         expected,
-        name="virtual stages v",
+        name=tr("virtual stages v"),
         noun="virtual stage",
-        hint="solve (N_p-1)/(vM+N_p-1) <= target for v and round up to a whole chunk per device.",
+        hint=tr("solve (N_p-1)/(vM+N_p-1) <= target for v and round up to a whole chunk per device."),
         mistakes=mistakes,
     )

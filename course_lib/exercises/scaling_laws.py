@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from ..datasets import lamb_scaling_table
+from ..i18n import tr
 from ..scaling import amdahl, amdahl_limit, devices_needed, efficiency, gustafson
 from . import Result, check, check_count
 
@@ -49,11 +50,12 @@ def ex1_limit(answer) -> Result:
     return check(
         answer,
         amdahl_limit(p),
-        name="largest speedup",
-        hint="let N grow without bound in S = 1/((1-p) + p/N).",
+        name=tr("largest speedup"),
+        hint=tr("let N grow without bound in S = 1/((1-p) + p/N)."),
         mistakes={
-            amdahl_limit(p) - 1: "That is 1/(1-p) - 1. With unlimited devices the parallel part "
-            f"takes no time and only the serial {serial:.0%} remains, so S = 1/{serial:g}."
+            amdahl_limit(p) - 1: tr("That is 1/(1-p) - 1. With unlimited devices the parallel part "
+                                    "takes no time and only the serial {share} remains, so S = 1/{serial}.",
+                                    share=f"{serial:.0%}", serial=f"{serial:g}")
         },
     )
 
@@ -64,10 +66,10 @@ def ex2_speedup(answer) -> Result:
     return check(
         answer,
         amdahl(p, n),
-        name=f"speedup on {n} devices",
-        hint=f"S = 1/((1-p) + p/N) with p = {p:g} and N = {n}.",
-        mistakes={gustafson(p, n): "That is Gustafson's scaled speedup; the problem here is fixed.",
-                  amdahl_limit(p): "That is the limit 1/(1-p) for unlimited devices; put in N."},
+        name=tr("speedup on {n} devices", n=n),
+        hint=tr("S = 1/((1-p) + p/N) with p = {p} and N = {n}.", p=f"{p:g}", n=n),
+        mistakes={gustafson(p, n): tr("That is Gustafson's scaled speedup; the problem here is fixed."),
+                  amdahl_limit(p): tr("That is the limit 1/(1-p) for unlimited devices; put in N.")},
     )
 
 
@@ -77,9 +79,9 @@ def ex3_devices(answer) -> Result:
     return check_count(
         answer,
         devices_needed(p, target),
-        name="devices needed",
+        name=tr("devices needed"),
         unit="devices",
-        hint=f"solve 1/((1-p) + p/N) >= {target:g} for N and round UP to a whole device.",
+        hint=tr("solve 1/((1-p) + p/N) >= {target} for N and round UP to a whole device.", target=f"{target:g}"),
     )
 
 
@@ -90,12 +92,12 @@ def ex4_gustafson(answer) -> Result:
         answer,
         gustafson(p, n),
         rtol=1e-3,  # p*N alone is only (1-p) below the answer
-        name="scaled speedup",
-        hint="S = (1-p) + p*N: the serial part stays, the parallel part grows with N.",
+        name=tr("scaled speedup"),
+        hint=tr("S = (1-p) + p*N: the serial part stays, the parallel part grows with N."),
         mistakes={
-            amdahl(p, n): "That is Amdahl's speedup of a fixed problem.",
-            p * n: "Serial part forgotten: p*N is the parallel part alone. The serial part "
-            "(1-p) still runs once on the scaled problem: S = (1-p) + p*N.",
+            amdahl(p, n): tr("That is Amdahl's speedup of a fixed problem."),
+            p * n: tr("Serial part forgotten: p*N is the parallel part alone. The serial part "
+                      "(1-p) still runs once on the scaled problem: S = (1-p) + p*N."),
         },
     )
 
@@ -116,12 +118,15 @@ def ex5_lamb_efficiency(answer) -> Result:
     return check(
         answer,
         efficiency(speedup, n),
-        name=f"efficiency at {big} chips relative to {base}",
-        hint=f"speedup = T({base} chips) / T({big} chips); efficiency = speedup / ({big} / {base}).",
+        name=tr("efficiency at {big} chips relative to {base}", big=big, base=base),
+        hint=tr("speedup = T({base} chips) / T({big} chips); efficiency = speedup / ({big} / {base}).",
+                big=big, base=base),
         mistakes={
-            speedup / chips[i]: f"Divide by the {n:g}x increase in chips, not by {big}.",
-            efficiency(t[0] / t[i], chips[i] / chips[0]): f"That is relative to the {int(chips[0])}-chip "
-            f"run (the η column of section 4); the question compares with the {base}-chip run.",
+            speedup / chips[i]: tr("Divide by the {factor} increase in chips, not by {big}.", factor=f"{n:g}x",
+                                   big=big),
+            efficiency(t[0] / t[i], chips[i] / chips[0]): tr(
+                "That is relative to the {first}-chip run (the η column of section 4); the question compares "
+                "with the {base}-chip run.", first=int(chips[0]), base=base),
         },
     )
 
@@ -147,11 +152,11 @@ def ex6_which_law(answer) -> Result:
     return check(
         _law_name(answer),
         "Amdahl",  # the archive is the same amount of work on any number of GPUs
-        name="law of the whole archive",
-        hint="does the work of the whole job (the images to classify) grow with the GPUs, or "
-        "do more GPUs split a fixed amount of work? Answer 'Amdahl' or 'Gustafson'.",
-        mistakes={"Gustafson": f"That is the law of one step: with {g['batch_per_gpu']} images per "
-                  "GPU the step grows with the GPUs. The question asks about the whole archive, "
-                  f"{g['images'] / 1e6:g} million images however many GPUs share them: a fixed problem "
-                  "(strong scaling of the job)."},
+        name=tr("law of the whole archive"),
+        hint=tr("does the work of the whole job (the images to classify) grow with the GPUs, or "
+                "do more GPUs split a fixed amount of work? Answer 'Amdahl' or 'Gustafson'."),
+        mistakes={"Gustafson": tr("That is the law of one step: with {images} images per GPU the step grows with "
+                                  "the GPUs. The question asks about the whole archive, {millions} million images "
+                                  "however many GPUs share them: a fixed problem (strong scaling of the job).",
+                                  images=g["batch_per_gpu"], millions=f"{g['images'] / 1e6:g}")},
     )

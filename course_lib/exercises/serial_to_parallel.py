@@ -17,6 +17,7 @@ import math
 from .. import cost
 from .._validate import check_positive, check_real
 from ..datasets import load_cpu_trends, load_dnn_models
+from ..i18n import tr
 from . import Result, check, check_count, checker, shown_tolerance
 
 __all__ = [
@@ -50,16 +51,16 @@ def ex1_batch_gflops(answer) -> Result:
     return check(
         answer,
         images * model.gflops_per_forward,
-        name=f"{model.model} forward pass over {images} images",
+        name=tr("{model} forward pass over {images} images", model=model.model, images=images),
         unit="GFLOPs",
-        hint="the figure's axis counts multiply-accumulates per image; each is 2 FLOPs, and every "
-             "image of the batch costs a forward pass.",
+        hint=tr("the figure's axis counts multiply-accumulates per image; each is 2 FLOPs, and every "
+                "image of the batch costs a forward pass."),
         mistakes={
-            images * model.gmacs_per_forward: "That is the multiply-accumulate count (the figure's "
-            "'G-FLOPs'). One MAC is a multiply and an add: 2 FLOPs.",
-            model.gflops_per_forward: f"That is one image; the batch has {images}.",
-            model.gmacs_per_forward: f"That is the MACs of one image: count FLOPs (2 per MAC), for "
-            f"all {images} images.",
+            images * model.gmacs_per_forward: tr("That is the multiply-accumulate count (the figure's "
+                                                 "'G-FLOPs'). One MAC is a multiply and an add: 2 FLOPs."),
+            model.gflops_per_forward: tr("That is one image; the batch has {images}.", images=images),
+            model.gmacs_per_forward: tr("That is the MACs of one image: count FLOPs (2 per MAC), for "
+                                        "all {images} images.", images=images),
         },
     )
 
@@ -85,21 +86,30 @@ def ex2_frequency_growth(answer) -> Result:
     before, after = _max_frequency(EX2_PERIODS["earlier"]), _max_frequency(EX2_PERIODS["later"])
     ratio = after / before
     growth = ratio - 1
+    if isinstance(answer, str) and "%" in answer:
+        as_growth = tr("A percentage was read as a fraction: {typed} is {growth}, the growth (ratio - 1). The "
+                       "question asks for the ratio of the two maxima, 1 + growth = {ratio}: give that number "
+                       "(or '{percent}').", typed=repr(answer.strip()), growth=f"{growth:.3g}",
+                       ratio=f"{ratio:.3g}", percent=f"{100 * ratio:.0f}%")
+    else:
+        as_growth = tr("That is the growth, ratio - 1. The question asks for the ratio of the two maxima, "
+                       "1 + growth = {ratio}: give that number (or '{percent}').", ratio=f"{ratio:.3g}",
+                       percent=f"{100 * ratio:.0f}%")
     return check(
         answer,
         ratio,
-        name=f"growth of the highest clock frequency, {lo0}-{hi0 - 1} to {lo1}-{hi1 - 1}",
+        name=tr("growth of the highest clock frequency, {earlier} to {later}", earlier=f"{lo0}-{hi0 - 1}",
+                later=f"{lo1}-{hi1 - 1}"),
         rtol=0.02,
-        hint=f"f = load_cpu_trends()['frequency_mhz']; take the maximum of f.value where "
-             f"{lo1} <= f.year < {hi1} and divide it by the maximum where {lo0} <= f.year < {hi0}.",
+        hint=tr("f = load_cpu_trends()['frequency_mhz']; take the maximum of f.value where "
+                "{lo1} <= f.year < {hi1} and divide it by the maximum where {lo0} <= f.year < {hi0}.",
+                lo0=lo0, hi0=hi0, lo1=lo1, hi1=hi1),
         mistakes={
-            1 / ratio: "Upside down: divide the later maximum by the earlier one.",
-            growth: (f"A percentage was read as a fraction: {answer.strip()!r} is {growth:.3g}, the "
-                     "growth (ratio - 1)" if isinstance(answer, str) and "%" in answer else
-                     "That is the growth, ratio - 1") + f". The question asks for the ratio of the two "
-                    f"maxima, 1 + growth = {ratio:.3g}: give that number (or '{100 * ratio:.0f}%').",
-            100 * growth: f"That is the growth in percent ({100 * growth:.0f}%); the question asks for "
-                          f"the ratio of the two maxima, a plain number: 1 + {growth:.3g}.",
+            1 / ratio: tr("Upside down: divide the later maximum by the earlier one."),
+            growth: as_growth,
+            100 * growth: tr("That is the growth in percent ({percent}); the question asks for the ratio of the "
+                             "two maxima, a plain number: 1 + {growth}.", percent=f"{100 * growth:.0f}%",
+                             growth=f"{growth:.3g}"),
         },
     )
 
@@ -112,8 +122,8 @@ def _unanswered_or_missing(answer, name: str, **givens) -> Result | None:
     if answer is None or answer is Ellipsis:
         return check(answer, 0.0, name=name)  # "not answered yet"
     if any(v is None for v in givens.values()):
-        return Result(False, f"✗ {name}: set your own givens first ({', '.join(givens)} are "
-                             "still None); the check computes the answer from them.")
+        return Result(False, tr("✗ {name}: set your own givens first ({givens} are still None); the check "
+                                "computes the answer from them.", name=name, givens=", ".join(givens)))
     return None
 
 
@@ -124,7 +134,7 @@ def ex3_own_training_days(answer, *, params=None, tokens=None, sustained_tflops=
     The givens are the learner's own: ``params`` (P) and ``tokens`` (D) of a model they
     pick, ``sustained_tflops`` (r, TFLOP/s) of a device they pick at a utilisation they assume.
     """
-    name = "training time on one device"
+    name = tr("training time on one device")
     early = _unanswered_or_missing(answer, name, params=params, tokens=tokens,
                                    sustained_tflops=sustained_tflops)
     if early is not None:
@@ -138,14 +148,14 @@ def ex3_own_training_days(answer, *, params=None, tokens=None, sustained_tflops=
         name=name,
         unit="days",
         rtol=0.03,
-        hint="work = 6 x P x D FLOPs; time = work / (r in FLOP/s); then seconds / 86,400.",
+        hint=tr("work = 6 x P x D FLOPs; time = work / (r in FLOP/s); then seconds / 86,400."),
         mistakes={
-            days / 3: "A third of the answer: that is the forward pass only (2PD). Training "
-                      "adds the backward pass (4PD): 6PD in all.",
-            days / 6: "A sixth of the answer: count 6 FLOPs per parameter and token, not 1.",
-            days * _DAY: "That is seconds; the question asks for days.",
-            days * 24: "That is hours; the question asks for days.",
-            days * 1e12: "The rate is in TFLOP/s: 1 TFLOP/s = 10^12 FLOP/s.",
+            days / 3: tr("A third of the answer: that is the forward pass only (2PD). Training "
+                         "adds the backward pass (4PD): 6PD in all."),
+            days / 6: tr("A sixth of the answer: count 6 FLOPs per parameter and token, not 1."),
+            days * _DAY: tr("That is seconds; the question asks for days."),
+            days * 24: tr("That is hours; the question asks for days."),
+            days * 1e12: tr("The rate is in TFLOP/s: 1 TFLOP/s = 10^12 FLOP/s."),
         },
     )
 
@@ -158,7 +168,7 @@ def ex4_devices_for_deadline(answer, *, one_device_days=None, deadline_days=None
     The givens are the learner's own: ``one_device_days`` (their answer to exercise 3),
     ``deadline_days`` and the parallel ``efficiency`` η in (0, 1] they assume.
     """
-    name = "devices needed"
+    name = tr("devices needed")
     early = _unanswered_or_missing(answer, name, one_device_days=one_device_days,
                                    deadline_days=deadline_days, efficiency=efficiency)
     if early is not None:
@@ -169,9 +179,9 @@ def ex4_devices_for_deadline(answer, *, one_device_days=None, deadline_days=None
     needed = max(1, math.ceil(t1 / (deadline * eta) - 1e-9))  # a whole device, rounded up
     ideal = max(1, math.ceil(t1 / deadline - 1e-9))
     mistakes = {} if ideal == needed else {
-        ideal: "That assumes perfect efficiency (η = 1); divide by N x η, not by N."}
+        ideal: tr("That assumes perfect efficiency (η = 1); divide by N x η, not by N.")}
     return check_count(answer, needed, name=name, unit="devices", mistakes=mistakes,
-                       hint="solve T(1) / (N x η) <= deadline for N and round UP to a whole device.")
+                       hint=tr("solve T(1) / (N x η) <= deadline for N and round UP to a whole device."))
 
 
 #: Exercise 5: decimals of the paired S and of the efficiency in the measurement's table
@@ -190,22 +200,22 @@ def ex5_measured_efficiency(answer, measurement) -> Result:
     n = int(measurement.processes[-1])
     s, eta = float(measurement.speedup[-1]), float(measurement.efficiency[-1])
     d_s, d_eta = EX5_SHOWN_DECIMALS["speedup"], EX5_SHOWN_DECIMALS["efficiency"]
-    accept = {n - round(s, d_s): f"from S = {s:.{d_s}f} as printed",
-              n * (1 - round(eta, d_eta)): f"from η = {eta:.{d_eta}f} as printed"}
+    accept = {n - round(s, d_s): tr("from S = {speedup} as printed", speedup=f"{s:.{d_s}f}"),
+              n * (1 - round(eta, d_eta)): tr("from η = {efficiency} as printed", efficiency=f"{eta:.{d_eta}f}")}
     return check(
         answer,
         n - s,
-        name=f"capacity lost to overhead with {n} processes",
+        name=tr("capacity lost to overhead with {n} processes", n=n),
         unit="processes",
         rtol=0,
         atol=shown_tolerance(d_s),
         accept=accept,
-        hint="N processes at efficiency η deliver S = η N times the serial speed; the rest of "
-             "the N, N - S = N (1 - η), went to overhead.",
+        hint=tr("N processes at efficiency η deliver S = η N times the serial speed; the rest of "
+                "the N, N - S = N (1 - η), went to overhead."),
         mistakes={
-            eta: "That is the efficiency η itself; the question asks how many of the N processes' "
-                 "capacity it leaves unused: N (1 - η).",
-            s: "That is the speedup S: the capacity that turned into speed. Subtract it from N.",
-            1 - eta: "That is the share 1 - η; multiply it by the N processes.",
+            eta: tr("That is the efficiency η itself; the question asks how many of the N processes' "
+                    "capacity it leaves unused: N (1 - η)."),
+            s: tr("That is the speedup S: the capacity that turned into speed. Subtract it from N."),
+            1 - eta: tr("That is the share 1 - η; multiply it by the N processes."),
         },
     )

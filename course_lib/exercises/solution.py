@@ -20,11 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._validate import check_type
+from ..i18n import N_, tr
 
 __all__ = ["SUMMARY", "Folded", "folded_html", "load_ipython_extension"]
 
 #: The text of the closed fold.
-SUMMARY = "worked solution's output (click to open)"
+SUMMARY = N_("worked solution's output (click to open)")
 
 
 def folded_html(stdout: str, outputs: Sequence[Mapping[str, Any]] = ()) -> str:
@@ -47,7 +48,7 @@ def folded_html(stdout: str, outputs: Sequence[Mapping[str, Any]] = ()) -> str:
             parts.append(str(data["text/html"]))
         elif "text/markdown" in data or "text/plain" in data:
             parts.append(f"<pre>{html.escape(str(data.get('text/markdown', data.get('text/plain'))))}</pre>")
-    return f"<details><summary>{SUMMARY}</summary>{''.join(parts)}</details>"
+    return f"<details><summary>{tr(SUMMARY)}</summary>{''.join(parts)}</details>"
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from ..alpha_beta import data_parallel_efficiency
 from ..conv.im2col import gemm_sizes
 from ..cost import BERT_LARGE, training_time
 from ..datasets import get_device
+from ..i18n import tr
 from ..models import MLP
 from ..planner import scheme_comparison
 from ..scaling import amdahl_limit, devices_needed, gustafson_to_amdahl, karp_flatt, speedup
@@ -66,13 +67,13 @@ def ex1_limit_from_measurement(answer) -> Result:
     return check(
         answer,
         amdahl_limit(1.0 - e),
-        name="largest speedup",
-        hint="S = T1/T4; the Karp-Flatt serial fraction e = (1/S - 1/N) / (1 - 1/N); "
-        "Amdahl's limit is 1/e.",
+        name=tr("largest speedup"),
+        hint=tr("S = T1/T4; the Karp-Flatt serial fraction e = (1/S - 1/N) / (1 - 1/N); "
+                "Amdahl's limit is 1/e."),
         mistakes={
-            s: "That is the measured speedup on 4 devices, not the limit for many devices.",
-            1.0 / (1.0 - s / Q1_TIMES["devices"]): "1 - S/N is not the serial fraction: use "
-            "the Karp-Flatt formula.",
+            s: tr("That is the measured speedup on 4 devices, not the limit for many devices."),
+            1.0 / (1.0 - s / Q1_TIMES["devices"]): tr("1 - S/N is not the serial fraction: use "
+                                                      "the Karp-Flatt formula."),
         },
     )
 
@@ -82,9 +83,9 @@ def ex2_devices_needed(answer) -> Result:
     return check_count(
         answer,
         devices_needed(Q2["p"], Q2["target"]),
-        name="devices needed",
+        name=tr("devices needed"),
         unit="devices",
-        hint="solve 1/((1-p) + p/N) >= target for N, then round UP to a whole device.",
+        hint=tr("solve 1/((1-p) + p/N) >= target for N, then round UP to a whole device."),
     )
 
 
@@ -94,10 +95,10 @@ def ex3_gustafson_to_amdahl(answer) -> Result:
         answer,
         gustafson_to_amdahl(Q3["p"], Q3["devices"]),
         rtol=5e-4,
-        name="parallel fraction of the serial run",
-        hint="on one device the parallel part takes N times as long: p' = pN / ((1-p) + pN).",
-        mistakes={Q3["p"]: "p of the parallel run is not p of the serial run: the serial "
-                  "run does the parallel part's N-fold work on ONE device."},
+        name=tr("parallel fraction of the serial run"),
+        hint=tr("on one device the parallel part takes N times as long: p' = pN / ((1-p) + pN)."),
+        mistakes={Q3["p"]: tr("p of the parallel run is not p of the serial run: the serial "
+                              "run does the parallel part's N-fold work on ONE device.")},
     )
 
 
@@ -112,13 +113,15 @@ def ex4_bert_days(answer) -> Result:
         answer,
         days,
         rtol=0.02,
-        name=f"BERT-Large on {Q4['devices']} {dev.device}",
+        name=tr("BERT-Large on {devices} {device}", devices=Q4["devices"], device=dev.device),
         unit="days",
-        hint="T = D x C / (r x N x η) with D = BERT_LARGE.tokens, C = 6P FLOPs per token and "
-        f"r = get_device({Q4['device_id']!r}).sustained_flops; divide seconds by 86,400.",
+        hint=tr("T = D x C / (r x N x η) with D = BERT_LARGE.tokens, C = 6P FLOPs per token and "
+                "r = get_device({device}).sustained_flops; divide seconds by 86,400.",
+                device=repr(Q4["device_id"])),
         mistakes={
-            days * Q4["efficiency"]: f"You left out the parallel efficiency η = {Q4['efficiency']:g}.",
-            peak: "That uses the peak rate; training sustains only a fraction of it.",
+            days * Q4["efficiency"]: tr("You left out the parallel efficiency η = {efficiency}.",
+                                        efficiency=f"{Q4['efficiency']:g}"),
+            peak: tr("That uses the peak rate; training sustains only a fraction of it."),
         },
     )
 
@@ -130,13 +133,15 @@ def ex5_weak_scaling_efficiency(answer) -> Result:
         answer,
         data_parallel_efficiency(*args, scaling="weak"),
         rtol=2e-3,  # 0.935 will do; leaving out the latency gives 0.937 (0.29% more)
-        name="weak-scaling efficiency",
-        hint="η = t_c / (t_c + T_ring) with T_ring = 2 (N-1)/N · m/β + 2 (N-1) α.",
+        name=tr("weak-scaling efficiency"),
+        hint=tr("η = t_c / (t_c + T_ring) with T_ring = 2 (N-1)/N · m/β + 2 (N-1) α."),
         mistakes={
-            data_parallel_efficiency(*args, scaling="strong"): "That is the strong-scaling "
-            "efficiency: here every device keeps its own batch (weak scaling).",
-            data_parallel_efficiency(*args[:-1], 0.0, scaling="weak"): "Latency left out: the "
-            "ring's 2 (N-1) steps each wait α as well.",
+            data_parallel_efficiency(*args, scaling="strong"): tr("That is the strong-scaling "
+                                                                  "efficiency: here every device keeps its own "
+                                                                  "batch (weak scaling)."),
+            data_parallel_efficiency(*args[:-1], 0.0, scaling="weak"): tr("Latency left out: the "
+                                                                          "ring's 2 (N-1) steps each wait α as "
+                                                                          "well."),
         },
     )
 
@@ -153,12 +158,12 @@ def ex6_conv1_gemm(answer) -> Result:
         answer,
         _conv1(),
         rtol=0,
-        name="GEMM sizes (ℳ, 𝒦, 𝒩)",
-        hint="ℳ = B x H_o x W_o, 𝒦 = C_i x k_h x k_w, 𝒩 = C_o; H_o = "
-        "(H + 2 x padding - k_h) // stride + 1.",
+        name=tr("GEMM sizes (ℳ, 𝒦, 𝒩)"),
+        hint=tr("ℳ = B x H_o x W_o, 𝒦 = C_i x k_h x k_w, 𝒩 = C_o; H_o = "
+                "(H + 2 x padding - k_h) // stride + 1."),
         mistakes={
-            _conv1(padding=0): "You left out the padding.",
-            _conv1(stride=1): "You left out the stride.",
+            _conv1(padding=0): tr("You left out the padding."),
+            _conv1(stride=1): tr("You left out the stride."),
         },
     )
 
@@ -170,9 +175,9 @@ def ex7_1f1b_bubble(answer) -> Result:
         answer,
         bubble_fraction(s, m),
         rtol=3e-3,  # three significant digits (0.172) will do
-        name="bubble share",
-        hint="1F1B changes the order of the work, not the idle time: (N_p-1)/(M+N_p-1).",
-        mistakes={(s - 1) / m: "The step lasts M + N_p - 1 slots, not M: divide by M + N_p - 1."},
+        name=tr("bubble share"),
+        hint=tr("1F1B changes the order of the work, not the idle time: (N_p-1)/(M+N_p-1)."),
+        mistakes={(s - 1) / m: tr("The step lasts M + N_p - 1 slots, not M: divide by M + N_p - 1.")},
     )
 
 
@@ -184,8 +189,8 @@ def ex8_more_traffic(answer) -> Result:
     return check(
         answer,
         "model parallel" if model > data else "data parallel",
-        name="more traffic",
-        hint="data parallelism all-reduces the gradients (model size, whatever the batch); "
-        "model parallelism passes activations and their gradients (they grow with the batch). "
-        "Answer 'data parallel' or 'model parallel'.",
+        name=tr("more traffic"),
+        hint=tr("data parallelism all-reduces the gradients (model size, whatever the batch); "
+                "model parallelism passes activations and their gradients (they grow with the batch). "
+                "Answer 'data parallel' or 'model parallel'."),
     )

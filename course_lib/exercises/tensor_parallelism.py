@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from ..i18n import tr
 from ..models import MLP
 from ..parallel.tensor import tensor_parallel_bytes
 from ..tensor_cost import activation_bytes, tensor_allreduce_bytes, tensor_layer_communication
@@ -52,28 +53,30 @@ def ex_tensor_bytes(answer) -> Result:
     return check(
         answer,
         expected,
-        name="all-reduce payload per step",
+        name=tr("all-reduce payload per step"),
         unit="MB",
         rtol=5e-3,
-        hint="per pair of layers (0, 1), (2, 3): one all-reduce of the pair's output in the forward "
-        "pass and one of its input gradient in the backward pass; batch x width x 4 bytes each.",
+        hint=tr("per pair of layers (0, 1), (2, 3): one all-reduce of the pair's output in the forward "
+                "pass and one of its input gradient in the backward pass; batch x width x 4 bytes each."),
         mistakes={
-            forward: "That is the forward pass only. The backward pass all-reduces the input gradient "
-            "of every pair but the first (the f operator).",
-            expected + batch * item * sizes[0] / 1e6: "The first pair's input is the data: it needs no "
-            "gradient, so the backward pass skips that all-reduce.",
-            expected + batch * item * sizes[-1] / 1e6: "The unpaired last layer is replicated: every "
-            "worker computes the logits whole, so there is nothing to add up.",
-            expected / g["workers"]: "The payload does not shrink with the workers: every worker "
-            "contributes a partial sum as wide as the whole activation.",
-            model.n_params * item / 1e6: "That is the gradient payload of data parallelism. Tensor "
-            "parallelism all-reduces activations, not weight gradients.",
-            expected * 2 * (g["workers"] - 1) / g["workers"]: "That applies the ring's factor 2(N_t - 1)/N_t: "
-            "it gives the bytes each worker SENDS in a ring all-reduce. The question asks the payload, what "
-            "the all-reduces sum (as tensor.tensor_parallel_bytes counts it): batch x width x 4 bytes each.",
-            expected * (g["workers"] - 1) / g["workers"]: "That applies a ring factor (N_t - 1)/N_t to the "
-            "payload. The question asks the payload itself, before any ring: batch x width x 4 bytes per "
-            "all-reduce.",
+            forward: tr("That is the forward pass only. The backward pass all-reduces the input gradient "
+                        "of every pair but the first (the f operator)."),
+            expected + batch * item * sizes[0] / 1e6: tr("The first pair's input is the data: it needs no "
+                                                         "gradient, so the backward pass skips that all-reduce."),
+            expected + batch * item * sizes[-1] / 1e6: tr("The unpaired last layer is replicated: every "
+                                                          "worker computes the logits whole, so there is nothing "
+                                                          "to add up."),
+            expected / g["workers"]: tr("The payload does not shrink with the workers: every worker "
+                                        "contributes a partial sum as wide as the whole activation."),
+            model.n_params * item / 1e6: tr("That is the gradient payload of data parallelism. Tensor "
+                                            "parallelism all-reduces activations, not weight gradients."),
+            expected * 2 * (g["workers"] - 1) / g["workers"]: tr(
+                "That applies the ring's factor 2(N_t - 1)/N_t: it gives the bytes each worker SENDS in a ring "
+                "all-reduce. The question asks the payload, what the all-reduces sum (as "
+                "tensor.tensor_parallel_bytes counts it): batch x width x 4 bytes each."),
+            expected * (g["workers"] - 1) / g["workers"]: tr(
+                "That applies a ring factor (N_t - 1)/N_t to the payload. The question asks the payload itself, "
+                "before any ring: batch x width x 4 bytes per all-reduce."),
         },
     )
 
@@ -91,18 +94,19 @@ def ex_crossover_batch(answer) -> Result:
     return check_count(
         answer,
         expected,
-        name="crossover batch B",
+        name=tr("crossover batch B"),
         noun="sample",
-        hint="data parallelism moves 4 bytes per parameter whatever B; the tensor split moves "
-        "4 B (sizes[2] + sizes[4] + sizes[2]) bytes: the outputs of both pairs forward, the input "
-        "gradient of the second pair backward. Solve for B and round up.",
+        hint=tr("data parallelism moves 4 bytes per parameter whatever B; the tensor split moves "
+                "4 B (sizes[2] + sizes[4] + sizes[2]) bytes: the outputs of both pairs forward, the input "
+                "gradient of the second pair backward. Solve for B and round up."),
         mistakes={
-            math.ceil(gradients / forward): "That counts the forward all-reduces only. The backward "
-            "pass all-reduces the input gradient of every pair but the first (the f operator).",
-            math.ceil(gradients / first_input): "The first pair's input is the data: it needs no "
-            "gradient, so the backward pass skips that all-reduce.",
-            math.ceil(gradients / per_sample / 2): "Both payloads are those of one worker's all-reduces: "
-            "do not double one side.",
+            math.ceil(gradients / forward): tr("That counts the forward all-reduces only. The backward "
+                                               "pass all-reduces the input gradient of every pair but the first "
+                                               "(the f operator)."),
+            math.ceil(gradients / first_input): tr("The first pair's input is the data: it needs no "
+                                                   "gradient, so the backward pass skips that all-reduce."),
+            math.ceil(gradients / per_sample / 2): tr("Both payloads are those of one worker's all-reduces: "
+                                                      "do not double one side."),
         },
     )
 
@@ -117,22 +121,22 @@ def ex_layer_traffic(answer) -> Result:
     return check(
         answer,
         sent,
-        name="bytes each GPU sends per layer and micro-batch",
+        name=tr("bytes each GPU sends per layer and micro-batch"),
         unit="MB",
         rtol=5e-3,
-        hint="4 all-reduces per layer (2 forward, 2 backward), each of m = L x b x h values of "
-        "2 bytes; a ring all-reduce sends 2 (N_t - 1) / N_t x m per GPU.",
+        hint=tr("4 all-reduces per layer (2 forward, 2 backward), each of m = L x b x h values of "
+                "2 bytes; a ring all-reduce sends 2 (N_t - 1) / N_t x m per GPU."),
         mistakes={
-            payload: "That is the payload, 4 m: what the all-reduces sum. In a ring each GPU sends "
-            "2 (N_t - 1) / N_t of each payload (a reduce-scatter, then an all-gather).",
-            sent / 2: "That counts the forward pass only (or one of the ring's two halves). The backward "
-            "pass all-reduces the gradients of the inputs of the two split layers too.",
-            sent / 4: "That is one all-reduce. A layer has four per step: after the attention's output "
-            "projection and after the MLP block, forward; their mirror images backward.",
-            payload / t: "The payload does not shrink with N_t: every GPU holds whole activations, and "
-            "each contributes a partial sum as large as the layer's output.",
-            sent * 2: "16-bit activations are 2 bytes per value, not 4.",
-            payload * 2: "A ring sends 2 (N_t - 1) / N_t of the payload per GPU, not 2 times it.",
+            payload: tr("That is the payload, 4 m: what the all-reduces sum. In a ring each GPU sends "
+                        "2 (N_t - 1) / N_t of each payload (a reduce-scatter, then an all-gather)."),
+            sent / 2: tr("That counts the forward pass only (or one of the ring's two halves). The backward "
+                         "pass all-reduces the gradients of the inputs of the two split layers too."),
+            sent / 4: tr("That is one all-reduce. A layer has four per step: after the attention's output "
+                         "projection and after the MLP block, forward; their mirror images backward."),
+            payload / t: tr("The payload does not shrink with N_t: every GPU holds whole activations, and "
+                            "each contributes a partial sum as large as the layer's output."),
+            sent * 2: tr("16-bit activations are 2 bytes per value, not 4."),
+            payload * 2: tr("A ring sends 2 (N_t - 1) / N_t of the payload per GPU, not 2 times it."),
         },
     )
 
@@ -148,18 +152,18 @@ def ex_sequence_parallel_memory(answer) -> Result:
     return check(
         answer,
         expected,
-        name="activations per layer and GPU",
+        name=tr("activations per layer and GPU"),
         unit="MB",
         rtol=5e-3,
-        hint="Table 2 of the paper: s b h (34 / t + 5 a s / (h t)) bytes, with s the sequence length, "
-        "a the heads and t = N_t: sequence parallelism splits the 10 s b h that tensor parallelism "
-        "leaves whole (layer norms, dropouts) as well.",
+        hint=tr("Table 2 of the paper: s b h (34 / t + 5 a s / (h t)) bytes, with s the sequence length, "
+                "a the heads and t = N_t: sequence parallelism splits the 10 s b h that tensor parallelism "
+                "leaves whole (layer norms, dropouts) as well."),
         mistakes={
-            tensor_only: "That is tensor parallelism alone: s b h (10 + 24 / t + 5 a s / (h t)). Sequence "
-            "parallelism splits the layer-norm and dropout regions too: 10 / t instead of 10.",
-            activation_bytes(*args) / 1e6: "That is one GPU without any parallelism: divide by t.",
+            tensor_only: tr("That is tensor parallelism alone: s b h (10 + 24 / t + 5 a s / (h t)). Sequence "
+                            "parallelism splits the layer-norm and dropout regions too: 10 / t instead of 10."),
+            activation_bytes(*args) / 1e6: tr("That is one GPU without any parallelism: divide by t."),
             activation_bytes(*args, tensor=t, sequence_parallel=True, selective_recompute=True) / 1e6:
-            "That leaves out the attention scores, 5 a s / (h t): only selective recomputation "
-            "discards them; here they are kept.",
+            tr("That leaves out the attention scores, 5 a s / (h t): only selective recomputation "
+               "discards them; here they are kept."),
         },
     )

@@ -17,6 +17,7 @@ from ..cost import (
     training_time,
 )
 from ..datasets import get_device, load_dnn_models, load_training_records
+from ..i18n import tr
 from . import Result, check
 
 __all__ = [
@@ -40,12 +41,12 @@ def ex1_training_flops(answer) -> Result:
     return check(
         answer,
         expected,
-        name="training FLOPs per image",
+        name=tr("training FLOPs per image"),
         unit="FLOP",
-        hint="1 MAC = 2 FLOPs, and forward + backward = 3 x forward.",
+        hint=tr("1 MAC = 2 FLOPs, and forward + backward = 3 x forward."),
         mistakes={
-            3 * macs: "That counts MACs, not FLOPs: multiply by 2 (one multiply + one add).",
-            2 * macs: "That is the forward pass only; the backward pass costs about twice as much.",
+            3 * macs: tr("That counts MACs, not FLOPs: multiply by 2 (one multiply + one add)."),
+            2 * macs: tr("That is the forward pass only; the backward pass costs about twice as much."),
         },
     )
 
@@ -71,16 +72,16 @@ def ex2_resnet_hours(answer) -> Result:
     return check(
         answer,
         expected,
-        name="training time",
+        name=tr("training time"),
         unit="h",
-        hint="D = images x epochs; C = 2 x 3 x GMACs x 1e9; r = peak x utilisation; "
-        "T = D C / (r N η), then divide the seconds by 3600.",
+        hint=tr("D = images x epochs; C = 2 x 3 x GMACs x 1e9; r = peak x utilisation; "
+                "T = D C / (r N η), then divide the seconds by 3600."),
         mistakes={
-            expected / 2: "Half the answer: the data set counts MACs, and 1 MAC = 2 FLOPs.",
-            expected / 3: "A third of the answer: training (forward + backward) costs about 3x "
-            "the forward pass.",
-            expected * s["devices"]: "That is device-hours, not hours of wall-clock time.",
-            expected * 3600: "That is seconds; the question asks for hours.",
+            expected / 2: tr("Half the answer: the data set counts MACs, and 1 MAC = 2 FLOPs."),
+            expected / 3: tr("A third of the answer: training (forward + backward) costs about 3x "
+                             "the forward pass."),
+            expected * s["devices"]: tr("That is device-hours, not hours of wall-clock time."),
+            expected * 3600: tr("That is seconds; the question asks for hours."),
         },
     )
 
@@ -100,9 +101,9 @@ def ex3_efficiency_53min(answer) -> Result:
     return check(
         answer,
         expected,
-        name="implied parallel efficiency",
-        hint="η = D C / (r N T) with T = 53 x 60 s, the same D, C and r as for the 47 minutes.",
-        mistakes={1 / expected: "That is the inverse: η = ideal time / actual time <= 1."},
+        name=tr("implied parallel efficiency"),
+        hint=tr("η = D C / (r N T) with T = 53 x 60 s, the same D, C and r as for the 47 minutes."),
+        mistakes={1 / expected: tr("That is the inverse: η = ideal time / actual time <= 1.")},
     )
 
 
@@ -114,14 +115,14 @@ def ex4_v100_sxm2_days(answer) -> Result:
     return check(
         answer,
         days,
-        name="BERT-Large on one V100 SXM2",
+        name=tr("BERT-Large on one V100 SXM2"),
         unit="days",
         rtol=0.03,
-        hint="T = 6PD / r with r = peak x sustained_fraction of the v100_sxm2_32gb row; "
-             "divide the seconds by 86,400.",
+        hint=tr("T = 6PD / r with r = peak x sustained_fraction of the v100_sxm2_32gb row; "
+                "divide the seconds by 86,400."),
         mistakes={
-            days * device.sustained_fraction: "That assumes the peak rate; use the sustained rate "
-                                              "(peak x sustained_fraction).",
-            seconds: "That is seconds; the question asks for days.",
+            days * device.sustained_fraction: tr("That assumes the peak rate; use the sustained rate "
+                                                 "(peak x sustained_fraction)."),
+            seconds: tr("That is seconds; the question asks for days."),
         },
     )

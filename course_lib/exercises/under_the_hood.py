@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
+from ..i18n import tr
 from ..parallel.engine.shm import SHM_PREFIX
 from . import Result, check
 
@@ -70,14 +71,14 @@ def ex1_start_method(answer) -> Result:
     return check(
         answer,
         expected,
-        name="start method for a worker defined in a notebook",
-        hint="a start method that copies the parent's memory (functions included) needs no import; "
-        "the others start from a program that must import the worker by name.",
+        name=tr("start method for a worker defined in a notebook"),
+        hint=tr("a start method that copies the parent's memory (functions included) needs no import; "
+                "the others start from a program that must import the worker by name."),
         mistakes={
-            "spawn": "spawn starts a new Python interpreter, which imports the worker by its module and "
-            "name: a notebook's functions are in no module it can import.",
-            "forkserver": "forkserver forks from a server process started before your cell ran; it too "
-            "imports the worker by name, like spawn.",
+            "spawn": tr("spawn starts a new Python interpreter, which imports the worker by its module and "
+                        "name: a notebook's functions are in no module it can import."),
+            "forkserver": tr("forkserver forks from a server process started before your cell ran; it too "
+                             "imports the worker by name, like spawn."),
         },
     )
 
@@ -101,17 +102,17 @@ def ex2_stale_segment(answer) -> Result:
         if entry == expected:
             continue
         if entry.startswith(SHM_PREFIX):
-            mistakes[entry] = (f"Its creator, process {entry[len(SHM_PREFIX):].split('_', 1)[0]}, is alive: "
-                               "a run in progress, whose parent removes the segment when the run ends.")
+            mistakes[entry] = tr("Its creator, process {pid}, is alive: a run in progress, whose parent removes "
+                                 "the segment when the run ends.", pid=entry[len(SHM_PREFIX):].split("_", 1)[0])
         else:
-            mistakes[entry] = (f"Not the course's: the doctor looks only at names starting with "
-                               f"{SHM_PREFIX!r}; other programs' entries are theirs to remove.")
+            mistakes[entry] = tr("Not the course's: the doctor looks only at names starting with {prefix}; other "
+                                 "programs' entries are theirs to remove.", prefix=repr(SHM_PREFIX))
     return check(
         answer,
         expected,
-        accept={f"/dev/shm/{expected}": "with its path"},
-        name="stale segment",
-        hint="the doctor reads the creating process's id from the name ddl_<pid>_<random> and asks the "
-        "operating system whether that process still exists.",
+        accept={f"/dev/shm/{expected}": tr("with its path")},
+        name=tr("stale segment"),
+        hint=tr("the doctor reads the creating process's id from the name ddl_<pid>_<random> and asks the "
+                "operating system whether that process still exists."),
         mistakes=mistakes,
     )

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._validate import check_positive, check_type
+from ..i18n import N_, tr
 from .style import COLORS, DPI, RC, display_width, styled
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -179,14 +180,15 @@ _DAY = 86400.0
 _YEAR = 365.25 * _DAY
 #: Unicode superscript digits, for powers of ten without mathtext (cheap to draw).
 SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
-#: Durations a time axis is ticked at, in words.
+#: Durations a time axis is ticked at, in words (those in words are translated where drawn;
+#: the English text is the key of :data:`_TICK_PRIORITY`).
 _TIME_TICKS = (
     (1e-6, "1 µs"), (1e-5, "10 µs"), (1e-4, "100 µs"), (1e-3, "1 ms"), (0.01, "10 ms"), (0.1, "100 ms"), (1.0, "1 s"), (10.0, "10 s"), (60.0, "1 min"),
-    (600.0, "10 min"), (3600.0, "1 h"), (_DAY, "1 day"),
-    (7 * _DAY, "1 week"), (30 * _DAY, "1 month"), (_YEAR, "1 year"), (10 * _YEAR, "10 years"),
-    (100 * _YEAR, "100 years"), (1e3 * _YEAR, "1,000 years"), (1e4 * _YEAR, "10,000 years"),
-    (1e5 * _YEAR, "100,000 years"), (1e6 * _YEAR, "1M years"), (1e7 * _YEAR, "10M years"),
-    (1e8 * _YEAR, "100M years"), (1e9 * _YEAR, "1B years"), (1e10 * _YEAR, "10B years"),
+    (600.0, "10 min"), (3600.0, "1 h"), (_DAY, N_("1 day")),
+    (7 * _DAY, N_("1 week")), (30 * _DAY, N_("1 month")), (_YEAR, N_("1 year")), (10 * _YEAR, N_("10 years")),
+    (100 * _YEAR, N_("100 years")), (1e3 * _YEAR, N_("1,000 years")), (1e4 * _YEAR, N_("10,000 years")),
+    (1e5 * _YEAR, N_("100,000 years")), (1e6 * _YEAR, N_("1M years")), (1e7 * _YEAR, N_("10M years")),
+    (1e8 * _YEAR, N_("100M years")), (1e9 * _YEAR, N_("1B years")), (1e10 * _YEAR, N_("10B years")),
 )
 #: Which durations to keep first when not all fit.
 _TICK_PRIORITY = ("1 s", "1 min", "1 h", "1 day", "1 year", "1 month", "100 years", "10 years", "1 week",
@@ -286,6 +288,7 @@ def time_axis(axis, lo: float, hi: float, *, length: float | None = None) -> Non
         if lo <= t <= hi and all(abs(np.log10(t / u)) * per_decade >= (size(v) + size(name)) / 2 + 0.15
                                  for u, v in named.items()):
             named[t] = name
+    named = {t: tr(name) for t, name in named.items()}
     if len(named) < 2:
         named = {10.0**k: f"10{str(k).translate(SUPERSCRIPT)} s"
                  for k in range(int(np.ceil(np.log10(lo))), int(np.floor(np.log10(hi))) + 1)}

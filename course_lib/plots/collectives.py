@@ -16,12 +16,16 @@ import numpy as np
 
 from .._validate import check_type
 from ..alpha_beta import COLLECTIVES, simulate_collective
+from ..i18n import N_, tr
 from . import COLORS, new_figure, plain_log_axis, styled
 
 __all__ = ["collectives_figure", "staleness_figure"]
 
 _LETTERS = "ABCDEFGHIJKLMNOP"
 _SUM = "#333333"
+#: A panel's title per collective (the names of :data:`course_lib.alpha_beta.COLLECTIVES`).
+_TITLES = {"broadcast": N_("broadcast (root A)"), "reduce": N_("reduce (root A)"), "all-gather": N_("all-gather"),
+           "reduce-scatter": N_("reduce-scatter"), "all-to-all": N_("all-to-all"), "all-reduce": N_("all-reduce")}
 
 
 def _cell(vector: np.ndarray) -> tuple[str, str, str]:
@@ -91,18 +95,19 @@ def collectives_figure(results: Mapping[str, Mapping] | None = None, *, devices:
         _grid(ax, after, n + 1.4)
         ax.annotate("", xy=(n + 1.25, n / 2), xytext=(n + 0.15, n / 2),
                     arrowprops=dict(arrowstyle="->", color="0.3", linewidth=1.5))
-        ax.text(n / 2, n + 0.15, "before", ha="center", va="top", fontsize=10)
-        ax.text(n + 1.4 + n / 2, n + 0.15, "after", ha="center", va="top", fontsize=10)
+        ax.text(n / 2, n + 0.15, tr("before"), ha="center", va="top", fontsize=10)
+        ax.text(n + 1.4 + n / 2, n + 0.15, tr("after"), ha="center", va="top", fontsize=10)
         for d in range(n):
             ax.text(-0.12, d + 0.5, _LETTERS[d], ha="right", va="center", fontsize=10)
         ax.set_xlim(-0.7, 2 * n + 1.5)
         ax.set_ylim(n + 0.9, -0.1)
         ax.set_aspect("equal")
         ax.axis("off")
-        rooted = name in ("broadcast", "reduce")
-        ax.set_title(f"{name} (root A)" if rooted else name)
-        ax.text(-0.7, n + 0.75, f"{results[name]['rounds']} rounds", fontsize=10, color="0.3", va="center")
-    fig.suptitle(f"Who holds what: a row per device, a column per chunk (Σ2: chunk 2 summed over all {n})")
+        ax.set_title(tr(_TITLES[name]))
+        ax.text(-0.7, n + 0.75, tr("{rounds} rounds", rounds=results[name]["rounds"]), fontsize=10, color="0.3",
+                va="center")
+    fig.suptitle(tr("Who holds what: a row per device, a column per chunk (Σ2: chunk 2 summed over all {devices})",
+                    devices=n))
     return fig
 
 
@@ -140,13 +145,13 @@ def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: M
         losses = np.asarray(losses, dtype=float)
         ax.plot(np.arange(losses.size), losses, color=COLORS[i % len(COLORS)], label=f"δ = {k}")
         shown.append(losses[np.isfinite(losses) & (losses > 0)])
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss of the step's batch")
+    ax.set_xlabel(tr("step"))
+    ax.set_ylabel(tr("loss of the step's batch"))
     ax.set_yscale("log")
     values = np.concatenate(shown) if shown else np.ones(1)
     if values.size:
         plain_log_axis(ax.yaxis, float(values.min()), float(values.max()))
-    ax.set_title(title or f"Gradients δ steps stale, learning rate γ = {lr:g}")
+    ax.set_title(title or tr("Gradients δ steps stale, learning rate γ = {lr}", lr=f"{lr:g}"))
     ax.legend()
     if max_lr:
         ks = sorted(max_lr)
@@ -157,7 +162,7 @@ def staleness_figure(curves: Mapping[int, Sequence[float]], lr: float, max_lr: M
         right.set_yscale("log", base=2)
         for i, k in enumerate(ks):
             right.annotate(f"{max_lr[k]:g}", (i, max_lr[k]), textcoords="offset points", xytext=(8, 4), fontsize=10)
-        right.set_xlabel("staleness δ (steps)")
-        right.set_ylabel("largest stable learning rate")
-        right.set_title("Staler gradients need smaller steps")
+        right.set_xlabel(tr("staleness δ (steps)"))
+        right.set_ylabel(tr("largest stable learning rate"))
+        right.set_title(tr("Staler gradients need smaller steps"))
     return fig

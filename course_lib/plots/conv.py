@@ -15,6 +15,7 @@ import numpy as np
 from .._validate import as_real, check_int, check_sequence, check_type
 from ..conv.im2col import gemm_sizes, im2col
 from ..dataflow import DataflowGraph
+from ..i18n import N_, tr
 from ..memory import format_bytes
 from . import COLORS, dot_rows, new_figure, styled
 
@@ -29,18 +30,20 @@ __all__ = [
 _ROW = {"forward": 0, "loss": 0, "grad_input": 1, "grad_weight": 2, "update": 3}
 #: Height of each row: the forward row has the split dimensions written under it.
 _ROW_Y = (0.0, 1.75, 2.75, 3.75)
-_ROW_NAME = ("forward", "backward:\ninput gradient", "backward:\nweight gradient", "update")
+_ROW_NAME = (N_("forward"), N_("backward:\ninput gradient"), N_("backward:\nweight gradient"), N_("update"))
 _KIND_COLOR = {
     "forward": COLORS[0], "loss": COLORS[7], "grad_input": COLORS[1],
     "grad_weight": COLORS[3], "update": COLORS[2],
 }
 #: The dimensions of :data:`course_lib.dataflow.PARALLEL_DIMS` as drawn under an operator (in
-#: the course notation, short) and as named in the key under the graph.
+#: the course notation, short) and as named in the key under the graph (both in English,
+#: translated where drawn).
 _DIMS = {
-    "batch B": ("$B$", "$B$ samples"),
-    "space Ho×Wo": (r"$H_o{\times}W_o$", r"$H_o{\times}W_o$ output pixels"),
-    "channels C_out": ("$C_o$", "$C_o$ output channels"),
-    "hidden units (time: sequential)": ("hidden", "hidden: hidden units (time stays sequential)"),
+    "batch B": ("$B$", N_("$B$ samples")),
+    "space Ho×Wo": (r"$H_o{\times}W_o$", N_(r"$H_o\times W_o$ output pixels")),
+    "channels C_out": ("$C_o$", N_("$C_o$ output channels")),
+    "hidden units (time: sequential)": (N_("hidden"), N_("hidden: hidden units (time stays sequential)")),
+    "outputs": (N_("outputs"), N_("outputs")),
 }
 
 
@@ -93,19 +96,20 @@ def dataflow_figure(graph: DataflowGraph, *, show_dims: bool = True):
         ax.text(x, y, label, ha="center", va="center", color="white", weight="bold", linespacing=1.0)
         if show_dims and op.kind == "forward":
             short, named = _dims(op.parallel_dims)
-            ax.text(x, y + half_h + 0.08, "\n".join(short), ha="center", va="top", color="0.15")
+            ax.text(x, y + half_h + 0.08, "\n".join(map(tr, short)), ha="center", va="top", color="0.15")
             key += [k for k, k_short in zip(named, short) if k != k_short and k not in key]
     ax.set_xlim(-0.55, n_cols - 0.45)
     ax.set_ylim(_ROW_Y[-1] + 0.45, -0.45)
-    ax.set_yticks(_ROW_Y, _ROW_NAME)
+    ax.set_yticks(_ROW_Y, [tr(name) for name in _ROW_NAME])
     ax.set_xticks(range(n_cols), [str(c) for c in range(n_cols)])
     ax.tick_params(length=0)
     if key:  # in the empty corner under the forward chain
-        ax.text(-0.45, _ROW_Y[1] - 0.3, "under a forward operator: the\ndimensions it can be split along\n"
-                "(intra-operator parallelism):\n" + "\n".join(key), va="top", ha="left", color="0.15")
-    ax.set_xlabel("step of a schedule with unlimited devices (shaded: operators that can run concurrently)")
-    ax.set_title(f"data-flow graph of one training step: {len(graph.ops)} operators, "
-                 f"critical path {graph.critical_path} steps")
+        ax.text(-0.45, _ROW_Y[1] - 0.3, tr("under a forward operator: the\ndimensions it can be split along\n"
+                                           "(intra-operator parallelism):\n{dimensions}",
+                                           dimensions="\n".join(map(tr, key))), va="top", ha="left", color="0.15")
+    ax.set_xlabel(tr("step of a schedule with unlimited devices (shaded: operators that can run concurrently)"))
+    ax.set_title(tr("data-flow graph of one training step: {operators} operators, critical path {steps} steps",
+                    operators=len(graph.ops), steps=graph.critical_path))
     return fig
 
 
@@ -131,15 +135,17 @@ def _frame(ax, w, h):
     ax.add_patch(Rectangle((0, 0), w, h, fill=False, edgecolor="black", lw=2.5))
 
 
-def _maps(ax, shape, label, title, width):
+def _maps(ax, shape, label, title, width, *, outputs=False):
     """Draw ``n`` maps of ``h`` x ``w`` cells side by side, one colour each; ``label(c, r, q)`` is a
-    cell's text; the axes is ``width`` cells wide (its column of the layout)."""
+    cell's text; the axes is ``width`` cells wide (its column of the layout). Each map is
+    named "channel c" (input channels) or, with ``outputs``, "out c"."""
     n, h, w = shape
     for c in range(n):
         for r in range(h):
             for q in range(w):
                 _cell(ax, c * (w + _GAP) + q, r, label(c, r, q), _CHAN_COLORS[c])
-        ax.text(c * (w + _GAP) + w / 2, -0.3, f"channel {c}", ha="center", va="bottom")
+        ax.text(c * (w + _GAP) + w / 2, -0.3, tr("out {o}", o=c) if outputs else tr("channel {c}", c=c),
+                ha="center", va="bottom")
     ax.set_xlim(-0.2, width - 0.2)
     ax.set_ylim(h + 0.2, -0.9)
     ax.set_title(title)
@@ -155,10 +161,11 @@ def _filter_grid(ax, shape, label, width):
                 for q in range(kw):
                     _cell(ax, c * (kw + _GAP) + q, o * (kh + _GAP) + r, label(o, c, r, q),
                           _CHAN_COLORS[c], alpha=0.55 + 0.4 * (o % 2 == 0))
-        ax.text(-0.3, o * (kh + _GAP) + kh / 2, f"out {o}", ha="right", va="center")
+        ax.text(-0.3, o * (kh + _GAP) + kh / 2, tr("out {o}", o=o), ha="right", va="center")
     ax.set_xlim(-1.7, width - 1.7)
     ax.set_ylim(c_out * (kh + _GAP), -0.8)
-    ax.set_title(f"Filters: {c_out} output channels\n× {c_in} kernels of {kh}×{kw}")
+    ax.set_title(tr("Filters: {outputs} output channels\n× {inputs} kernels of {size}", outputs=c_out, inputs=c_in,
+                    size=f"{kh}×{kw}"))
 
 
 def _matrix(ax, values, colors, title, *, frame, width, alphas=None):
@@ -226,21 +233,30 @@ def im2col_figure(c_in: int = 3, size: int = 3, kernel: int = 2, c_out: int = 2)
     fig, (ax_in, ax_f, ax_im, ax_fm, ax_o) = _im2col_layout(
         widths, max(size + 1.1, c_out * (kernel + _GAP) + 0.8), m + 0.6, k, 2)
 
-    _maps(ax_in, (c_in, size, size), lambda c, r, q: f"I{r * size + q}", f"IFmaps: {c_in} channels of {size}×{size}",
-          widths[0])
+    _maps(ax_in, (c_in, size, size), lambda c, r, q: f"I{r * size + q}",
+          tr("IFmaps: {channels} channels of {size}", channels=c_in, size=f"{size}×{size}"), widths[0])
     _filter_grid(ax_f, (c_out, c_in, kernel, kernel), lambda o, c, r, q: f"F{r * kernel + q}", widths[2])
     _matrix(ax_im, [[f"I{int(v) % pixels}" for v in row] for row in ifmap_matrix],
             [[_CHAN_COLORS[int(v) // pixels] for v in row] for row in ifmap_matrix],
-            f"IFmap matrix  $\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", frame=(k, 1), width=widths[0])
+            _ifmap_title(m, k), frame=(k, 1), width=widths[0])
     _matrix(ax_fm, [[f"F{row % taps}" for _ in range(c_out)] for row in range(k)],
             [[_CHAN_COLORS[row // taps]] * c_out for row in range(k)],
-            f"× Filter matrix\n$\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", frame=(1, k), width=widths[1],
+            _filter_title(k, c_out), frame=(1, k), width=widths[1],
             alphas=[0.55 + 0.4 * (o % 2 == 0) for o in range(c_out)])
     _matrix(ax_o, [[f"O{o * m + r}" for o in range(c_out)] for r in range(m)], [["0.35"] * c_out] * m,
-            f"= Output  $\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", frame=(1, 1), width=widths[2])
-    fig.suptitle("im2col: the convolution becomes ONE matrix product\n"
-                 "Output = IFmap matrix × Filter matrix   (framed: row 0 × column 0 = O0)")
+            tr("= Output  $\\mathcal{{M}}\\times\\mathcal{{N}}$ = {shape}", shape=f"{m}×{c_out}"), frame=(1, 1),
+            width=widths[2])
+    fig.suptitle(tr("im2col: the convolution becomes ONE matrix product\n"
+                    "Output = IFmap matrix × Filter matrix   (framed: row 0 × column 0 = O0)"))
     return fig
+
+
+def _ifmap_title(m: int, k: int) -> str:
+    return tr("IFmap matrix  $\\mathcal{{M}}\\times\\mathcal{{K}}$ = {shape}", shape=f"{m}×{k}")
+
+
+def _filter_title(k: int, c_out: int) -> str:
+    return tr("× Filter matrix\n$\\mathcal{{K}}\\times\\mathcal{{N}}$ = {shape}", shape=f"{k}×{c_out}")
 
 
 def _number(v: float) -> str:
@@ -306,27 +322,30 @@ def im2col_numbers_figure(x, weight, reference=None):
     fig, (ax_in, ax_f, ax_im, ax_fm, ax_o, ax_ref) = _im2col_layout(
         widths, max(size_h + 1.1, c_out * (kh + _GAP) + 0.8), m + 0.6, k, slice(2, None))
     _maps(ax_in, (c_in, size_h, size_w), lambda c, r, q: _number(x[0, c, r, q]),
-          f"IFmaps: {c_in} channels of {size_h}×{size_w}", widths[0])
+          tr("IFmaps: {channels} channels of {size}", channels=c_in, size=f"{size_h}×{size_w}"), widths[0])
     _filter_grid(ax_f, (c_out, c_in, kh, kw), lambda o, c, r, q: _number(weight[o, c, r, q]), widths[2] + widths[3])
     _matrix(ax_im, [[_number(v) for v in row] for row in ifmap_matrix],
             [[_CHAN_COLORS[channel_of_row[q]] for q in range(k)]] * m,
-            f"IFmap matrix  $\\mathcal{{M}}\\times\\mathcal{{K}}$ = {m}×{k}", frame=(k, 1), width=widths[0])
+            _ifmap_title(m, k), frame=(k, 1), width=widths[0])
     _matrix(ax_fm, [[_number(v) for v in row] for row in filter_matrix],
             [[_CHAN_COLORS[channel_of_row[row]]] * c_out for row in range(k)],
-            f"× Filter matrix\n$\\mathcal{{K}}\\times\\mathcal{{N}}$ = {k}×{c_out}", frame=(1, k), width=widths[1],
+            _filter_title(k, c_out), frame=(1, k), width=widths[1],
             alphas=[0.55 + 0.4 * (o % 2 == 0) for o in range(c_out)])
     _matrix(ax_o, [[_number(v) for v in row] for row in product], [["0.35"] * c_out] * m,
-            f"= Output\n$\\mathcal{{M}}\\times\\mathcal{{N}}$ = {m}×{c_out}", frame=(1, 1), width=widths[2])
-    _maps(ax_ref, (c_out, ho, wo), lambda o, r, q: _number(reference[0, o, r, q]), "", widths[3])
-    for text in ax_ref.texts:  # the maps are output channels, drawn grey
-        text.set_text(text.get_text().replace("channel", "out"))
-    for patch in ax_ref.patches:
+            tr("= Output\n$\\mathcal{{M}}\\times\\mathcal{{N}}$ = {shape}", shape=f"{m}×{c_out}"), frame=(1, 1),
+            width=widths[2])
+    _maps(ax_ref, (c_out, ho, wo), lambda o, r, q: _number(reference[0, o, r, q]), "", widths[3], outputs=True)
+    for patch in ax_ref.patches:  # the maps are output channels, drawn grey
         patch.set_facecolor("0.45")
     _frame(ax_ref, 1, 1)
-    verdict = "= the output columns ✓" if differ == 0 else f"✗ {differ} value(s) differ\nfrom the output"
-    ax_ref.set_title(f"sliding window:\n{c_out} maps of {ho}×{wo}\n{verdict}")
-    fig.suptitle("im2col with numbers: IFmap matrix × Filter matrix = the convolution\n"
-                 "(framed: row 0 × column 0 = O0)")
+    if differ == 0:
+        title = tr("sliding window:\n{maps} maps of {size}\n= the output columns ✓", maps=c_out, size=f"{ho}×{wo}")
+    else:
+        title = tr("sliding window:\n{maps} maps of {size}\n✗ {differ} value(s) differ\nfrom the output",
+                   maps=c_out, size=f"{ho}×{wo}", differ=differ)
+    ax_ref.set_title(title)
+    fig.suptitle(tr("im2col with numbers: IFmap matrix × Filter matrix = the convolution\n"
+                    "(framed: row 0 × column 0 = O0)"))
     return fig
 
 
@@ -357,10 +376,10 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
     values = np.array([float(d[1]) for d in dims])
     _log_dots(ax_d, [d[0] for d in dims], values, [f"{v:,}" for _, v in dims])
     ax_d.set_xlim(values.min() / 3, values.max() * 40)
-    ax_d.set_title(f"GEMM  $O = I\\,F$:  {s['macs']:.3g} multiply-adds")
-    ax_d.set_xlabel("size (log scale)")
+    ax_d.set_title(tr("GEMM  $O = I\\,F$:  {macs} multiply-adds", macs=f"{s['macs']:.3g}"))
+    ax_d.set_xlabel(tr("size (log scale)"))
 
-    names = ["input", "im2col\nmatrix", "weights", "output"]
+    names = [tr("input"), tr("im2col\nmatrix"), tr("weights"), tr("output")]
     sizes = np.array([s["input_bytes"], s["im2col_bytes"], s["weight_bytes"], s["output_bytes"]], float)
     ax_m.bar(range(4), sizes / 1e6, width=0.65, color=[COLORS[0], COLORS[1], COLORS[0], COLORS[0]])
     top = sizes.max() / 1e6
@@ -369,10 +388,12 @@ def gemm_sizes_figure(batch: int = 32, image: int = 56, kernel: int = 3, stride:
     ax_m.set_xticks(range(4), names)
     ax_m.set_ylim(0, top * 1.2)
     ax_m.set_ylabel("MB (float32)")
-    ax_m.set_title(f"im2col matrix = {s['blowup']:.2f} × the input")
+    ax_m.set_title(tr("im2col matrix = {factor} × the input", factor=f"{s['blowup']:.2f}"))
     ax_m.grid(False, axis="x")
-    fig.suptitle(f"B = {batch}, {c_in}→{c_out} channels, {image}×{image} image, {kernel}×{kernel} kernel, "
-                 f"stride {stride}, padding {s['padding']} → output {s['Ho']}×{s['Wo']}", fontsize="medium")
+    fig.suptitle(tr("B = {batch}, {c_in}→{c_out} channels, {image} image, {kernel} kernel, stride {stride}, "
+                    "padding {padding} → output {output}", batch=batch, c_in=c_in, c_out=c_out,
+                    image=f"{image}×{image}", kernel=f"{kernel}×{kernel}", stride=stride, padding=s["padding"],
+                    output=f"{s['Ho']}×{s['Wo']}"), fontsize="medium")
     return fig
 
 
@@ -382,9 +403,10 @@ def _duration(v: float) -> str:
 
 
 @styled
-def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = "run time"):
+def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title: str = N_("run time")):
     """Measured times as dots on a log axis (a Cleveland dot plot), each annotated with its
-    time and its speedup over the slowest."""
+    time and its speedup over the slowest (``title`` shown in the current language where the
+    course's catalogue translates it, as it does the default)."""
     labels = check_sequence(labels, "labels")
     check_type(title, "title", str, "a str")
     t = as_real(seconds, "seconds", allowed="in (0, inf)").reshape(-1)
@@ -392,9 +414,10 @@ def speed_bars_figure(labels: Sequence[str], seconds: Sequence[float], *, title:
         raise ValueError(f"need one positive, finite time per label: {len(labels)} labels, {t.tolist()}")
     fig, ax = new_figure(size=(7.2, 0.6 * t.size + 1.5))
     slowest = t.max()
-    texts = [_duration(v) + (f"   ({slowest / v:,.0f}× faster)" if v < slowest else "") for v in t]
+    texts = [tr("{time}   ({factor}× faster)", time=_duration(v), factor=f"{slowest / v:,.0f}") if v < slowest
+             else _duration(v) for v in t]
     _log_dots(ax, labels, t, texts)
     ax.set_xlim(t.min() / 3, t.max() * 40)
-    ax.set_xlabel("seconds (log scale)")
-    ax.set_title(title)
+    ax.set_xlabel(tr("seconds (log scale)"))
+    ax.set_title(tr(title))
     return fig

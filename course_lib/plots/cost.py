@@ -28,6 +28,7 @@ from .._validate import (
     check_sequence,
     check_type,
 )
+from ..i18n import N_, tr, tr_n
 from ..memory import format_bytes
 from . import (
     _YEAR,
@@ -123,21 +124,21 @@ def levers_figure():
     bar, top, bottom = 2.15, 2.4, 0.85  # the fraction bar, the numerator's and denominator's boxes
     ax.text(0.45, bar, r"$T \;=$", ha="center", va="center", fontsize=20)
     ax.plot([0.95, 7.45], [bar, bar], color="0.1", lw=2.5, solid_capstyle="butt")
-    box(2.1, top, 1.9, "$D$", "data size\n(samples × epochs)", COLORS[4])
-    box(4.4, top, 1.9, "$C$", "FLOPs per sample\n(forward + backward)", COLORS[4])
-    box(0.95, bottom, 1.9, "$r$", "per-device rate\n(FLOP/s)", COLORS[5])
-    box(3.25, bottom, 1.9, "$N$", "devices", COLORS[2])
-    box(5.55, bottom, 1.9, r"$\eta$", "parallel\nefficiency", COLORS[2])
+    box(2.1, top, 1.9, "$D$", tr("data size\n(samples × epochs)"), COLORS[4])
+    box(4.4, top, 1.9, "$C$", tr("FLOPs per sample\n(forward + backward)"), COLORS[4])
+    box(0.95, bottom, 1.9, "$r$", tr("per-device rate\n(FLOP/s)"), COLORS[5])
+    box(3.25, bottom, 1.9, "$N$", tr("devices"), COLORS[2])
+    box(5.55, bottom, 1.9, r"$\eta$", tr("parallel\nefficiency"), COLORS[2])
     for x, y in ((4.2, top), (3.05, bottom), (5.35, bottom)):
         ax.text(x, y + 0.55, "×", ha="center", va="center", fontsize=18)
-    ax.text(7.75, top + 0.55, "the work D·C:\nfixed by the problem\n(the model and the data)",
+    ax.text(7.75, top + 0.55, tr("the work D·C:\nfixed by the problem\n(the model and the data)"),
             va="center")
-    ax.text(7.75, bottom + 0.55, "the rate R = r·N·η\nof all N devices", va="center")
-    ax.text(1.9, bottom - 0.12, "grows with new hardware\n(tensor cores, lower precision),\n"
-            "not with clock speed", ha="center", va="top")
-    ax.text(5.35, bottom - 0.12, "where distributed\ntraining works", ha="center", va="top",
+    ax.text(7.75, bottom + 0.55, tr("the rate R = r·N·η\nof all N devices"), va="center")
+    ax.text(1.9, bottom - 0.12, tr("grows with new hardware\n(tensor cores, lower precision),\n"
+                                   "not with clock speed"), ha="center", va="top")
+    ax.text(5.35, bottom - 0.12, tr("where distributed\ntraining works"), ha="center", va="top",
             color=COLORS[2], fontweight="bold")
-    ax.set_title("the levers of training time")
+    ax.set_title(tr("the levers of training time"))
     return fig
 
 
@@ -152,9 +153,9 @@ def calculator_figure(
     efficiency: float,
     *,
     title: str = "",
-    device_label: str = "device",
+    device_label: str = N_("device"),
     n_max: int = 4096,
-    sample_unit: str = "samples",
+    sample_unit: str = N_("samples"),
     params: float | None = None,
 ):
     r"""Training time against device count, and the decomposition for the chosen one.
@@ -178,7 +179,8 @@ def calculator_figure(
     efficiency : float
         :math:`\eta`, in (0, 1]; it applies from :math:`N = 2` on.
     sample_unit : str
-        What :math:`D` counts (``"tokens"`` for a language model).
+        What :math:`D` counts (``"tokens"`` for a language model; ``"samples"`` and
+        ``"tokens"`` are shown in the current language, as is the default ``device_label``).
     params : float, optional
         :math:`P`, for a transformer whose :math:`C = 6P` per token.
 
@@ -205,8 +207,8 @@ def calculator_figure(
 
     fig, (ax, ax_t) = new_figure(1, 2, size=(9.6, 4.2), width_ratios=(1.35, 1))
     ax.plot(ns, real, color=COLORS[0], lw=3.0, zorder=2,
-            label=f"η = {efficiency:.2g} (from N = 2 on)" if efficiency < 1 else "η = 1")
-    ax.plot(ns, ideal, color="0.1", lw=1.4, ls=(0, (4, 3)), zorder=3, label="ideal: η = 1")
+            label=tr("η = {efficiency} (from N = 2 on)", efficiency=f"{efficiency:.2g}") if efficiency < 1 else "η = 1")
+    ax.plot(ns, ideal, color="0.1", lw=1.4, ls=(0, (4, 3)), zorder=3, label=tr("ideal: η = 1"))
     ax.plot([devices], [est.seconds], "o", color=COLORS[1], markersize=9, zorder=4)
     right = devices <= ns[-1] ** 0.75  # near the right end: write the time left of the marker
     ax.annotate(_duration(est.seconds), (devices, est.seconds), textcoords="offset points",
@@ -216,23 +218,25 @@ def calculator_figure(
     log2_axis(ax.xaxis, ns[-1])
     both = np.concatenate([ideal, real])
     time_axis(ax.yaxis, both.min() / 2, both.max() * 3)
-    ax.set(xlabel="devices N", ylabel="training time T")
-    ax.set_title(title or "training time")
+    ax.set(xlabel=tr("devices N"), ylabel=tr("training time T"))
+    ax.set_title(title or tr("training time"))
 
     ax_t.set_axis_off()
-    per = sample_unit[:-1] if sample_unit.endswith("s") else sample_unit
+    per = _UNIT_ONE.get(sample_unit, sample_unit[:-1] if sample_unit.endswith("s") else sample_unit)
+    indent = "    "  # the lines of one quantity under its heading
     lines = [
-        *textwrap.wrap(device_label, 36),
+        *textwrap.wrap(tr(device_label), 36),
         "",
-        f"work  D·C = {_power_of_ten(est.total_flops)} FLOP",
-        f"    D = {human_count(samples)} {sample_unit}",
-        f"    C = {'6P = ' if params else ''}{_si(flops_per_sample, 'FLOP')} per {per}",
-        *([f"    P = {human_count(params)} parameters"] if params else []),
-        f"rate  R = r·N·η = {_si(est.compute_rate, 'FLOP/s')}",
-        f"    r = peak × utilisation = {_si(r, 'FLOP/s')}",
+        tr("work  D·C = {flops} FLOP", flops=_power_of_ten(est.total_flops)),
+        indent + tr("D = {count} {unit}", count=human_count(samples), unit=tr(sample_unit)),
+        indent + tr("C = {flops} per {unit}", flops=f"{'6P = ' if params else ''}{_si(flops_per_sample, 'FLOP')}",
+                    unit=tr(per)),
+        *([indent + tr("P = {count} parameters", count=human_count(params))] if params else []),
+        tr("rate  R = r·N·η = {rate}", rate=_si(est.compute_rate, 'FLOP/s')),
+        indent + tr("r = peak × utilisation = {rate}", rate=_si(r, 'FLOP/s')),
         f"        ({peak_flops / 1e12:.3g} TFLOP/s × {float(utilisation):.2g})",
         f"    N = {devices:,}, η = {est.efficiency:.2g}" if devices > 1 else
-        "    N = 1: η = 1 (nothing to communicate)",
+        indent + tr("N = 1: η = 1 (nothing to communicate)"),
     ]
     ax_t.text(0.0, 1.0, "\n".join(lines), va="top", ha="left", transform=ax_t.transAxes,
               linespacing=1.3, in_layout=False)
@@ -244,17 +248,23 @@ def calculator_figure(
     return fig
 
 
+#: The unit of one sample as the calculator writes "per sample" (English keys: ``sample_unit``).
+_UNIT_ONE = {"samples": N_("sample"), "tokens": N_("token")}
+#: The units of :math:`D` the calculators pass as ``sample_unit`` (translated where written).
+_SAMPLE_UNITS = (N_("samples"), N_("tokens"))
+
+
 def _device_hours(hours: float) -> str:
     if hours < 0.01:
-        return f"{hours * 3600:.3g} device-seconds"
+        return tr("{count} device-seconds", count=f"{hours * 3600:.3g}")
     number = human_count(hours) if hours >= 1e6 else f"{hours:,.0f}" if hours >= 100 else f"{hours:.3g}"
-    return f"{number} device-hours"
+    return tr("{count} device-hours", count=number)
 
 
 def _duration(seconds: float) -> str:
     """:func:`course_lib.cost.human_duration`, with a k / M / B count of years beyond 1,000."""
     years = seconds / _YEAR
-    return f"{human_count(years)} years" if years >= 1000 else cost.human_duration(seconds)
+    return tr("{count} years", count=human_count(years)) if years >= 1000 else cost.human_duration(seconds)
 
 
 def _si(value: float, unit: str) -> str:
@@ -299,8 +309,8 @@ def cnn_calculator_figure(
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices, utilisation,
         efficiency,
-        title=f"{model}: {human_count(float(images_million) * 1e6)} images × {int(epochs)} "
-        f"epoch{'' if int(epochs) == 1 else 's'}",
+        title=tr_n("{model}: {images} images × {count} epoch", "{model}: {images} images × {count} epochs",
+                   int(epochs), model=model, images=human_count(float(images_million) * 1e6)),
         device_label=device.device,
     )
 
@@ -336,8 +346,8 @@ def transformer_calculator_figure(
     return calculator_figure(
         est.samples, est.flops_per_sample, device.peak_tflops * 1e12, devices,
         utilisation, efficiency,
-        title=f"transformer: P = {human_count(float(params_million) * 1e6)} parameters, "
-        f"D = {human_count(float(tokens_million) * 1e6)} tokens",
+        title=tr("transformer: P = {params} parameters, D = {tokens} tokens",
+                 params=human_count(float(params_million) * 1e6), tokens=human_count(float(tokens_million) * 1e6)),
         device_label=device.device, sample_unit="tokens", params=float(params_million) * 1e6,
     )
 
@@ -368,7 +378,7 @@ def time_ladder_figure(labels: Sequence[str], seconds: Sequence[float], *, title
         raise ValueError("seconds must be finite and > 0")
     fig, ax = new_figure(size=(8.0, 0.5 * secs.size + 1.5))
     _time_dots(ax, secs, labels)
-    ax.set_xlabel("training time, log scale")
+    ax.set_xlabel(tr("training time, log scale"))
     if title:
         ax.set_title(title)
     return fig
@@ -431,24 +441,24 @@ def comm_efficiency_figure(
     step = alpha_beta.data_parallel_step_time(tc, possible, m, b, a, overlap=overlap)
     compute = tc / possible
     fig, (ax_t, ax_e) = new_figure(1, 2, size=(9.6, 4.8))
-    ax_t.fill_between(possible, 0, compute * 1e3, color=COLORS[0], alpha=0.5, label="compute t_c / N")
+    ax_t.fill_between(possible, 0, compute * 1e3, color=COLORS[0], alpha=0.5, label=tr("compute t_c / N"))
     ax_t.fill_between(possible, compute * 1e3, step * 1e3, color=COLORS[1], alpha=0.5,
-                      label="exposed ring all-reduce")
+                      label=tr("exposed ring all-reduce"))
     log2_axis(ax_t.xaxis, ns[-1])
     plain_log_axis(ax_t.yaxis, float(np.min(compute)) * 1e3 / 1.5, float(np.max(step)) * 1e3 * 1.3)
-    ax_t.set(xlabel="devices N", ylabel="step time [ms]", title="one step, fixed global batch (ring)")
+    ax_t.set(xlabel=tr("devices N"), ylabel=tr("step time [ms]"), title=tr("one step, fixed global batch (ring)"))
     for name, color, style in (("ring", COLORS[0], "-"), ("tree", COLORS[2], "--"), ("ps", COLORS[1], ":")):
         eta = alpha_beta.data_parallel_efficiency(tc, possible, m, b, a, algorithm=name, overlap=overlap)
-        label = {"ring": "ring all-reduce: 2(N − 1) steps of m/N bytes",
-                 "tree": "naive tree: 2⌈log₂N⌉ steps of all m bytes",
-                 "ps": "1 parameter server: N·m bytes through its link"}[name]
+        label = {"ring": tr("ring all-reduce: 2(N − 1) steps of m/N bytes"),
+                 "tree": tr("naive tree: 2⌈log₂N⌉ steps of all m bytes"),
+                 "ps": tr("1 parameter server: N·m bytes through its link")}[name]
         ax_e.plot(possible, eta, style, color=color, label=label)
     weak = alpha_beta.data_parallel_efficiency(tc, ns, m, b, a, overlap=overlap, scaling="weak")
-    ax_e.plot(ns, weak, "-", color="0.45", lw=1.2, label="ring, weak scaling (batch grows with N)")
+    ax_e.plot(ns, weak, "-", color="0.45", lw=1.2, label=tr("ring, weak scaling (batch grows with N)"))
     if batch is not None and batch < ns[-1]:
         for ax in (ax_t, ax_e):
             ax.axvspan(batch, ns[-1], color="0.9", zorder=0)
-        ax_e.text(0.98, 0.03, f"N > B = {batch}:\nfewer samples\nthan devices", color="0.3",
+        ax_e.text(0.98, 0.03, tr("N > B = {batch}:\nfewer samples\nthan devices", batch=batch), color="0.3",
                   transform=ax_e.transAxes, ha="right", va="bottom")
     if batch is None or devices <= batch:
         eta_now = alpha_beta.data_parallel_efficiency(tc, devices, m, b, a, overlap=overlap)
@@ -458,13 +468,14 @@ def comm_efficiency_figure(
                       xytext=(8 if right else -8, 8), ha="left" if right else "right", in_layout=False,
                       bbox=dict(boxstyle="square,pad=0.1", fc="white", ec="none", alpha=0.85))
     else:  # refuse: strong scaling cannot give every device a sample
-        ax_e.text(0.98, 0.6, f"N = {int(devices)}:\nimpossible\nwith B = {batch}",
+        ax_e.text(0.98, 0.6, tr("N = {devices}:\nimpossible\nwith B = {batch}", devices=int(devices), batch=batch),
                   color=COLORS[1], transform=ax_e.transAxes, ha="right", va="center",
                   bbox=dict(boxstyle="square,pad=0.2", fc="white", ec=COLORS[1], alpha=0.9))
     log2_axis(ax_e.xaxis, ns[-1])
     ax_e.set_ylim(0, 1.05)
-    ax_e.set(xlabel="devices N", ylabel="parallel efficiency η(N)",
-             title=f"{format_bytes(m)} gradients, {bandwidth_gb_s:g} GB/s, {latency_us:g} µs")
+    ax_e.set(xlabel=tr("devices N"), ylabel=tr("parallel efficiency η(N)"),
+             title=tr("{size} gradients, {bandwidth}, {latency}", size=format_bytes(m),
+                      bandwidth=f"{bandwidth_gb_s:g} GB/s", latency=f"{latency_us:g} µs"))
     for ax in (ax_t, ax_e):  # below the axes, off the curves
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0)
     return fig
@@ -511,20 +522,20 @@ def large_batch_figure(runs: Sequence):
         axes[1, 0].plot(steps, smooth, color=color, ls=ls)
         axes[1, 1].plot(run.steps, run.test_accuracy, **look)
     steps_max = max(max(run.steps) for run in runs)
-    for row, xlabel in ((0, "epoch"), (1, "steps (updates), log scale")):
-        axes[row, 0].set(xlabel=xlabel, ylabel="training loss" if row == 0 else
-                         "training loss per step\n(running mean)")
+    for row, xlabel in ((0, tr("epoch")), (1, tr("steps (updates), log scale"))):
+        axes[row, 0].set(xlabel=xlabel, ylabel=tr("training loss") if row == 0 else
+                         tr("training loss per step\n(running mean)"))
         axes[row, 0].set_yscale("log")
-        axes[row, 1].set(xlabel=xlabel, ylabel="test accuracy")
+        axes[row, 1].set(xlabel=xlabel, ylabel=tr("test accuracy"))
         axes[row, 1].set_ylim(0, 1)
     for ax in axes[0]:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     for ax in axes[1]:
         plain_log_axis(ax.xaxis, 0.8, steps_max * 1.25)
-    axes[0, 0].set_title("against epochs (same data seen)")
-    axes[0, 1].set_title("against epochs")
-    axes[1, 0].set_title("against steps (same number of updates)")
-    axes[1, 1].set_title("against steps (after each epoch)")
+    axes[0, 0].set_title(tr("against epochs (same data seen)"))
+    axes[0, 1].set_title(tr("against epochs"))
+    axes[1, 0].set_title(tr("against steps (same number of updates)"))
+    axes[1, 1].set_title(tr("against steps (after each epoch)"))
     fig.legend(loc="outside lower center", ncol=2)
     return fig
 

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import failures
 from .._validate import check_array, check_positive
+from ..i18n import tr
 from . import COLORS, log2_axis, new_figure, plain_log_axis, styled
 
 __all__ = ["goodput_figure", "mtbf_figure"]
@@ -47,17 +48,17 @@ def goodput_figure(interval_seconds, goodput, *, save_time: float, mtbf: float, 
     lo, hi = x.min() / 1.5, x.max() * 1.5
     grid = np.geomspace(lo, hi, 200)
     model = np.array([failures.goodput(d, save_time, mtbf) for d in grid]) / step_time
-    ax.plot(1e3 * grid, model, color=COLORS[0], label="Daly's formula (measured t_save, chosen T_MTBF)")
-    ax.plot(1e3 * x, g, "o", color=COLORS[1], markersize=8, label="measured")
+    ax.plot(1e3 * grid, model, color=COLORS[0], label=tr("Daly's formula (measured t_save, chosen T_MTBF)"))
+    ax.plot(1e3 * x, g, "o", color=COLORS[1], markersize=8, label=tr("measured"))
     yd = failures.young_daly_interval(save_time, mtbf)
-    ax.axvline(1e3 * yd, color="black", linestyle="--", label=f"Young-Daly √(2 t_save T_MTBF) = {1e3 * yd:.1f} ms")
+    ax.axvline(1e3 * yd, color="black", linestyle="--", label=tr("Young-Daly √(2 t_save T_MTBF) = {interval}", interval=f"{1e3 * yd:.1f} ms"))
     if best is not None:
         best = check_positive(best, "best")
-        ax.axvline(1e3 * best, color=COLORS[1], linestyle=":", label=f"measured best = {1e3 * best:.1f} ms")
+        ax.axvline(1e3 * best, color=COLORS[1], linestyle=":", label=tr("measured best = {interval}", interval=f"{1e3 * best:.1f} ms"))
     ax.set_xscale("log")
     plain_log_axis(ax.xaxis, 1e3 * lo, 1e3 * hi)
-    ax.set_xlabel("checkpoint interval Δ [ms]")
-    ax.set_ylabel("goodput [useful steps / s]")
+    ax.set_xlabel(tr("checkpoint interval Δ [ms]"))
+    ax.set_ylabel(tr("goodput [useful steps / s]"))
     ax.set_ylim(0, 1.15 * max(g.max(), model.max()))
     ax.legend(loc="lower center", frameon=False)
     return fig
@@ -81,21 +82,22 @@ def mtbf_figure(device_hours: float, *, max_gpus: int = 2**17, marked: int | Non
     gpus = 2 ** np.arange(0, int(np.log2(max(2, max_gpus))) + 1)
     fig, ax = new_figure(size=(7.2, 4.0))
     mtbf = [failures.cluster_mtbf(device_hours, int(n)) for n in gpus]
-    ax.plot(gpus, mtbf, color=COLORS[0], label="T_MTBF: hours between failures (left)")
+    ax.plot(gpus, mtbf, color=COLORS[0], label=tr("T_MTBF: hours between failures (left)"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     log2_axis(ax.xaxis, gpus[-1])
-    ax.set_xlabel("GPUs of the job")
-    ax.set_ylabel("hours between failures")
+    ax.set_xlabel(tr("GPUs of the job"))
+    ax.set_ylabel(tr("hours between failures"))
     bx = ax.twinx()
     per_run = [failures.expected_failures(int(n), 24 * days, device_hours) for n in gpus]
-    bx.plot(gpus, per_run, color=COLORS[1], linestyle="--", label=f"failures in {days:g} days (right)")
+    bx.plot(gpus, per_run, color=COLORS[1], linestyle="--", label=tr("failures in {days} days (right)", days=f"{days:g}"))
     bx.set_yscale("log")
-    bx.set_ylabel(f"failures in {days:g} days")
+    bx.set_ylabel(tr("failures in {days} days", days=f"{days:g}"))
     if marked is not None:
         m = failures.cluster_mtbf(device_hours, marked)
         ax.plot([marked], [m], "o", color="black")
-        ax.annotate(f"{marked:,} GPUs: every {m:.1f} h", (marked, m), textcoords="offset points", xytext=(-150, -14))
+        ax.annotate(tr("{gpus} GPUs: every {interval}", gpus=f"{marked:,}", interval=f"{m:.1f} h"), (marked, m),
+                    textcoords="offset points", xytext=(-150, -14))
     lines = ax.get_lines()[:1] + bx.get_lines()
     ax.legend(lines, [line.get_label() for line in lines], loc="upper center", frameon=False)
     return fig

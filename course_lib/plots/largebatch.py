@@ -19,6 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from .._validate import as_real, check_type
+from ..i18n import tr
 from . import COLORS, log2_axis, new_figure, plain_log_axis, styled
 
 __all__ = ["critical_batch_figure"]
@@ -60,18 +61,18 @@ def critical_batch_figure(batch_sizes, steps, fit, *, times: Mapping | None = No
     ax = axes[0, 0]
     grid = np.geomspace(min(b.min(), fit.b_crit) / 2, max(b.max(), fit.b_crit) * 2, 120)
     ax.plot(grid, fit.n_min * fit.b_crit / grid, "--", color="0.4",
-            label=r"perfect scaling: $n_{\min} B_{\mathrm{crit}} / B$")
-    ax.axhline(fit.n_min, ls=":", color="0.4", label=rf"floor $n_{{\min}}$ = {fit.n_min:.0f}")
+            label=tr("perfect scaling: {formula}", formula=r"$n_{\min} B_{\mathrm{crit}} / B$"))
+    ax.axhline(fit.n_min, ls=":", color="0.4", label=tr("floor $n_{{\\min}}$ = {steps}", steps=f"{fit.n_min:.0f}"))
     ax.plot(grid, fit.steps(grid), color=COLORS[1],
-            label=r"fit: $n_{\min}(1 + B_{\mathrm{crit}}/B)$")
-    ax.plot(b, n, "o", color=COLORS[0], markersize=8, label="measured")
+            label=tr("fit: {formula}", formula=r"$n_{\min}(1 + B_{\mathrm{crit}}/B)$"))
+    ax.plot(b, n, "o", color=COLORS[0], markersize=8, label=tr("measured"))
     ax.axvline(fit.b_crit, color=COLORS[2], lw=1.2, ls="-.")
     ax.annotate(rf"$B_{{\mathrm{{crit}}}}$ = {fit.b_crit:.0f}", (fit.b_crit, 1.0),
                 xycoords=("data", "axes fraction"), xytext=(5, -4), textcoords="offset points",
                 va="top", color=COLORS[2])
     plain_log_axis(ax.yaxis, fit.n_min / 1.6, max(n.max(), fit.steps(grid[0])) * 1.3)
-    ax.set(xlabel="batch size B, log scale", ylabel="steps to the target, log scale",
-           title="steps to the target\n(statistical efficiency)")
+    ax.set(xlabel=tr("batch size B, log scale"), ylabel=tr("steps to the target, log scale"),
+           title=tr("steps to the target\n(statistical efficiency)"))
     log2_axis(ax.xaxis, grid[-1])
     ax.set_xlim(grid[0], grid[-1])
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0)
@@ -115,7 +116,7 @@ def _time_panel(ax, curves) -> None:
     ax.set_xlim(xs.min(), xs.max())
     if np.isfinite(ys).any():
         plain_log_axis(ax.yaxis, np.nanmin(ys) / 1.2, np.nanmax(ys) * 1.2)
-    ax.set(xlabel="global batch size B, log scale", ylabel="time to the target [ms], log scale",
-           title="time to the target =\nsteps × time per step (model)")
+    ax.set(xlabel=tr("global batch size B, log scale"), ylabel=tr("time to the target [ms], log scale"),
+           title=tr("time to the target =\nsteps × time per step (model)"))
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), borderaxespad=0.0, ncol=2,
-              title="marker: the fastest batch")
+              title=tr("marker: the fastest batch"))

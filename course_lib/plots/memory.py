@@ -10,13 +10,17 @@ import numpy as np
 
 from .. import memory
 from .._validate import check_array, check_count, check_int, check_positive, check_type
+from ..i18n import N_, tr
 from . import COLORS, new_figure, styled
 
 __all__ = ["checkpoint_figure", "loss_scale_figure", "zero_memory_figure", "zero_run_figure"]
 
-_STAGE_NAMES = ("stage 0\nreplicated", "stage 1\noptimizer states\nsharded", "stage 2\n+ gradients\nsharded",
-                "stage 3\n+ parameters\nsharded")
-_PARTS = (("parameters", "parameters"), ("gradients", "gradients"), ("optimizer_states", "optimizer states"))
+_STAGE_NAMES = (N_("stage 0\nreplicated"), N_("stage 1\noptimizer states\nsharded"),
+                N_("stage 2\n+ gradients\nsharded"), N_("stage 3\n+ parameters\nsharded"))
+#: (attribute or key, legend label, legend label of a measured bar); labels translated where drawn.
+_PARTS = (("parameters", N_("parameters"), N_("parameters (measured)")),
+          ("gradients", N_("gradients"), N_("gradients (measured)")),
+          ("optimizer_states", N_("optimizer states"), N_("optimizer states (measured)")))
 
 
 @styled
@@ -64,14 +68,14 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
     fig, ax = new_figure(size=(9.0, 4.6))
     x = np.arange(len(states))
     bottom = np.zeros(len(states))
-    parts = list(_PARTS) + ([("activations", "activations")] if activations_gb > 0 else [])
+    parts = [part[:2] for part in _PARTS] + ([("activations", N_("activations"))] if activations_gb > 0 else [])
     for i, (attr, name) in enumerate(parts):
         gb = np.array([activations_gb if attr == "activations" else getattr(s, attr) / 1e9 for s in states])
         chosen = x == zero_stage
         for sel, alpha in ((chosen, 1.0), (~chosen, 0.35)):  # one bar call each: solid, pale
             ax.bar(x[sel], gb[sel], bottom=bottom[sel], width=0.6, color=COLORS[i], alpha=alpha,
                    edgecolor="black" if alpha == 1.0 else "none", linewidth=1.2,
-                   label=name if alpha == 1.0 else None)
+                   label=tr(name) if alpha == 1.0 else None)
         bottom += gb
     cap = fit.capacity / 1e9
     top = bottom.max()
@@ -84,18 +88,24 @@ def zero_memory_figure(params_billion: float, devices: int, zero_stage: int, dev
                 bbox=dict(facecolor="white", edgecolor="none", alpha=0.85, pad=1.0))
     ax.axhline(cap, color="black", ls="--", lw=1.2,
                label=f"{fit.device}\n{fit.capacity / 2**30:g} GiB = {cap:.3g} GB")
-    ax.set_xticks(x, _STAGE_NAMES)
+    ax.set_xticks(x, [tr(name) for name in _STAGE_NAMES])
     ax.get_xticklabels()[zero_stage].set_fontweight("bold")
     ax.set_xlim(-0.6, len(states) - 0.4)
     ax.set_ylim(0, ylim)
-    ax.set_ylabel("memory per device [GB]")
+    ax.set_ylabel(tr("memory per device [GB]"))
     ax.grid(False, axis="x")
     ax.set_axisbelow(True)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title="solid: chosen stage")
-    ax.set_title(f"{params_billion:g}B parameters on N = {devices} devices, ZeRO stage {zero_stage} "
-                 f"(sends {memory.format_bytes(fit.step_bytes)} per step):\n"
-                 f"needs {memory.format_bytes(fit.total)} per device of {cap:.3g} GB: {fit.verdict}",
-                 color="black" if fit.fits else COLORS[1])
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, title=tr("solid: chosen stage"))
+    fields = dict(params=f"{params_billion:g}B", devices=devices, stage=zero_stage,
+                  sent=memory.format_bytes(fit.step_bytes), needed=memory.format_bytes(fit.total),
+                  capacity=f"{cap:.3g} GB")
+    if fit.fits:  # the sentence of each verdict (fit.verdict: "fits", "does not fit")
+        title = tr("{params} parameters on N = {devices} devices, ZeRO stage {stage} (sends {sent} per step):\n"
+                   "needs {needed} per device of {capacity}: fits", **fields)
+    else:
+        title = tr("{params} parameters on N = {devices} devices, ZeRO stage {stage} (sends {sent} per step):\n"
+                   "needs {needed} per device of {capacity}: does not fit", **fields)
+    ax.set_title(title, color="black" if fit.fits else COLORS[1])
     return fig
 
 
@@ -136,35 +146,36 @@ def zero_run_figure(memory_by_stage: Sequence, bytes_by_stage: Sequence[float], 
     workers = len(memory_by_stage[0])
     fig, (ax, bx) = new_figure(1, 2, size=(9.6, 4.2), gridspec_kw={"width_ratios": [2.2, 1]})
     x = np.arange(4)
-    fullest = [max(run, key=lambda m: sum(m[a] for a, _ in _PARTS)) for run in memory_by_stage]
+    fullest = [max(run, key=lambda m: sum(m[a] for a, _, _ in _PARTS)) for run in memory_by_stage]
     bottom = np.zeros(4)
-    for i, (attr, name) in enumerate(_PARTS):
+    for i, (attr, _, measured) in enumerate(_PARTS):
         kb = np.array([m[attr] / 1e3 for m in fullest])
-        ax.bar(x, kb, bottom=bottom, width=0.6, color=COLORS[i], label=f"{name} (measured)")
+        ax.bar(x, kb, bottom=bottom, width=0.6, color=COLORS[i], label=tr(measured))
         bottom += kb
     formula = [memory.model_state_bytes(n_params, workers, s, param_bytes=param_bytes, grad_bytes=grad_bytes,
                                         k=k).total / 1e3 for s in memory.ZERO_STAGES]
     ax.plot(x, formula, "D", color="black", label=f"model_state_bytes (N = {workers})")
     for s in x:
         ax.text(s, bottom[s] * 1.02, memory.format_bytes(bottom[s] * 1e3), ha="center", va="bottom")
-    ax.set_xticks(x, [f"stage {s}" for s in x])
+    ax.set_xticks(x, [tr("stage {stage}", stage=s) for s in x])
     ax.set_ylim(0, 1.2 * max(bottom.max(), max(formula)))
-    ax.set_ylabel("held by the fullest worker [kB]")
+    ax.set_ylabel(tr("held by the fullest worker [kB]"))
     ax.legend(loc="upper right", frameon=False)
     ax.grid(False, axis="x")
     payload = n_params * grad_bytes
     ratio = np.asarray(bytes_by_stage, dtype=float) / payload
-    bx.bar(x, ratio, width=0.6, color=COLORS[5], label="measured")
+    bx.bar(x, ratio, width=0.6, color=COLORS[5], label=tr("measured"))
     bx.plot(x, [memory.zero_comm_factor(s) for s in x], "D", color="black", label="zero_comm_factor")
     for s in x:
         bx.text(s, ratio[s] + 0.03, f"{ratio[s]:g}", ha="center", va="bottom")
     bx.set_xticks(x, [str(s) for s in x])
-    bx.set_xlabel("ZeRO stage")
+    bx.set_xlabel(tr("ZeRO stage"))
     bx.set_ylim(0, 2.0)
-    bx.set_ylabel("bytes per step / all-reduce payload")
+    bx.set_ylabel(tr("bytes per step / all-reduce payload"))
     bx.legend(loc="upper left", frameon=False)
     bx.grid(False, axis="x")
-    fig.suptitle(f"ZeRO on {workers} worker processes: the model states shrink, stage 3 moves 1.5 times the bytes")
+    fig.suptitle(tr("ZeRO on {workers} worker processes: the model states shrink, stage 3 moves 1.5 times the bytes",
+                    workers=workers))
     return fig
 
 
@@ -189,16 +200,16 @@ def loss_scale_figure(log2_scales: Sequence[float], flushed: Sequence[float], ov
         raise ValueError(f"log2_scales, flushed and overflow must be 1-d of one length, got {s.shape}, "
                          f"{f.shape}, {o.shape}")
     fig, ax = new_figure(size=(7.6, 3.8))
-    ax.plot(s, 100 * f, "o-", color=COLORS[0], label="activation gradients flushed to 0 in float16")
+    ax.plot(s, 100 * f, "o-", color=COLORS[0], label=tr("activation gradients flushed to 0 in float16"))
     if (o > 0).any():
         first = s[o > 0].min()
-        ax.axvspan(first - 0.5, s.max() + 0.5, color=COLORS[1], alpha=0.2, label="overflow: gradients > 65,504")
+        ax.axvspan(first - 0.5, s.max() + 0.5, color=COLORS[1], alpha=0.2, label=tr("overflow: gradients > 65,504"))
     ax.set_xticks(s[:: max(1, s.size // 8)], [f"$2^{{{v:g}}}$" for v in s[:: max(1, s.size // 8)]])
-    ax.set_xlabel("loss scale σ (log scale)")
-    ax.set_ylabel("flushed to zero [%]")
+    ax.set_xlabel(tr("loss scale σ (log scale)"))
+    ax.set_ylabel(tr("flushed to zero [%]"))
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper right", frameon=False)
-    ax.set_title("Scaling the loss lifts small gradients into float16's range, until the largest overflow")
+    ax.set_title(tr("Scaling the loss lifts small gradients into float16's range, until the largest overflow"))
     return fig
 
 
@@ -225,17 +236,18 @@ def checkpoint_figure(segments: Sequence[int], stored: Sequence[float], traced: 
     everything = check_positive(everything, "everything") / 1e6
     n_layers = check_int(n_layers, "n_layers", 1)
     fig, ax = new_figure(size=(8.0, 4.0))
-    ax.bar(k, arrays[0], width=0.7, color=COLORS[0], label="held activations, counted")
+    ax.bar(k, arrays[0], width=0.7, color=COLORS[0], label=tr("held activations, counted"))
     ax.plot(k, arrays[2], "D", color="black", label="mlp_activation_bytes(segments=n_ckpt)")
-    ax.plot(k, arrays[1], "-", color=COLORS[1], lw=2, label="tracemalloc peak (with temporaries)")
-    ax.axhline(everything, color="black", ls="--", lw=1.2, label="plain backward: every activation")
+    ax.plot(k, arrays[1], "-", color=COLORS[1], lw=2, label=tr("tracemalloc peak (with temporaries)"))
+    ax.axhline(everything, color="black", ls="--", lw=1.2, label=tr("plain backward: every activation"))
     ax.axvline(math.sqrt(n_layers), ymax=0.72, color=COLORS[2], ls=":", lw=2,
                label=f"n_ckpt = sqrt(n_layers) = {math.sqrt(n_layers):.3g}")
     ax.set_xticks(k)
-    ax.set_xlabel("segments n_ckpt (checkpoints)")
-    ax.set_ylabel("peak activation memory [MB]")
+    ax.set_xlabel(tr("segments n_ckpt (checkpoints)"))
+    ax.set_ylabel(tr("peak activation memory [MB]"))
     ax.set_ylim(0, 1.4 * max(everything, arrays[1].max()))
     ax.legend(loc="upper center", ncol=2, frameon=False)
     ax.grid(False, axis="x")
-    ax.set_title(f"{n_layers} layers: least memory near sqrt(n_layers) segments, for one more forward pass")
+    ax.set_title(tr("{layers} layers: least memory near sqrt(n_layers) segments, for one more forward pass",
+                    layers=n_layers))
     return fig

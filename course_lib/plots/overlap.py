@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._validate import check_int, check_sequence, check_type
+from ..i18n import N_, tr
 from ..overlap import overlapped_step_time
 from . import COLORS, new_figure, styled
 
 __all__ = ["overlap_curves", "overlap_model_figure", "overlap_timeline_figure"]
 
-_COMPUTE = {"F": (COLORS[0], "forward"), "B": (COLORS[5], "backward"), "U": ("0.3", "update")}
+_COMPUTE = {"F": (COLORS[0], N_("forward")), "B": (COLORS[5], N_("backward")), "U": ("0.3", N_("update"))}
 #: Consecutive buckets' all-reduces alternate between two colours, so that their edges show.
 _BUCKET_COLORS = (COLORS[1], COLORS[4])
 _WAIT = dict(facecolor="0.94", edgecolor="0.55", hatch="///", linewidth=0.0)
@@ -45,15 +46,15 @@ def _lanes(ax, lanes: list[tuple[str, list[tuple[str, int, float, float]]]], sca
                 style = dict(facecolor=_BUCKET_COLORS[bucket % 2], edgecolor="white", linewidth=0.6)
             ax.broken_barh([(start * scale, max(end - start, least) * scale)], (row - 0.38, 0.76), **style)
             used.add(kind)
-    ax.set_yticks(range(len(lanes)), [name for name, _ in lanes])
+    ax.set_yticks(range(len(lanes)), [name for name, _ in lanes])  # translated by the caller
     ax.set_ylim(len(lanes) - 0.5, -0.5)
     ax.grid(False, axis="y")
-    handles = [Patch(facecolor=color, label=name) for kind, (color, name) in _COMPUTE.items() if kind in used]
+    handles = [Patch(facecolor=color, label=tr(name)) for kind, (color, name) in _COMPUTE.items() if kind in used]
     if "A" in used:
-        handles += [Patch(facecolor=_BUCKET_COLORS[0], label="all-reduce, bucket 0, 2, ..."),
-                    Patch(facecolor=_BUCKET_COLORS[1], label="all-reduce, bucket 1, 3, ...")]
+        handles += [Patch(facecolor=_BUCKET_COLORS[0], label=tr("all-reduce, bucket 0, 2, ...")),
+                    Patch(facecolor=_BUCKET_COLORS[1], label=tr("all-reduce, bucket 1, 3, ..."))]
     if "W" in used:
-        handles.append(Patch(**_WAIT, label="waiting for the others"))
+        handles.append(Patch(**_WAIT, label=tr("waiting for the others")))
     return handles
 
 
@@ -104,13 +105,14 @@ def overlap_timeline_figure(timeline: Sequence[tuple], *, step: int | None = Non
     lanes = []
     for rank in sorted({r[0] for r in mine}):
         ops = [(r[2], int(r[3]), r[4] - origin, r[5] - origin) for r in mine if r[0] == rank]
-        lanes.append((f"worker {rank}: compute", [op for op in ops if op[0] in _COMPUTE]))
-        lanes.append((f"worker {rank}: communication", [op for op in ops if op[0] not in _COMPUTE]))
+        lanes.append((tr("worker {rank}: compute", rank=rank), [op for op in ops if op[0] in _COMPUTE]))
+        lanes.append((tr("worker {rank}: communication", rank=rank), [op for op in ops if op[0] not in _COMPUTE]))
     fig, ax = new_figure(size=(8.0, 1.0 + 0.55 * len(lanes)))
     handles = _lanes(ax, lanes, 1e3)
     buckets = len({r[3] for r in mine if r[2] == "A"})
-    ax.set_xlabel("milliseconds from the start of the step")
-    ax.set_title(title or f"step {step} as measured: {buckets} buckets, {len(lanes) // 2} workers")
+    ax.set_xlabel(tr("milliseconds from the start of the step"))
+    ax.set_title(title or tr("step {step} as measured: {buckets} buckets, {workers} workers", step=step,
+                             buckets=buckets, workers=len(lanes) // 2))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 
@@ -140,22 +142,22 @@ def overlap_model_figure(compute_fwd, compute_bwd, comm_times, *, update: float 
     comm = t["comm_end"] - t["comm_start"]
     one_comm = (bwd_end, bwd_end + float(comm.sum()))
     lanes = [
-        ("1 bucket: compute", [("F", -1, 0.0, fwd), ("B", -1, fwd, bwd_end),
-                               ("U", -1, one_comm[1], one_comm[1] + update)]),
-        ("1 bucket: communication", [("A", 0, *one_comm)]),
-        (f"{k} buckets: compute", [("F", -1, 0.0, fwd), ("B", -1, fwd, bwd_end),
-                                   ("U", -1, t["overlapped"] - update, t["overlapped"])]),
-        (f"{k} buckets: communication", [("A", j, float(a), float(b))
-                                         for j, (a, b) in enumerate(zip(t["comm_start"], t["comm_end"]))]),
+        (tr("1 bucket: compute"), [("F", -1, 0.0, fwd), ("B", -1, fwd, bwd_end),
+                                   ("U", -1, one_comm[1], one_comm[1] + update)]),
+        (tr("1 bucket: communication"), [("A", 0, *one_comm)]),
+        (tr("{buckets} buckets: compute", buckets=k), [("F", -1, 0.0, fwd), ("B", -1, fwd, bwd_end),
+                                                        ("U", -1, t["overlapped"] - update, t["overlapped"])]),
+        (tr("{buckets} buckets: communication", buckets=k),
+         [("A", j, float(a), float(b)) for j, (a, b) in enumerate(zip(t["comm_start"], t["comm_end"]))]),
     ]
     fig, ax = new_figure(size=(8.0, 3.2))
     handles = _lanes(ax, lanes, 1.0)
     for row, end in ((0, t["sequential"]), (2, t["overlapped"])):
-        ax.annotate(f"step {end:.3g} {unit}", (end, row), xytext=(4, 0), textcoords="offset points",
+        ax.annotate(tr("step {time}", time=f"{end:.3g} {unit}"), (end, row), xytext=(4, 0), textcoords="offset points",
                     va="center", fontsize=10)
     ax.set_xlim(0, t["sequential"] * 1.35)
     ax.set_xlabel(unit)
-    ax.set_title(f"model: the all-reduce after the backward vs in {k} buckets during it")
+    ax.set_title(tr("model: the all-reduce after the backward vs in {buckets} buckets during it", buckets=k))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return fig
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import alpha_beta, scaling
 from .._validate import as_real, check_int, check_positive, check_real, check_type
+from ..i18n import N_, tr
 from ..memory import format_bytes
 from . import COLORS, log2_axis, new_figure, styled
 from .scaling import measured_speedup_figure
@@ -35,6 +36,8 @@ __all__ = [
 ]
 
 _PHASE_COLORS = {"compute": COLORS[0], "communication": COLORS[1], "waiting": COLORS[4]}
+#: The legend text of each phase (translated where drawn).
+_PHASE_LABELS = {"compute": N_("compute"), "communication": N_("communication"), "waiting": N_("waiting")}
 
 
 # ------------------------------------------------------------------- diagram
@@ -96,7 +99,8 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
     batch_size = check_int(batch_size, "batch_size", workers, 64)
     shards = shard_bounds(batch_size, workers)
     height = 1.7 + 0.95 * workers
-    fig, ax = _diagram_axes(height, f"one data-parallel step: {workers} workers, global batch B = {batch_size}")
+    fig, ax = _diagram_axes(height, tr("one data-parallel step: {workers} workers, global batch B = {batch}",
+                                       workers=workers, batch=batch_size))
     top, bottom = 1 - 0.5 / (height - 0.6), 0.02  # room for the column headings
     row_h = (top - bottom) / workers
     sample_h = (top - bottom) / batch_size
@@ -106,7 +110,8 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
                  alpha=0.5, lw=1.0)
     r_x, r_w = 0.50, 0.20  # the all-reduce, one box as high as all workers
     _box(ax, r_x, bottom, r_w, top - bottom,
-         "all-reduce\n$\\Sigma_j\\,g_j$\n\nin shared memory:\nworker j adds up\nchunk j of every g,\nthen each reads\nthe whole sum",
+         tr("all-reduce\n$\\Sigma_j\\,g_j$\n\nin shared memory:\nworker j adds up\nchunk j of every g,\nthen each reads\n"
+            "the whole sum"),
          "0.3", alpha=0.08, linespacing=1.25)
     for j, (lo, hi) in enumerate(shards):
         color = COLORS[j % len(COLORS)]
@@ -114,21 +119,21 @@ def data_parallel_diagram(workers: int = 3, batch_size: int = 12):
         h = min(row_h * 0.72, 0.3)
         _arrow(ax, (0.06, top - (lo + hi) / 2 * sample_h), (0.09, y))
         _box(ax, 0.09, y - h / 2, 0.33, h,
-             f"worker {j}: replica of w\nforward + backward on {hi - lo} samples\n$g_{j}$ = Σ gradients of its shard",
-             color)
+             tr("worker {worker}: replica of w\nforward + backward on {samples} samples\n{symbol} = Σ gradients of its shard",
+                worker=j, samples=hi - lo, symbol=f"$g_{j}$"), color)
         _arrow(ax, (0.42, y), (r_x, y), color=color, lw=2.5)
         ax.text((0.42 + r_x) / 2, y + 0.01, f"$g_{j}$", ha="center", va="bottom", color="0.1")
         _arrow(ax, (r_x + r_w, y), (0.77, y), color=color, lw=2.5)
         ax.text((r_x + r_w + 0.77) / 2, y + 0.01, "$\\Sigma_j\\,g_j$", ha="center", va="bottom", color="0.1")
-        _box(ax, 0.77, y - h / 2, 0.225, h, "$w \\leftarrow w - (\\gamma/B)\\,\\Sigma_j\\,g_j$\nsame update", color)
-    for x, text in ((0.03, "batch"), (0.255, "compute, in parallel"), (0.6, "exchange"), (0.8825, "update")):
+        _box(ax, 0.77, y - h / 2, 0.225, h, tr("$w \\leftarrow w - (\\gamma/B)\\,\\Sigma_j\\,g_j$\nsame update"), color)
+    for x, text in ((0.03, tr("batch")), (0.255, tr("compute, in parallel")), (0.6, tr("exchange")), (0.8825, tr("update"))):
         ax.text(x, top + 0.03, text, ha="center", va="bottom", color="0.2", weight="bold")
     return fig
 
 
 # ------------------------------------------------------------------ breakdown
 @styled
-def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time per step",
+def step_breakdown_figure(results: Mapping[str, object], *, title: str = N_("time per step"),
                           reference: str | None = None, skip: int = 1):
     """Horizontal stacked bars: median compute, communication and waiting per step.
 
@@ -137,6 +142,7 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
     results : mapping of label -> course_lib.models.TrainResult
         The runs to compare (same model and global batch for a fair comparison).
     title : str
+        Shown in the current language where the course's catalogue translates it (as the default).
     reference : str, optional
         Label of the run that speedups are relative to (default: the first).
     skip : int
@@ -172,10 +178,10 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
     left = np.zeros(len(labels))
     for phase in ("compute", "communication", "waiting"):
         width = np.array([parts[lab][phase] for lab in labels]) * 1e3
-        ax.barh(y, width, left=left, color=_PHASE_COLORS[phase], label=phase, height=0.6)
+        ax.barh(y, width, left=left, color=_PHASE_COLORS[phase], label=tr(_PHASE_LABELS[phase]), height=0.6)
         left += width
     steps = np.array([parts[lab]["step"] for lab in labels]) * 1e3
-    ax.plot(steps, y, "|", color="black", markersize=16, label="wall-clock step")
+    ax.plot(steps, y, "|", color="black", markersize=16, label=tr("wall-clock step"))
     ref_step = parts[ref]["step"]
     for i, lab in enumerate(labels):
         speedup = ref_step / parts[lab]["step"] if parts[lab]["step"] > 0 else float("nan")
@@ -183,8 +189,8 @@ def step_breakdown_figure(results: Mapping[str, object], *, title: str = "time p
     ax.set_yticks(y, labels)
     ax.set_ylim(len(labels) - 0.4, -0.6)
     ax.set_xlim(0, max(steps.max(), left.max()) * 1.4)
-    ax.set_xlabel("milliseconds per step (median)")
-    ax.set_title(f"{title} (×: speedup over '{ref}')")
+    ax.set_xlabel(tr("milliseconds per step (median)"))
+    ax.set_title(tr("{title} (×: speedup over '{reference}')", title=tr(title), reference=ref))
     ax.grid(False, axis="y")
     fig.legend(*ax.get_legend_handles_labels(), loc="outside lower center", ncols=4, frameon=False)
     return fig
@@ -226,8 +232,8 @@ def strong_weak_figure(n: Sequence[float], strong_speedup: Sequence[float], weak
         raise ValueError("n, strong_speedup and weak_speedup must be non-empty and of the same length")
     # the undecorated function: this one's @styled audits the finished figure
     base = getattr(measured_speedup_figure, "__wrapped__", measured_speedup_figure)
-    fig = base(n_arr, strong_speedup, fit_p=p_amdahl, title="strong vs weak scaling, measured",
-               label="strong: fixed global batch")
+    fig = base(n_arr, strong_speedup, fit_p=p_amdahl, title=N_("strong vs weak scaling, measured"),
+               label=N_("strong: fixed global batch"))  # (translated there)
     fig.set_size_inches(8.6, 4.8)
     ax = fig.axes[0]
     for legend in [*fig.legends, ax.get_legend()]:
@@ -237,15 +243,16 @@ def strong_weak_figure(n: Sequence[float], strong_speedup: Sequence[float], weak
     log = ax.get_xscale() == "log"
     grid = np.geomspace(1, top, 200) if log else np.linspace(1, top, 200)
     for line in ax.get_lines():  # the ideal line and Amdahl's law, drawn to N = top
-        if line.get_label().startswith("ideal"):
+        if line.get_gid() == "ideal":
             line.set_data(grid, grid)
-        elif line.get_label().startswith("Amdahl"):
+        elif line.get_gid() == "amdahl":
             line.set_data(grid, scaling.amdahl(p_amdahl, grid))
     ax.plot(grid, scaling.gustafson(p_gustafson, grid), color=COLORS[2], ls="-.",
-            label=f"Gustafson, p = {p_gustafson:.3f}")
-    ax.plot(n_arr, weak_speedup, "s-", color=COLORS[3], label="weak: fixed batch per worker (scaled)")
+            label=tr("Gustafson, p = {p}", p=f"{p_gustafson:.3f}"))
+    ax.plot(n_arr, weak_speedup, "s-", color=COLORS[3], label=tr("weak: fixed batch per worker (scaled)"))
     if top > n_arr.max():
-        ax.set_title(f"strong vs weak scaling: measured to N = {n_arr.max():g}, laws extended to {top:g}")
+        ax.set_title(tr("strong vs weak scaling: measured to N = {measured}, laws extended to {extended}",
+                        measured=f"{n_arr.max():g}", extended=f"{top:g}"))
     s_hi = max(top, float(np.max(strong_speedup)), float(np.max(weak_speedup)))
     if log:
         log2_axis(ax.xaxis, top)
@@ -309,9 +316,9 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     from matplotlib.lines import Line2D
 
     fig, (ax_t, ax_s) = new_figure(1, 2, size=(9.6, 4.6))
-    ax_t.loglog(ns, compute * 1e3, color=COLORS[0], label="compute $t_c / N$")
-    ax_t.loglog(ns[1:], ring[1:] * 1e3, color=COLORS[2], label="ring all-reduce")
-    ax_t.loglog(ns[1:], ps[1:] * 1e3, color=COLORS[1], ls="--", label="1 parameter server")  # N = 1: no exchange
+    ax_t.loglog(ns, compute * 1e3, color=COLORS[0], label=tr("compute $t_c / N$"))
+    ax_t.loglog(ns[1:], ring[1:] * 1e3, color=COLORS[2], label=tr("ring all-reduce"))
+    ax_t.loglog(ns[1:], ps[1:] * 1e3, color=COLORS[1], ls="--", label=tr("1 parameter server"))  # N = 1: no exchange
     marker = dict(marker="o", mfc="white", ms=10, mew=2.0, ls="none")
     found = []
     for name, color in (("ring", COLORS[2]), ("ps", COLORS[1])):
@@ -321,12 +328,12 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
             ax_t.axvline(cross, color=color, lw=0.8, ls=":")
             ax_t.plot([cross], [tc / cross * 1e3], color=color, zorder=3, **marker)
     ax_t.axvline(devices, color="0.3", lw=1.2)
-    ax_t.set(xlabel="devices N", ylabel="milliseconds per step",
-             title=f"exchange ≥ compute from\n{found[0]} (ring), {found[1]} (PS)")
+    ax_t.set(xlabel=tr("devices N"), ylabel=tr("milliseconds per step"),
+             title=tr("exchange ≥ compute from\n{ring} (ring), {ps} (PS)", ring=found[0], ps=found[1]))
     log2_axis(ax_t.xaxis, n_max)
     s_ring = alpha_beta.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ring")
     s_ps = alpha_beta.data_parallel_speedup(tc, ns, m, bw, lat, algorithm="ps")
-    ax_s.loglog(ns, ns, color="0.5", lw=1.2, ls=":", label="ideal, S = N")
+    ax_s.loglog(ns, ns, color="0.5", lw=1.2, ls=":", label=tr("ideal, S = N"))
     ax_s.loglog(ns, s_ring, color=COLORS[2])
     ax_s.loglog(ns, s_ps, color=COLORS[1], ls="--")
     now_ring = alpha_beta.data_parallel_speedup(tc, devices, m, bw, lat, algorithm="ring")
@@ -336,16 +343,18 @@ def comm_dominance_figure(devices: int, bandwidth_gbit: float, *, compute_ms: fl
     ax_s.axvline(devices, color="0.3", lw=1.2)
     ax_s.plot([devices], [now_ring], "o", color=COLORS[2], ms=8, zorder=3)
     ax_s.plot([devices], [now_ps], "s", color=COLORS[1], ms=8, zorder=3)
-    ax_s.set(xlabel="devices N", ylabel="speedup S(N)",
-             title=f"N = {devices}: communication is {share_ring:.0%} (ring)\nand {share_ps:.0%} (PS) of a step")
+    ax_s.set(xlabel=tr("devices N"), ylabel=tr("speedup S(N)"),
+             title=tr("N = {devices}: communication is {ring} (ring)\nand {ps} (PS) of a step", devices=devices,
+                      ring=f"{share_ring:.0%}", ps=f"{share_ps:.0%}"))
     ax_s.set_ylim(min(0.1, float(s_ps.min()) * 0.8), n_max * 1.3)
     log2_axis(ax_s.xaxis, n_max)
     for ax in (ax_t, ax_s):  # no minor ticks: they are most of a redraw's cost
         ax.yaxis.set_minor_locator(NullLocator())
     handles = [*ax_t.get_lines()[:3], ax_s.get_lines()[0],
-               Line2D([], [], color="0.3", label="exchange = compute", **marker),
-               Line2D([], [], color="0.3", lw=1.2, label=f"N = {devices} (slider)")]
+               Line2D([], [], color="0.3", label=tr("exchange = compute"), **marker),
+               Line2D([], [], color="0.3", lw=1.2, label=tr("N = {devices} (slider)", devices=devices))]
     fig.legend(handles=handles, loc="outside lower center", ncols=3, frameon=False)
-    fig.suptitle(f"m = {format_bytes(m)} of gradients, links of β = {bandwidth_gbit:g} Gbit/s, "
-                 f"α = {latency_us:g} µs, $t_c$ = {compute_ms:.3g} ms")
+    fig.suptitle(tr("m = {size} of gradients, links of β = {bandwidth}, α = {latency}, $t_c$ = {compute}",
+                    size=format_bytes(m), bandwidth=f"{bandwidth_gbit:g} Gbit/s", latency=f"{latency_us:g} µs",
+                    compute=f"{compute_ms:.3g} ms"))
     return fig

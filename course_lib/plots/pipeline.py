@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import planner
 from .._validate import as_real, check_int, check_positive, check_range, check_sequence, check_type
+from ..i18n import N_, tr, tr_n
 from ..schedule import Timeline, bubble_fraction, check_schedule, simulate_uniform
 from . import COLORS, log2_axis, new_figure, styled
 
@@ -30,11 +31,13 @@ __all__ = [
 ]
 
 _KIND_COLOR = {"F": COLORS[0], "B": COLORS[1], "A": COLORS[3], "U": "0.3"}
-_KIND_NAME = {"F": "forward", "B": "backward", "A": "all-reduce", "U": "update"}
+_KIND_NAME = {"F": N_("forward"), "B": N_("backward"), "A": N_("all-reduce"), "U": N_("update")}
+#: The key of one model chunk's forwards or backwards in an interleaved chart.
+_CHUNK_NAME = {"F": N_("forward, chunk {chunk}"), "B": N_("backward, chunk {chunk}")}
 _SCHEDULE_NAME = {"gpipe": "GPipe", "1f1b": "1F1B"}
 #: Idle time (the bubble): light grey, hatched, so it reads as "nothing here" in grey too.
 _IDLE = dict(facecolor="0.94", edgecolor="0.55", hatch="///", linewidth=0.0)
-_IDLE_LABEL = "idle (bubble)"
+_IDLE_LABEL = N_("idle (bubble)")  # translated where drawn
 #: Width of one digit of a micro-batch number at the default type size, in points
 #: (DejaVu Sans digits are 0.64 em), and the box height a number needs.
 _DIGIT_PT, _NUMBER_HEIGHT_PT = 0.64 * 11.0, 14.0
@@ -154,10 +157,11 @@ def _shade(color: str, chunk: int, chunks: int) -> tuple:
 
 def _row_names(timeline) -> list[str]:
     if timeline.replicas == 1 and timeline.virtual_stages > 1:  # a row holds v stages: name the device
-        return [f"device {s}" for s in range(timeline.n_rows)]
+        return [tr("device {device}", device=s) for s in range(timeline.n_rows)]
     if timeline.replicas == 1:
-        return [f"stage {s}" for s in range(timeline.n_rows)]
-    return [f"replica {r // timeline.n_stages}, stage {r % timeline.n_stages}" for r in range(timeline.n_rows)]
+        return [tr("stage {stage}", stage=s) for s in range(timeline.n_rows)]
+    return [tr("replica {replica}, stage {stage}", replica=r // timeline.n_stages, stage=r % timeline.n_stages)
+            for r in range(timeline.n_rows)]
 
 
 def _draw_gantt(ax, timeline, scale: float, *, width_in: float, row_in: float, labels: bool = True) -> list:
@@ -174,17 +178,17 @@ def _draw_gantt(ax, timeline, scale: float, *, width_in: float, row_in: float, l
     span = max(hi - lo, 1e-12)
     handles = []
     v = timeline.virtual_stages
-    _boxes(ax, [(r, a * scale, b * scale) for r, a, b in _idle_intervals(timeline)], _IDLE_LABEL, **_IDLE)
+    _boxes(ax, [(r, a * scale, b * scale) for r, a, b in _idle_intervals(timeline)], tr(_IDLE_LABEL), **_IDLE)
     for kind in ("F", "B", "A", "U"):
         for c in range(v if kind in ("F", "B") else 1):  # interleaved: one shade per chunk
             mine = [op for op in ops if op.kind == kind and (op.chunk == c or kind not in ("F", "B"))]
-            name = _KIND_NAME[kind] + (f", chunk {c}" if v > 1 and kind in ("F", "B") else "")
+            name = tr(_CHUNK_NAME[kind], chunk=c) if v > 1 and kind in ("F", "B") else tr(_KIND_NAME[kind])
             color = _shade(_KIND_COLOR[kind], c, v)
             if mine:
                 _boxes(ax, [(timeline.row(op), op.start * scale, op.end * scale) for op in mine], name,
                        facecolor=color, edgecolor="white", linewidth=0.6)
                 handles.append(Patch(facecolor=color, label=name))
-    handles.append(Patch(**_IDLE, label=_IDLE_LABEL))
+    handles.append(Patch(**_IDLE, label=tr(_IDLE_LABEL)))
     pt_per_unit = width_in * 72.0 / span
     if labels and row_in * 0.8 * 72.0 >= _NUMBER_HEIGHT_PT:
         for c in range(v):  # dark numbers on the light shades of later chunks
@@ -218,16 +222,20 @@ def _gantt_key(ax, handles) -> int:
 
 def _schedule_name(tl) -> str:
     name = _SCHEDULE_NAME.get(tl.schedule, tl.schedule)
-    return f"interleaved {name}, v = {tl.virtual_stages}" if tl.virtual_stages > 1 else name
+    return tr("interleaved {schedule}, v = {v}", schedule=name, v=tl.virtual_stages) if tl.virtual_stages > 1 else name
 
 
-def _gantt_title(name: str, tl, what: str) -> str:
-    grid = f"$N_d$ = {tl.replicas} × " if tl.replicas > 1 else ""
+def _gantt_title(name: str, tl, measured: bool) -> str:
     v = tl.virtual_stages
-    formula = bubble_fraction(tl.n_stages, tl.n_micro, v)
-    text = "$(N_p-1)/(vM+N_p-1)$" if v > 1 else "$(N_p-1)/(M+N_p-1)$"
-    return (f"{name}, {grid}$N_p$ = {tl.n_stages}, M = {tl.n_micro}: bubble {what} {tl.bubble():.1%}\n"
-            f"formula {text} = {formula:.1%} (equal stages, no hand-over time)")
+    fields = dict(schedule=name, grid=f"$N_d$ = {tl.replicas} × " if tl.replicas > 1 else "", stages=tl.n_stages,
+                  micro=tl.n_micro, bubble=f"{tl.bubble():.1%}",
+                  formula="$(N_p-1)/(vM+N_p-1)$" if v > 1 else "$(N_p-1)/(M+N_p-1)$",
+                  share=f"{bubble_fraction(tl.n_stages, tl.n_micro, v):.1%}")
+    if measured:
+        return tr("{schedule}, {grid}$N_p$ = {stages}, M = {micro}: bubble measured {bubble}\n"
+                  "formula {formula} = {share} (equal stages, no hand-over time)", **fields)
+    return tr("{schedule}, {grid}$N_p$ = {stages}, M = {micro}: bubble simulated {bubble}\n"
+              "formula {formula} = {share} (equal stages, no hand-over time)", **fields)
 
 
 @styled
@@ -263,8 +271,8 @@ def gantt_figure(timeline, *, step: int | None = None, title: str | None = None,
     handles = _draw_gantt(ax, tl, 1e3 if measured else 1.0, labels=labels, row_in=row_in,
                           width_in=_label_room(_row_names(tl), width))
     pad = _gantt_key(ax, handles)
-    ax.set_xlabel("time [ms]" if measured else "time [units of one forward]")
-    ax.set_title(title or _gantt_title(_schedule_name(tl), tl, "measured" if measured else "simulated"), pad=pad)
+    ax.set_xlabel(tr("time [ms]") if measured else tr("time [units of one forward]"))
+    ax.set_title(title or _gantt_title(_schedule_name(tl), tl, measured), pad=pad)
     return fig
 
 
@@ -305,14 +313,17 @@ def interleaved_figure(stages: int, micro_batches: int, virtual_stages: Sequence
     for ax, tl, v in zip(axes[:, 0], tls, vs):
         handles = _draw_gantt(ax, tl, 1.0, row_in=row_in, width_in=_label_room(_row_names(tl), width))
         pad = _gantt_key(ax, handles)
-        ax.set_title(f"{_schedule_name(tl)}, $N_p$ = {stages}, M = {micro_batches}: step {tl.makespan:.3g} units, "
-                     f"bubble {tl.bubble():.1%}\nformula $(N_p-1)/(vM+N_p-1)$ = "
-                     f"{bubble_fraction(stages, micro_batches, v):.1%}; "
-                     f"{(h := virtual_handovers(stages, v))} hand-over{'' if h == 1 else 's'} per micro-batch ($vN_p-1$)", pad=pad)
+        ax.set_title(tr_n("{schedule}, $N_p$ = {stages}, M = {micro}: step {step} units, bubble {bubble}\n"
+                          "formula $(N_p-1)/(vM+N_p-1)$ = {share}; {count} hand-over per micro-batch ($vN_p-1$)",
+                          "{schedule}, $N_p$ = {stages}, M = {micro}: step {step} units, bubble {bubble}\n"
+                          "formula $(N_p-1)/(vM+N_p-1)$ = {share}; {count} hand-overs per micro-batch ($vN_p-1$)",
+                          virtual_handovers(stages, v), schedule=_schedule_name(tl), stages=stages, micro=micro_batches,
+                          step=f"{tl.makespan:.3g}", bubble=f"{tl.bubble():.1%}",
+                          share=f"{bubble_fraction(stages, micro_batches, v):.1%}"), pad=pad)
     lo, hi = 0.0, max(tl.makespan for tl in tls)
     for ax in axes[:, 0]:
         ax.set_xlim(lo - 0.01 * hi, 1.01 * hi)
-    axes[-1, 0].set_xlabel("time [units of one forward of a whole stage]")
+    axes[-1, 0].set_xlabel(tr("time [units of one forward of a whole stage]"))
     return fig
 
 
@@ -367,9 +378,12 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     handles = _draw_gantt(ax_g, tl, 1.0, row_in=row_in, width_in=_label_room(_row_names(tl), width))
     _gantt_key(ax_g, handles)
     name = _SCHEDULE_NAME[schedule]
-    ax_g.set_xlabel("time [units of one forward]")
-    ax_g.set_title(f"{name}, $N_p$ = {stages}, M = {micro_batches}: bubble (hatched) {tl.bubble():.1%}; "
-                   f"stage 0 holds {held} micro-batch{'' if held == 1 else 'es'}' activations", pad=24)
+    ax_g.set_xlabel(tr("time [units of one forward]"))
+    ax_g.set_title(tr_n("{schedule}, $N_p$ = {stages}, M = {micro}: bubble (hatched) {bubble}; "
+                        "stage 0 holds {count} micro-batch' activations",
+                        "{schedule}, $N_p$ = {stages}, M = {micro}: bubble (hatched) {bubble}; "
+                        "stage 0 holds {count} micro-batches' activations", held,
+                        schedule=name, stages=stages, micro=micro_batches, bubble=f"{tl.bubble():.1%}"), pad=24)
 
     top = max(max_micro, micro_batches)
     ms = np.unique(np.round(np.geomspace(1, top, 60)).astype(int))
@@ -378,12 +392,12 @@ def schedule_figure(stages: int, micro_batches: int, *, schedule: str = "gpipe",
     for sched, style in (("gpipe", dict(marker="o", mfc="none", ms=11, mew=2.0, color=COLORS[0])),
                          ("1f1b", dict(marker="D", ms=5, color=COLORS[1]))):
         sim = [_uniform(stages, int(m), sched, backward).bubble() for m in pts]
-        ax_b.plot(pts, sim, ls="none", label=f"simulated {_SCHEDULE_NAME[sched]}", **style)
+        ax_b.plot(pts, sim, ls="none", label=tr("simulated {schedule}", schedule=_SCHEDULE_NAME[sched]), **style)
     ax_b.plot([micro_batches], [tl.bubble()], "*", color=COLORS[2], ms=15, mec="black", mew=0.8,
-              label="this setting")
+              label=tr("this setting"))
     log2_axis(ax_b.xaxis, top)
-    ax_b.set(xlabel="micro-batches M", ylabel="bubble share", ylim=(0, 1),
-             title=f"$N_p$ = {stages}: GPipe and 1F1B idle alike")
+    ax_b.set(xlabel=tr("micro-batches M"), ylabel=tr("bubble share"), ylim=(0, 1),
+             title=tr("$N_p$ = {stages}: GPipe and 1F1B idle alike", stages=stages))
     ax_leg = axes[1, 1]
     ax_leg.set_axis_off()
     ax_leg.legend(*ax_b.get_legend_handles_labels(), loc="center left", frameon=False, borderaxespad=0)
@@ -428,16 +442,16 @@ def bubble_figure(stages: Sequence[int], micro_batches: Sequence[int], measured:
     for i, s in enumerate(sorted(set(s_arr.tolist()))):
         curve = bubble_fraction(s, ms)
         values.append(curve)
-        ax.plot(ms, curve, color="0.3", ls=("-", "--", ":", "-.")[i % 4], label=f"formula, $N_p$ = {s}")
+        ax.plot(ms, curve, color="0.3", ls=("-", "--", ":", "-.")[i % 4], label=tr("formula, $N_p$ = {stages}", stages=s))
     if simulated is not None:
         ax.plot(m_arr, simulated, "s", mfc="none", mec=COLORS[0], mew=2.0, ms=13,
-                label="simulated (measured stage times)")
-    ax.plot(m_arr, y, "o", color=COLORS[1], ms=7, zorder=3, label="measured")
+                label=tr("simulated (measured stage times)"))
+    ax.plot(m_arr, y, "o", color=COLORS[1], ms=7, zorder=3, label=tr("measured"))
     log2_axis(ax.xaxis, top)
     ax.set_xlim(2 ** -0.3, top * 2**0.3)
-    ax.set(xlabel="micro-batches M", ylabel="bubble (idle share)",
+    ax.set(xlabel=tr("micro-batches M"), ylabel=tr("bubble (idle share)"),
            ylim=(0, min(1.0, 1.15 * float(max(np.max(v) for v in values)) + 0.02)),
-           title="pipeline bubble: measured vs $(N_p-1)/(M+N_p-1)$")
+           title=tr("pipeline bubble: measured vs $(N_p-1)/(M+N_p-1)$"))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, borderaxespad=0)
     return fig
 
@@ -453,14 +467,15 @@ def _counts(values, name: str) -> np.ndarray:
 
 # ---------------------------------------------------------------------- hybrid
 #: The parts of an estimated step, bottom to top; the bubble is hatched like a Gantt chart's idle time.
-_PARTS = (("compute", "compute", dict(color=COLORS[0])),
-          ("bubble", "pipeline bubble", _IDLE),
-          ("p2p", "hand-over (p2p)", dict(color=COLORS[2])),
-          ("allreduce", "gradient all-reduce", dict(color=COLORS[3])),
-          ("tensor_allreduce", "tensor all-reduce", dict(color=COLORS[4])))
+#: (attribute, key text translated where drawn, style)
+_PARTS = (("compute", N_("compute"), dict(color=COLORS[0])),
+          ("bubble", N_("pipeline bubble"), _IDLE),
+          ("p2p", N_("hand-over (p2p)"), dict(color=COLORS[2])),
+          ("allreduce", N_("gradient all-reduce"), dict(color=COLORS[3])),
+          ("tensor_allreduce", N_("tensor all-reduce"), dict(color=COLORS[4])))
 #: Memory bars of the explorer: sky blue (no step-time part has it), over the device's memory hatched.
-_MEMORY = {"label": "memory per device", "bars": dict(facecolor=COLORS[5], linewidth=0)}
-_MEMORY_OVER = {"label": "memory per device, over the limit",
+_MEMORY = {"label": N_("memory per device"), "bars": dict(facecolor=COLORS[5], linewidth=0)}
+_MEMORY_OVER = {"label": N_("memory per device, over the limit"),
                 "bars": dict(facecolor=COLORS[1], edgecolor="white", hatch="xx", linewidth=0)}
 
 
@@ -504,36 +519,37 @@ def _config_panels(ax_t, ax_m, configs, memory: float | None, best) -> list:
             continue
         vals = np.array([getattr(c, attr) for c in configs]) * 1e3
         style = {"facecolor": style["color"], "linewidth": 0} if "color" in style else style
-        _columns(ax_t, x, vals, bottom.copy(), name, **style)
-        handles.append(Patch(label=name, **style))
+        _columns(ax_t, x, vals, bottom.copy(), tr(name), **style)
+        handles.append(Patch(label=tr(name), **style))
         bottom += vals
     bad = [i for i, c in enumerate(configs) if not c.fits]
     top = float(bottom.max()) or 1.0
     marks = dict(marker="x", color=COLORS[1], ms=9, mew=2.5, ls="none")
     if bad:
-        ax_t.plot(x[bad], bottom[bad] + 0.05 * top, label="does not fit", **marks)
-        handles.append(Line2D([], [], label="does not fit", **marks))
+        ax_t.plot(x[bad], bottom[bad] + 0.05 * top, label=tr("does not fit"), **marks)
+        handles.append(Line2D([], [], label=tr("does not fit"), **marks))
     if best is not None:
         bi = next(i for i, c in enumerate(configs) if c.label == best.label)
         ax_t.plot([bi], [bottom[bi] + 0.07 * top], "*", color="black", ms=15)
-        handles.append(Line2D([], [], marker="*", color="black", ms=15, ls="none", label="best that fits"))
-    ax_t.set(ylabel="step time [ms]", ylim=(0, 1.18 * top), xlim=(-0.6, len(configs) - 0.4))
+        handles.append(Line2D([], [], marker="*", color="black", ms=15, ls="none", label=tr("best that fits")))
+    ax_t.set(ylabel=tr("step time [ms]"), ylim=(0, 1.18 * top), xlim=(-0.6, len(configs) - 0.4))
     ax_t.tick_params(labelbottom=False)
     ax_t.grid(False, axis="x")
     gb = np.array([c.memory for c in configs]) / 1e9
     fits = np.array([c.fits for c in configs])
     for mask, style in ((fits, _MEMORY), (~fits, _MEMORY_OVER)):  # a colour of their own, in the key
-        _columns(ax_m, x[mask], gb[mask], np.zeros(mask.sum()), style["label"], **style["bars"])
+        _columns(ax_m, x[mask], gb[mask], np.zeros(mask.sum()), tr(style["label"]), **style["bars"])
         if mask.any():
-            handles.append(Patch(label=style["label"], **style["bars"]))
+            handles.append(Patch(label=tr(style["label"]), **style["bars"]))
     ax_m.set_ylim(0, 1.1 * max(float(gb.max()), (memory or 0) / 1e9 if memory and np.isfinite(memory) else 0))
     if memory is not None and np.isfinite(memory):
-        line = ax_m.axhline(memory / 1e9, color="black", ls="--", lw=1.2, label=f"device memory, {memory / 1e9:.3g} GB")
+        line = ax_m.axhline(memory / 1e9, color="black", ls="--", lw=1.2,
+                            label=tr("device memory, {memory}", memory=f"{memory / 1e9:.3g} GB"))
         handles.append(line)
     ax_m.set_xticks(x, [c.label for c in configs], rotation=90 if len(configs) > 8 else 0)
     grid = r"$N_d \times N_p \times N_t$" if tensor else r"$N_d \times N_p$"
-    ax_m.set(xlabel=f"{grid}  (replicas × stages" + (" × tensor degree)" if tensor else ")"),
-             ylabel="memory per\ndevice [GB]")
+    ax_m.set(xlabel=tr("{grid}  (replicas × stages × tensor degree)", grid=grid) if tensor
+             else tr("{grid}  (replicas × stages)", grid=grid), ylabel=tr("memory per\ndevice [GB]"))
     ax_m.grid(False, axis="x")
     _tensor_groups(ax_t, (ax_t, ax_m), configs)
     return handles
@@ -580,7 +596,8 @@ def hybrid_configs_figure(configs: Sequence, *, memory: float | None = None):
     fig, ax_t, ax_m, _ = _config_grid((8.0, 5.4), extra_column=False)
     handles = _config_panels(ax_t, ax_m, configs, memory, best)
     tensor = max(c.tensor for c in configs) > 1
-    ax_t.set_title(f"N = {configs[0].devices} devices: estimated step per configuration", pad=18 if tensor else 6)
+    ax_t.set_title(tr("N = {devices} devices: estimated step per configuration", devices=configs[0].devices),
+                   pad=18 if tensor else 6)
     _key(fig, handles)
     return fig
 
@@ -591,7 +608,7 @@ def _best_panel(ax, counts: np.ndarray, bests: Sequence, *, devices: int | None 
 
     ok = np.array([b is not None for b in bests])
     t = np.array([b.step_time * 1e3 if b is not None else np.nan for b in bests])
-    ax.plot(counts[ok], t[ok], "o-", color=COLORS[0], lw=1.5, label="best that fits")
+    ax.plot(counts[ok], t[ok], "o-", color=COLORS[0], lw=1.5, label=tr("best that fits"))
     for ni, ti, b in zip(counts, t, bests):
         if b is not None:
             ax.annotate(b.label, (ni, ti), textcoords="offset points", xytext=(0, 8), rotation=90,
@@ -600,7 +617,7 @@ def _best_panel(ax, counts: np.ndarray, bests: Sequence, *, devices: int | None 
     decades = max(np.log10(hi / lo), 0.5)
     if (~ok).any():
         ax.plot(counts[~ok], np.full((~ok).sum(), hi), "x", color=COLORS[1], ms=9, mew=2.5, ls="none",
-                label="does not fit")
+                label=tr("does not fit"))
     if devices is not None:
         here = [ti for ni, ti in zip(counts, t) if ni == devices and np.isfinite(ti)]
         if here:
@@ -612,7 +629,7 @@ def _best_panel(ax, counts: np.ndarray, bests: Sequence, *, devices: int | None 
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
     log2_axis(ax.xaxis, counts.max())
     ax.set_xlim(2 ** -0.4, counts.max() * 2**0.4)
-    ax.set(xlabel="devices N", ylabel="best step time [ms]")
+    ax.set(xlabel=tr("devices N"), ylabel=tr("best step time [ms]"))
 
 
 @styled
@@ -636,21 +653,21 @@ def hybrid_best_figure(device_counts: Sequence[int], best: Sequence):
     if ok.any():
         first = int(np.argmax(ok))
         ideal = best[first].step_time * 1e3 * n[first] / n
-        ax_t.plot(n[first:], ideal[first:], ":", color="0.4", label="ideal 1/N from the first that fits")
+        ax_t.plot(n[first:], ideal[first:], ":", color="0.4", label=tr("ideal 1/N from the first that fits"))
         ax_t.set_ylim(min(ax_t.get_ylim()[0], ideal[-1] / 1.3), ax_t.get_ylim()[1])
-    ax_t.set_title("fastest configuration that fits")
+    ax_t.set_title(tr("fastest configuration that fits"))
     d = np.array([b.data if b is not None else np.nan for b in best])
     p = np.array([b.pipeline if b is not None else np.nan for b in best])
     t = np.array([b.tensor if b is not None else np.nan for b in best])
-    ax_c.plot(n, d, "D-", color=COLORS[3], label="$N_d$ (data-parallel replicas)")
-    ax_c.plot(n, p, "s--", color=COLORS[1], label="$N_p$ (pipeline stages)")
+    ax_c.plot(n, d, "D-", color=COLORS[3], label=tr("$N_d$ (data-parallel replicas)"))
+    ax_c.plot(n, p, "s--", color=COLORS[1], label=tr("$N_p$ (pipeline stages)"))
     tensor = bool(np.nanmax(t, initial=1) > 1)
     if tensor:
-        ax_c.plot(n, t, "^:", color=COLORS[2], label="$N_t$ (tensor degree)")
+        ax_c.plot(n, t, "^:", color=COLORS[2], label=tr("$N_t$ (tensor degree)"))
     log2_axis(ax_c.xaxis, n.max())
     log2_axis(ax_c.yaxis, n.max())
     grid = r"N_d \times N_p \times N_t" if tensor else r"N_d \times N_p"
-    ax_c.set(xlabel="devices N", ylabel="degree", title=f"chosen split ${grid} = N$")
+    ax_c.set(xlabel=tr("devices N"), ylabel=tr("degree"), title=tr("chosen split {formula}", formula=f"${grid} = N$"))
     _key(fig, [h for ax in (ax_t, ax_c) for h in ax.get_lines() if not h.get_label().startswith('_')], ncols=2)
     return fig
 
@@ -687,11 +704,12 @@ def hybrid_explorer_figure(devices: int, *, model, batch_size: int, memory: floa
         fig, ax_t, ax_m, ax_b = _config_grid((9.6, 5.8), extra_column=True)
     handles = _config_panels(ax_t, ax_m, configs, memory, best_here)
     tensor = max(c.tensor for c in configs) > 1
-    extra = f", v = {estimate_kw['virtual_stages']}" if estimate_kw.get("virtual_stages", 1) > 1 else ""
-    extra += f", ZeRO stage {estimate_kw['zero_stage']}" if estimate_kw.get("zero_stage", 0) else ""
-    ax_t.set_title(f"N = {devices}, B = {batch_size}{extra}: estimated step of every split", pad=18 if tensor else 6)
+    setting = [f"N = {devices}", f"B = {batch_size}"]
+    setting += [f"v = {estimate_kw['virtual_stages']}"] if estimate_kw.get("virtual_stages", 1) > 1 else []
+    setting += [tr("ZeRO stage {stage}", stage=estimate_kw["zero_stage"])] if estimate_kw.get("zero_stage", 0) else []
+    ax_t.set_title(tr("{setting}: estimated step of every split", setting=", ".join(setting)), pad=18 if tensor else 6)
     if ax_b is not None:
         _best_panel(ax_b, np.asarray(counts, dtype=float), bests, devices=devices)
-        ax_b.set_title("best split as N grows")
+        ax_b.set_title(tr("best split as N grows"))
     _key(fig, handles)
     return fig

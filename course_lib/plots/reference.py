@@ -59,6 +59,7 @@ True
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,6 +67,7 @@ from pathlib import Path
 import numpy as np
 
 from .._validate import check_type
+from ..i18n import N_, tr
 from . import COLORS, SUPERSCRIPT, new_figure, styled, time_axis
 
 __all__ = ["MAKE_ONE", "ReferenceRuns", "beside_references_figure", "conv_figure", "conv_rows", "machine_label",
@@ -77,11 +79,12 @@ MAKE_ONE = "python -m benchmarks reference --out data/reference/NAME.json"
 
 #: What each experiment is, for the one line :class:`ReferenceRuns` prints.
 _SUBJECT = {
-    "pool": "the pool's speedups", "threads": "the thread experiment (GEMM and conv2d)",
-    "roofline": "a CPU's roofline", "gpu_roofline": "a GPU's roofline", "scaling": "strong and weak scaling",
-    "collectives": "the all-reduce sweep", "overlap": "the overlap runs", "pipeline": "the pipeline's bubble",
-    "tensor": "the tensor split's speedups", "hybrid": "the hybrid run", "conv": "the course's convolution algorithms",
-    "gpu_conv": "cuDNN's convolution kernels",
+    "pool": N_("the pool's speedups"), "threads": N_("the thread experiment (GEMM and conv2d)"),
+    "roofline": N_("a CPU's roofline"), "gpu_roofline": N_("a GPU's roofline"),
+    "scaling": N_("strong and weak scaling"), "collectives": N_("the all-reduce sweep"),
+    "overlap": N_("the overlap runs"), "pipeline": N_("the pipeline's bubble"),
+    "tensor": N_("the tensor split's speedups"), "hybrid": N_("the hybrid run"),
+    "conv": N_("the course's convolution algorithms"), "gpu_conv": N_("cuDNN's convolution kernels"),
 }
 #: Intensities (FLOP/B) the roofs are drawn over.
 _GRID = np.geomspace(0.125, 1000.0, 53)
@@ -164,6 +167,49 @@ _CURVES: dict[str, Callable[[dict], dict]] = {
 }
 #: Curve names drawn as points (measured operators and steps, a schedule at one M).
 _POINTS = ("training steps, measured", "GPU: ", "1F1B, ")
+#: How a legend writes the curve names of the table and the variants of :func:`conv_rows` in
+#: the current language: a name is a key (your curve meets a reference's by its English
+#: name), so only its legend text is translated. A pattern's groups fill its message's fields;
+#: any other name is looked up whole (:func:`_shown`).
+_SHOWN = tuple((re.compile(pattern), message) for pattern, message in (
+    (r"GPU roof, (?P<dtype>.+)", N_("GPU roof, {dtype}")),
+    (r"GPU: (?P<group>.+)", N_("GPU: {group}")),
+    (r"strong, B = (?P<batch>.+)", N_("strong, B = {batch}")),
+    (r"weak, b = (?P<batch>.+)", N_("weak, b = {batch}")),
+    (r"all-reduce, N = (?P<workers>.+)", N_("all-reduce, N = {workers}")),
+    (r"shared memory, N = (?P<workers>.+)", N_("shared memory, N = {workers}")),
+    (r"wire, measured, N = (?P<workers>.+)", N_("wire, measured, N = {workers}")),
+    (r"wire, model, N = (?P<workers>.+)", N_("wire, model, N = {workers}")),
+    (r"GPipe, (?P<stages>\d+) stages", N_("GPipe, {stages} stages")),
+    (r"1F1B, (?P<stages>\d+) stages", N_("1F1B, {stages} stages")),
+    (r"course's fastest, (?P<threads>\d+) threads", N_("course's fastest, {threads} threads")),
+    (r"cuDNN (?P<dtype>.+), channels_last", N_("cuDNN {dtype}, channels_last")),
+))
+#: Curve and variant names translated whole.
+_NAMES = (N_("speedup"), N_("CPU roof, 1 core"), N_("training steps, measured"), N_("N_d x 2 stages"),
+          N_("course's fastest, 1 thread"), N_("course's fastest, all cores"))
+
+
+def _shown(name: str) -> str:
+    """The legend text of curve (or variant) ``name`` in the current language.
+
+    >>> _shown("strong, B = 1024"), _shown("GEMM")
+    ('strong, B = 1024', 'GEMM')
+    """
+    for pattern, message in _SHOWN:
+        match = pattern.fullmatch(name)
+        if match:
+            return tr(message, **match.groupdict())
+    return tr(name)
+
+
+def _subjects(experiments: Sequence[str]) -> str:
+    """The experiments' subjects as one phrase: "a, b and c" (:data:`_SUBJECT`)."""
+    names = [tr(_SUBJECT[e]) if e in _SUBJECT else repr(e) for e in experiments]
+    text = names[-1]
+    for name in reversed(names[:-1]):
+        text = tr("{first} and {rest}", first=name, rest=text)
+    return text
 
 
 def _is_points(name: str, points: Collection[str]) -> bool:
@@ -210,13 +256,15 @@ class ReferenceRuns:
         return len(self.results)
 
     def __str__(self) -> str:
-        subject = " and ".join(_SUBJECT.get(e, repr(e)) for e in self.experiments)
+        subject = _subjects(self.experiments)
         if not self.results:
-            return (f"No reference file has {subject} yet: make one on a machine to compare with, "
-                    f"in a terminal in the course's folder: {MAKE_ONE}")
-        others = f" (not in: {', '.join(self.without)})" if self.without else ""
-        return (f"{subject} beside {len(self.results)} reference run(s): "
-                + "; ".join(f"{label} [{self.files[label]}]" for label in self.results) + others)
+            return tr("No reference file has {subject} yet: make one on a machine to compare with, "
+                      "in a terminal in the course's folder: {command}", subject=subject, command=MAKE_ONE)
+        fields = dict(subject=subject, count=len(self.results), files=", ".join(self.without),
+                      runs="; ".join(f"{label} [{self.files[label]}]" for label in self.results))
+        if self.without:
+            return tr("{subject} beside {count} reference run(s): {runs} (not in: {files})", **fields)
+        return tr("{subject} beside {count} reference run(s): {runs}", **fields)
 
 
 def reference_runs(experiments: str | Sequence[str], *, folder: str | Path | None = None,
@@ -298,7 +346,9 @@ def machine_label(check) -> str:
     from ..parallel.train.cores import CoreCheck
 
     check_type(check, "check", CoreCheck, "the result of check_cores()")
-    return f"your machine, {check.cores} cores" + ("" if check.free else " (shared with other work: not its own speed)")
+    if check.free:
+        return tr("your machine, {cores} cores", cores=check.cores)
+    return tr("your machine, {cores} cores (shared with other work: not its own speed)", cores=check.cores)
 
 
 def _check_curves(curves, name: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -342,7 +392,7 @@ def _log_ticks(axis, values: np.ndarray, base: int) -> None:
 
 @styled
 def beside_references_figure(yours: Mapping, references: ReferenceRuns | Mapping, *, title: str, xlabel: str,
-                             ylabel: str, yours_label: str = "your machine, now", guides: Mapping | None = None,
+                             ylabel: str, yours_label: str = N_("your machine, now"), guides: Mapping | None = None,
                              ideal: bool = False, points: Collection[str] = (), x_axis: str = "log2",
                              y_axis: str = "linear"):
     """The learner's curves beside every reference machine's, one colour per machine.
@@ -362,7 +412,7 @@ def beside_references_figure(yours: Mapping, references: ReferenceRuns | Mapping
         :func:`reference_runs`, or ``{machine label: {curve name: (x, y)}}``.
     title, xlabel, ylabel : str
     yours_label : str
-        Legend text of your machine.
+        Legend text of your machine (the default in the current language).
     guides : mapping, optional
         ``{label: (x, y)}``: models to read the curves against (a formula), thin and grey.
     ideal : bool
@@ -409,7 +459,7 @@ def beside_references_figure(yours: Mapping, references: ReferenceRuns | Mapping
     xs = [x[np.isfinite(x) & np.isfinite(y)] for _, c in sources for x, y in c.values()]
     xs = np.concatenate(xs + [np.zeros(0)])
     if ideal and xs.size:
-        extra = {"ideal: y = x": (np.array([xs.min(), xs.max()]), np.array([xs.min(), xs.max()]))} | extra
+        extra = {N_("ideal: y = x"): (np.array([xs.min(), xs.max()]), np.array([xs.min(), xs.max()]))} | extra
 
     fig, ax = new_figure(size=(9.6, 5.2))
     style = {k: (_DASHES[i % len(_DASHES)], _MARKERS[i % len(_MARKERS)]) for i, k in enumerate(kinds)}
@@ -441,7 +491,7 @@ def beside_references_figure(yours: Mapping, references: ReferenceRuns | Mapping
         ls = (":", "-.", "--")[i % 3]
         ax.plot(x, y, ls, color="0.45", lw=1.3, zorder=2)
         everything.append((x, y))
-        guide_handles.append((Line2D([], [], ls=ls, color="0.45", lw=1.3), label))
+        guide_handles.append((Line2D([], [], ls=ls, color="0.45", lw=1.3), _shown(label)))
 
     allx = np.concatenate([x for x, _ in everything] + [np.zeros(0)])
     ally = np.concatenate([y for _, y in everything] + [np.zeros(0)])
@@ -457,14 +507,14 @@ def beside_references_figure(yours: Mapping, references: ReferenceRuns | Mapping
 
     machines = [Line2D([], [], color=COLORS[0], lw=3.0, marker="o", ms=8)]
     machines += [Line2D([], [], color=c, lw=1.6, marker="o", ms=7, mfc="white", mew=1.6) for c in colors[1:]]
-    names = [yours_label] + list(refs)
+    names = [tr(yours_label)] + list(refs)
     fig.legend(machines, names, loc="outside lower center", ncols=1, alignment="left",
-               title="your run, then the reference runs (data/reference)" if refs else None)
+               title=tr("your run, then the reference runs (data/reference)") if refs else None)
     handles = []
     if len(kinds) > 1:
         handles += [(Line2D([], [], ls="none" if _is_points(k, points) else style[k][0],
                             marker=None if k in dense else style[k][1],
-                            color="0.3", lw=1.6, ms=7), k) for k in kinds]
+                            color="0.3", lw=1.6, ms=7), _shown(k)) for k in kinds]
     handles += guide_handles
     if handles:
         fig.legend([h for h, _ in handles], [t for _, t in handles], loc="outside right upper", handlelength=3.2)
@@ -553,7 +603,7 @@ def conv_rows(references: ReferenceRuns) -> list[dict]:
 
 @styled
 def conv_figure(references: ReferenceRuns, *, yours: Mapping | None = None,
-                yours_label: str = "your machine, now", title: str = "ResNet-50's 3x3 layers: time per image"):
+                yours_label: str = N_("your machine, now"), title: str = N_("ResNet-50's 3x3 layers: time per image")):
     """Time per image of ResNet-50's 3x3 layers: cuDNN on each reference GPU (one marker per
     number format), the course's fastest algorithm on each reference CPU (1 thread and all
     cores), and yours.
@@ -570,6 +620,7 @@ def conv_figure(references: ReferenceRuns, *, yours: Mapping | None = None,
         ``{layer name: {variant: seconds per image}}``, e.g. ``{"conv2_x": {"im2col, 1 thread":
         3e-3}}``: your own measurement.
     yours_label, title : str
+        Legend text of your machine and the title (the defaults in the current language).
 
     Examples
     --------
@@ -615,13 +666,15 @@ def conv_figure(references: ReferenceRuns, *, yours: Mapping | None = None,
     if values:
         lo, hi = min(values), max(values)
         time_axis(ax.xaxis, lo / 2, hi * 2)
-    ax.set(title=title, xlabel="time per image (log scale; shorter is faster)")
+    ax.set(title=tr(title), xlabel=tr("time per image (log scale; shorter is faster)"))
     ax.tick_params(axis="y", length=0)
     fig.legend([Line2D([], [], ls="none", marker="o", color=colour[m], ms=8, mfc=None if (yours and m == yours_label)
-                       else "white", mew=1.8) for m in machines], machines, loc="outside lower center",
-               title="your run, then the reference runs (data/reference)" if references.results else None,
+                       else "white", mew=1.8) for m in machines], [tr(m) if m == yours_label else m for m in machines],
+               loc="outside lower center",
+               title=tr("your run, then the reference runs (data/reference)") if references.results else None,
                alignment="left")
     if variants:
-        fig.legend([Line2D([], [], ls="none", marker=marker[v], color="0.3", ms=8) for v in variants], variants,
+        fig.legend([Line2D([], [], ls="none", marker=marker[v], color="0.3", ms=8) for v in variants],
+                   [_shown(v) for v in variants],
                    loc="outside right upper")
     return fig

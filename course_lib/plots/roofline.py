@@ -10,6 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from .._validate import check_real, check_sequence, check_type
+from ..i18n import tr
 from ..roofline import Op, Roofline
 from . import COLORS, new_figure, styled
 
@@ -67,11 +68,13 @@ def roofline_figure(roofline: Roofline, ops: Sequence[Op] = (), *,
     grid = [lo * (hi / lo) ** (k / 200) for k in range(201)]
     ax.loglog(grid, [roofline.attainable(x) / scale for x in grid], color=COLORS[0], lw=2.5)
     ax.axvline(ridge, color="0.5", lw=1, ls=":")
-    ax.text(ridge * 1.08, bottom * 1.4 / scale, f"ridge point\n{ridge:.3g} FLOP/B", color="0.3", va="bottom")
-    ax.text(ridge / 1.12, peak * 1.6 / scale, "← memory-bound", ha="right", color=_MEMORY)
-    ax.text(ridge * 1.12, peak * 1.6 / scale, "compute-bound →", ha="left", color=_COMPUTE)
+    ax.text(ridge * 1.08, bottom * 1.4 / scale, tr("ridge point\n{intensity}", intensity=f"{ridge:.3g} FLOP/B"),
+            color="0.3", va="bottom")
+    ax.text(ridge / 1.12, peak * 1.6 / scale, tr("← memory-bound"), ha="right", color=_MEMORY)
+    ax.text(ridge * 1.12, peak * 1.6 / scale, tr("compute-bound →"), ha="left", color=_COMPUTE)
     handles = [Line2D([], [], color=COLORS[0], lw=2.5)]
-    labels = [f"roof: peak {peak / scale:.3g} {unit}, β_mem {bw / 1e9:.3g} GB/s"]
+    labels = [tr("roof: peak {peak}, β_mem {bandwidth}", peak=f"{peak / scale:.3g} {unit}",
+                 bandwidth=f"{bw / 1e9:.3g} GB/s")]
     placed: list[list] = []  # [x, y, numbers] of each label, x and y in axes fractions
 
     def place(x, y, number):
@@ -95,14 +98,15 @@ def roofline_figure(roofline: Roofline, ops: Sequence[Op] = (), *,
         ax.plot([x], [y / scale], marker, color=color, ms=8, zorder=3)
         place(x, y, str(k))
         handles.append(Line2D([], [], ls="", marker=marker, color=color, ms=7))
-        shown = f"{op.intensity:.3g}" if op.intensity > 0 else "0: time = bytes / β_mem"
+        shown = f"{op.intensity:.3g}" if op.intensity > 0 else tr("0: time = bytes / β_mem")
         labels.append(f"{k}  {op.name} (I_a = {shown})")
     for k, (label, x, rate) in enumerate(points, start=len(ops) + 1):
         ax.plot([x, x], [rate / scale, roofline.attainable(x) / scale], ":", color=_MEASURED, lw=1.2)
         ax.plot([x], [rate / scale], "o", mfc="white", mec=_MEASURED, mew=2, ms=8, zorder=3)
         place(x, rate, str(k))
         handles.append(Line2D([], [], ls="", marker="o", mfc="white", mec=_MEASURED, mew=2, ms=7))
-        labels.append(f"{k}  {label} (measured, I_a = {x:.3g})")
+        labels.append(tr("{number}  {label} (measured, I_a = {intensity})", number=k, label=label,
+                         intensity=f"{x:.3g}"))
     for fx, fy, numbers in placed:
         x, y = lo * (hi / lo) ** fx, bottom * (top / bottom) ** fy
         ax.annotate(",".join(numbers), (x, y / scale), textcoords="offset points",
@@ -111,8 +115,8 @@ def roofline_figure(roofline: Roofline, ops: Sequence[Op] = (), *,
     ax.set_ylim(bottom / scale, top / scale)
     for axis in (ax.xaxis, ax.yaxis):
         axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-    default = f"roofline: {roofline.label}" if roofline.label else "roofline"
-    ax.set(xlabel="arithmetic intensity $I_a$ (FLOP/B)", ylabel=f"attainable rate ({unit})",
+    default = tr("roofline: {label}", label=roofline.label) if roofline.label else tr("roofline")
+    ax.set(xlabel=tr("arithmetic intensity $I_a$ (FLOP/B)"), ylabel=tr("attainable rate ({unit})", unit=unit),
            title=title or default)
     ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False,
               handletextpad=0.4)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import scaling
 from .._validate import as_real, check_count, check_range, check_real, check_type
-from ..i18n import tr
+from ..i18n import N_, tr
 from . import COLORS, log2_axis, new_figure, styled
 
 __all__ = ["amdahl_figure", "laws_figure", "measured_speedup_figure"]
@@ -106,21 +106,21 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     same = np.isclose(s, n_val)
 
     fig, (ax_s, ax_e) = new_figure(1, 2, size=(9.6, 4.1))
-    ax_s.loglog(ns, ns, color="0.45", lw=1.2, ls=":", label="ideal S = N")
-    ax_s.loglog(ns, ideal_devices, color=COLORS[0], label="s = N (perfect devices)")
-    ax_s.loglog(ns_real, real_devices, color=COLORS[1], ls="--", label=f"s = {_number(ratio)}·N (s/N kept)")
+    ax_s.loglog(ns, ns, color="0.45", lw=1.2, ls=":", label=tr("ideal S = N"))
+    ax_s.loglog(ns, ideal_devices, color=COLORS[0], label=tr("s = N (perfect devices)"))
+    ax_s.loglog(ns_real, real_devices, color=COLORS[1], ls="--", label=tr("s = {ratio}·N (s/N kept)", ratio=_number(ratio)))
     if np.isfinite(limit):
-        ax_s.axhline(limit, color=COLORS[2], lw=1.2, ls="-.", label=f"limit 1/(1 − p) = {limit:.4g}")
+        ax_s.axhline(limit, color=COLORS[2], lw=1.2, ls="-.", label=tr("limit 1/(1 − p) = {limit}", limit=f"{limit:.4g}"))
     ax_s.plot([n_val], [s_ideal_now], "o", color=COLORS[0])
     if not same:
         ax_s.plot([n_val], [s_now], "s", color=COLORS[1])
-    ax_s.set(xlabel="devices N", ylabel="speedup S", title=f"Amdahl's law, p = {p_val:.3g}")
+    ax_s.set(xlabel=tr("devices N"), ylabel=tr("speedup S"), title=tr("Amdahl's law, p = {p}", p=f"{p_val:.3g}"))
     ax_s.set_ylim(0.8, hi * 1.25)
     log2_axis(ax_s.xaxis, hi)
     log2_axis(ax_s.yaxis, hi)
     marks = [(s_ideal_now, f"S({n_val}) = {s_ideal_now:.3g}", COLORS[0])]
     if not same:
-        marks.append((s_now, f"S = {s_now:.3g} at s = {s:g}", COLORS[1]))
+        marks.append((s_now, tr("S = {speedup} at s = {s}", speedup=f"{s_now:.3g}", s=f"{s:g}"), COLORS[1]))
     _value_labels(ax_s, n_val, marks, rising=True, x_hi=hi)
 
     eta_ideal, eta_real = ideal_devices / ns, real_devices / ns_real
@@ -129,12 +129,13 @@ def amdahl_figure(p: float, s: float, n: int, *, n_max: int = 1024):
     ax_e.plot([n_val], [s_ideal_now / n_val], "o", color=COLORS[0])
     if not same:
         ax_e.plot([n_val], [s_now / n_val], "s", color=COLORS[1])
-    ax_e.set(xlabel="devices N", ylabel="efficiency η = S / N", title="parallel efficiency")
+    ax_e.set(xlabel=tr("devices N"), ylabel=tr("efficiency η = S / N"), title=tr("parallel efficiency"))
     ax_e.set_ylim(0, max(1.1, 1.12 * float(np.max(eta_real, initial=0.0))))
     log2_axis(ax_e.xaxis, hi)
     marks = [(s_ideal_now / n_val, f"η({n_val}) = {s_ideal_now / n_val:.3g}", COLORS[0])]
     if not same:
-        marks.append((s_now / n_val, f"η = {s_now / n_val:.3g} at s = {s:g}", COLORS[1]))
+        marks.append((s_now / n_val, tr("η = {efficiency} at s = {s}", efficiency=f"{s_now / n_val:.3g}", s=f"{s:g}"),
+                      COLORS[1]))
     _value_labels(ax_e, n_val, marks, rising=False, x_hi=hi)
     fig.legend(loc="outside lower center", ncol=4, columnspacing=1.2, handlelength=1.8)
     return fig
@@ -186,9 +187,9 @@ def measured_speedup_figure(
     *,
     fit_p: float | None = None,
     fit: scaling.AmdahlFit | Sequence[scaling.AmdahlFit] | None = None,
-    title: str = "measured speedup",
-    label: str = "measured",
-    xlabel: str = "devices N",
+    title: str = N_("measured speedup"),
+    label: str = N_("measured"),
+    xlabel: str = N_("devices N"),
     more: Mapping | None = None,
 ):
     """Measured speedups against the ideal line and, if given, a fitted Amdahl curve.
@@ -210,7 +211,8 @@ def measured_speedup_figure(
         too), or several fits of the same points with different losses
         (``scaling.fit_amdahl(..., loss=...)``), each drawn in its own colour and line style.
     title, label, xlabel : str
-        Axes title, legend label of the measurements, x-axis label.
+        Axes title, legend label of the measurements, x-axis label (shown in the current
+        language where the course's catalogue translates them, as it does the defaults).
     more : mapping, optional
         ``{label: (n, speedup)}``: further measured series, drawn the same way.
 
@@ -243,25 +245,32 @@ def measured_speedup_figure(
     hi = float(max([n_arr.max(), *(x.max() for x, _ in extra.values())]))
     s_hi = float(max([s_arr.max(), *(y.max() for _, y in extra.values()), hi]))
     grid = np.geomspace(1.0, hi, 100) if hi > 1 else np.array([1.0])
-    ax.plot(grid, grid, color="0.45", lw=1.2, ls=":", label=f"ideal, S = {_count_symbol(xlabel)}")
+    ax.plot(grid, grid, color="0.45", lw=1.2, ls=":", label=tr("ideal, S = {symbol}", symbol=_count_symbol(xlabel)),
+            gid="ideal")  # gids: strong_weak_figure finds these lines in any language
     if fit_p is not None:
         fits = [scaling.AmdahlFit(check_real(fit_p, "fit_p", 0.0, 1.0), float("nan"), int(n_arr.size), "")]
     exact = int(np.count_nonzero(n_arr > 1)) < 2  # one point besides n = 1: the curve passes through it
     for i, one in enumerate(fits):
         color, style = _FIT_STYLES[i % len(_FIT_STYLES)]
         if one.n_points < 3 or exact:
-            ax.plot(grid, scaling.amdahl(one.p, grid), "--", color=color,
-                    label=f"Amdahl fit to {one.n_points} points, p = {one.p:.3f} (illustration, not a law)")
+            ax.plot(grid, scaling.amdahl(one.p, grid), "--", color=color, gid="amdahl",
+                    label=tr("Amdahl fit to {count} points, p = {p} (illustration, not a law)",
+                             count=one.n_points, p=f"{one.p:.3f}"))
             continue
-        spread = f" ± {one.stderr:.3f}" if np.isfinite(one.stderr) else ""
-        loss = f"in {_LOSS_WORDS.get(one.loss, one.loss)}" if one.loss else ""
-        what = loss if len(fits) > 1 else f"to {one.n_points} points {loss}".rstrip()
-        ax.plot(grid, scaling.amdahl(one.p, grid), style, color=color,
-                label=f"Amdahl fit {what}, p = {one.p:.3f}{spread}")
-    ax.plot(n_arr, s_arr, "o-", color=COLORS[0], label=label)
+        fields = dict(count=one.n_points, p=f"{one.p:.3f}",
+                      spread=f" ± {one.stderr:.3f}" if np.isfinite(one.stderr) else "",
+                      loss=tr(_LOSS_WORDS[one.loss]) if one.loss in _LOSS_WORDS else one.loss)
+        if len(fits) > 1:
+            text = (tr("Amdahl fit in {loss}, p = {p}{spread}", **fields) if one.loss
+                    else tr("Amdahl fit , p = {p}{spread}", **fields))
+        else:
+            text = (tr("Amdahl fit to {count} points in {loss}, p = {p}{spread}", **fields) if one.loss
+                    else tr("Amdahl fit to {count} points, p = {p}{spread}", **fields))
+        ax.plot(grid, scaling.amdahl(one.p, grid), style, color=color, label=text, gid="amdahl")
+    ax.plot(n_arr, s_arr, "o-", color=COLORS[0], label=tr(label))
     for i, (name, (x, y)) in enumerate(extra.items()):
-        ax.plot(x, y, ("s--", "^-.", "D:", "v--")[i % 4], color=COLORS[(2, 3, 4, 7)[i % 4]], label=name)
-    ax.set(xlabel=xlabel, ylabel="speedup S", title=title)
+        ax.plot(x, y, ("s--", "^-.", "D:", "v--")[i % 4], color=COLORS[(2, 3, 4, 7)[i % 4]], label=tr(name))
+    ax.set(xlabel=tr(xlabel), ylabel=tr("speedup S"), title=tr(title))
     log2_axis(ax.xaxis, hi)
     log2_axis(ax.yaxis, s_hi)
     ax.set_xlim(1 / 1.15, hi * 1.15)
@@ -275,7 +284,7 @@ def measured_speedup_figure(
 #: told apart by the line style as well).
 _FIT_STYLES = ((COLORS[1], "-"), (COLORS[2], "-."), (COLORS[3], ":"))
 #: How a legend names the loss of a fit (``AmdahlFit.loss``).
-_LOSS_WORDS = {"time": "run time 1/S", "speedup": "speedup S"}
+_LOSS_WORDS = {"time": N_("run time 1/S"), "speedup": N_("speedup S")}
 
 
 def _fits(fit) -> list:

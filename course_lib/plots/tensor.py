@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._validate import as_real, check_int, check_type
+from ..i18n import N_, tr
 from . import COLORS, new_figure, styled
 from .parallel import _arrow, _box, _diagram_axes
 
@@ -61,14 +62,15 @@ def tensor_split_diagram(workers: int = 2, hidden: int = 8):
     widths = ", ".join(str(hi - lo) for lo, hi in bounds)
     height = 2.2 + 0.85 * workers
     fig, ax = _diagram_axes(
-        height, f"a pair of linear layers over {workers} workers (hidden width {hidden}: blocks of {widths})")
+        height, tr("a pair of linear layers over {workers} workers (hidden width {hidden}: blocks of {widths})",
+                   workers=workers, hidden=hidden, widths=widths))
     top, bottom = 1 - 0.75 / (height - 0.5), 0.02  # room for the labels of "f" and "g"
     row_h = (top - bottom) / workers
     mid = (top + bottom) / 2
     # the whole product, left
     ax.text(0.1, mid + 0.2, "$Y = \\mathrm{relu}(X A_1)\\, A_2$", ha="center", va="bottom")
-    _blocks(ax, 0.01, mid - 0.1, 0.10, 0.2, cuts, "cols", "$A_1$: by\ncolumns")
-    _blocks(ax, 0.14, mid - 0.15, 0.06, 0.3, cuts, "rows", "$A_2$: by\nrows")
+    _blocks(ax, 0.01, mid - 0.1, 0.10, 0.2, cuts, "cols", tr("$A_1$: by\ncolumns"))
+    _blocks(ax, 0.14, mid - 0.15, 0.06, 0.3, cuts, "rows", tr("$A_2$: by\nrows"))
     # per worker, right
     x0, x_sum = 0.235, 0.865
     for j, (lo, hi) in enumerate(bounds):
@@ -77,24 +79,26 @@ def tensor_split_diagram(workers: int = 2, hidden: int = 8):
         y = top - (j + 0.5) * row_h - h / 2
         _box(ax, x0, y, 0.095, h, f"$A_1[:, {lo}{{:}}{hi}]$", color, alpha=0.55)
         _arrow(ax, (x0 + 0.095, y + h / 2), (x0 + 0.115, y + h / 2))
-        _box(ax, x0 + 0.115, y, 0.17, h, f"$H_{j} = \\mathrm{{relu}}(X A_1[:, c_{j}])$\nno communication",
+        _box(ax, x0 + 0.115, y, 0.17, h,
+             tr("{formula}\nno communication", formula=f"$H_{j} = \\mathrm{{relu}}(X A_1[:, c_{j}])$"),
              color, alpha=0.15)
         _arrow(ax, (x0 + 0.285, y + h / 2), (x0 + 0.305, y + h / 2))
         _box(ax, x0 + 0.305, y, 0.095, h, f"$A_2[{lo}{{:}}{hi}, :]$", color, alpha=0.55)
         _arrow(ax, (x0 + 0.4, y + h / 2), (x0 + 0.42, y + h / 2))
-        _box(ax, x0 + 0.42, y, 0.15, h, f"$Y_{j} = H_{j}\\, A_2[c_{j}, :]$\npartial", color, alpha=0.15)
+        _box(ax, x0 + 0.42, y, 0.15, h, tr("{formula}\npartial", formula=f"$Y_{j} = H_{j}\\, A_2[c_{j}, :]$"), color,
+             alpha=0.15)
         _arrow(ax, (x0 + 0.57, y + h / 2), (x_sum, mid), color=color, lw=2.0)
-    _box(ax, x_sum, mid - 0.14, 1 - x_sum - 0.005, 0.28, "all-reduce\n$Y = \\Sigma_j\\, Y_j$\n(+ bias)\non every\nworker",
-         "0.3", alpha=0.1)
-    ax.text(x0 + 0.06, top + 0.02, '"f": identity forward,\nall-reduce of dX backward', ha="center", va="bottom")
-    ax.text(x_sum + 0.065, mid + 0.16, '"g": all-reduce\nforward, identity\nbackward', ha="center", va="bottom")
+    _box(ax, x_sum, mid - 0.14, 1 - x_sum - 0.005, 0.28,
+         tr("all-reduce\n$Y = \\Sigma_j\\, Y_j$\n(+ bias)\non every\nworker"), "0.3", alpha=0.1)
+    ax.text(x0 + 0.06, top + 0.02, tr('"f": identity forward,\nall-reduce of dX backward'), ha="center", va="bottom")
+    ax.text(x_sum + 0.065, mid + 0.16, tr('"g": all-reduce\nforward, identity\nbackward'), ha="center", va="bottom")
     return fig
 
 
 @styled
 def scheme_bytes_figure(batch_sizes: Sequence[int], formula: Mapping[str, Sequence[float]],
                         measured: Mapping[str, tuple[int, float]] | None = None, *,
-                        title: str = "bytes moved per training step"):
+                        title: str = N_("bytes moved per training step")):
     """Bytes per step of each scheme against the global batch (log-log), with measured points.
 
     Parameters
@@ -106,6 +110,7 @@ def scheme_bytes_figure(batch_sizes: Sequence[int], formula: Mapping[str, Sequen
     measured : mapping of str to (batch, bytes), optional
         Scheme name -> one measured point, drawn as a marker on that scheme's line.
     title : str
+        Shown in the current language where the course's catalogue translates it (as the default).
 
     Examples
     --------
@@ -132,12 +137,12 @@ def scheme_bytes_figure(batch_sizes: Sequence[int], formula: Mapping[str, Sequen
             b, m = measured[name]
             ax.plot([b], [m], "o", color=COLORS[k % len(COLORS)], mfc="none", ms=9, mew=1.6)
     if measured:
-        ax.plot([], [], "o", color="0.3", mfc="none", label="measured")
+        ax.plot([], [], "o", color="0.3", mfc="none", label=tr("measured"))
     from matplotlib.ticker import FuncFormatter
 
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.set_yscale("log")
-    ax.set(xlabel="global batch B", ylabel="bytes per step", title=title)
+    ax.set(xlabel=tr("global batch B"), ylabel=tr("bytes per step"), title=tr(title))
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     return fig

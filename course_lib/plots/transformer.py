@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .._validate import check_int, check_type
+from ..i18n import tr
 from ..tensor_cost import activation_bytes, layer_norm_dropout_bytes
 from . import COLORS, new_figure, styled
 
@@ -46,16 +47,17 @@ def sequence_parallel_figure(seq_length: int, micro_batch: int, hidden: int, hea
         total = np.array([activation_bytes(*args, tensor=t, sequence_parallel=sp) for t in sizes])
         pos = x + (k - 0.5) * width
         ax.bar(pos, region / gb, width, color=COLORS[1], hatch="//" if sp else None, edgecolor="white",
-               label="layer norms and dropouts" if k == 0 else None)
+               label=tr("layer norms and dropouts") if k == 0 else None)
         ax.bar(pos, (total - region) / gb, width, bottom=region / gb, color=COLORS[0],
                hatch="//" if sp else None, edgecolor="white",
-               label="the rest (split by the tensor split)" if k == 0 else None)
+               label=tr("the rest (split by the tensor split)") if k == 0 else None)
         for p, v in zip(pos, total, strict=True):
-            ax.text(p, v / gb, "with SP" if sp else "TP", ha="center", va="bottom", fontsize=10)
+            ax.text(p, v / gb, tr("with SP") if sp else "TP", ha="center", va="bottom", fontsize=10)
     ax.set_xticks(x, [f"$N_t$ = {t}" for t in sizes])
-    ax.set(ylabel="activations per layer and device (GB)",
-           title=title or f"one layer: L = {seq_length:,}, b = {micro_batch}, h = {hidden:,}, a = {heads}; "
-                          "TP: tensor parallel, SP: + sequence parallel")
+    ax.set(ylabel=tr("activations per layer and device (GB)"),
+           title=title or tr("one layer: L = {length}, b = {micro_batch}, h = {hidden}, a = {heads}; "
+                             "TP: tensor parallel, SP: + sequence parallel", length=f"{seq_length:,}",
+                             micro_batch=micro_batch, hidden=f"{hidden:,}", heads=heads))
     ax.margins(y=0.12)
     ax.legend(loc="upper right", frameon=False)
     return fig

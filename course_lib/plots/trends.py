@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from .._validate import as_real, check_real, check_sequence, check_type
+from ..i18n import N_, tr
 from . import COLORS, new_figure, styled
 
 __all__ = [
@@ -112,49 +113,50 @@ def execution_model_figure(n_cores: int = 4, *, n_instructions: int = 8):
 
     # serial: problem -> instructions t1..tn -> one core -> results
     mid = 1.25
-    _box(ax_s, 0.05, mid - 0.35, 1.15, 0.7, "problem", c_problem)
+    _box(ax_s, 0.05, mid - 0.35, 1.15, 0.7, tr("problem"), c_problem)
     _instructions(ax_s, 1.6, mid + 0.25, 4.4, 0.45, _tile_labels(1, n_instructions, _MAX_TILES), c_instr)
-    ax_s.text(3.8, mid + 0.85, "instructions, one after another", ha="center")
-    _box(ax_s, 1.6, mid - 0.75, 4.4, 0.45, "input data", COLORS[5])
-    _box(ax_s, 6.45, mid - 0.45, 1.0, 0.9, "CPU\ncore", c_core)
-    _box(ax_s, 7.9, mid - 0.35, 1.4, 0.7, "results", c_result)
+    ax_s.text(3.8, mid + 0.85, tr("instructions, one after another"), ha="center")
+    _box(ax_s, 1.6, mid - 0.75, 4.4, 0.45, tr("input data"), COLORS[5])
+    _box(ax_s, 6.45, mid - 0.45, 1.0, 0.9, tr("CPU\ncore"), c_core)
+    _box(ax_s, 7.9, mid - 0.35, 1.4, 0.7, tr("results"), c_result)
     _arrow(ax_s, (1.2, mid + 0.1), (1.6, mid + 0.45))
     _arrow(ax_s, (1.2, mid - 0.1), (1.6, mid - 0.5))
     _arrow(ax_s, (6.0, mid + 0.45), (6.45, mid + 0.2))
     _arrow(ax_s, (6.0, mid - 0.5), (6.45, mid - 0.2))
     _arrow(ax_s, (7.45, mid), (7.9, mid))
-    ax_s.text(4.7, 0.1, "time ≈ n instructions × time per instruction", ha="center", style="italic")
-    ax_s.set_title("serial: one core")
+    ax_s.text(4.7, 0.1, tr("time ≈ n instructions × time per instruction"), ha="center", style="italic")
+    ax_s.set_title(tr("serial: one core"))
 
     # parallel: problem -> parallel algorithm -> n parts -> n cores -> combined results
     per_core = n_instructions // n_cores
     top = h_p - 0.1
     mid = top - lane * n_cores / 2
-    _box(ax_p, 0.05, mid - 0.35, 1.15, 0.7, "problem", c_problem)
-    _box(ax_p, 1.55, mid - 0.6, 1.25, 1.2, "parallel\nalgorithm", c_algo)
+    _box(ax_p, 0.05, mid - 0.35, 1.15, 0.7, tr("problem"), c_problem)
+    _box(ax_p, 1.55, mid - 0.6, 1.25, 1.2, tr("parallel\nalgorithm"), c_algo)
     _arrow(ax_p, (1.2, mid), (1.55, mid))
     for k in range(n_cores):
         yc = top - (k + 0.5) * lane
         labels = _tile_labels(k * per_core + 1, (k + 1) * per_core, 6)
         _instructions(ax_p, 3.25, yc - 0.17, 2.75, 0.34, labels, c_instr)
-        _box(ax_p, 6.4, yc - 0.17, 1.1, 0.34, f"core {k + 1}", c_core, fontsize=10.5)
+        _box(ax_p, 6.4, yc - 0.17, 1.1, 0.34, tr("core {core}", core=k + 1), c_core, fontsize=10.5)
         _arrow(ax_p, (2.8, mid), (3.25, yc))
         _arrow(ax_p, (6.0, yc), (6.4, yc))
         _arrow(ax_p, (7.5, yc), (7.9, mid))
-    _box(ax_p, 7.9, mid - 0.4, 1.4, 0.8, "combined\nresults", c_result)
-    ax_p.text(4.7, 0.05, f"time ≈ (n / {n_cores}) × time per instruction + splitting and combining",
+    _box(ax_p, 7.9, mid - 0.4, 1.4, 0.8, tr("combined\nresults"), c_result)
+    ax_p.text(4.7, 0.05, tr("time ≈ (n / {cores}) × time per instruction + splitting and combining", cores=n_cores),
               ha="center", style="italic")
-    ax_p.set_title(f"parallel: {n_cores} cores")
+    ax_p.set_title(tr("parallel: {cores} cores", cores=n_cores))
     return fig
 
 
 # ------------------------------------------------------------------ CPU trends
+#: Series -> (legend text, translated where drawn; marker; colour).
 _TREND_STYLE = {
-    "transistors_thousands": ("transistors (thousands)", "^", COLORS[1]),
-    "single_thread_specint_x1000": ("single-thread performance\n(SpecINT × 10³)", "o", COLORS[0]),
-    "frequency_mhz": ("frequency (MHz)", "s", COLORS[2]),
-    "typical_power_w": ("typical power (W)", "D", COLORS[3]),
-    "logical_cores": ("logical cores", "v", COLORS[7]),
+    "transistors_thousands": (N_("transistors (thousands)"), "^", COLORS[1]),
+    "single_thread_specint_x1000": (N_("single-thread performance\n(SpecINT × 10³)"), "o", COLORS[0]),
+    "frequency_mhz": (N_("frequency (MHz)"), "s", COLORS[2]),
+    "typical_power_w": (N_("typical power (W)"), "D", COLORS[3]),
+    "logical_cores": (N_("logical cores"), "v", COLORS[7]),
 }
 
 
@@ -200,18 +202,18 @@ def cpu_trends_figure(trends: Mapping, *, turn_year: float = 2005.0, attribution
     for name, (label, marker, color) in _TREND_STYLE.items():
         if name in trends:
             t = trends[name]
-            ax.scatter(t.year, t.value, s=18, marker=marker, color=color, label=label, alpha=0.85)
+            ax.scatter(t.year, t.value, s=18, marker=marker, color=color, label=tr(label), alpha=0.85)
     ax.set_yscale("log")
     ax.set_ylim(0.3, 3e8)
     ax.yaxis.set_major_locator(FixedLocator([10.0**k for k in range(0, 9, 2)]))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:,.0f}"))
     ax.axvline(turn_year, color="0.3", ls="--", lw=1)
-    ax.annotate("multicore turn:\nfrequency flattens,\npower grows slowly,\ncores multiply",
+    ax.annotate(tr("multicore turn:\nfrequency flattens,\npower grows slowly,\ncores multiply"),
                 xy=(turn_year, 2e6), xytext=(1972, 2e6), va="center",
                 bbox=dict(boxstyle="round", facecolor="white", edgecolor="0.6"),
                 arrowprops=dict(arrowstyle="-|>", color="0.3"))
-    ax.set(xlabel="year", ylabel="value (log scale)", title="50 years of microprocessor trends")
+    ax.set(xlabel=tr("year"), ylabel=tr("value (log scale)"), title=tr("50 years of microprocessor trends"))
     ax.set_xlim(1970, 2023)
     fig.legend(loc="outside right upper", markerscale=1.6)
     if lines:
@@ -304,6 +306,7 @@ def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
     sizes = _bubble_area([m.params_million for m in models])
     family = np.array([m.family for m in models])
     handles = []
+    others = tr("other families")
     for i, fam in enumerate(names):
         mask = family == fam
         on = highlight is None or fam == highlight
@@ -314,23 +317,25 @@ def accuracy_compute_figure(models: Sequence, highlight: str | None = None, *,
         ax.scatter(x[mask], y[mask], s=area, marker=marker, color=color,
                    alpha=0.6 if on else 0.45, edgecolors="0.15" if on else "0.65", linewidths=0.7,
                    label=fam, zorder=3 if on else 2)
-        key = fam if on else "other families"  # highlighted: it and "other families"
+        key = fam if on else others  # highlighted: it and "other families"
         if key not in (h.get_label() for h in handles):
             handles.append(Line2D([], [], ls="", marker=marker, markersize=9, color=color,
                                   markeredgecolor="0.15" if on else "0.65", alpha=0.8, label=key))
-    handles.sort(key=lambda h: h.get_label() == "other families")  # the highlighted family first
+    handles.sort(key=lambda h: h.get_label() == others)  # the highlighted family first
     plain_log_axis(ax.xaxis, x.min() / 1.5, x.max() * 1.6)
     ax.set_ylim(y.min() - 1.5, y.max() + 1.2)
     ax.yaxis.set_major_locator(MaxNLocator(steps=[1, 2, 5, 10]))
-    unit = "GFLOP (= 2 × GMAC)" if flops else "GMAC"
-    what = "FLOPs" if flops else "multiply-accumulates"
-    ax.set(xlabel=f"{what} per forward pass ({unit}), log scale\nthe source figure's \"G-FLOPs\" are GMACs",
-           ylabel="top-5 accuracy on ImageNet (%)",
-           title="accuracy vs compute" + (f", highlighted: {highlight}" if highlight else ""))
-    fig.legend(handles=handles, loc="outside right upper", title="family", handletextpad=0.3)
+    if flops:
+        xlabel = tr("FLOPs per forward pass (GFLOP (= 2 × GMAC)), log scale\nthe source figure's \"G-FLOPs\" are GMACs")
+    else:
+        xlabel = tr("multiply-accumulates per forward pass (GMAC), log scale\nthe source figure's \"G-FLOPs\" are GMACs")
+    ax.set(xlabel=xlabel, ylabel=tr("top-5 accuracy on ImageNet (%)"),
+           title=tr("accuracy vs compute, highlighted: {family}", family=highlight) if highlight
+           else tr("accuracy vs compute"))
+    fig.legend(handles=handles, loc="outside right upper", title=tr("family"), handletextpad=0.3)
     key = [Line2D([], [], ls="", marker="o", markersize=float(np.sqrt(_bubble_area(p))), color="0.6",
                   markeredgecolor="0.2", alpha=0.7, label=f"{p}M") for p in _SIZE_KEY]
-    fig.legend(handles=key, loc="outside right lower", title="parameters\n(bubble area)",
+    fig.legend(handles=key, loc="outside right lower", title=tr("parameters\n(bubble area)"),
                labelspacing=1.3, borderpad=0.9, handletextpad=1.0)
     if highlight is not None:
         mask = family == highlight
@@ -485,10 +490,10 @@ def bert_estimates_figure(labels: Sequence[str], seconds: Sequence[float],
     if texts and len(texts) != est.size + rec.size:
         raise ValueError("texts must have one entry per estimate and record")
     fig, ax = new_figure(size=(8.4, 0.5 * (est.size + rec.size) + 2.0))
-    styles = ([("o", COLORS[0], "estimate: 6PD / sustained rate")] * est.size
-              + [("D", COLORS[1], "record (measured)")] * rec.size)
+    styles = ([("o", COLORS[0], tr("estimate: 6PD / sustained rate"))] * est.size
+              + [("D", COLORS[1], tr("record (measured)"))] * rec.size)
     _time_dots(ax, np.concatenate([est, rec]), [*labels, *record_labels], texts=list(texts) or None,
                styles=styles)
-    ax.set(xlabel="training time, log scale", title="BERT-Large pre-training time")
+    ax.set(xlabel=tr("training time, log scale"), title=tr("BERT-Large pre-training time"))
     fig.legend(loc="outside lower center", ncol=2)
     return fig

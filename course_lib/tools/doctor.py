@@ -20,9 +20,12 @@ import shlex
 import shutil
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..i18n import tr, tr_n
 
 __all__ = ["Check", "REQUIRED", "find_chromium", "run_checks", "format_report", "main"]
 
@@ -282,6 +285,18 @@ def _vtuple(version: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+def _join(clauses) -> str:
+    """Clauses of one line, separated by "; " (its translation: "；")."""
+    return tr("; ", context="list separator").join(clauses)
+
+
+def _column(text: str, width: int) -> str:
+    """``text`` left-aligned in ``width`` screen columns, a Chinese character counting two
+    (``course_lib.timing.pad``'s rule; not imported from there: it imports numpy)."""
+    wide = sum(unicodedata.east_asian_width(c) in "WF" for c in text)
+    return f"{text:<{max(0, width - wide)}}"
+
+
 def _pip(spec: str) -> str:
     return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(spec)}"
 
@@ -296,11 +311,11 @@ def _package_check(dist: str, label: str | None = None) -> Check:
     label = label or dist
     version = _dist_version(dist)
     if version is None:
-        return Check(label, FAIL, "not installed", _pip(_requirement(dist)))
+        return Check(label, FAIL, tr("not installed"), _pip(_requirement(dist)))
     lo, hi = REQUIRED[dist]
     if not _vtuple(lo) <= _vtuple(version) < _vtuple(hi):
         return Check(
-            label, FAIL, f"{version} is outside the supported range [{lo}, {hi})",
+            label, FAIL, tr("{version} is outside the supported range {range}", version=version, range=f"[{lo}, {hi})"),
             _pip(_requirement(dist)),
         )
     return Check(label, OK, version)
@@ -313,7 +328,7 @@ def check_python() -> Check:
     detail = f"{version} ({shown(sys.executable)})"
     if tuple(sys.version_info[:2]) < PYTHON_MIN:
         need = ".".join(map(str, PYTHON_MIN))
-        return Check("Python", FAIL, detail, f"install Python >= {need} and re-run `make install`")
+        return Check("Python", FAIL, detail, tr("install Python >= {version} and re-run `make install`", version=need))
     return Check("Python", OK, detail)
 
 
@@ -332,12 +347,12 @@ def check_widget_frontend() -> Check:
     JupyterLab serving the notebook comes from an environment without
     ``jupyterlab_widgets``, or that its major version does not match ipywidgets'.
     """
-    name = "widget front-end"
+    name = tr("widget front-end")
     own_prefix = _own_prefix()
     on_path = _which("jupyter-lab")
     # Resolved first: a pipx or shim jupyter-lab is a symlink into the environment it runs in.
     lab_prefix = Path(on_path).resolve().parent.parent if on_path else own_prefix
-    where = "" if lab_prefix == own_prefix else f" of the jupyter-lab on PATH ({on_path})"
+    where = "" if lab_prefix == own_prefix else tr(" of the jupyter-lab on PATH ({path})", path=on_path)
     found = [
         d / Path(*WIDGET_EXTENSION)
         for d in _labextension_dirs(lab_prefix)
@@ -347,17 +362,16 @@ def check_widget_frontend() -> Check:
         if lab_prefix == own_prefix:
             fix = _pip("jupyterlab_widgets>=3,<4")
         else:
-            fix = (
-                f"start JupyterLab from this environment (`make lab`), or run "
-                f"{shlex.quote(str(lab_prefix / 'bin' / 'python'))} -m pip install 'jupyterlab_widgets>=3,<4'"
-            )
+            fix = tr("start JupyterLab from this environment (`make lab`), or run {command}",
+                     command=f"{shlex.quote(str(lab_prefix / 'bin' / 'python'))} -m pip install "
+                             "'jupyterlab_widgets>=3,<4'")
         return Check(
             name, FAIL,
-            f"jupyterlab_widgets is not installed in the environment{where} ({lab_prefix}): "
-            "widgets will show as text",
+            tr("jupyterlab_widgets is not installed in the environment{where} ({prefix}): widgets will show as text",
+               where=where, prefix=lab_prefix),
             fix,
         )
-    detail = f"jupyterlab_widgets in {shown(found[0].parent.parent)}"
+    detail = tr("jupyterlab_widgets in {path}", path=shown(found[0].parent.parent))
     widgets_version = _dist_version("jupyterlab_widgets") if lab_prefix == own_prefix else None
     ipyw = _dist_version("ipywidgets")
     if widgets_version:
@@ -366,40 +380,43 @@ def check_widget_frontend() -> Check:
         if ipyw and _vtuple(ipyw)[:1] == (8,) and _vtuple(widgets_version)[:1] != (3,):
             return Check(
                 name, FAIL,
-                f"jupyterlab_widgets {widgets_version} does not match ipywidgets {ipyw} (needs 3.x)",
+                tr("jupyterlab_widgets {version} does not match ipywidgets {ipywidgets} (needs 3.x)",
+                   version=widgets_version, ipywidgets=ipyw),
                 _pip("jupyterlab_widgets>=3,<4"),
             )
     if lab_prefix != own_prefix:
         return Check(
             name, WARN,
-            f"the jupyter-lab on PATH ({on_path}) belongs to another environment; {detail}",
-            "use `make lab` (it starts JupyterLab from .venv)",
+            tr("the jupyter-lab on PATH ({path}) belongs to another environment; {detail}", path=on_path,
+               detail=detail),
+            tr("use `make lab` (it starts JupyterLab from .venv)"),
         )
     return Check(name, OK, detail)
 
 
 def check_kernel() -> Check:
     """Does the ``python3`` kernel run in this environment (where course_lib is)?"""
-    name = "notebook kernel"
+    name = tr("notebook kernel")
     argv = _kernel_argv()
     if argv is None:
         if _dist_version("ipykernel") is None:
-            return Check(name, FAIL, "ipykernel is not installed", _pip("ipykernel"))
-        return Check(name, FAIL, "no 'python3' kernel found", f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix")
+            return Check(name, FAIL, tr("ipykernel is not installed"), _pip("ipykernel"))
+        return Check(name, FAIL, tr("no 'python3' kernel found"),
+                     f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix")
     exe = argv[0] if argv else ""
     major, minor = sys.version_info[:2]
     # jupyter_client runs these names with the server's own interpreter.
     if exe in ("python", f"python{major}", f"python{major}.{minor}") or exe == sys.executable:
-        return Check(name, OK, f"python3 runs {shown(sys.executable)}")
+        return Check(name, OK, tr("python3 runs {path}", path=shown(sys.executable)))
     code, out = _run_python(exe, "import ipywidgets, course_lib")
     if code != 0:
-        last = out.splitlines()[-1] if out else "cannot run it"
+        last = out.splitlines()[-1] if out else tr("cannot run it")
         return Check(
             name, FAIL,
-            f"the python3 kernel runs {exe}, which cannot import the course ({last})",
+            tr("the python3 kernel runs {path}, which cannot import the course ({error})", path=exe, error=last),
             f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix",
         )
-    return Check(name, OK, f"python3 runs {shown(exe)}")
+    return Check(name, OK, tr("python3 runs {path}", path=shown(exe)))
 
 
 def check_matplotlib() -> Check:
@@ -410,10 +427,12 @@ def check_matplotlib() -> Check:
         backend = _matplotlib_backend()
         importlib.import_module("matplotlib.backends.backend_agg")
     except ImportError as exc:
-        return Check("matplotlib", FAIL, f"{base.detail}, Agg backend unavailable ({exc})", _pip(_requirement("matplotlib")))
+        return Check("matplotlib", FAIL, tr("{version}, Agg backend unavailable ({error})", version=base.detail,
+                                            error=exc), _pip(_requirement("matplotlib")))
     return Check(
         "matplotlib", OK,
-        f"{base.detail}, backend {backend} (course figures render with Agg, no pyplot)",
+        tr("{version}, backend {backend} (course figures render with Agg, no pyplot)", version=base.detail,
+           backend=backend),
     )
 
 
@@ -423,45 +442,49 @@ def check_numpy_blas() -> Check:
     if base.status != OK:
         return Check("numpy / BLAS", base.status, base.detail, base.fix)
     if _dist_version("threadpoolctl") is None:
-        return Check("numpy / BLAS", FAIL, f"numpy {base.detail}; threadpoolctl not installed", _pip(_requirement("threadpoolctl")))
+        return Check("numpy / BLAS", FAIL, tr("numpy {version}; threadpoolctl not installed", version=base.detail),
+                     _pip(_requirement("threadpoolctl")))
     try:
         libs = _blas_info()
     except Exception as exc:  # a broken numpy import must not crash the doctor
-        return Check("numpy / BLAS", FAIL, f"numpy {base.detail} does not import ({exc})", _pip(_requirement("numpy")))
+        return Check("numpy / BLAS", FAIL, tr("numpy {version} does not import ({error})", version=base.detail,
+                                              error=exc), _pip(_requirement("numpy")))
     if not libs:
         return Check(
             "numpy / BLAS", WARN,
-            f"numpy {base.detail}; no BLAS library found (matrix products will be slow)",
+            tr("numpy {version}; no BLAS library found (matrix products will be slow)", version=base.detail),
             _pip("numpy") + " --force-reinstall",
         )
     parts = []
     threads = max(int(lib.get("num_threads") or 1) for lib in libs)
     for lib in libs:
         arch = f" {lib['architecture']}" if lib.get("architecture") else ""
-        parts.append(f"{lib.get('internal_api')} {lib.get('version') or '?'}{arch}, {lib.get('num_threads')} threads")
-    detail = f"numpy {base.detail}; " + "; ".join(parts)
+        library = f"{lib.get('internal_api')} {lib.get('version') or '?'}{arch}"
+        parts.append(tr("{library}, {threads} threads", library=library, threads=lib.get("num_threads")))
+    detail = tr("numpy {version}; {libraries}", version=base.detail, libraries=_join(parts))
     _, usable = _cpu_counts()
     if usable and threads > usable:
         return Check(
             "numpy / BLAS", WARN,
-            detail + f" > {usable} usable cores (oversubscribed: parallel runs get slower)",
-            f"export OMP_NUM_THREADS={usable} before starting JupyterLab",
+            tr("{blas} > {usable} usable cores (oversubscribed: parallel runs get slower)", blas=detail, usable=usable),
+            tr("{command} before starting JupyterLab", command=f"export OMP_NUM_THREADS={usable}"),
         )
     return Check("numpy / BLAS", OK, detail)
 
 
 def check_cpu() -> Check:
     total, usable = _cpu_counts()
+    name = tr("CPU cores")
     if not total:
-        return Check("CPU cores", WARN, "unknown")
-    detail = f"{usable} usable of {total} logical"
+        return Check(name, WARN, tr("unknown"))
     if (usable or total) < 2:
         return Check(
-            "CPU cores", WARN,
-            detail + ": parallel runs cannot be faster than serial ones here",
-            "give the machine (or container) at least 2 cores, e.g. `docker run --cpus 2`",
+            name, WARN,
+            tr("{usable} usable of {total} logical: parallel runs cannot be faster than serial ones here",
+               usable=usable, total=total),
+            tr("give the machine (or container) at least 2 cores, e.g. `docker run --cpus 2`"),
         )
-    return Check("CPU cores", OK, detail)
+    return Check(name, OK, tr("{usable} usable of {total} logical", usable=usable, total=total))
 
 
 def check_start_method() -> Check:
@@ -474,51 +497,58 @@ def check_start_method() -> Check:
     except Exception:  # the doctor must report even where numpy is broken
         method = _start_method()
     notes = {
-        "fork": "fork (fast start-up; the course's workers are spawn-safe too)",
-        "spawn": "spawn (each worker re-imports course_lib: about 0.3 s start-up per process)",
-        "forkserver": "forkserver (the first run starts a server, about 0.2 s; later workers start in milliseconds)",
+        "fork": lambda: tr("{method} (fast start-up; the course's workers are spawn-safe too)", method="fork"),
+        "spawn": lambda: tr("{method} (each worker re-imports course_lib: about {time} start-up per process)",
+                            method="spawn", time="0.3 s"),
+        "forkserver": lambda: tr("{method} (the first run starts a server, about {time}; later workers start in "
+                                 "milliseconds)", method="forkserver", time="0.2 s"),
     }
-    return Check("start method", OK, f"{notes.get(method, method)}: the course's default")
+    note = notes[method]() if method in notes else method
+    return Check(tr("start method"), OK, tr("{method}: the course's default", method=note))
 
 
 def check_shm() -> Check:
     """Free space in /dev/shm (shared-memory all-reduce in the data-parallel chapter)."""
     if not sys.platform.startswith("linux"):
-        return Check("/dev/shm", OK, f"not used on {sys.platform} (shared memory is managed by the OS)")
+        return Check("/dev/shm", OK, tr("not used on {platform} (shared memory is managed by the OS)",
+                                        platform=sys.platform))
     free = _disk_free("/dev/shm")
     if free is None:
         return Check(
-            "/dev/shm", FAIL, "missing: multiprocessing.shared_memory cannot work",
-            "mount a tmpfs on /dev/shm (in Docker: `docker run --shm-size=1g ...`)",
+            "/dev/shm", FAIL, tr("missing: multiprocessing.shared_memory cannot work"),
+            tr("mount a tmpfs on /dev/shm (in Docker: `docker run --shm-size=1g ...`)"),
         )
-    detail = f"{free / 2**20:,.0f} MiB free"
+    size = f"{free / 2**20:,.0f} MiB"
     if free < SHM_WARN_BYTES:
         return Check(
-            "/dev/shm", WARN, detail + f" (< {SHM_WARN_BYTES // 2**20} MiB: shared-memory runs may fail)",
-            "in Docker: `docker run --shm-size=1g ...`; else free space in /dev/shm",
+            "/dev/shm", WARN, tr("{free} free (< {limit}: shared-memory runs may fail)", free=size,
+                                 limit=f"{SHM_WARN_BYTES // 2**20} MiB"),
+            tr("in Docker: `docker run --shm-size=1g ...`; else free space in /dev/shm"),
         )
-    return Check("/dev/shm", OK, detail)
+    return Check("/dev/shm", OK, tr("{free} free", free=size))
 
 
 def check_leftovers() -> Check:
     """Orphaned workers or shared-memory segments left by earlier runs (e.g. a kernel restart)."""
     from ..parallel.engine.shm import find_leftovers
 
+    name = tr("leftover workers")
     if not sys.platform.startswith("linux"):
-        return Check("leftover workers", OK, f"not checked on {sys.platform}")
+        return Check(name, OK, tr("not checked on {platform}", platform=sys.platform))
     found = find_leftovers()
     if not found.orphans and not found.segments:
-        return Check("leftover workers", OK, "no orphaned worker, no stale segment in /dev/shm")
+        return Check(name, OK, tr("no orphaned worker, no stale segment in /dev/shm"))
     parts, fixes = [], []
     if found.orphans:
-        parts.append(f"{len(found.orphans)} orphaned worker process(es): {' '.join(map(str, found.orphans))}")
+        parts.append(tr("{count} orphaned worker process(es): {pids}", count=len(found.orphans),
+                        pids=" ".join(map(str, found.orphans))))
         fixes.append("kill " + " ".join(map(str, found.orphans)))
     if found.segments:
-        parts.append(f"{len(found.segments)} stale segment(s) in /dev/shm: {', '.join(found.segments[:4])}"
-                     + (" ..." if len(found.segments) > 4 else ""))
-        fixes.append("rm " + " ".join(f"/dev/shm/{n}" for n in found.segments)
-                     + "  (the next training run also removes them)")
-    return Check("leftover workers", WARN, "; ".join(parts), " ; ".join(fixes))
+        parts.append(tr("{count} stale segment(s) in /dev/shm: {names}", count=len(found.segments),
+                        names=", ".join(found.segments[:4]) + (" ..." if len(found.segments) > 4 else "")))
+        fixes.append(tr("{command}  (the next training run also removes them)",
+                        command="rm " + " ".join(f"/dev/shm/{n}" for n in found.segments)))
+    return Check(name, WARN, _join(parts), " ; ".join(fixes))
 
 
 def check_torch() -> Check:
@@ -526,11 +556,11 @@ def check_torch() -> Check:
     version = _dist_version("torch")
     if version is None:
         return Check(
-            "torch (optional)", INFO,
-            "not installed: chapter 07's torch comparison is skipped",
-            f"{shlex.quote(sys.executable)} -m pip install torch==2.13.0  # CPU build",
+            tr("torch (optional)"), INFO,
+            tr("not installed: chapter 07's torch comparison is skipped"),
+            tr("{command}  # CPU build", command=f"{shlex.quote(sys.executable)} -m pip install torch==2.13.0"),
         )
-    return Check("torch (optional)", OK, version)
+    return Check(tr("torch (optional)"), OK, version)
 
 
 def check_slide_tools() -> Check:
@@ -538,10 +568,10 @@ def check_slide_tools() -> Check:
     npm = _which("npm")
     if npm is None:
         return Check(
-            "npm (make slides)", INFO, "not found: `make slides` cannot fetch reveal.js",
-            "install Node.js (e.g. `apt-get install npm`)",
+            tr("npm (make slides)"), INFO, tr("not found: `make slides` cannot fetch reveal.js"),
+            tr("install Node.js (e.g. `apt-get install npm`)"),
         )
-    return Check("npm (make slides)", OK, shown(npm))
+    return Check(tr("npm (make slides)"), OK, shown(npm))
 
 
 def check_browser_tools() -> Check:
@@ -553,19 +583,23 @@ def check_browser_tools() -> Check:
     if chromium is None:
         missing.append("chromium")
         if named:
-            fixes.append(f"${CHROMIUM_ENV}={named} is not an executable: point it at a chromium binary or unset it")
+            fixes.append(tr("{setting} is not an executable: point it at a chromium binary or unset it",
+                            setting=f"${CHROMIUM_ENV}={named}"))
         else:
             fixes.append("apt-get install chromium")
     if _dist_version("playwright") is None:
         missing.append("playwright")
         fixes.append(_pip("playwright>=1.40,<2"))
+    name = tr("browser tests (optional)")
     if missing:
         return Check(
-            "browser tests (optional)", INFO,
-            f"skipped by `make test`: {' and '.join(missing)} not installed",
-            "; ".join(fixes) + " (never `playwright install`)",
+            name, INFO,
+            tr("skipped by `make test`: {missing} not installed",
+               missing=missing[0] if len(missing) == 1 else tr("{first} and {second}", first=missing[0],
+                                                               second=missing[1])),
+            tr("{fixes} (never `playwright install`)", fixes=_join(fixes)),
         )
-    return Check("browser tests (optional)", OK, f"chromium ({shown(chromium)}) and playwright present")
+    return Check(name, OK, tr("chromium ({path}) and playwright present", path=shown(chromium)))
 
 
 def check_cjk_font() -> Check:
@@ -574,31 +608,36 @@ def check_cjk_font() -> Check:
     Checked with fontconfig's ``fc-list`` where it exists (Linux); macOS and Windows ship
     such fonts. Without one the browser draws every Chinese term as empty boxes.
     """
+    name = tr("Chinese font")
     fc_list = _which("fc-list")
     if fc_list is None:
-        return Check("Chinese font", INFO, "not checked (no fc-list; macOS and Windows ship one)")
+        return Check(name, INFO, tr("not checked (no fc-list; macOS and Windows ship one)"))
     try:
         proc = subprocess.run([fc_list, ":lang=zh", "family"], capture_output=True, text=True,
                               timeout=20, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        return Check("Chinese font", INFO, f"not checked ({exc})")
+        return Check(name, INFO, tr("not checked ({error})", error=exc))
     families = sorted({line.split(",")[0].strip() for line in proc.stdout.splitlines() if line.strip()})
     if not families:
         return Check(
-            "Chinese font", WARN, "none installed: the Chinese terms show as empty boxes",
-            "apt-get install fonts-noto-cjk  (or fonts-wqy-zenhei, or your distribution's CJK font package)",
+            name, WARN, tr("none installed: the Chinese terms show as empty boxes"),
+            tr("{command}  (or fonts-wqy-zenhei, or your distribution's CJK font package)",
+               command="apt-get install fonts-noto-cjk"),
         )
-    more = f" and {len(families) - 1} more" if len(families) > 1 else ""
-    return Check("Chinese font", OK, f"{families[0]}{more}")
+    if len(families) > 1:
+        return Check(name, OK, tr("{family} and {count} more", family=families[0], count=len(families) - 1))
+    return Check(name, OK, families[0])
 
 
 def _cjk_font_install() -> str:
     """How to install a font with Chinese glyphs on this system."""
     if sys.platform == "darwin":
-        return "macOS ships PingFang SC; if it was removed: brew install --cask font-noto-sans-cjk-sc"
+        return tr("macOS ships PingFang SC; if it was removed: {command}",
+                  command="brew install --cask font-noto-sans-cjk-sc")
     if sys.platform.startswith("win"):
-        return "Windows ships Microsoft YaHei; add the Chinese language pack's fonts in Settings > Fonts"
-    return "apt-get install fonts-noto-cjk  (or the smaller fonts-wqy-zenhei; another distribution: its Noto CJK package)"
+        return tr("Windows ships Microsoft YaHei; add the Chinese language pack's fonts in Settings > Fonts")
+    return tr("{command}  (or the smaller fonts-wqy-zenhei; another distribution: its Noto CJK package)",
+              command="apt-get install fonts-noto-cjk")
 
 
 def check_figure_font() -> Check:
@@ -607,7 +646,7 @@ def check_figure_font() -> Check:
     from ..i18n import language
 
     chinese = language() != "en"
-    name = "Chinese figure font"
+    name = tr("Chinese figure font")
     try:
         import warnings
 
@@ -617,11 +656,12 @@ def check_figure_font() -> Check:
             warnings.simplefilter("ignore")
             font = cjk_font()
     except ImportError as exc:
-        return Check(name, INFO, f"not checked ({exc})")
+        return Check(name, INFO, tr("not checked ({error})", error=exc))
     if font is None:
         return Check(name, WARN if chinese else INFO,
-                     "none that matplotlib can use: Chinese figure titles and labels show as empty boxes"
-                     + ("" if chinese else " (only the Chinese edition draws any)"), _cjk_font_install())
+                     tr("none that matplotlib can use: Chinese figure titles and labels show as empty boxes") if chinese
+                     else tr("none that matplotlib can use: Chinese figure titles and labels show as empty boxes "
+                             "(only the Chinese edition draws any)"), _cjk_font_install())
     return Check(name, OK, f"{font} (matplotlib)")
 
 
@@ -670,7 +710,7 @@ def run_checks(checks: Sequence[Callable[[], Check]] | None = None) -> list[Chec
             results.append(fn())
         except Exception as exc:  # the doctor must always print its report
             label = fn.__name__.removeprefix("check_")
-            results.append(Check(label, FAIL, f"check crashed: {type(exc).__name__}: {exc}"))
+            results.append(Check(label, FAIL, tr("check crashed: {error}", error=f"{type(exc).__name__}: {exc}")))
     return results
 
 
@@ -704,16 +744,17 @@ def format_report(results: Sequence[Check]) -> str:
     results = _check_results(results)
     lines = ["ddl-course doctor"]
     for r in results:
-        lines.append(f"  {r.status:<5} {r.name:<24} {r.detail}")
+        lines.append(f"  {r.status:<5} {_column(r.name, 24)} {r.detail}")
         if r.fix and r.status != OK:
-            lines.append(f"        fix: {r.fix}")
+            lines.append("        " + tr("fix: {fix}", fix=r.fix))
     fails = sum(r.status == FAIL for r in results)
     warns = sum(r.status == WARN for r in results)
+    warnings = tr_n("{count} warning", "{count} warnings", warns)
     if fails:
-        lines.append(f"{fails} problem{'s' if fails != 1 else ''} must be fixed (FAIL); "
-                     f"{warns} warning{'s' if warns != 1 else ''}.")
+        lines.append(tr("{problems} must be fixed (FAIL); {warnings}.", warnings=warnings,
+                        problems=tr_n("{count} problem", "{count} problems", fails)))
     else:
-        lines.append(f"Everything required is in place; {warns} warning{'s' if warns != 1 else ''}.")
+        lines.append(tr("Everything required is in place; {warnings}.", warnings=warnings))
     return "\n".join(lines)
 
 
@@ -723,7 +764,7 @@ def main(argv: Sequence[str] = ()) -> int:
         print("usage: python -m course_lib doctor\n\n" + __doc__.split("\n\n")[1])
         return 0
     if argv:
-        print(f"doctor takes no arguments, got {list(argv)}", file=sys.stderr)
+        print(tr("doctor takes no arguments, got {arguments}", arguments=list(argv)), file=sys.stderr)
         return 2
     results = run_checks()
     print(format_report(results))

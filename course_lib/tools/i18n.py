@@ -334,7 +334,12 @@ def _translations(catalogue):
     po = _load(catalogue)
     out = polib.POFile()
     for e in po:
-        if e.msgstr and not e.obsolete and "fuzzy" not in e.flags:
+        if e.obsolete or "fuzzy" in e.flags:
+            continue
+        if e.msgid_plural and any(e.msgstr_plural.values()):
+            out.append(polib.POEntry(msgctxt=e.msgctxt, msgid=e.msgid, msgid_plural=e.msgid_plural,
+                                     msgstr_plural=dict(e.msgstr_plural)))
+        elif e.msgstr:
             out.append(polib.POEntry(msgctxt=e.msgctxt, msgid=e.msgid, msgstr=e.msgstr))
     return out
 

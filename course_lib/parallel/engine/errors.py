@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._validate import check_int, check_real
+from ...i18n import tr
 
 __all__ = ["Fault", "FaultInjected", "ProcessGroupError", "RunStopped", "WorkerDied", "WorkerError", "WorkerTimeout"]
 
@@ -214,7 +215,11 @@ class RunStopped(KeyboardInterrupt):
     (True, ['RunStopped: the run was stopped; every worker has ended and nothing is left behind.'])
     """
 
-    def __init__(self, message: str = "the run was stopped; every worker has ended and nothing is left behind."):
+    def __init__(self, message: str | None = None):
+        """``message``: the line shown; None: "the run was stopped; every worker has ended and
+        nothing is left behind." in the current language."""
+        if message is None:
+            message = tr("the run was stopped; every worker has ended and nothing is left behind.")
         super().__init__(message)
 
     @property

@@ -25,6 +25,7 @@ import time
 import numpy as np
 
 from ..._validate import check_int
+from ...i18n import tr
 from ...models import MLP, check_model
 from ...timing import blas_threads, current_blas_threads, pin_to_core
 from ..engine.clock import StepMonitor
@@ -184,7 +185,7 @@ def run_copies(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: int, kind: 
         results = launch.run(_copy_worker, job.workers, args=(job, specs, launch.barrier(job.workers), kind,
                                                              pin_workers),
                              timeout=job.timeout, name="ddl-copies", preload=_PRELOAD,
-                             progress_total=2 * job.steps, progress=job.progress, progress_label="copies")
+                             progress_total=2 * job.steps, progress=job.progress, progress_label=tr("copies"))
     result = collect(results, job, t_call, t_wall, backend="copies", params=p0,
                      loss=np.mean([r["losses"] for r in results], axis=0))
     result.step_time = result.compute.mean(axis=1)

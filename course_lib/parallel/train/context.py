@@ -27,6 +27,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..._validate import check_int, check_real, check_type
+from ...i18n import tr
 from ...models import TrainResult
 from ...timing import blas_threads as _blas
 from ...timing import current_blas_threads
@@ -171,7 +172,7 @@ def train_context_parallel(model: Transformer, x: np.ndarray, y: np.ndarray, *, 
         results = launch.run(_worker, job.workers, args=(job, [a.spec for a in arrays], launch.barrier(job.workers),
                                                          method, chunks, wire),
                              timeout=job.timeout, name="ddl-cp", preload=PRELOAD, progress_total=2 * job.steps,
-                             progress=job.progress, progress_label=f"context parallel ({method})")
+                             progress=job.progress, progress_label=tr("context parallel ({method})", method=method))
     result = collect(results, job, t_call, t_wall, loss=np.asarray(results[0]["losses"]))
     result.extra.update(method=method, split=split, causal=m.causal, chunks=chunks, wire=wire, hidden=m.hidden,
                         bytes=np.stack([r["bytes"] for r in results], axis=1),

@@ -45,13 +45,18 @@ from pathlib import Path
 import numpy as np
 
 from ..._validate import check_int, check_positive, check_sequence, check_type
-from ...i18n import tr
+from ...i18n import tr, tr_n
 from ...timing import blas_threads
 from ..engine.launch import Launcher
 
 __all__ = ["CoreCheck", "CpuTopology", "ThreadGain", "check_cores", "cpu_topology", "gemm_thread_gain"]
 
 _PRELOAD = ("course_lib.parallel.engine.workers", "course_lib.parallel.train.cores")
+
+
+def _join(clauses) -> str:
+    """Clauses of one sentence, separated by "; " (its translation: "；")."""
+    return tr("; ", context="list separator").join(clauses)
 
 
 # ---------------------------------------------------------------------------- topology
@@ -121,18 +126,22 @@ class CpuTopology:
 
     def describe(self) -> str:
         """One line a learner reads: logical CPUs, physical cores, what the extra ones are."""
-        model = f" ({self.model})" if self.model != "unknown" else ""
+        known = self.model != "unknown"
         if self.numa_nodes and self.numa_nodes > 1:
-            model += f" on {self.numa_nodes} NUMA nodes"
-        logical = f"{self.logical} logical CPU{'s' if self.logical > 1 else ''}"
+            model = (tr(" ({model}) on {nodes} NUMA nodes", model=self.model, nodes=self.numa_nodes) if known
+                     else tr(" on {nodes} NUMA nodes", nodes=self.numa_nodes))
+        else:
+            model = tr(" ({model})", model=self.model) if known else ""
+        logical = tr_n("{count} logical CPU", "{count} logical CPUs", self.logical)
         if self.physical is None:
-            return f"{logical}{model}; physical cores unknown"
+            return tr("{cpus}{model}; physical cores unknown", cpus=logical, model=model)
         extra = self.logical - self.physical
-        head = f"{logical} on {self.physical} physical core{'s' if self.physical > 1 else ''}{model}"
+        head = tr("{cpus} on {cores}{model}", cpus=logical, model=model,
+                  cores=tr_n("{count} physical core", "{count} physical cores", self.physical))
         if extra <= 0:
-            return f"{head}, no hyper-threads"
-        return (f"{head}: the {extra} extra are hyper-threads, which share a core's arithmetic "
-                "units; a compute-bound GEMM gains little from them")
+            return tr("{cpus}, no hyper-threads", cpus=head)
+        return tr("{cpus}: the {extra} extra are hyper-threads, which share a core's arithmetic units; a "
+                  "compute-bound GEMM gains little from them", cpus=head, extra=extra)
 
 
 def _read(path: Path) -> str | None:
@@ -444,19 +453,28 @@ class CoreCheck:
 
     def _measured(self) -> str:
         many = self.cores > 1
-        parts = [f"{self.cores} busy loops side by side took {self.slowdown:.2f}x the time of one alone" if many
-                 else f"a busy loop took {self.slowdown:.2f}x the time of the one before"]
+        slowdown = f"{self.slowdown:.2f}x"
+        parts = [tr("{cores} busy loops side by side took {slowdown} the time of one alone",
+                    cores=self.cores, slowdown=slowdown) if many
+                 else tr("a busy loop took {slowdown} the time of the one before", slowdown=slowdown)]
         if not math.isnan(self.bandwidth_alone + self.bandwidth_side):
-            stream = (f"{self.cores} memory streams side by side {self.bandwidth_side:.1f} GB/s each, "
-                      f"{self.bandwidth_ratio:.2f}x of one alone ({self.bandwidth_alone:.1f} GB/s)" if many
-                      else f"a memory stream {self.bandwidth_alone:.1f} GB/s")
-            if not math.isnan(self.bandwidth_spread):
-                stream += f", {self.bandwidth_spread:.0%} apart between rounds"
+            bw = {"side": f"{self.bandwidth_side:.1f} GB/s", "ratio": f"{self.bandwidth_ratio:.2f}x",
+                  "alone": f"{self.bandwidth_alone:.1f} GB/s"}
+            if math.isnan(self.bandwidth_spread):
+                stream = (tr("{cores} memory streams side by side {side} each, {ratio} of one alone ({alone})",
+                             cores=self.cores, **bw) if many
+                          else tr("a memory stream {alone}", alone=bw["alone"]))
+            else:
+                spread = f"{self.bandwidth_spread:.0%}"
+                stream = (tr("{cores} memory streams side by side {side} each, {ratio} of one alone ({alone}), "
+                             "{spread} apart between rounds", cores=self.cores, spread=spread, **bw) if many
+                          else tr("a memory stream {alone}, {spread} apart between rounds", alone=bw["alone"],
+                                  spread=spread))
             parts.append(stream)
         if not math.isnan(self.steal):
-            parts.append(f"steal {self.steal:.1%}")
-        parts.append(f"load average {self.load:.2f}")
-        return "; ".join(parts)
+            parts.append(tr("steal {steal}", steal=f"{self.steal:.1%}"))
+        parts.append(tr("load average {load}", load=f"{self.load:.2f}"))
+        return _join(parts)
 
     def __str__(self) -> str:
         if self.free:
@@ -467,16 +485,19 @@ class CoreCheck:
                       if self.steal > self.MAX_STEAL else tr("Close other programs and run the cell again"))
             head = tr("your {cores} cores were shared with other work ({measured}): the speedups below "
                       "are not your machine's: {reasons}. {advice}.", cores=self.cores,
-                      measured=self._measured(), reasons="; ".join(self.reasons), advice=advice)
+                      measured=self._measured(), reasons=_join(self.reasons), advice=advice)
         lines = [head]
-        tail = []
-        if self.topology is not None:
-            tail.append(f"CPUs: {self.topology.describe()}")
-        if self.cores > 1 and self.free and not math.isnan(self.bandwidth_ratio):
-            tail.append(f"memory-bound work gains at most {self.memory_gain:.1f}x on these {self.cores} "
-                        "cores (they share one memory bus)")
-        if tail:
-            lines.append("; ".join(tail) + ".")
+        cpus = None if self.topology is None else self.topology.describe()
+        gain = (f"{self.memory_gain:.1f}x" if self.cores > 1 and self.free and not math.isnan(self.bandwidth_ratio)
+                else None)
+        if cpus is not None and gain is not None:
+            lines.append(tr("CPUs: {cpus}; memory-bound work gains at most {gain} on these {cores} cores (they "
+                            "share one memory bus).", cpus=cpus, gain=gain, cores=self.cores))
+        elif cpus is not None:
+            lines.append(tr("CPUs: {cpus}.", cpus=cpus))
+        elif gain is not None:
+            lines.append(tr("memory-bound work gains at most {gain} on these {cores} cores (they share one "
+                            "memory bus).", gain=gain, cores=self.cores))
         return "\n".join(lines)
 
 
@@ -595,13 +616,15 @@ class ThreadGain:
         return None if self.second_core is None else self.second_core / self.one
 
     def __str__(self) -> str:
-        parts = [f"a {self.n}x{self.n} float32 GEMM, 1 thread: {self.one:.1f} GFLOP/s"]
+        parts = [tr("a {size} float32 GEMM, 1 thread: {rate}", size=f"{self.n}x{self.n}",
+                    rate=f"{self.one:.1f} GFLOP/s")]
         if self.hyperthread is not None:
-            parts.append(f"2 threads on the 2 hyper-threads of one core: {self.hyperthread_gain:.2f}x")
+            parts.append(tr("2 threads on the 2 hyper-threads of one core: {gain}",
+                            gain=f"{self.hyperthread_gain:.2f}x"))
         if self.second_core is not None:
-            parts.append(f"2 threads on 2 physical cores: {self.core_gain:.2f}x")
-        text = "; ".join(parts)
-        return f"{text} ({self.reason})" if self.reason else text
+            parts.append(tr("2 threads on 2 physical cores: {gain}", gain=f"{self.core_gain:.2f}x"))
+        text = _join(parts)
+        return tr("{measured} ({reason})", measured=text, reason=self.reason) if self.reason else text
 
 
 def _pin(cpus: tuple[int, ...]) -> None:
@@ -678,19 +701,19 @@ def gemm_thread_gain(n: int = 1024, *, repeat: int = 5, topology: CpuTopology | 
     other = next((g[0] for g in top.cores if first not in g), None)
     configs: list[tuple[str, tuple[int, ...], int]] = [("one", (first,) if pinnable else (), 1)]
     if not pinnable:
-        reasons.append("this OS lets no program choose its CPUs, so no placement could be tried")
+        reasons.append(tr("this OS lets no program choose its CPUs, so no placement could be tried"))
     if pair is None:
-        reasons.append("no hyper-threads to try: " + ("each usable core runs one thread"
-                                                      if top.physical is not None else "the topology is unknown"))
+        reasons.append(tr("no hyper-threads to try: each usable core runs one thread") if top.physical is not None
+                       else tr("no hyper-threads to try: the topology is unknown"))
     elif pinnable:
         configs.append(("hyperthread", pair, 2))
     if other is None:
-        reasons.append("no second physical core to try" if top.physical is not None
-                       else "which CPUs are separate cores is unknown")
+        reasons.append(tr("no second physical core to try") if top.physical is not None
+                       else tr("which CPUs are separate cores is unknown"))
     elif pinnable:
         configs.append(("second_core", (first, other), 2))
     with Launcher(start_method) as launch:
         rates = launch.run(_gemm_worker, 1, args=(n, repeat, tuple(configs)), timeout=120,
                            name="ddl-gemm", preload=_PRELOAD)[0]
     return ThreadGain(n, rates["one"], rates.get("hyperthread"), rates.get("second_core"),
-                      {label: cpus for label, cpus, _ in configs}, "; ".join(reasons))
+                      {label: cpus for label, cpus, _ in configs}, _join(reasons))

@@ -32,6 +32,7 @@ import time
 
 import numpy as np
 
+from ...i18n import tr
 from ...memory import measured_state_bytes
 from ...models import MLP, TrainResult
 from ...overlap import bucket_layers
@@ -170,7 +171,7 @@ def train_data_parallel(model: MLP, x: np.ndarray, y: np.ndarray, *, workers: in
         results = launch.run(
             _worker, job.workers, args=(job, specs, barrier), rank_args=[(c, pin_workers) for c in comm_args],
             timeout=job.timeout, name=f"ddl-dp-{job.backend}", preload=PRELOAD, progress_total=2 * job.steps,
-            progress=job.progress, progress_label=f"data parallel ({job.backend})",
+            progress=job.progress, progress_label=tr("data parallel ({backend})", backend=job.backend),
         )
         log = barrier.log() if log_barriers else None
     result = collect(results, job, t_call, t_wall)

@@ -23,6 +23,7 @@ import time
 import numpy as np
 
 from ..._validate import check_int, check_type
+from ...i18n import tr
 from ...models import TrainResult
 from ...moe import MoE
 from ...timing import blas_threads as _blas
@@ -127,7 +128,7 @@ def train_expert_parallel(model: MoE, x: np.ndarray, y: np.ndarray, *, workers: 
                   launch.shared((2, workers, workers, m.top_k * m.experts), np.int64)]
         results = launch.run(_worker, workers, args=(job, [a.spec for a in arrays], launch.barrier(workers)),
                              timeout=job.timeout, name="ddl-ep", preload=PRELOAD, progress_total=2 * job.steps,
-                             progress=job.progress, progress_label="expert parallel")
+                             progress=job.progress, progress_label=tr("expert parallel"))
     params = results[0]["params"].copy()
     per = m.experts // workers * m.expert_size
     for rank, r in enumerate(results):  # each worker's experts from their owner

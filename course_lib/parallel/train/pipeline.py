@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..._validate import check_type
+from ...i18n import tr
 from ...models import MLP, TrainResult
 from ...schedule import StageOp, Timeline
 from ...timing import blas_threads as _blas
@@ -157,7 +158,7 @@ def train_pipeline(model: MLP, x: np.ndarray, y: np.ndarray, *, stages: int | No
         results = launch.run(
             _stage_process, grid.size, args=(job, _Specs(params.spec, *data_specs, tuple(acts), tuple(grads), reduce)),
             rank_args=rank_args, timeout=job.timeout, name="ddl-stage", preload=PRELOAD,
-            progress_total=_ops_per_process(job), progress_label="pipeline ops", progress=job.progress,
+            progress_total=_ops_per_process(job), progress_label=tr("pipeline ops"), progress=job.progress,
         )
         final = params.array.copy()
     result = _result(results, job, final, t_call, t_wall)
@@ -282,8 +283,8 @@ class RecomputeOverhead:
     different stage in the two runs)."""
 
     def __str__(self) -> str:
-        return (f"recomputation cost {100 * self.extra_compute:.1f} % more compute time, "
-                f"saved {100 * self.memory_saved:.1f} % of activation memory")
+        return tr("recomputation cost {compute} more compute time, saved {memory} of activation memory",
+                  compute=f"{100 * self.extra_compute:.1f} %", memory=f"{100 * self.memory_saved:.1f} %")
 
 
 def _compute_seconds(result: TrainResult) -> tuple[float, float]:

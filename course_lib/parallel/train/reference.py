@@ -45,6 +45,7 @@ import time
 
 import numpy as np
 
+from ...i18n import tr
 from ...memory import measured_state_bytes
 from ...models import MLP, TrainResult, layer_outputs, sgd_step, softmax_cross_entropy
 from ...progress import ProgressBar
@@ -115,7 +116,7 @@ def train_serial(model, x: np.ndarray, y: np.ndarray, *, optimizer=None, x_test:
     losses, times, per_epoch = np.zeros(job.steps), np.zeros(job.steps), steps_per_epoch(job.n_samples, job.batch_size)
     cpu, faults = np.zeros((job.steps, 1)), np.zeros((job.steps, 1))
     epoch_loss, accuracy, total = [], [], 0.0
-    bar = ProgressBar(job.steps, "serial", job.progress)
+    bar = ProgressBar(job.steps, tr("serial"), job.progress)
     lr = job.model.dtype.type(job.lr)
     with _blas(job.blas_threads):
         for step, idx in enumerate(job.batches()):

@@ -33,6 +33,8 @@ import numpy as np
 
 from ..._validate import check_int, check_real, check_type
 from ...failures import parabola_top, straggler_efficiency, young_daly_interval
+from ...i18n import tr
+from ...timing import pad
 from ..checkpoint import CheckpointError, latest_checkpoint
 from ..engine.errors import Fault, WorkerDied
 from .data import train_data_parallel
@@ -82,15 +84,18 @@ class CheckpointCost:
     async_save_times: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __str__(self) -> str:
-        storage = f" (with {1e3 * self.delay:g} ms of modelled storage time per shard)" if self.delay else ""
+        storage = (tr(" (with {delay} of modelled storage time per shard)", delay=f"{1e3 * self.delay:g} ms")
+                   if self.delay else "")
         share = self.async_save_time / self.save_time if self.save_time > 0 else math.nan
-        where = "flushed to the disk" if self.store == "disk" else "kept in memory (no fsync)"
-        return (f"one checkpoint {where}, {self.workers} shards and a manifest ({self.checkpoint_bytes / 1e3:.1f} kB), held "
-                f"training up {1e3 * self.save_time:.2f} ms{storage} (median of {self.checkpoints}; a step without "
-                f"one takes {1e3 * self.step_time:.3f} ms, so one checkpoint costs "
-                f"{self.save_time / self.step_time:.0f} steps); written asynchronously, a step was held up "
-                f"{1e3 * self.async_save_time:.2f} ms ({share:.1%} of that): the copy to memory blocks, the write "
-                "goes on beside the next steps.")
+        where = tr("flushed to the disk") if self.store == "disk" else tr("kept in memory (no fsync)")
+        return tr("one checkpoint {where}, {shards} shards and a manifest ({size}), held training up {time}{storage} "
+                  "(median of {count}; a step without one takes {step}, so one checkpoint costs {steps} steps); "
+                  "written asynchronously, a step was held up {async_time} ({share} of that): the copy to memory "
+                  "blocks, the write goes on beside the next steps.",
+                  where=where, shards=self.workers, size=f"{self.checkpoint_bytes / 1e3:.1f} kB",
+                  time=f"{1e3 * self.save_time:.2f} ms", storage=storage, count=self.checkpoints,
+                  step=f"{1e3 * self.step_time:.3f} ms", steps=f"{self.save_time / self.step_time:.0f}",
+                  async_time=f"{1e3 * self.async_save_time:.2f} ms", share=f"{share:.1%}")
 
 
 def measure_checkpoint_cost(model, x, y, *, workers: int = 2, steps: int = 600, checkpoint_every: int = 100,
@@ -364,24 +369,28 @@ class GoodputCurve:
     def table(self) -> str:
         """One line per interval: steps, Δ, failures, running and wall time, goodput of the
         running time and of the wall time (restarts included)."""
-        lines = [f"{'every':>6s} {'Δ [ms]':>8s} {'failures':>8s} {'running [s]':>11s} {'wall [s]':>8s} "
-                 f"{'goodput [steps/s]':>18s} {'with restarts':>13s}"]
+        lines = [" ".join([pad(tr("every"), 6), pad("Δ [ms]", 8), pad(tr("failures"), 8), pad(tr("running [s]"), 11),
+                           pad(tr("wall [s]"), 8), pad(tr("goodput [steps/s]"), 18), pad(tr("with restarts"), 13)])]
         for r, d in zip(self.runs, self.interval_seconds):
             lines.append(f"{r.checkpoint_every:6d} {1e3 * d:8.1f} {r.failures:8d} {r.run_time:11.2f} "
                          f"{r.wall_time:8.2f} {r.goodput:18.0f} {r.wall_goodput:13.0f}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
-        verdict = (f"within {AGREEMENT:.0%}: the measurement agrees with Young and Daly" if self.agrees else
-                   f"not within {AGREEMENT:.0%}: near its top the curve is flat, and {int(self.failures.sum())} "
-                   "failures in all leave each goodput uncertain by more than the differences between them "
-                   "(run it again with more steps, or on a quieter machine)")
-        return (f"{self.table()}\n"
-                f"t_save = {1e3 * self.save_time:.2f} ms (measured), T_MTBF = {self.mtbf:g} s (chosen), "
-                f"t_restart = {1e3 * self.restart_time:.0f} ms (measured), a step {1e3 * self.step_time:.3f} ms.\n"
-                f"Young-Daly √(2 t_save T_MTBF) = {1e3 * self.young_daly:.1f} ms; measured best interval "
-                f"{1e3 * self.best_interval:.1f} ms (the top of a parabola through the goodputs): "
-                f"{self.ratio:.2f} times Young-Daly's, {verdict}.")
+        agreement = f"{AGREEMENT:.0%}"
+        verdict = (tr("within {agreement}: the measurement agrees with Young and Daly", agreement=agreement)
+                   if self.agrees else
+                   tr("not within {agreement}: near its top the curve is flat, and {failures} failures in all leave "
+                      "each goodput uncertain by more than the differences between them (run it again with more "
+                      "steps, or on a quieter machine)", agreement=agreement, failures=int(self.failures.sum())))
+        inputs = tr("t_save = {save} (measured), T_MTBF = {mtbf} (chosen), t_restart = {restart} (measured), a step "
+                    "{step}.", save=f"{1e3 * self.save_time:.2f} ms", mtbf=f"{self.mtbf:g} s",
+                    restart=f"{1e3 * self.restart_time:.0f} ms", step=f"{1e3 * self.step_time:.3f} ms")
+        found = tr("Young-Daly √(2 t_save T_MTBF) = {young_daly}; measured best interval {best} (the top of a "
+                   "parabola through the goodputs): {ratio} times Young-Daly's, {verdict}.",
+                   young_daly=f"{1e3 * self.young_daly:.1f} ms", best=f"{1e3 * self.best_interval:.1f} ms",
+                   ratio=f"{self.ratio:.2f}", verdict=verdict)
+        return f"{self.table()}\n{inputs}\n{found}"
 
 
 @dataclass(frozen=True)
@@ -398,8 +407,9 @@ class GoodputPlan:
     """Young and Daly's interval in steps, from the measured ``t_save`` and the chosen MTBF."""
 
     def __str__(self) -> str:
-        return (f"T_MTBF = {1e3 * self.mtbf:.0f} ms; Young-Daly's interval ≈ {self.young_daly_steps:.0f} steps; "
-                f"intervals tried: {list(self.intervals)} steps; a job of {self.steps:,} steps")
+        return tr("T_MTBF = {mtbf}; Young-Daly's interval ≈ {interval} steps; intervals tried: {intervals} steps; "
+                  "a job of {steps} steps", mtbf=f"{1e3 * self.mtbf:.0f} ms", interval=f"{self.young_daly_steps:.0f}",
+                  intervals=list(self.intervals), steps=f"{self.steps:,}")
 
 
 def plan_goodput(save_time: float, step_time: float, *, ratio: float = 40.0, failures: float = 16.0,
@@ -491,12 +501,14 @@ class StragglerEffect:
         return self.efficiency * straggler_efficiency(self.step, self.slow_time)
 
     def __str__(self) -> str:
-        return (f"{self.workers} workers, one of them {1e3 * self.slow_time:g} ms late at every step: a step took "
-                f"{1e3 * self.slow_step:.2f} ms against {1e3 * self.step:.2f} ms without it "
-                f"(+{1e3 * (self.slow_step - self.step):.2f} ms); the others waited {1e3 * self.waiting:.2f} ms per "
-                f"step for it. Parallel efficiency η = S/N fell from {self.efficiency:.3f} to "
-                f"{self.slow_efficiency:.3f} (predicted from η and the step time: {self.predicted:.3f}): one slow "
-                "device sets the pace of every synchronous step.")
+        return tr("{workers} workers, one of them {late} late at every step: a step took {slow_step} against {step} "
+                  "without it (+{extra}); the others waited {waiting} per step for it. Parallel efficiency η = S/N "
+                  "fell from {efficiency} to {slow_efficiency} (predicted from η and the step time: {predicted}): "
+                  "one slow device sets the pace of every synchronous step.",
+                  workers=self.workers, late=f"{1e3 * self.slow_time:g} ms", slow_step=f"{1e3 * self.slow_step:.2f} ms",
+                  step=f"{1e3 * self.step:.2f} ms", extra=f"{1e3 * (self.slow_step - self.step):.2f} ms",
+                  waiting=f"{1e3 * self.waiting:.2f} ms", efficiency=f"{self.efficiency:.3f}",
+                  slow_efficiency=f"{self.slow_efficiency:.3f}", predicted=f"{self.predicted:.3f}")
 
 
 def measure_straggler(model, x, y, *, workers: int = 2, slow_time: float = 0.005, steps: int = 60,

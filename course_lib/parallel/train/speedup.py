@@ -31,9 +31,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..._validate import check_int, check_positive, check_type
+from ...i18n import tr
 from ...models import MLP
 from ...scaling import AmdahlFit, fit_amdahl, fit_gustafson, karp_flatt
-from ...timing import available_cores, blas_threads, current_blas_threads
+from ...timing import available_cores, blas_threads, current_blas_threads, pad
 from ..engine.errors import RunStopped
 from ..engine.shm import SharedArray
 from ..engine.workers import ProcessGroup, check_start_method
@@ -400,15 +401,16 @@ class SpeedupMeasurement:
         back-to-back pair's ratio (robust when the machine's load changes during the
         measurement), which the efficiency and the figure use. On a quiet machine the two agree.
         """
-        lines = [f"{'N':>3} {'time [s]':>9} {'Tser/T(N)':>10} {'paired S':>9} {'efficiency':>11} "
-                 f"{'spread':>7} {'start-up [s]':>12}"]
-        lines.append(f"{'ser':>3} {self.serial_seconds:>9.3f} {1.0:>10.2f} {1.0:>9.2f} {1.0:>11.2f}")
+        lines = [" ".join([pad("N", 3), pad(tr("time [s]"), 9), pad("Tser/T(N)", 10), pad(tr("paired S"), 9),
+                           pad(tr("efficiency"), 11), pad(tr("spread"), 7), pad(tr("start-up [s]"), 12)])]
+        lines.append(f"{pad(tr('ser', context='serial run'), 3)} {self.serial_seconds:>9.3f} {1.0:>10.2f} "
+                     f"{1.0:>9.2f} {1.0:>11.2f}")
         for n, t, sm, s, e, sp, st in zip(self.processes, self.seconds, self.speedup_of_medians,
                                           self.speedup, self.efficiency, self.spread,
                                           self.startup_seconds, strict=True):
             lines.append(f"{n:>3} {t:>9.3f} {sm:>10.2f} {s:>9.2f} {e:>11.2f} {sp:>7.0%} {st:>12.2f}")
-        lines.append("Tser/T(N): the definition, from the median times; paired S: median of the "
-                     "back-to-back ratios (used for the efficiency and the figure)")
+        lines.append(tr("Tser/T(N): the definition, from the median times; paired S: median of the "
+                        "back-to-back ratios (used for the efficiency and the figure)"))
         return "\n".join(lines)
 
 
@@ -578,8 +580,9 @@ class ScalingMeasurement:
 
     def table(self) -> str:
         """The measurements as a small text table."""
-        lines = [f"{'N':>3} {'strong ms':>10} {'S(N)':>6} {'eff.':>5} {'Karp-Flatt e':>13} "
-                 f"{'weak ms':>8} {'scaled S':>9} {'eff.':>5}"]
+        eff = tr("eff.", context="parallel efficiency")
+        lines = [" ".join([pad("N", 3), pad(tr("strong ms"), 10), pad("S(N)", 6), pad(eff, 5),
+                           pad(tr("Karp-Flatt e"), 13), pad(tr("weak ms"), 8), pad(tr("scaled S"), 9), pad(eff, 5)])]
         kf = dict(zip(self.workers[self.workers > 1].tolist(), self.karp_flatt.tolist()))
         for i, n in enumerate(self.workers.tolist()):
             e = f"{kf[n]:13.3f}" if n in kf else f"{'-':>13}"
@@ -588,8 +591,9 @@ class ScalingMeasurement:
                 f"{self.strong_efficiency[i]:5.2f} {e} {self.weak_time[i] * 1e3:8.1f} "
                 f"{self.weak_speedup[i]:9.2f} {self.weak_efficiency[i]:5.2f}"
             )
-        lines.append(f"serial (1 BLAS thread, in a worker process): {self.serial_strong * 1e3:.1f} ms at batch {self.batch_size}, "
-                     f"{self.serial_weak * 1e3:.1f} ms at batch {self.per_worker_batch}")
+        lines.append(tr("serial (1 BLAS thread, in a worker process): {strong} at batch {batch}, {weak} at batch "
+                        "{worker_batch}", strong=f"{self.serial_strong * 1e3:.1f} ms", batch=self.batch_size,
+                        weak=f"{self.serial_weak * 1e3:.1f} ms", worker_batch=self.per_worker_batch))
         return "\n".join(lines)
 
 

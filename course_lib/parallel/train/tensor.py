@@ -33,6 +33,7 @@ import time
 
 import numpy as np
 
+from ...i18n import tr
 from ...models import MLP, TrainResult
 from ...timing import blas_threads as _blas
 from ...timing import current_blas_threads
@@ -102,7 +103,7 @@ def train_tensor_parallel(model: MLP | Transformer, x: np.ndarray, y: np.ndarray
                   launch.shared(width, p0.dtype)]
         results = launch.run(_worker, job.workers, args=(job, [a.spec for a in arrays], launch.barrier(job.workers)),
                              timeout=job.timeout, name="ddl-tp", preload=PRELOAD, progress_total=2 * job.steps,
-                             progress=job.progress, progress_label="tensor parallel")
+                             progress=job.progress, progress_label=tr("tensor parallel"))
     gather = gather_weights if transformer else gather_params
     return collect(results, job, t_call, t_wall, loss=np.asarray(results[0]["losses"]),
                    params=gather(job.model, [r["blocks"] for r in results]))

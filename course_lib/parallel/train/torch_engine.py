@@ -34,6 +34,7 @@ import sys
 
 import numpy as np
 
+from ...i18n import tr
 from ...models import MLP
 from ..allreduce import GlooAllReduce
 from ..engine.gloo import TORCH_MISSING, gloo_group, torch_available
@@ -81,8 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         report = run_worker(wctx, job, x, y, p0, comm)
     if rank == 0:
         step = float(np.median(report["timings"][1:, 3]))
-        print(f"{world} workers, global batch {job.batch_size}: {1 / step:.2f} steps/s, "
-              f"{job.batch_size / step:.0f} samples/s; params sha256 {report['digest'][:16]}")
+        print(tr("{workers} workers, global batch {batch}: {steps} steps/s, {samples} samples/s; params sha256 "
+                 "{digest}", workers=world, batch=job.batch_size, steps=f"{1 / step:.2f}",
+                 samples=f"{job.batch_size / step:.0f}", digest=report["digest"][:16]))
     return 0
 
 
