@@ -93,11 +93,11 @@ def ex4_gustafson(answer) -> Result:
         gustafson(p, n),
         rtol=1e-3,  # p*N alone is only (1-p) below the answer
         name=tr("scaled speedup"),
-        hint=tr("S = (1-p) + p*N: the serial part stays, the parallel part grows with N."),
+        hint=tr("S = (1-p) + p·N: the serial part stays, the parallel part grows with N."),
         mistakes={
             amdahl(p, n): tr("That is Amdahl's speedup of a fixed problem."),
-            p * n: tr("Serial part forgotten: p*N is the parallel part alone. The serial part "
-                      "(1-p) still runs once on the scaled problem: S = (1-p) + p*N."),
+            p * n: tr("Serial part forgotten: p·N is the parallel part alone. The serial part "
+                      "(1-p) still runs once on the scaled problem: S = (1-p) + p·N."),
         },
     )
 
