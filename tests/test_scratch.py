@@ -113,8 +113,21 @@ def test_the_functions_are_in_chapter_order_and_each_is_shown_by_a_chapter():
 
 
 def test_select_takes_a_function_or_a_module():
-    assert [f.name for f in select(["allreduce"])] == ["reduce_scatter", "all_gather", "allreduce"]
-    assert [f.qualname for f in select(["forward"])] == ["Stage.forward"]
+    assert [f.name for f in select(["allreduce"])] == ["reduce_scatter", "all_gather", "allreduce", "reduce_bucket",
+                                                       "reduce_bucket"]
+    # two classes' methods of one name: the name selects both, the qualname one
+    assert [f.qualname for f in select(["reduce_bucket"])] == ["BucketAllReduce.reduce_bucket",
+                                                               "WireAllReduce.reduce_bucket"]
+    assert [f.qualname for f in select(["WireAllReduce.reduce_bucket"])] == ["WireAllReduce.reduce_bucket"]
+    assert [f.name for f in select(["checkpoint"])] == ["save_shard", "write_checkpoint", "load_checkpoint",
+                                                        "latest_checkpoint"]
+    assert [f.qualname for f in select(["forward"])] == ["Stage.forward", "RingAttention.forward"]
+    # what a stub and the README tell the learner to check selects that function alone
+    for f in TEACHING_CORE[1:]:  # im2col: a function and its module (which holds col2im too)
+        assert select([f.check_name]) == [f], f.qualname
+    assert [f.check_name for f in TEACHING_CORE if f.check_name != f.name] == [
+        "ShmAllReduce.allreduce", "BucketAllReduce.reduce_bucket", "WireAllReduce.reduce_bucket", "Stage.forward",
+        "RingAttention.forward"]
     assert [f.name for f in select(["im2col"])] == ["im2col", "col2im"]  # the module im2col.py
     with pytest.raises(ValueError, match="no function or module named 'nosuch'; the functions you write: im2col"):
         select(["nosuch"])
@@ -213,7 +226,7 @@ def test_the_edition_holds_stubs_that_say_where_to_read(edition):
     for f in TEACHING_CORE:
         message = said[f.qualname]
         assert message.startswith(f"{f.qualname} is not written yet. Read chapter "), message
-        assert where_to_read(f, SHOWN) in message and f"`make check NAME={f.name}`" in message, message
+        assert where_to_read(f, SHOWN) in message and f"`make check NAME={f.check_name}`" in message, message
 
 
 def test_the_graders_report_every_stub_not_written_and_nothing_hangs(edition):
@@ -244,7 +257,8 @@ def test_filled_from_the_course_it_is_the_course_and_passes(edition):
     proc = _check(edition, "allreduce")
     status = dict(re.findall(r"^\s*\d+\. (\S+)\s+(.+?)\s+\(", proc.stdout, re.M))
     assert status == {"ShmAllReduce.reduce_scatter": "passed", "ShmAllReduce.all_gather": "not written yet",
-                      "ShmAllReduce.allreduce": "not written yet"}, proc.stdout
+                      "ShmAllReduce.allreduce": "not written yet", "BucketAllReduce.reduce_bucket": "not written yet",
+                      "WireAllReduce.reduce_bucket": "not written yet"}, proc.stdout
     assert proc.returncode == 1
     assert main(["--fill", str(edition), "--root", str(ROOT)]) == 0
     compared = filecmp.dircmp(ROOT / "course_lib", edition / "course_lib", ignore=["__pycache__"])
@@ -264,9 +278,9 @@ def test_filled_from_the_course_it_is_the_course_and_passes(edition):
 def test_the_readme_gives_the_order_the_checks_and_closed_hints(edition):
     readme, makefile = (edition / "README.md").read_text(), (edition / "Makefile").read_text()
     assert "{" + "function_table}" not in readme and "{" + "hints}" not in readme
-    rows = re.findall(r"^\| (\d+) \| `([\w.]+)` \| `([\w/.]+)` \| (.+?) \| `make check NAME=(\w+)` \|$", readme, re.M)
+    rows = re.findall(r"^\| (\d+) \| `([\w.]+)` \| `([\w/.]+)` \| (.+?) \| `make check NAME=([\w.]+)` \|$", readme, re.M)
     assert [(int(n), q, p, name) for n, q, p, _, name in rows] == [
-        (i, f.qualname, f.path, f.name) for i, f in enumerate(TEACHING_CORE, 1)]
+        (i, f.qualname, f.path, f.check_name) for i, f in enumerate(TEACHING_CORE, 1)]
     assert all("chapter" in where for *_, where, _ in rows)
     targets = set(re.findall(r"^([a-z]+):", makefile, re.M))
     assert {"install", "lab", "check"} <= set(re.findall(r"\bmake ([a-z]+)", readme)) <= targets

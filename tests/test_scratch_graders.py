@@ -3,9 +3,11 @@
 Every bug is a realistic mistake in one function of the teaching core, written as an edit of
 the course's own source (``old`` -> ``new``, applied to the function's text as the library
 holds it now, so the bugs follow the algorithm files; an edit that no longer applies fails
-by name). The buggy function is compiled in its module, under its file's name, and patched
-in place of the course's (in every module that imported it by name); the graders run their
-workers with fork, so the workers run it too. Each test grades that function alone and
+by name). The buggy function is compiled under its file's name, with its module's globals
+(so that a check's spies on the module's helpers see it, as they see the learner's) and, for a
+method, its real class (so that ``super()`` works), and patched in place of the course's (in
+every module that imported it by name); the graders run their workers with fork, so the
+workers run it too. Each test grades that function alone and
 asserts the outcome (failed, raised, hangs) and that the message names the cause.
 
 The course's own code passes every grader (:func:`test_the_course_passes_its_graders`).
@@ -20,6 +22,7 @@ import re
 import sys
 import textwrap
 import time
+import types
 from dataclasses import dataclass
 
 import pytest
@@ -233,6 +236,171 @@ BUGS = (
     _edit("tensor_backward", "dz = g * (a_out > 0) if", "dz = g * (a_in > 0) if", "the ReLU mask of the input (raises)",
           r"(?s)Traceback \(your code\):\n  File \"course_lib/parallel/tensor\.py\", line \d+, in tensor_backward\n"
           r"    dz = g \* \(a_.*ValueError: operands could not be broadcast", "raised"),
+    # ---- the all-reduce in buckets, and over the modelled wire
+    _edit("BucketAllReduce.reduce_bucket", "        sum_rows(self.grads, self.reduced, lo + c_lo, lo + c_hi)\n",
+          "        sum_rows(self.grads, self.reduced, lo + c_lo, lo + c_hi)\n"
+          "        self.reduced[lo + c_lo : lo + c_hi] /= self.wctx.world_size\n", "mean instead of sum",
+          r"worker 0's chunk \[150, 182\) of bucket 0 \[150, 240\) is the mean of the rows, not the sum: did you divide by N\?"),
+    _edit("BucketAllReduce.reduce_bucket", "sum_rows(self.grads, self.reduced, lo + c_lo, lo + c_hi)",
+          "sum_rows(self.grads, self.reduced, c_lo, c_hi)", "the chunk counted from 0, not from the bucket",
+          r"its chunk of the bucket counted from 0, not from the bucket's start: .*= \[150, 182\) of the gradient"),
+    _edit("BucketAllReduce.reduce_bucket", "sum_rows(self.grads, self.reduced, lo + c_lo, lo + c_hi)",
+          "sum_rows(self.grads, self.reduced, lo, hi)", "every worker sums the whole bucket",
+          r"worker 0 summed the whole bucket 0 \[150, 240\), not its chunk \[150, 182\)"),
+    _edit("BucketAllReduce.reduce_bucket", "chunk_bounds(hi - lo, self.wctx.world_size)",
+          "chunk_bounds(self.reduced.size, self.wctx.world_size)", "chunks of the whole gradient, not of the bucket",
+          r"worker 0 summed \[150, 230\): a chunk of the whole gradient's size \(chunk_bounds\(240, N\)\), not "
+          r"of bucket 0's 90 numbers"),
+    _edit("BucketAllReduce.reduce_bucket", "        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)\n", "",
+          "missing barrier", r"returned without waiting on the barrier: finish\(\) would hand over bucket 0 before"),
+    _edit("BucketAllReduce.reduce_bucket", "        sum_rows(self.grads, self.reduced, lo + c_lo, lo + c_hi)\n"
+          "        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)\n",
+          "        self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)\n"
+          "        sum_rows(self.grads, self.reduced, lo + c_lo, lo + c_hi)\n", "waits before it adds",
+          r"waited on the barrier before adding its chunk of bucket 0: .* add first, then wait"),
+    _edit("WireAllReduce.reduce_bucket",
+          "        arrival = self.clock() + self.wire_time[b]  # on the wire now: its sum is there at `arrival`\n"
+          "        super().reduce_bucket(b)  # the arithmetic: the shared-memory sum, in rank order\n",
+          "        super().reduce_bucket(b)\n        arrival = self.clock() + self.wire_time[b]\n",
+          "the wire's time counted after the sum",
+          r"arrived 42 ms after it was put on the wire: the sum's 12 ms plus the wire's 30 ms\. The sum runs INSIDE"),
+    _edit("WireAllReduce.reduce_bucket", "            if self.pause(left):  # True: the communicator was closed, stop "
+          "waiting\n                break\n", "            pass\n", "a busy wait",
+          r"reads the clock in a loop without waiting \(a busy wait"),
+    _edit("WireAllReduce.reduce_bucket", "            if self.pause(left):  # True: the communicator was closed, stop "
+          "waiting\n                break\n", "            self.pause(left)\n", "waits on after the close",
+          r"kept waiting after the communicator was closed: self\.pause\(left\) returns True then"),
+    _edit("WireAllReduce.reduce_bucket", "self.clock() + self.wire_time[b]", "self.clock() + self.wire_time[0]",
+          "the first bucket's wire time for every bucket",
+          r"bucket 1 arrived 30 ms after it was put on the wire: that is bucket 0's wire time; use bucket b's"),
+    _edit("WireAllReduce.reduce_bucket", "        super().reduce_bucket(b)  # the arithmetic: the shared-memory sum, "
+          "in rank order\n", "", "the wire without the sum",
+          r"summed nothing of bucket 0: the wire decides only WHEN the sum arrives; .*super\(\)\.reduce_bucket\(b\)"),
+    # ---- context parallelism
+    Bug("OnlineSoftmax.add", "the old sums not rescaled",
+        (("self.s[..., rows, :] * rescale +", "self.s[..., rows, :] +"),
+         ("self.o[..., rows, :] * rescale +", "self.o[..., rows, :] +")),
+        r"block 1 .*the running sum s was not rescaled when the maximum changed .* multiply the old self\.s by "
+        r"exp\(m_old - m_new\)"),
+    _edit("OnlineSoftmax.add", "p = np.exp(scores - m_new)", "p = np.exp(scores)", "exp of the raw scores",
+          r"block 0 .*this block's weights are exp\(score\), not exp\(score - m_new\)"),
+    _edit("OnlineSoftmax.add", "m_new = np.maximum(self.m[..., rows, :], scores.max(axis=-1, keepdims=True))",
+          "m_new = scores.max(axis=-1, keepdims=True)", "the block's maximum, not the running one",
+          r"block 2 .*self\.m is this block's largest score, not the largest so far"),
+    _edit("OnlineSoftmax.add", "        self.m[..., rows, :] = m_new\n", "", "the maximum never stored",
+          r"block 0 .*self\.m was never updated"),
+    _edit("OnlineSoftmax.add", "self.o[..., rows, :] = self.o[..., rows, :] * rescale + p @ v",
+          "self.o[..., rows, :] = p @ v", "the values' sum overwritten",
+          r"block 1 .*self\.o holds this block's part only: add it to the old self\.o"),
+    _edit("RingAttention.forward", "owner = (owner - 1) % self.workers", "owner = (owner + 1) % self.workers",
+          "the owner moved the wrong way round the ring",
+          r"\(3 workers, zigzag split, causal\): worker \d moved `owner` the wrong way round the ring"),
+    _edit("RingAttention.forward", "for rows, cols, mask in self.pairs(owner):",
+          "for rows, cols, mask in self.pairs(self.rank):", "every block masked as its own",
+          r"computed every block with the chunk pairs of its own tokens, self\.pairs\(rank\)"),
+    _edit("RingAttention.forward", "        state, owner = OnlineSoftmax(q.shape), self.rank\n"
+          "        for step in range(self.workers):\n",
+          "        owner = self.rank\n        for step in range(self.workers):\n"
+          "            state = OnlineSoftmax(q.shape)\n", "a new softmax state every step",
+          r"kept only the last block: one OnlineSoftmax for the whole ring, created before the loop"),
+    _edit("RingAttention.forward", "            if step < self.workers - 1:\n                self.ring.send(k, v)",
+          "            if step < self.workers - 1:\n                k, v = self.ring.recv()\n"
+          "                owner = (owner - 1) % self.workers\n            if step < self.workers - 1:\n"
+          "                self.ring.send(k, v)", "receives before it sends",
+          r"\(2 workers, even split\): worker \d received before it sent: .*send your block first", "failed",
+          "            if step < self.workers - 1:\n                k, v = self.ring.recv()  # the block of the "
+          "worker before me\n                owner = (owner - 1) % self.workers\n", ""),
+    _edit("RingAttention.forward", "            if step < self.workers - 1:\n                self.ring.send(k, v)",
+          "            if True:\n                self.ring.send(k, v)", "sends in the last step too",
+          r"worker 0 sent 2 and received 1 blocks; with N = 2 workers a block makes N - 1 = 1 hops"),
+    _edit("AllToAllAttention.to_heads", "np.split(t, self.workers, axis=-1)", "np.split(t, self.workers, axis=1)",
+          "the tokens split, not the heads", r"worker 0 split its tokens \(axis 1\) into the blocks it sends"),
+    _edit("AllToAllAttention.to_heads", "axis=1)[:, self.order]", "axis=1)", "the zig-zag order not undone",
+          r"\(3 workers, zigzag split\): worker 0's tokens are in the order the workers hold them, not the "
+          r"sequence's: .*\[:, self\.order\]"),
+    _edit("AllToAllAttention.to_heads", "np.concatenate(self.exchange(blocks), axis=1)",
+          "np.concatenate(self.exchange(blocks), axis=-1)", "the blocks joined along the columns",
+          r"worker 0 raised IndexError .* after a right exchange: the N blocks it receives are N parts of the "
+          r"SEQUENCE .*join them along the tokens, np\.concatenate\(\.\.\., axis=1\)"),
+    # ---- expert parallelism
+    _edit("ExpertShard.dispatch", "t, c = np.nonzero(kept)", "t, c = np.nonzero(choice >= 0)",
+          "the capacity ignored", r"worker 0 dispatched all 24 of its assignments, but the "
+          r"experts keep only \d+ of them \(capacity C = \d+\)"),
+    _edit("ExpertShard.dispatch", "t, c = np.nonzero(kept)", "t, c = np.nonzero(kept[:, :1])",
+          "the first choice only", r"dispatched \d+ assignments; \d+ are kept: .*its second choice too"),
+    _edit("ExpertShard.dispatch", "        t, c, e = t[order], c[order], e[order]\n", "",
+          "not sorted by expert", r"received worker \d's token \d+, routed to expert \d: .*np\.lexsort\(\(t, c, e\)\)"),
+    _edit("ExpertShard.dispatch", "np.bincount(e // self.per, minlength=self.workers)",
+          "np.bincount(e, minlength=self.workers)", "counted per expert, not per worker",
+          r"worker 0 handed the all-to-all 4 blocks: one block per WORKER \(N = 2\).*e // self\.per"),
+    _edit("ExpertShard.combine", "return np.concatenate(returned)", "return returned", "the blocks not joined",
+          r"worker 0 returned a list of the blocks that came back: return one array, np\.concatenate"),
+    _edit("ExpertShard.combine", "[(n, self.width) for n in sizes]",
+          "[(n, self.width) for n in incoming.sum(axis=1)]", "expects back what it received, not what it sent",
+          r"expects back blocks of \[\d+, \d+\] rows from the workers; it dispatched \[\d+, \d+\] to them"),
+    _edit("ExpertShard.combine", "self.exchange(_by_worker(rows, incoming),", "self.exchange(rows,",
+          "the experts' rows not regrouped by worker",
+          r"sends back blocks of \[\d+, \d+\] rows; the workers sent it \[\d+, \d+\]: .*_by_worker\(rows, incoming\)"),
+    # ---- checkpoints
+    _edit("save_shard", 'tmp = folder / f"{name}.tmp"', "tmp = folder / name", "written in place",
+          r"wrote the shard in place, under its final name shard-1\.npz"),
+    _edit("save_shard", "        flush_to_disk(f)  # fsync: on the disk, not only in the page cache\n", "",
+          "no fsync", r"never flushed the shard to the disk \(flush_to_disk\(f\)"),
+    _edit("save_shard", "        flush_to_disk(f)  # fsync: on the disk, not only in the page cache\n"
+          "    rename_into_place(tmp, folder / name)  # atomic: a reader sees no shard or the whole shard\n",
+          "        rename_into_place(tmp, folder / name)\n        flush_to_disk(f)\n", "renamed before flushed",
+          r"renamed the shard into place before flushing it to the disk"),
+    _edit("save_shard", "np.savez(f, **arrays)", "np.savez(f, arrays)", "the dict saved as one object",
+          r"shard-1\.npz holds a pickled object, not arrays by name .*np\.savez\(f, \*\*arrays\)"),
+    _edit("save_shard", "rename_into_place(tmp, folder / name)", "os.replace(tmp, folder / name)",
+          "os.replace, the folder never synced", r"moved the shard into place without rename_into_place"),
+    _edit("save_shard", "np.savez(f, **arrays)", "np.savez(tmp, **arrays)", "np.savez given the file's name",
+          r"wrote \['shard-1\.npz\.tmp\.npz'\] besides shard-1\.npz: .*np\.savez adds \.npz"),
+    Bug("write_checkpoint", "every worker writes the manifest",
+        (("    if rank == 0:  # one manifest, written last: it makes the checkpoint complete\n", ""),
+         ("        shards = [describe", "    shards = [describe"), ("        write_manifest(folder,", "    write_manifest(folder,")),
+        r"worker [12] wrote the manifest too: one worker writes it \(rank == 0\)"),
+    _edit("write_checkpoint", "    all_saved()  # a barrier: every shard is in place\n", "",
+          "the manifest before the barrier", r"worker 0 described the shards for the manifest before every worker had "
+          r"saved its shard", "failed",
+          "        write_manifest(folder, {**manifest, \"step\": step, \"shards\": shards})\n",
+          "        write_manifest(folder, {**manifest, \"step\": step, \"shards\": shards})\n    all_saved()\n"),
+    _edit("write_checkpoint", "    all_saved()  # a barrier: every shard is in place\n"
+          "    if rank == 0:  # one manifest, written last: it makes the checkpoint complete\n",
+          "    if rank == 0:  # one manifest, written last: it makes the checkpoint complete\n        all_saved()\n",
+          "only worker 0 waits for the shards", r"the workers did not all wait for every shard \(worker 0: 1 calls of "
+          r"all_saved\(\), worker 1: 0 .*every worker calls all_saved\(\) once"),
+    _edit("write_checkpoint", '{**arrays, "step": step}', "arrays", "the shard without its step",
+          r"worker 0's shard holds \[.*\], no 'step'"),
+    _edit("write_checkpoint", '{**manifest, "step": step, "shards": shards}', '{**manifest, "shards": shards}',
+          "the manifest without its step", r"the manifest has no 'step'"),
+    _edit("write_checkpoint", "folder.mkdir(parents=True, exist_ok=True)", "folder.mkdir(parents=True)",
+          "the folder made by every worker", r"raised FileExistsError .*folder\.mkdir\(parents=True, exist_ok=True\)"),
+    _edit("write_checkpoint", "save_shard(folder, shard_name(rank),", "save_shard(folder, shard_name(0),",
+          "every worker writes shard 0", r"worker [12] wrote shard-0\.npz, not its own shard-[12]\.npz"),
+    _edit("load_checkpoint", "        verify_shard(path, entry)  # there, of its size, of its checksum\n", "",
+          "the shards read unchecked", r"a checkpoint without its shard-1\.npz raised FileNotFoundError .*not a "
+          r"CheckpointError naming shard-1\.npz: check each shard against the manifest \(verify_shard"),
+    _edit("load_checkpoint", "manifest = read_manifest(folder)", "manifest = json.loads((folder / MANIFEST).read_text())",
+          "the manifest read without read_manifest",
+          r"a checkpoint without its manifest\.json raised FileNotFoundError .*read_manifest\(folder\) says so"),
+    _edit("load_checkpoint", "        verify_shard(path, entry)  # there, of its size, of its checksum\n",
+          "        try:\n            verify_shard(path, entry)\n        except CheckpointError:\n            continue\n",
+          "a damaged shard skipped", r"a checkpoint without its shard-1\.npz was refused with \"checkpoint step-00000006:"
+          r" its shards cover 7 of 11 parameters\", which does not name shard-1\.npz"),
+    _edit("latest_checkpoint", 'sorted(Path(root).glob("step-*"), reverse=True)', 'sorted(Path(root).glob("step-*"))',
+          "the oldest first", r"returned the checkpoint of step 2, not 4, .*the oldest complete one; try the newest "
+          r"first"),
+    _edit("latest_checkpoint", "        try:\n            checkpoint = load_checkpoint(folder)\n"
+          "        except CheckpointError as why:  # half-written or damaged: try the one before\n"
+          "            refused.append(str(why))\n            continue\n",
+          "        checkpoint = load_checkpoint(folder)\n", "no fall-back",
+          r"let a CheckpointError through \(\"checkpoint step-00000010: shard shard-1\.npz is corrupted"),
+    _edit("latest_checkpoint", "            refused.append(str(why))\n", "", "the reasons not kept",
+          r"`refused` holds 0 reason\(s\); 3 newer checkpoints were refused \(steps \[10, 8, 6\]\)"),
+    _edit("latest_checkpoint", '    raise CheckpointError(f"no complete checkpoint in {root}"', '    return None  # (',
+          "None when none is complete", r"returned None from a folder whose every checkpoint is damaged: raise a "
+          r"CheckpointError"),
 )
 
 
@@ -251,13 +419,24 @@ def plant(monkeypatch, bug: Bug):
         assert source.count(old) == 1, (f"planted bug {bug.id!r}: {old!r} is not once in {bug.function}'s source "
                                         "any more: update the bug to the course's code")
         source = source.replace(old, new)
-    source = textwrap.dedent(source)
     module = importlib.import_module(f.module)
+    owner = getattr(module, f.qualname.split(".")[0]) if "." in f.qualname else None
+    if owner is not None:  # compiled in a class body, so that super() finds its class (the real one, below)
+        source = "class _Owner:\n" + textwrap.indent(textwrap.dedent(source), "    ")
+        start -= 1
+    else:
+        source = textwrap.dedent(source)
     namespace = dict(vars(module))
     exec(compile("\n" * (start - 1) + source, inspect.getsourcefile(original), "exec"), namespace)  # noqa: S102
-    buggy = namespace[original.__name__]
-    if "." in f.qualname:
-        owner = getattr(module, f.qualname.split(".")[0])
+    compiled = getattr(namespace["_Owner"], original.__name__) if owner is not None else namespace[original.__name__]
+    # the buggy function lives in its module, as the learner's would: its globals are the module's
+    # (so a check's spies on the module's helpers see it), and its class is the real one
+    closure = tuple(types.CellType(owner) if name == "__class__" else cell
+                    for name, cell in zip(compiled.__code__.co_freevars, compiled.__closure__ or ()))
+    buggy = types.FunctionType(compiled.__code__, vars(module), compiled.__name__, compiled.__defaults__,
+                               closure or None)
+    buggy.__kwdefaults__, buggy.__qualname__ = compiled.__kwdefaults__, original.__qualname__
+    if owner is not None:
         monkeypatch.setattr(owner, f.name, buggy)
         return
     for name, mod in list(sys.modules.items()):
@@ -319,6 +498,37 @@ def test_a_function_that_never_returns_is_stopped(monkeypatch):
     outcome = grade(_function("stage_order"))
     assert outcome.status == "hangs" and "did not return within 1 s" in outcome.message, outcome
     assert time.monotonic() - t0 < 5
+
+
+def test_a_worker_thread_that_never_returns_ends_as_worker_timeout_naming_it(monkeypatch):
+    """The checks that run workers as threads of this process (context, experts, checkpoints):
+    a worker stuck outside the barrier ends the run with WorkerTimeout naming it, after
+    2 GRADER_TIMEOUT seconds; one that returned while another waits at the barrier, at once."""
+    import threading
+
+    from course_lib.grading import Mistake, harness
+    from course_lib.parallel.engine.errors import WorkerTimeout
+
+    monkeypatch.setattr(harness, "GRADER_TIMEOUT", 0.5)
+    never = threading.Event()
+
+    def work(rank, barrier):
+        barrier.wait(rank, 10.0)
+        if rank == 1:
+            never.wait()  # stuck: neither returns nor waits at the barrier
+
+    t0 = time.monotonic()
+    try:
+        with pytest.raises(WorkerTimeout, match=r"no worker made progress for 1 s.*probably \[1\]"):
+            harness.run_threads(3, work, lambda waits, returned: "unmatched")
+    finally:
+        never.set()
+    assert time.monotonic() - t0 < 3
+    t0 = time.monotonic()
+    with pytest.raises(Mistake, match=r"^waits \[1, 2, 1\], returned \[True, False, True\]$"):
+        harness.run_threads(3, lambda rank, barrier: [barrier.wait(rank, 10.0) for _ in range(1 + (rank == 1))],
+                            lambda waits, returned: f"waits {waits}, returned {returned}")
+    assert time.monotonic() - t0 < 2
 
 
 def test_the_readmes_quote_the_graders_as_they_speak(monkeypatch):

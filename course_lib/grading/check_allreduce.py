@@ -1,5 +1,6 @@
 """Checks of the shared-memory all-reduce: ``ShmAllReduce.reduce_scatter``, ``all_gather``
-and ``allreduce``.
+and ``allreduce``; and of the all-reduce in buckets, ``BucketAllReduce.reduce_bucket`` and
+``WireAllReduce.reduce_bucket``.
 
 ``reduce_scatter`` runs in this process, one worker at a time (it needs no other worker:
 it is called once every row is written): its chunk must be the sum of the rows in rank
@@ -8,6 +9,15 @@ order, bit for bit (:func:`course_lib.parallel.partition.sum_rows`), written int
 processes, whose barrier writes down every wait; one round lets the last worker arrive
 late, another lets it leave the barrier late, so that a missing or misplaced wait shows as
 a chunk read before it was written.
+
+``BucketAllReduce.reduce_bucket`` runs in this process, one worker and one bucket at a time
+(as ``reduce_scatter``: its barrier, which writes down every wait, has nobody else to wait
+for): worker r's chunk of the bucket must be the rows' sum in rank order, bit for bit, and
+nothing else written, before the worker waits. ``WireAllReduce.reduce_bucket`` runs the same
+way on a fake clock that moves only when the wire's wait (``self.pause``) says so, and while
+the sum is added (a fixed share of the bucket's wire time): its bucket must arrive exactly
+``wire_time[b]`` after it was put on the wire, the sum inside that window, and the wait must
+end at once when the communicator is closed.
 """
 
 from __future__ import annotations
@@ -286,10 +296,208 @@ def check_allreduce() -> None:
                 raise Mistake(f"allreduce: worker {r}'s result is not the sum of the rows in rank order: {wrong}")
 
 
+# ------------------------------------------------------------------ the buckets
+#: The buckets of a gradient of 240 numbers, in the order the backward pass finishes them:
+#: ``(lo, hi, first layer)``, the last layer's first; of unequal sizes (their chunks too).
+BUCKETS = ((150, 240, 2), (40, 150, 1), (0, 40, 0))
+BUCKETED = 240
+#: Seconds each bucket spends on the modelled wire (WireAllReduce.wire_time), all different.
+WIRE_TIME = (0.030, 0.050, 0.020)
+#: The share of a bucket's wire time its sum takes (the fake clock moves that much meanwhile).
+SUM_SHARE = 0.4
+
+
+class _Clock:
+    """The wire's clock and pause, faked: the time moves only while the sum is added, when the
+    wire's wait is asked to wait (at once), and by a tick at each reading. The wait returns
+    True (closed) at once, without waiting, when ``closed``."""
+
+    TICK = 1e-7
+
+    def __init__(self, closed: bool = False):
+        self.t, self.readings, self.pauses, self.closed = 50.0, 0, [], closed
+
+    def clock(self) -> float:
+        self.readings += 1
+        if self.readings > 1000 and not self.pauses:
+            raise Mistake("WireAllReduce.reduce_bucket reads the clock in a loop without waiting (a busy wait, "
+                          "or time.sleep): it burns a core the backward pass needs and does not end when the "
+                          "communicator is closed; wait the rest of the wire's time with self.pause(left)")
+        self.t += self.TICK
+        return self.t
+
+    def pause(self, seconds: float) -> bool:
+        self.pauses.append(seconds)
+        if len(self.pauses) > 100:
+            raise Mistake("WireAllReduce.reduce_bucket kept waiting after the communicator was closed: "
+                          "self.pause(left) returns True then; stop waiting (break) when it does")
+        if not self.closed:
+            self.t += max(float(seconds), 0.0)
+        return self.closed
+
+
+class _BucketBarrier:
+    """A barrier in this process (nobody else to wait for): it writes down each wait and
+    whether this worker's chunk of the bucket was in place then, and moves the fake clock by
+    the sum's time (the sum is done once the worker waits)."""
+
+    def __init__(self):
+        self.waits, self.early, self.mine, self.clock, self.sum_time = 0, False, None, None, 0.0
+
+    def wait(self, rank: int, timeout: float) -> None:
+        self.waits += 1
+        if self.mine is not None:
+            reduced, lo, hi, chunk = self.mine
+            self.early |= not np.array_equal(reduced[lo:hi], chunk)
+        if self.clock is not None:
+            self.clock.t += self.sum_time
+
+
+def _bucket_mistake(r: int, b: int, rows: np.ndarray, reduced: np.ndarray) -> str:
+    """What is wrong with what worker ``r``'s reduce_bucket(b) wrote ("" if nothing)."""
+    workers = rows.shape[0]
+    lo, hi, _ = BUCKETS[b]
+    chunks = chunk_bounds(hi - lo, workers)
+    a, z = lo + chunks[r][0], lo + chunks[r][1]
+    said = f"worker {r}'s chunk [{a}, {z}) of bucket {b} [{lo}, {hi})"
+    written = np.flatnonzero(~np.isnan(reduced))
+    span = (int(written[0]), int(written[-1]) + 1) if written.size else None
+    if span is not None and (span[0] < a or span[1] > z):
+        if span == (lo, hi) and np.array_equal(reduced[lo:hi], _rank_sum(rows, lo, hi)):
+            return (f"worker {r} summed the whole bucket {b} [{lo}, {hi}), not its chunk [{a}, {z}): every worker "
+                    "adds only its chunk of the bucket, chunk_bounds(hi - lo, N)[rank], so that N workers share "
+                    "the work (and never write the same numbers)")
+        if span == chunks[r] and np.array_equal(reduced[span[0]:span[1]], _rank_sum(rows, *span)):
+            return (f"worker {r} summed [{span[0]}, {span[1]}): its chunk of the bucket counted from 0, not from the "
+                    f"bucket's start: chunk [{chunks[r][0]}, {chunks[r][1]}) of bucket {b} is [lo + "
+                    f"{chunks[r][0]}, lo + {chunks[r][1]}) = [{a}, {z}) of the gradient")
+        whole = chunk_bounds(rows.shape[1], workers)[r]
+        if span == whole and np.array_equal(reduced[span[0]:span[1]], _rank_sum(rows, *span)):
+            return (f"worker {r} summed [{span[0]}, {span[1]}), its chunk of the WHOLE gradient, not of bucket {b} "
+                    f"[{lo}, {hi}): split the bucket, chunk_bounds(hi - lo, N)[rank], offset by lo")
+        if span == (lo + whole[0], min(lo + whole[1], rows.shape[1])):
+            return (f"worker {r} summed [{span[0]}, {span[1]}): a chunk of the whole gradient's size "
+                    f"(chunk_bounds({rows.shape[1]}, N)), not of bucket {b}'s {hi - lo} numbers: split the bucket, "
+                    "chunk_bounds(hi - lo, N)[rank], offset by lo")
+        for k, (c, d) in enumerate(chunks):
+            if k != r and span == (lo + c, lo + d) and np.array_equal(reduced[lo + c:lo + d],
+                                                                      _rank_sum(rows, lo + c, lo + d)):
+                return (f"worker {r} summed chunk {k} [{lo + c}, {lo + d}) of bucket {b}, not its own chunk {r} "
+                        f"[{a}, {z}): worker r adds chunk r (self.wctx.rank)")
+        return (f"worker {r} wrote outside its chunk [{a}, {z}) of bucket {b} (at [{span[0]}, {span[1]})): each "
+                "worker writes its own chunk of self.reduced only")
+    mine, expected = reduced[a:z], _rank_sum(rows, a, z)
+    if np.array_equal(mine, expected):
+        return ""
+    if np.isnan(mine).all():
+        return f"{said} was not written: put the sum of that chunk of every row there (sum_rows)"
+    tiny = 1e-6 * float(np.abs(rows).max())
+    with np.errstate(all="ignore"):
+        if np.allclose(mine, expected / workers, rtol=1e-5, atol=tiny):
+            return f"{said} is the mean of the rows, not the sum: did you divide by N?"
+        if np.array_equal(mine, rows[r, a:z]):
+            return f"{said} holds only worker {r}'s own gradient: add that chunk of EVERY worker's row"
+        if np.allclose(mine, expected, rtol=1e-5, atol=tiny):
+            return (f"{said} is the sum up to rounding but not bit for bit: add the rows in rank order "
+                    "(sum_rows does), so that every run gives the same bits")
+    return f"{said} is not the sum of the rows: {arrays_differ(mine, expected)}"
+
+
+def _bucket_comm(cls_name: str, r: int, seed: int):
+    """Worker ``r``'s communicator of class ``cls_name`` (the learner's), its rows and barrier."""
+    from ..parallel.allreduce import Wire
+
+    rows = _rows(WORKERS, BUCKETED, seed=seed)
+    reduced = np.full(BUCKETED, np.nan, dtype=np.float32)
+    barrier = _BucketBarrier()
+    cls = learner(MODULE, cls_name)
+    args = (_Ctx(r, WORKERS), rows, reduced, barrier, BUCKETS) + ((Wire(),) if cls_name == "WireAllReduce" else ())
+    return cls(*args), rows, reduced, barrier
+
+
+def _reduce_one(comm, rows, reduced, barrier, r: int, b: int, name: str) -> None:
+    """Worker ``r``'s reduce_bucket(b), checked: its chunk summed, nothing else written, one wait
+    after the sum."""
+    lo, hi, _ = BUCKETS[b]
+    c_lo, c_hi = chunk_bounds(hi - lo, WORKERS)[r]
+    reduced[:] = np.nan
+    before = rows.copy()
+    barrier.waits, barrier.early = 0, False
+    barrier.mine = (reduced, lo + c_lo, lo + c_hi, _rank_sum(rows, lo + c_lo, lo + c_hi))
+    comm.reduce_bucket(b)
+    if not np.array_equal(rows, before):
+        raise Mistake(f"{name}: worker {r} changed the gradient rows (self.grads): add them into self.reduced, "
+                      "leave the rows as they are")
+    mistake = _bucket_mistake(r, b, rows, reduced)
+    if mistake and name.startswith("Wire") and np.isnan(reduced).all():
+        raise Mistake(f"{name}: worker {r} summed nothing of bucket {b}: the wire decides only WHEN the sum "
+                      "arrives; the sum itself is the shared-memory one, super().reduce_bucket(b)")
+    if mistake:
+        raise Mistake(f"{name}: {mistake}")
+    if barrier.waits == 0:
+        raise Mistake(f"{name}: worker {r} returned without waiting on the barrier: finish() would hand over "
+                      f"bucket {b} before the other workers have summed their chunks of it; after adding your "
+                      "chunk, self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)")
+    if barrier.early:
+        raise Mistake(f"{name}: worker {r} waited on the barrier before adding its chunk of bucket {b}: the others "
+                      "leave the barrier and may read that chunk before it is summed; add first, then wait")
+    if barrier.waits > 1:
+        raise Mistake(f"{name}: worker {r} waited {barrier.waits} times on the barrier in one call: once, after "
+                      "adding its chunk (every worker must wait as often as the others)")
+
+
+def check_bucket_reduce_bucket() -> None:
+    for r in range(WORKERS):
+        comm, rows, reduced, barrier = _bucket_comm("BucketAllReduce", r, seed=20 + r)
+        for b in range(len(BUCKETS)):
+            _reduce_one(comm, rows, reduced, barrier, r, b, "BucketAllReduce.reduce_bucket")
+            rows[:] = _rows(WORKERS, BUCKETED, seed=30 + b)
+
+
+def check_wire_reduce_bucket() -> None:
+    name = "WireAllReduce.reduce_bucket"
+    for r in range(WORKERS):
+        for b in range(len(BUCKETS)):
+            for closed in (False, True):
+                comm, rows, reduced, barrier = _bucket_comm("WireAllReduce", r, seed=40 + r)
+                clock = _Clock(closed)
+                comm.clock, comm.pause, comm.wire_time = clock.clock, clock.pause, list(WIRE_TIME)
+                barrier.clock, barrier.sum_time = clock, SUM_SHARE * WIRE_TIME[b]
+                t0 = clock.t
+                _reduce_one(comm, rows, reduced, barrier, r, b, name)
+                took, wire, summed = clock.t - t0, WIRE_TIME[b], SUM_SHARE * WIRE_TIME[b]
+                slack = 1e-5
+                if closed:
+                    if len(clock.pauses) != 1:
+                        raise Mistake(f"{name}: the communicator was closed, yet worker {r} asked self.pause "
+                                      f"{len(clock.pauses)} times: stop waiting as soon as self.pause(left) "
+                                      "returns True")
+                    continue
+                if not clock.pauses:
+                    raise Mistake(f"{name}: worker {r} never waited for the wire (self.pause): bucket {b} takes "
+                                  f"{wire * 1e3:g} ms on the wire; its sum ({summed * 1e3:g} ms here) runs inside "
+                                  "that window, then wait what is left of it with self.pause(left), as long as some is left")
+                if any(p <= 0 for p in clock.pauses):
+                    raise Mistake(f"{name}: worker {r} asked self.pause to wait {min(clock.pauses):g} s: wait only "
+                                  "while some of the wire's time is left (left > 0)")
+                if abs(took - (summed + wire)) < slack:
+                    raise Mistake(f"{name}: bucket {b} arrived {took * 1e3:.4g} ms after it was put on the wire: the "
+                                  f"sum's {summed * 1e3:g} ms plus the wire's {wire * 1e3:g} ms. The sum runs INSIDE "
+                                  "the wire's window (a network engine moves the bytes while the cores add): read "
+                                  "the clock for the arrival BEFORE super().reduce_bucket(b)")
+                if abs(took - wire) > slack:
+                    other = [k for k, w in enumerate(WIRE_TIME) if k != b and abs(took - w) < slack]
+                    why = (f": that is bucket {other[0]}'s wire time; use bucket b's, self.wire_time[b]" if other
+                           else f"; it arrives self.wire_time[b] = {wire * 1e3:g} ms after it is put on the wire")
+                    raise Mistake(f"{name}: bucket {b} arrived {took * 1e3:.4g} ms after it was put on the wire{why}")
+
+
 CHECKS = {
     "ShmAllReduce.reduce_scatter": check_reduce_scatter,
     "ShmAllReduce.all_gather": check_all_gather,
     "ShmAllReduce.allreduce": check_allreduce,
+    "BucketAllReduce.reduce_bucket": check_bucket_reduce_bucket,
+    "WireAllReduce.reduce_bucket": check_wire_reduce_bucket,
 }
 
 HINTS = {
@@ -312,5 +520,23 @@ HINTS = {
     "ShmAllReduce.allreduce": (
         "The all-reduce is the two steps you have written, in the right order.",
         "`self.reduce_scatter()`, then `return self.all_gather()`.",
+    ),
+    "BucketAllReduce.reduce_bucket": (
+        "A bucket is a slice `[lo, hi)` of the flat gradient (`lo, hi, _ = self.bounds[b]`). Its all-reduce is "
+        "the shared-memory one on that slice only: each worker adds ITS chunk of the bucket over every row.",
+        "Worker r's chunk of the bucket: `c_lo, c_hi = chunk_bounds(hi - lo, N)[rank]`, counted from the "
+        "bucket's start, so it is `[lo + c_lo, lo + c_hi)` of the gradient. Add it in rank order: `sum_rows(...)`.",
+        "Then wait on the barrier (`self.barrier.wait(self.wctx.rank, self.wctx.wait_timeout)`): after it every "
+        "chunk of the bucket is summed, and finish() may hand the bucket over.",
+    ),
+    "WireAllReduce.reduce_bucket": (
+        "The arithmetic is BucketAllReduce's, unchanged (`super().reduce_bucket(b)`); the wire decides only "
+        "WHEN the sum is there: `self.wire_time[b]` seconds after the bucket goes on the wire.",
+        "Read the clock first: the bucket arrives `self.wire_time[b]` after what `self.clock()` says now; then "
+        "the sum, which runs inside that window (as a GPU's all-reduce kernel runs while the network moves the "
+        "bytes).",
+        "Then wait the rest without using a core: as long as some time is `left` before the arrival (read the "
+        "clock again each round), `self.pause(left)`; and `break` when it returns True (the communicator was "
+        "closed).",
     ),
 }

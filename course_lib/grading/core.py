@@ -82,8 +82,18 @@ class Function:
 
     @property
     def name(self) -> str:
-        """The function's own name (``reduce_scatter``): what ``make check NAME=`` takes."""
+        """The function's own name (``reduce_scatter``): what ``make check NAME=`` takes (with
+        every function of that name: :attr:`check_name` names this one alone)."""
         return self.qualname.rsplit(".", 1)[-1]
+
+    @property
+    def check_name(self) -> str:
+        """What ``make check NAME=`` takes to check this function alone: its own name, or its
+        qualname where that name also selects another function of :data:`TEACHING_CORE`
+        (``Stage.forward`` and ``RingAttention.forward``; ``ShmAllReduce.allreduce``, whose name
+        is its module's). ``im2col`` is both a function and its module: it has no other name."""
+        same = [f for f in TEACHING_CORE if self.name in (f.name, f.module.rsplit(".", 1)[-1])]
+        return self.name if len(same) <= 1 else self.qualname
 
     @property
     def path(self) -> str:
@@ -106,6 +116,9 @@ class Function:
         return tuple(importlib.import_module(f"{__package__}.{self.grader}").HINTS[self.qualname])
 
 
+#: The shared-memory all-reduce: what the context- and expert-parallel trainers sum their gradients with.
+_ALLREDUCE = ("ShmAllReduce.reduce_scatter", "ShmAllReduce.all_gather", "ShmAllReduce.allreduce")
+
 #: The functions the learner writes, in the order to write them (one line each).
 TEACHING_CORE: tuple[Function, ...] = (
     Function("course_lib.conv.im2col", "im2col", "check_conv"),
@@ -115,7 +128,10 @@ TEACHING_CORE: tuple[Function, ...] = (
     Function("course_lib.parallel.allreduce", "ShmAllReduce.all_gather", "check_allreduce"),
     Function("course_lib.parallel.allreduce", "ShmAllReduce.allreduce", "check_allreduce",
              ("ShmAllReduce.reduce_scatter", "ShmAllReduce.all_gather")),
-    Function("course_lib.parallel.data", "overlap_worker_loop", "check_data"),
+    Function("course_lib.parallel.allreduce", "BucketAllReduce.reduce_bucket", "check_allreduce"),
+    Function("course_lib.parallel.data", "overlap_worker_loop", "check_data", ("BucketAllReduce.reduce_bucket",)),
+    Function("course_lib.parallel.allreduce", "WireAllReduce.reduce_bucket", "check_allreduce",
+             ("BucketAllReduce.reduce_bucket",)),
     Function("course_lib.staleness", "stale_loop", "check_staleness"),
     Function("course_lib.parallel.zero", "zero1_worker_loop", "check_data",
              ("ShmAllReduce.reduce_scatter", "ShmAllReduce.all_gather")),
@@ -129,6 +145,17 @@ TEACHING_CORE: tuple[Function, ...] = (
              ("stage_order", "Stage.layers_forward", "Stage.layers_backward", "Stage.forward", "Stage.backward")),
     Function("course_lib.parallel.tensor", "tensor_forward", "check_tensor"),
     Function("course_lib.parallel.tensor", "tensor_backward", "check_tensor", ("tensor_forward",)),
+    Function("course_lib.parallel.context", "OnlineSoftmax.add", "check_context"),
+    Function("course_lib.parallel.context", "RingAttention.forward", "check_context",
+             ("OnlineSoftmax.add", *_ALLREDUCE)),
+    Function("course_lib.parallel.context", "AllToAllAttention.to_heads", "check_context", _ALLREDUCE),
+    Function("course_lib.parallel.experts", "ExpertShard.dispatch", "check_experts"),
+    Function("course_lib.parallel.experts", "ExpertShard.combine", "check_experts",
+             ("ExpertShard.dispatch", *_ALLREDUCE)),
+    Function("course_lib.parallel.checkpoint", "save_shard", "check_checkpoint"),
+    Function("course_lib.parallel.checkpoint", "write_checkpoint", "check_checkpoint", ("save_shard",)),
+    Function("course_lib.parallel.checkpoint", "load_checkpoint", "check_checkpoint"),
+    Function("course_lib.parallel.checkpoint", "latest_checkpoint", "check_checkpoint", ("load_checkpoint",)),
 )
 
 
@@ -139,7 +166,7 @@ def not_written_message(function: Function, where: str) -> str:
     check_type(where, "where", str, "the chapter and section to read (str)")
     return (f"{function.qualname} is not written yet. Read {where}; then write its body in "
             f"{function.path} (its docstring and comments say what it does) and run "
-            f"`make check NAME={function.name}`.")
+            f"`make check NAME={function.check_name}`.")
 
 
 def select(names: Iterable[str] = ()) -> list[Function]:
@@ -344,7 +371,7 @@ def grade(function: Function, *, run_stubs: bool = False) -> Outcome:
             if qualname == function.qualname:
                 return outcome("not written", text)
             return outcome("needs", f"{function.qualname} needs {qualname}, which is not written yet "
-                                    f"(`make check NAME={qualname.rsplit('.', 1)[-1]}`)")
+                                    f"(`make check NAME={_by_qualname(qualname).check_name}`)")
         if isinstance(exc, WorkerError) and isinstance(exc.original, Mistake):
             return outcome("failed", str(exc.original))
         return outcome("raised", f"{function.qualname} raised an exception:\n{learner_traceback(exc)}")
@@ -393,7 +420,7 @@ def report(outcomes: Sequence[Outcome], out=None) -> None:
     print(f"\n{summary}.", file=out)
     first = next((o for o in outcomes if not o.passed), None)
     if first is not None:
-        print(f"Next: {first.function.qualname} (`make check NAME={first.function.name}`).", file=out)
+        print(f"Next: {first.function.qualname} (`make check NAME={first.function.check_name}`).", file=out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import multiprocessing as mp
-from collections.abc import Iterable, Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -95,3 +97,88 @@ def require(condition: bool, message: str) -> None:
     """Raise :class:`Mistake` with ``message`` unless ``condition``."""
     if not condition:
         raise Mistake(message)
+
+
+# ------------------------------------------------------------------ workers as threads
+class Stuck(Exception):
+    """A worker was released from a barrier that not every worker will reach."""
+
+
+class ThreadBarrier:
+    """A barrier for the threads of a check, with the workers' interface ``wait(rank, timeout)``
+    (at most :data:`GRADER_TIMEOUT` seconds); ``waits[r]`` counts worker ``r``'s waits."""
+
+    def __init__(self, parties: int):
+        self.barrier = threading.Barrier(parties)
+        self.waits = [0] * parties
+
+    def wait(self, rank: int, timeout: float) -> None:
+        self.waits[rank] += 1
+        try:
+            self.barrier.wait(min(timeout, GRADER_TIMEOUT))
+        except threading.BrokenBarrierError:
+            raise Stuck() from None
+
+
+def run_threads(workers: int, work: Callable, unmatched: Callable[[list, list], str]) -> list:
+    """``work(rank, barrier)`` on ``workers`` threads of this process (one :class:`ThreadBarrier`
+    shared); their results by rank.
+
+    A worker's exception is raised here (the first that is not :class:`Stuck`, with its own
+    traceback). Once a worker has returned, nobody can pass the barrier any more: whoever waits
+    there is released at once, and the run ends with a :class:`Mistake` whose message is
+    ``unmatched(waits, returned)`` (each worker's count of waits, which returned). A worker
+    that neither returns nor waits within ``2 GRADER_TIMEOUT`` seconds ends it with
+    ``WorkerTimeout`` naming it (its thread is left to end by itself: a daemon).
+    """
+    from ..parallel.engine.errors import WorkerTimeout
+
+    barrier = ThreadBarrier(workers)
+    results, errors, returned = [None] * workers, [None] * workers, [False] * workers
+
+    def run(rank):
+        try:
+            results[rank] = work(rank, barrier)
+            returned[rank] = True
+        except BaseException as exc:  # noqa: BLE001 - raised again below, in the checking thread
+            errors[rank] = exc
+            barrier.barrier.abort()  # the others stop waiting for this worker
+
+    threads = [threading.Thread(target=run, args=(r,), name=f"ddl-check-{r}", daemon=True) for r in range(workers)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 2 * GRADER_TIMEOUT
+    while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
+        if any(returned) and barrier.barrier.n_waiting:  # a barrier nobody can pass any more
+            barrier.barrier.abort()
+        time.sleep(0.002)
+    real = [e for e in errors if e is not None and not isinstance(e, Stuck)]
+    if real:
+        raise real[0]
+    alive = [t.is_alive() for t in threads]
+    if any(alive):
+        barrier.barrier.abort()
+        raise WorkerTimeout(2 * GRADER_TIMEOUT, barrier.waits, [not a for a in alive])
+    if any(isinstance(e, Stuck) for e in errors):
+        raise Mistake(unmatched(list(barrier.waits), list(returned)))
+    return results
+
+
+def counted(waits: list, what: str) -> str:
+    """"worker 0: 2 <what>, worker 1: 1" (``what``: the plural)."""
+    return ", ".join(f"worker {r}: {n} {what}" for r, n in enumerate(waits))
+
+
+@contextlib.contextmanager
+def replaced(module: str, **attributes) -> Iterator[None]:
+    """Module ``module``'s ``attributes`` replaced while the block runs (a check's spies on the
+    helpers the learner's function calls), put back afterwards."""
+    mod = importlib.import_module(module)
+    before = {name: getattr(mod, name) for name in attributes}
+    try:
+        for name, value in attributes.items():
+            setattr(mod, name, value)
+        yield
+    finally:
+        for name, value in before.items():
+            setattr(mod, name, value)

@@ -257,7 +257,7 @@ def _readme_fields(shown: Mapping[str, str]) -> dict[str, str]:
     hints = []
     for i, f in enumerate(TEACHING_CORE, 1):
         where = where_to_read(f, shown).replace("|", "\\|")
-        rows.append(f"| {i} | `{f.qualname}` | `{f.path}` | {where} | `make check NAME={f.name}` |")
+        rows.append(f"| {i} | `{f.qualname}` | `{f.path}` | {where} | `make check NAME={f.check_name}` |")
         steps = f.hints()
         nested = ""
         for k in reversed(range(len(steps))):
