@@ -12,7 +12,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # every test module again in every worker (about 5 s of each test process's start-up here).
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: help install lab test test-fast notebooks lint bench clean slides student scratch browser-deps gettext zh zh-extract test-zh lab-zh
+.PHONY: help install lab test test-fast notebooks lint bench clean slides student scratch browser-deps gettext zh zh-extract test-zh lab-zh slides-zh
 
 help:
 	@echo "make lab        open the course in JupyterLab (installs into .venv first)"
@@ -28,6 +28,7 @@ help:
 	@echo "make browser-deps  install playwright and Debian's chromium for the browser tests"
 	@echo "make zh         build the Chinese edition in notebooks/zh/ from locale/ (make lab-zh opens it,"
 	@echo "                make test-zh tests it, make zh-extract updates the catalogues after an edit)"
+	@echo "make slides-zh  the Chinese decks, from notebooks/zh/, in build/slides/zh/ (runs make zh first)"
 	@echo "make lint       ruff check"
 
 $(BIN)/python:
@@ -144,6 +145,13 @@ test-zh: zh
 lab-zh: zh
 	$(BIN)/python -m course_lib lab-settings
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks --LabApp.default_url=/lab/tree/zh $(ROOT_FLAG)
+
+# The Chinese decks beside the English: every notebook of notebooks/zh/ exported to
+# build/slides/zh/ with its own index.html and build/slides/vendor (shared with make slides).
+# Prose and speaker notes are the translations; each code cell shows the stored outputs of
+# the English notebook (the Chinese notebooks are generated without outputs).
+slides-zh: zh
+	$(BIN)/python -m course_lib slides --lang zh_CN
 
 # Optional: what the real-browser tests need (playwright driving Debian's chromium;
 # never `playwright install`). Without them `make test` skips those tests.

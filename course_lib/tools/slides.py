@@ -17,6 +17,15 @@ PNG that :func:`course_lib.live.widgets.live_figure` stores beside the widget vi
 sliders that would move nothing; speaker notes, stored in the notebook as closed
 ``<details>`` blocks, are shown open, with their formulas as text (:func:`deck_notebook`).
 
+The Chinese decks (``python -m course_lib slides --lang zh_CN``, ``make slides-zh``) are
+exported the same way from the Chinese edition ``notebooks/zh/`` that ``make zh`` generates
+(:mod:`course_lib.tools.i18n`) into ``build/slides/zh/``, with their own index and the
+vendor folder of the English decks. Their prose and speaker notes are the translations;
+the Chinese notebooks are generated without outputs, so each code cell shows the stored
+outputs of the same cell of the English notebook (:func:`stored_outputs_from`): the same
+measurements as the English decks, printed and drawn in English. ``--execute`` runs the
+Chinese notebooks instead, and the decks show the library's output in Chinese.
+
 The module also holds :func:`slide_structure`, which says from the cell metadata alone
 how many slides a deck must have; the browser tests compare it with the rendered deck.
 """
@@ -41,8 +50,10 @@ from typing import Any
 from .._validate import check_sequence, check_type
 from .cells import cell_source, cell_tags, details_parts, slide_type
 from .paths import repo_root
+from .texmath import math_as_text
 
 __all__ = [
+    "DECK_LANGUAGES",
     "Deck",
     "REMOVE_CELL_TAGS",
     "SLIDE_TYPES",
@@ -59,6 +70,7 @@ __all__ = [
     "notebook_title",
     "slide_problems",
     "slide_structure",
+    "stored_outputs_from",
     "vendor_manifest",
     "write_index",
 ]
@@ -91,6 +103,40 @@ SLIDE_TYPES = ("slide", "subslide", "fragment", "-", "skip", "notes")
 
 TEMPLATE_DIR = Path(__file__).resolve().parent / "templates"
 TEMPLATE_NAME = "ddl_reveal"
+
+#: The languages of the decks (gettext names, as ``course_lib.i18n.LANGUAGES``) -> the
+#: ``lang`` of the decks' HTML (ISO 639-1, what nbconvert accepts) and of the index (BCP 47).
+DECK_LANGUAGES: dict[str, tuple[str, str]] = {"en": ("en", "en"), "zh_CN": ("zh", "zh-CN")}
+#: ``metadata.language`` of a notebook of the Chinese edition (``course_lib.tools.i18n``).
+CHINESE_NOTEBOOK_LANGUAGE = "zh-CN"
+#: The text of the index page in each deck language. (A page the build writes, not text the
+#: notebooks print: it is kept here rather than in the gettext catalogue of ``course_lib``.)
+INDEX_TEXT: dict[str, dict[str, str]] = {
+    "en": {
+        "title": "ddl-course slides",
+        "heading": "Introduction to distributed deep learning computation: slides",
+        "count": "{sections} sections, {slides} slides",
+        "print": "print version",
+        "open": "(",
+        "sep": "; ",
+        "close": ")",
+        "keys": "Keys: arrows or space to move, <kbd>S</kbd> speaker view (notes, timer, next slide), "
+                "<kbd>F</kbd> full screen, <kbd>Esc</kbd> overview. PDF: open a deck's print version "
+                "and print to PDF from the browser (landscape, no margins, background graphics on).",
+    },
+    "zh_CN": {
+        "title": "ddl-course 幻灯片（中文版）",
+        "heading": "分布式深度学习计算简介：幻灯片（中文版）",
+        "count": "{sections} 节，{slides} 张幻灯片",
+        "print": "打印版",
+        "open": "（",
+        "sep": "；",
+        "close": "）",
+        "keys": "按键：方向键或空格翻页，<kbd>S</kbd> 打开演讲者视图（备注、计时器、下一张幻灯片），"
+                "<kbd>F</kbd> 全屏，<kbd>Esc</kbd> 总览。PDF：打开一套幻灯片的打印版，在浏览器中打印为 PDF"
+                "（横向、无页边距、打印背景图形）。",
+    },
+}
 
 
 @dataclass(frozen=True)
@@ -134,6 +180,13 @@ def _check_notebook(nb: Any) -> Any:
 
 def _check_path(value: Any, name: str) -> Path:
     return Path(check_type(value, name, (str, os.PathLike), "a path (str or pathlib.Path)"))
+
+
+def _check_language(language: Any) -> str:
+    check_type(language, "language", str, f"one of {tuple(DECK_LANGUAGES)}")
+    if language not in DECK_LANGUAGES:
+        raise ValueError(f"language must be one of {tuple(DECK_LANGUAGES)}, got {language!r}")
+    return language
 
 
 # ------------------------------------------------------------------ cell metadata
@@ -229,119 +282,6 @@ WIDGET_VIEW_MIME = "application/vnd.jupyter.widget-view+json"
 #: no kernel, so a widget's controls would move nothing).
 STATIC_MIMES = ("image/png", "text/html")
 
-_TEX_SYMBOLS = {
-    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
-    "eta": "η", "theta": "θ", "kappa": "κ", "lambda": "λ", "mu": "μ", "nu": "ν", "pi": "π",
-    "rho": "ρ", "sigma": "σ", "tau": "τ", "phi": "φ", "varphi": "φ", "omega": "ω",
-    "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Pi": "Π", "Sigma": "Σ", "Phi": "Φ",
-    "Omega": "Ω", "times": "×", "cdot": "·", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
-    "approx": "≈", "ne": "≠", "neq": "≠", "in": "∈", "notin": "∉", "infty": "∞", "to": "→",
-    "rightarrow": "→", "leftarrow": "←", "Rightarrow": "⇒", "sum": "Σ", "prod": "Π",
-    "ldots": "…", "dots": "…", "cdots": "⋯", "pm": "±", "sim": "~", "propto": "∝", "ll": "≪",
-    "gg": "≫", "lfloor": "⌊", "rfloor": "⌋", "lceil": "⌈", "rceil": "⌉", "log": "log",
-    "ln": "ln", "exp": "exp", "max": "max", "min": "min", "quad": " ", "qquad": " ",
-    "{": "{", "}": "}", ",": " ", ";": " ", ":": " ", "!": "", "%": "%", " ": " ", "\\": " ",
-}
-_TEX_TEXT = ("text", "textrm", "mathrm", "mathit", "mathbf", "mathsf", "operatorname", "textit", "textbf")
-_TEX_IGNORED = ("left", "right", "big", "Big", "bigl", "bigr", "Bigl", "Bigr", "displaystyle", "limits")
-_MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$])\$(?!\s)(.+?)(?<![\\\s])\$(?!\d)", re.S)
-_MARKDOWN_SPECIAL = {"*": "&#42;", "_": "&#95;", "`": "&#96;", "\\": "&#92;", "~": "&#126;"}
-
-
-def _tex_char(ch: str) -> str:
-    return _MARKDOWN_SPECIAL.get(ch) or html.escape(ch)
-
-
-def _tex_group(tex: str, i: int) -> tuple[str, int]:
-    """HTML of the TeX argument starting at ``tex[i]`` ({...}, a command or one
-    character) and the index after it."""
-    while i < len(tex) and tex[i] == " ":
-        i += 1
-    if i >= len(tex):
-        return "", i
-    if tex[i] == "{":
-        depth, j = 0, i
-        while j < len(tex):
-            if tex[j] == "\\":  # \{ and \} are characters, not braces
-                j += 2
-                continue
-            depth += {"{": 1, "}": -1}.get(tex[j], 0)
-            if depth == 0:
-                break
-            j += 1
-        return _tex_html(tex[i + 1 : j]), j + 1
-    if tex[i] == "\\":
-        match = re.compile(r"\\([A-Za-z]+|.)").match(tex, i)
-        return _tex_html(match.group(0)), match.end()
-    return _tex_char(tex[i]), i + 1
-
-
-def _tex_paren(html_text: str) -> str:
-    plain = re.sub(r"<[^>]+>", "", html_text)
-    return f"({html_text})" if re.search(r"[\s+\-−·×/]", plain.strip()) else html_text
-
-
-def _tex_html(tex: str) -> str:
-    """HTML text of a TeX formula: Greek letters and operators as characters,
-    sub- and superscripts as ``<sub>``/``<sup>``, ``\\frac{a}{b}`` as ``a/b``."""
-    out, i = [], 0
-    while i < len(tex):
-        ch = tex[i]
-        if ch == "\\":
-            match = re.compile(r"\\([A-Za-z]+|.)").match(tex, i)
-            name, i = match.group(1), match.end()
-            if name in ("frac", "dfrac", "tfrac"):
-                num, i = _tex_group(tex, i)
-                den, i = _tex_group(tex, i)
-                out.append(f"{_tex_paren(num)}/{_tex_paren(den)}")
-            elif name == "sqrt":
-                arg, i = _tex_group(tex, i)
-                out.append(f"√{_tex_paren(arg)}")
-            elif name in _TEX_TEXT:
-                arg, i = _tex_group(tex, i)
-                out.append(arg)
-            elif name in _TEX_IGNORED:
-                pass
-            else:
-                out.append(_TEX_SYMBOLS.get(name, _tex_char("\\") + html.escape(name)))
-        elif ch in "_^":
-            arg, i = _tex_group(tex, i + 1)
-            tag = "sub" if ch == "_" else "sup"
-            out.append(f"<{tag}>{arg}</{tag}>")
-        elif ch == "{":
-            arg, i = _tex_group(tex, i)
-            out.append(arg)
-        elif ch == "}":
-            i += 1
-        else:
-            out.append(_tex_char(ch))
-            i += 1
-    return "".join(out)
-
-
-def math_as_text(markdown: str) -> str:
-    r"""Markdown with every ``$...$`` and ``$$...$$`` formula turned into HTML text.
-
-    reveal.js's speaker view shows the notes' HTML in a window of its own, which has no
-    MathJax: a formula left as TeX would vanish there ("has only . Then ...").
-    As text (Greek letters and operators as characters, sub- and superscripts as
-    ``<sub>``/``<sup>``, fractions as ``a/b``) it reads the same in the speaker view,
-    the deck and the printout. Each formula becomes a ``<span class="ddl-math">``.
-
-    Examples
-    --------
-    >>> math_as_text("idle share $2(N_p-1)/(2(M+N_p-1))$, bandwidth term $2m/\\beta$")
-    'idle share <span class="ddl-math">2(N<sub>p</sub>-1)/(2(M+N<sub>p</sub>-1))</span>, bandwidth term <span class="ddl-math">2m/β</span>'
-    >>> math_as_text(r"$\frac{t_f + t_b}{2}$, $N \in \{1, 2\}$ and $10^{-3}$ cost \$5")
-    '<span class="ddl-math">(t<sub>f</sub> + t<sub>b</sub>)/2</span>, <span class="ddl-math">N ∈ {1, 2}</span> and <span class="ddl-math">10<sup>-3</sup></span> cost \\$5'
-    """
-    check_type(markdown, "markdown", str, "Markdown text (str)")
-
-    def one(match: re.Match) -> str:
-        return f'<span class="ddl-math">{_tex_html((match.group(1) or match.group(2)).strip())}</span>'
-
-    return _MATH.sub(one, markdown)
-
 
 def deck_notebook(nb: Any) -> Any:
     """A copy of notebook ``nb`` as the deck shows it (``nb`` is not modified).
@@ -385,6 +325,68 @@ def deck_notebook(nb: Any) -> Any:
     if not views_left:
         out.get("metadata", {}).pop("widgets", None)
     return out
+
+
+def _code_lines(cell: Any) -> list[str]:
+    """A code cell's lines without the lines the Chinese edition adds to its setup cell."""
+    from .i18n import SETUP_LINES
+
+    added = {line.rstrip("\n") for line in SETUP_LINES}
+    return [line for line in cell_source(cell).splitlines() if line not in added]
+
+
+def stored_outputs_from(nb: Any, english: Any) -> tuple[Any, list[str]]:
+    """A copy of notebook ``nb`` whose code cells carry the stored outputs of ``english``.
+
+    The Chinese edition (``notebooks/zh/``) is generated from the English notebooks with
+    the same cells and cell ids and no outputs (it is run, not read stored). Its deck shows
+    the English notebook's stored outputs: each code cell of ``nb`` takes the outputs and
+    execution count of the English cell with its id, when that cell holds the same code
+    (the lines the Chinese edition adds to the setup cell aside); the English notebook's
+    saved widget state comes along. ``nb`` and ``english`` are not modified.
+
+    Returns
+    -------
+    (notebook, list of str)
+        The copy, and the ids of the code cells that found no English cell with their id
+        and code (they keep no output: the Chinese edition is older than its English
+        notebook; ``make zh`` rebuilds it).
+
+    Examples
+    --------
+    >>> english = {"metadata": {}, "cells": [{"cell_type": "code", "id": "a", "metadata": {}, "source": "1 + 1",
+    ...            "execution_count": 3, "outputs": [{"output_type": "execute_result", "data": {"text/plain": "2"},
+    ...            "metadata": {}, "execution_count": 3}]}]}
+    >>> zh = {"metadata": {"language": "zh-CN"}, "cells": [
+    ...       {"cell_type": "code", "id": "a", "metadata": {}, "source": "1 + 1", "execution_count": None, "outputs": []},
+    ...       {"cell_type": "code", "id": "b", "metadata": {}, "source": "2", "execution_count": None, "outputs": []}]}
+    >>> out, unmatched = stored_outputs_from(zh, english)
+    >>> out["cells"][0]["outputs"][0]["data"], unmatched, zh["cells"][0]["outputs"]
+    ({'text/plain': '2'}, ['b'], [])
+    """
+    import copy
+
+    _check_notebook(nb)
+    check_type(english, "english", Mapping, "a notebook (a dict with a 'cells' list)")
+    if "cells" not in english:
+        raise ValueError("english must be a notebook (a dict with a 'cells' list), it has no 'cells'")
+    _check_cells(english["cells"])
+    by_id = {c.get("id"): c for c in english["cells"] if c.get("cell_type") == "code"}
+    out = copy.deepcopy(nb)
+    unmatched = []
+    for cell in out["cells"]:
+        if cell.get("cell_type") != "code":
+            continue
+        twin = by_id.get(cell.get("id"))
+        if twin is None or _code_lines(twin) != _code_lines(cell):
+            unmatched.append(str(cell.get("id")))
+            continue
+        cell["outputs"] = copy.deepcopy(twin.get("outputs", []))
+        cell["execution_count"] = twin.get("execution_count")
+    widgets = (english.get("metadata") or {}).get("widgets")
+    if widgets is not None:
+        out.setdefault("metadata", {})["widgets"] = copy.deepcopy(widgets)
+    return out, unmatched
 
 
 # ------------------------------------------------------------------ vendor folder
@@ -502,11 +504,13 @@ def _url(target: Path, start: Path) -> str:
     return Path(os.path.relpath(target, start)).as_posix()
 
 
-def exporter_config(deck_dir: Path, vendor_dir: Path):
-    """nbconvert configuration of the offline decks written to ``deck_dir``."""
+def exporter_config(deck_dir: Path, vendor_dir: Path, language: str = "en"):
+    """nbconvert configuration of the offline decks written to ``deck_dir`` (their HTML
+    in ``language``, one of :data:`DECK_LANGUAGES`)."""
     from traitlets.config import Config
 
     deck_dir = _check_path(deck_dir, "deck_dir")
+    html_lang = DECK_LANGUAGES[_check_language(language)][0]
     modules = _check_path(vendor_dir, "vendor_dir") / "node_modules"
     rel = {key: _url(modules / path, Path(deck_dir)) for key, path in VENDOR_FILES.items()}
     c = Config()
@@ -522,6 +526,7 @@ def exporter_config(deck_dir: Path, vendor_dir: Path):
     c.SlidesExporter.widget_renderer_url = rel["widgets"]
     c.SlidesExporter.exclude_input_prompt = True
     c.SlidesExporter.exclude_output_prompt = True
+    c.SlidesExporter.language_code = html_lang
     c.TagRemovePreprocessor.enabled = True
     c.TagRemovePreprocessor.remove_cell_tags = set(REMOVE_CELL_TAGS)
     c.TagRemovePreprocessor.remove_input_tags = set(REMOVE_INPUT_TAGS)
@@ -561,21 +566,22 @@ def deck_title(nb: Any, default: str = "") -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def _exporter(deck_dir: str, vendor_dir: str):
+def _exporter(deck_dir: str, vendor_dir: str, language: str = "en"):
     """The nbconvert exporter of the decks written to ``deck_dir``, made once per output and
-    vendor folder: its templates are compiled once (about 0.2 s a deck), not for every deck.
-    An exporter converts one notebook after another as a fresh one would (nbconvert's own
-    command line uses one for all its notebooks)."""
+    vendor folder (and language): its templates are compiled once (about 0.2 s a deck), not
+    for every deck. An exporter converts one notebook after another as a fresh one would
+    (nbconvert's own command line uses one for all its notebooks)."""
     from nbconvert import SlidesExporter
 
-    return SlidesExporter(config=exporter_config(Path(deck_dir), Path(vendor_dir)))
+    return SlidesExporter(config=exporter_config(Path(deck_dir), Path(vendor_dir), language))
 
 
-def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path) -> Path:
+def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path, *, language: str = "en") -> Path:
     """Write the deck of notebook node ``nb`` to ``deck_dir/<name>.slides.html``.
 
     The page title is :func:`deck_title` (the notebook's first heading) rather than the
-    file name that nbconvert would use; ``nb`` itself is not modified.
+    file name that nbconvert would use; the page's ``lang`` is ``language`` (one of
+    :data:`DECK_LANGUAGES`); ``nb`` itself is not modified.
     """
     from nbformat import NotebookNode
 
@@ -584,43 +590,44 @@ def export_deck(nb: Any, name: str, deck_dir: Path, vendor_dir: Path) -> Path:
         raise TypeError(f"name must be a non-empty str (the deck's file name), got {name!r}")
     deck_dir = _check_path(deck_dir, "deck_dir")
     vendor_dir = _check_path(vendor_dir, "vendor_dir")
+    language = _check_language(language)
     deck_dir.mkdir(parents=True, exist_ok=True)
     # nbconvert's reveal template titles the page with nb.metadata.title, else the name.
     metadata = NotebookNode({**nb.get("metadata", {}), "title": deck_title(nb, name)})
     nb = NotebookNode(deck_notebook({**nb, "metadata": metadata}))
-    exporter = _exporter(str(deck_dir), str(vendor_dir))
+    exporter = _exporter(str(deck_dir), str(vendor_dir), language)
     body, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": name, "path": str(deck_dir)}})
     out = deck_dir / f"{name}.slides.html"
     out.write_text(body, encoding="utf-8")
     return out
 
 
-def write_index(decks: Sequence[Deck], deck_dir: Path) -> Path:
-    """``index.html`` linking every deck in chapter (file name) order."""
+def write_index(decks: Sequence[Deck], deck_dir: Path, *, language: str = "en") -> Path:
+    """``index.html`` linking every deck in chapter (file name) order, its text in
+    ``language`` (one of :data:`DECK_LANGUAGES`)."""
     decks = check_sequence(decks, "decks", Deck, "a Deck")
     deck_dir = _check_path(deck_dir, "deck_dir")
+    text = INDEX_TEXT[_check_language(language)]
     items = []
     for deck in sorted(decks, key=lambda d: d.path.name):
         href = html.escape(deck.path.name, quote=True)
-        slides = f"{len(deck.structure)} sections, {sum(deck.structure)} slides"
+        slides = text["count"].format(sections=len(deck.structure), slides=sum(deck.structure))
         items.append(
-            f'  <li><a href="{href}">{html.escape(deck.title)}</a> <small>({slides}; '
-            f'<a href="{href}?print-pdf">print version</a>)</small></li>'
+            f'  <li><a href="{href}">{html.escape(deck.title)}</a> <small>{text["open"]}{slides}{text["sep"]}'
+            f'<a href="{href}?print-pdf">{text["print"]}</a>{text["close"]}</small></li>'
         )
     page = "\n".join([
         "<!DOCTYPE html>",
-        '<html lang="en">',
-        '<head><meta charset="utf-8"><title>ddl-course slides</title>',
+        f'<html lang="{DECK_LANGUAGES[language][1]}">',
+        f'<head><meta charset="utf-8"><title>{text["title"]}</title>',
         "<style>body{font-family:sans-serif;max-width:46em;margin:2em auto;line-height:1.5}"
         "li{margin:.4em 0}small{color:#555}</style></head>",
         "<body>",
-        "<h1>Introduction to distributed deep learning computation: slides</h1>",
+        f"<h1>{text['heading']}</h1>",
         "<ol>",
         *items,
         "</ol>",
-        "<p>Keys: arrows or space to move, <kbd>S</kbd> speaker view (notes, timer, next slide), "
-        "<kbd>F</kbd> full screen, <kbd>Esc</kbd> overview. PDF: open a deck's print version "
-        "and print to PDF from the browser (landscape, no margins, background graphics on).</p>",
+        f"<p>{text['keys']}</p>",
         "</body>",
         "</html>",
         "",
@@ -637,6 +644,7 @@ def build_slides(
     vendor_dir: Path | None = None,
     execute: bool = False,
     timeout: int = 600,
+    language: str = "en",
     log: Callable[[str], None] = print,
 ) -> list[Deck]:
     """Export ``notebooks`` to offline decks in ``deck_dir`` plus its ``index.html``.
@@ -656,17 +664,32 @@ def build_slides(
         not those of a lecturer's busy laptop at export time.
     timeout : int
         Seconds allowed per cell.
+    language : str
+        ``"en"``, or ``"zh_CN"`` for the decks of the Chinese edition: ``notebooks`` are then
+        notebooks of ``notebooks/zh/`` (``make zh``), the index is in Chinese, and without
+        ``execute`` each deck shows the stored outputs of the English notebook of the same
+        name one folder up (:func:`stored_outputs_from`).
     """
     import nbformat
 
     notebooks = check_sequence(notebooks, "notebooks", (str, os.PathLike), "a path (str or Path)")
     deck_dir = _check_path(deck_dir, "deck_dir")
     vendor_dir = _check_path(vendor_dir, "vendor_dir") if vendor_dir is not None else deck_dir / "vendor"
+    language = _check_language(language)
     if not notebooks:
         raise ValueError("notebooks must name at least one .ipynb file, got none")
     for path in notebooks:
         if Path(path).suffix != ".ipynb" or not Path(path).is_file():
             raise ValueError(f"notebooks: {path} is not an existing .ipynb file")
+    chinese = language == "zh_CN"
+    if chinese:
+        for path in map(Path, notebooks):
+            if _notebook_language(path) != CHINESE_NOTEBOOK_LANGUAGE:
+                raise ValueError(f"notebooks: {path} is no notebook of the Chinese edition (metadata.language "
+                                 f"{CHINESE_NOTEBOOK_LANGUAGE!r}): make zh writes them to notebooks/zh/")
+            if not execute and not (path.parent.parent / path.name).is_file():
+                raise ValueError(f"notebooks: {path} has no English notebook {path.parent.parent / path.name} "
+                                 "to take its stored outputs from (or pass execute=True, --execute)")
     ensure_vendor(vendor_dir, log=log)
     decks = []
     for path in sorted(map(Path, notebooks), key=lambda p: p.name):
@@ -680,16 +703,33 @@ def build_slides(
                 raise RuntimeError(f"{path}: execution failed: {what}") from exc
         else:
             nb = nbformat.read(path, as_version=4)
+            if chinese:
+                english = nbformat.read(path.parent.parent / path.name, as_version=4)
+                nb, unmatched = stored_outputs_from(nb, english)
+                nb = nbformat.from_dict(nb)
+                if unmatched:
+                    log(f"slides: warning: {path.name}: {len(unmatched)} code cells differ from the English "
+                        f"notebook and show no output (first: cell {unmatched[0]}): run make zh")
         for problem in slide_problems(nb.cells):
             log(f"slides: warning: {path.name}: {problem}")
-        out = export_deck(nb, path.stem, deck_dir, vendor_dir)
+        out = export_deck(nb, path.stem, deck_dir, vendor_dir, language=language)
         deck = Deck(path, out, deck_title(nb, path.stem), slide_structure(nb.cells),
                     time.perf_counter() - t0)
-        how = "executed in a fresh kernel" if execute else "stored outputs"
+        how = ("executed in a fresh kernel" if execute else
+               "stored outputs of the English notebook" if chinese else "stored outputs")
         log(f"slides: {out} ({sum(deck.structure)} slides, {how}, {deck.seconds:.1f} s)")
         decks.append(deck)
-    write_index(decks, deck_dir)
+    write_index(decks, deck_dir, language=language)
     return decks
+
+
+def _notebook_language(path: Path) -> str | None:
+    """``metadata.language`` of the notebook at ``path`` (None if unset or unreadable)."""
+    try:
+        metadata = json.loads(Path(path).read_text(encoding="utf-8")).get("metadata") or {}
+    except (OSError, ValueError, AttributeError):
+        return None
+    return metadata.get("language") if isinstance(metadata, dict) else None
 
 
 def main(argv: Sequence[str] = ()) -> int:
@@ -698,23 +738,33 @@ def main(argv: Sequence[str] = ()) -> int:
         description="Export notebooks to offline reveal.js decks (see course_lib.slides).",
     )
     parser.add_argument("notebooks", nargs="*", type=Path,
-                        help="notebooks to export (default: notebooks/*.ipynb)")
+                        help="notebooks to export (default: notebooks/*.ipynb; with --lang zh_CN notebooks/zh/*.ipynb)")
     parser.add_argument("-o", "--output", type=Path, default=None,
-                        help="output folder (default: build/slides at the repository root)")
+                        help="output folder (default: build/slides at the repository root; build/slides/zh with --lang zh_CN)")
     parser.add_argument("--vendor", type=Path, default=None,
-                        help="folder of the front-end packages (default: OUTPUT/vendor)")
+                        help="folder of the front-end packages (default: OUTPUT/vendor; build/slides/vendor with --lang zh_CN)")
     parser.add_argument("--execute", action="store_true",
                         help="run each notebook in a fresh kernel first (default: export the stored outputs)")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per cell (default 600)")
+    parser.add_argument("--lang", choices=tuple(DECK_LANGUAGES), default="en",
+                        help="zh_CN: the Chinese decks, from notebooks/zh/ (make zh builds it) to "
+                             "build/slides/zh/, with the English decks' vendor folder (default: en)")
     args = parser.parse_args(list(argv))
     t0 = time.perf_counter()
+    chinese = args.lang == "zh_CN"
     try:
         if args.output is None or not args.notebooks:  # paths from the repository root
             root = repo_root()
-            args.output = args.output or root / "build" / "slides"
-        notebooks = args.notebooks or sorted((root / "notebooks").glob("[0-9]*.ipynb"))
+            if args.output is None:
+                args.output = root / "build" / "slides"
+                if chinese:  # beside the English decks, with their vendor folder
+                    args.output, args.vendor = args.output / "zh", args.vendor or args.output / "vendor"
+        folder = root / "notebooks" / "zh" if chinese and not args.notebooks else None
+        if folder is not None and not sorted(folder.glob("[0-9]*.ipynb")):
+            raise ValueError(f"no Chinese notebooks in {folder}: run make zh first (make slides-zh does)")
+        notebooks = args.notebooks or sorted((folder or root / "notebooks").glob("[0-9]*.ipynb"))
         decks = build_slides(notebooks, args.output, vendor_dir=args.vendor,
-                             execute=args.execute, timeout=args.timeout)
+                             execute=args.execute, timeout=args.timeout, language=args.lang)
     except (RuntimeError, ValueError) as exc:
         print(f"slides: error: {exc}", file=sys.stderr)
         return 1
