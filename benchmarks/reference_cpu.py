@@ -463,6 +463,6 @@ EXPERIMENTS = [
     ("overlap", "08", overlap),
     ("pipeline", "11", pipeline),
     ("tensor", "12", tensor),
-    ("hybrid", "13", hybrid),
+    ("hybrid", "14", hybrid),
     ("conv", "05/06", conv),
 ]
