@@ -297,8 +297,15 @@ def _column(text: str, width: int) -> str:
     return f"{text:<{max(0, width - wide)}}"
 
 
+def _python() -> str:
+    """This Python as a fix command names it, typed in the course folder: :func:`shown`'s path,
+    quoted for the shell (``~/`` left outside the quotes, so that the shell expands it)."""
+    path = shown(sys.executable)
+    return "~/" + shlex.quote(path[2:]) if path.startswith("~/") else shlex.quote(path)
+
+
 def _pip(spec: str) -> str:
-    return f"{shlex.quote(sys.executable)} -m pip install {shlex.quote(spec)}"
+    return f"{_python()} -m pip install {shlex.quote(spec)}"
 
 
 def _requirement(dist: str) -> str:
@@ -402,7 +409,7 @@ def check_kernel() -> Check:
         if _dist_version("ipykernel") is None:
             return Check(name, FAIL, tr("ipykernel is not installed"), _pip("ipykernel"))
         return Check(name, FAIL, tr("no 'python3' kernel found"),
-                     f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix")
+                     f"{_python()} -m ipykernel install --sys-prefix")
     exe = argv[0] if argv else ""
     major, minor = sys.version_info[:2]
     # jupyter_client runs these names with the server's own interpreter.
@@ -414,7 +421,7 @@ def check_kernel() -> Check:
         return Check(
             name, FAIL,
             tr("the python3 kernel runs {path}, which cannot import the course ({error})", path=exe, error=last),
-            f"{shlex.quote(sys.executable)} -m ipykernel install --sys-prefix",
+            f"{_python()} -m ipykernel install --sys-prefix",
         )
     return Check(name, OK, tr("python3 runs {path}", path=shown(exe)))
 
@@ -558,7 +565,7 @@ def check_torch() -> Check:
         return Check(
             tr("torch (optional)"), INFO,
             tr("not installed: chapter 07's torch comparison is skipped"),
-            tr("{command}  # CPU build", command=f"{shlex.quote(sys.executable)} -m pip install torch==2.13.0"),
+            tr("{command}  # CPU build", command=f"{_python()} -m pip install torch==2.13.0"),
         )
     return Check(tr("torch (optional)"), OK, version)
 

@@ -511,8 +511,8 @@ def _keys(po) -> set:
 def stale_catalogues(root: Path) -> list[str]:
     """Catalogues that do not hold exactly the English of today's notebooks and library
     (new messages missing, removed ones still there, a catalogue missing or left over)."""
+    root = _root(root)  # the argument first, then the extra it needs
     polib = _polib()
-    root = _root(root)
     folder = locale_folder(root)
     templates = {nb.stem: notebook_template(nb) for nb in english_notebooks(root)}
     if (root / "course_lib").is_dir():
