@@ -308,7 +308,9 @@ def test_the_causal_even_split_loads_the_last_worker_and_the_zigzag_split_balanc
     assert np.all(np.diff(even) > 0), even  # worker j computes j + 1 blocks: each busier than the last
     assert even[-1] > 1.8 * even[0], even  # the counted work says 4 times
     assert zigzag.max() < 1.3 * zigzag.min(), zigzag  # the counted work is equal
-    assert zigzag.max() < even.max(), (zigzag, even)  # the counted work: 640 against 1,024 scores
+    # the busiest against the mean (the counted work: 1.00 against 1.60); not the busiest's time itself,
+    # which also depends on how fast each split computes a score (two chunks are two smaller products)
+    assert zigzag.max() / zigzag.mean() < even.max() / even.mean(), (zigzag, even)
 
 
 # ------------------------------------------------------------------ where they fit, a real case
