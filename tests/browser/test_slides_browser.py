@@ -169,7 +169,7 @@ def test_speaker_view_shows_notes(decks, browser):
     and their formulas readable: reveal's notes window runs no MathJax, so the deck carries
     each formula as text (course_lib.tools.slides.math_as_text). Chapter 11's bubble note
     has the most formulas."""
-    with_math = [d for d in decks.values() if d.source.name.startswith("09_")]
+    with_math = [d for d in decks.values() if d.source.name.startswith("11_")]
     if not with_math:
         pytest.skip("chapter 11 is not among the decks")
     deck = with_math[0]
