@@ -8,6 +8,8 @@ import json
 import math
 import platform
 
+import pytest
+
 from benchmarks import bench_data_parallel
 
 X86 = platform.machine().lower() in ("x86_64", "amd64")
@@ -21,6 +23,7 @@ def _tiny(tmp_path, *extra):
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow  # a tiny benchmark run as typed: 3-5 s
 def test_tiny_run_prints_every_variant_beside_its_ceiling(capsys, tmp_path):
     report = _tiny(tmp_path)
     text = capsys.readouterr().out
@@ -51,6 +54,7 @@ def test_tiny_run_prints_every_variant_beside_its_ceiling(capsys, tmp_path):
     assert "x ceil." in text and "target tensor parallel >= 0.7 x its ceiling" in text
 
 
+@pytest.mark.slow  # a tiny benchmark run as typed: 3-5 s
 def test_tiny_run_says_where_the_time_goes(capsys, tmp_path):
     report = _tiny(tmp_path, "--no-pool")
     text = capsys.readouterr().out
@@ -66,6 +70,7 @@ def test_tiny_run_says_where_the_time_goes(capsys, tmp_path):
     assert "barrier with no work between the waits" in text and report["pool"] is None
 
 
+@pytest.mark.slow  # a tiny benchmark run as typed: 3-5 s
 def test_the_pool_section_and_the_options(capsys, tmp_path):
     report = _tiny(tmp_path, "--workers", "2", "--no-options")
     text = capsys.readouterr().out

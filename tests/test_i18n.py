@@ -117,6 +117,7 @@ def test_an_edited_sentence_becomes_fuzzy_and_the_chinese_notebook_shows_its_eng
     assert "保留的译文。" in zh and kept.msgid not in zh
 
 
+@pytest.mark.slow  # reads or merges every catalogue: 3 s
 def test_extracting_twice_writes_the_same_bytes(tmp_path, tools):
     root = _copy(tmp_path, (NOTEBOOK, "16_summary"))
     (root / "course_lib").symlink_to(ROOT / "course_lib")
@@ -129,6 +130,7 @@ def test_extracting_twice_writes_the_same_bytes(tmp_path, tools):
     assert 'msgid "✓ Correct: {name} = {value}."' in first["course_lib.po"].decode()
 
 
+@pytest.mark.slow  # reads or merges every catalogue: 3 s
 def test_the_catalogues_hold_todays_english(tools):
     """Fails when a notebook's Markdown or a translated library sentence changed and
     ``python -m course_lib i18n extract`` was not run (the message names the catalogue)."""
@@ -276,6 +278,7 @@ def test_a_cell_keeps_its_math_tables_code_and_closing_tags(tools):
 
 
 # ------------------------------------------------------------------------ the glossary
+@pytest.mark.slow  # reads or merges every catalogue: 3 s
 def test_translations_use_the_glossary_terms(tools):
     """Each glossary term whose English a source message names is translated by the
     glossary's Chinese (untranslated and fuzzy entries are skipped)."""

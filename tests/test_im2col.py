@@ -439,6 +439,7 @@ def test_against_torch_unfold_fold_conv2d_and_autograd(case, seed):
         np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.slow  # a benchmark-sized layer: 3 s
 def test_against_torch_on_a_benchmark_shape_in_float32():
     torch = _torch()
     rng = np.random.default_rng(3)

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm")
+pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm"),
+              pytest.mark.slow]  # starts Jupyter kernels: 2-3 s a test
 
 ROOT = Path(__file__).resolve().parents[1]
 METHODS = ["fork", "forkserver", "spawn"]

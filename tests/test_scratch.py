@@ -252,6 +252,7 @@ def test_the_graders_report_every_stub_not_written_and_nothing_hangs(edition):
         assert "is not written yet" in first or "which is not written yet" in line, line
 
 
+@pytest.mark.slow  # grades every function of the filled edition: 5 s
 def test_filled_from_the_course_it_is_the_course_and_passes(edition):
     fill_edition(edition, ROOT, ["reduce_scatter"])  # one function written: it passes, those it needs wait
     proc = _check(edition, "allreduce")
