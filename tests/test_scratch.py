@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import filecmp
+import functools
 import json
 import os
 import re
@@ -52,16 +53,23 @@ def _check(cwd: Path, *names: str, timeout: int = 120) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def _unique_lines(f) -> list[str]:
-    """The code lines of ``f``'s body (longer than 30 characters) that no other code of the
-    course holds: the lines that would give the course's solution away."""
+@functools.cache
+def _corpus() -> str:
+    """Every code file of the course with the teaching core's bodies stubbed: what the edition
+    holds besides the learner's functions."""
     others = []
     for path in sorted((ROOT / "course_lib").rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         for g in (g for g in TEACHING_CORE if (ROOT / g.path) == path):
             text = stub_source(text, g.qualname, "")
         others.append(text)
-    corpus = "\n".join(others)
+    return "\n".join(others)
+
+
+def _unique_lines(f) -> list[str]:
+    """The code lines of ``f``'s body (longer than 30 characters) that no other code of the
+    course holds: the lines that would give the course's solution away."""
+    corpus = _corpus()
     return [line for line in _code_lines(ROOT / f.path, f.qualname) if len(line) > 30 and line not in corpus]
 
 
@@ -75,14 +83,18 @@ def _code_lines(path: Path, qualname: str) -> list[str]:
     return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
 
 
-UNIQUE = {f.qualname: _unique_lines(f) for f in TEACHING_CORE}
+@functools.cache
+def unique() -> dict[str, list[str]]:
+    """:func:`_unique_lines` of every function (computed once, when a test first asks: not while
+    every pytest worker collects this module)."""
+    return {f.qualname: _unique_lines(f) for f in TEACHING_CORE}
 
 
 def test_each_function_has_lines_of_its_own():
     """The lines the checks below look for: at least one per function, but two whose bodies are
     one or two short calls (Stage.layers_forward, ShmAllReduce.allreduce)."""
     short = {"Stage.layers_forward", "ShmAllReduce.allreduce"}
-    assert {f.qualname for f in TEACHING_CORE if not UNIQUE[f.qualname]} == short
+    assert {f.qualname for f in TEACHING_CORE if not unique()[f.qualname]} == short
 
 
 @pytest.fixture(scope="module")
@@ -195,7 +207,7 @@ def test_the_notebooks_show_no_source_of_a_stubbed_function(path):
     out = scratch_notebook(nb, stubbed)
     text = json.dumps(out, ensure_ascii=False)
     for f in TEACHING_CORE:
-        for line in UNIQUE[f.qualname]:
+        for line in unique()[f.qualname]:
             assert json.dumps(line, ensure_ascii=False)[1:-1] not in text, (path.name, f.qualname, line)
 
 
@@ -296,7 +308,7 @@ def test_the_readme_gives_the_order_the_checks_and_closed_hints(edition):
     while "<details>" in shown:
         shown = re.sub(r"<details>(?:(?!<details>).)*?</details>", "", shown)
     for f in TEACHING_CORE:  # what the README shows open gives no line of a solution away
-        assert not [line for line in UNIQUE[f.qualname] if line in shown], f.qualname
+        assert not [line for line in unique()[f.qualname] if line in shown], f.qualname
 
 
 def test_stub_detection_reads_the_body():

@@ -10,11 +10,8 @@ from __future__ import annotations
 import re
 import time
 
-import nbformat
 import pytest
 from browser_support import ARTIFACTS, DURATIONS, evaluate, notebooks
-
-from course_lib.tools import slides
 
 pytestmark = pytest.mark.browser
 
@@ -66,6 +63,9 @@ OVERFLOW_JS = """(url) => new Promise((resolve, reject) => {
 
 def expected_counts(nb):
     """What the deck must show, from the notebook (after the removed cells)."""
+    # imported here: a collection without the browser tests skips it
+    from course_lib.tools import slides
+
     kept = slides.kept_cells(nb.cells)
     figures = 0
     for cell in kept:
@@ -98,6 +98,8 @@ def deck_page(browser):
 def test_deck_offline(decks, deck_page, notebook):
     page, log = deck_page
     deck = decks[notebook.name]
+    import nbformat  # imported here: jsonschema's start-up is paid by the browser run only
+
     nb = nbformat.read(notebook, as_version=4)
     figures, math_cells, notes = expected_counts(nb)
     t0 = time.perf_counter()
