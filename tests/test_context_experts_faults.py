@@ -184,6 +184,9 @@ def test_a_worker_killed_as_it_starts_ends_the_run(run, method, no_leaks):
     def kill_first():
         found = wait_until(lambda: bool(set(descendants(os.getpid())[1]) - old), 60, poll=0.001)
         if found is not None:
+            # a helper (the resource tracker) started by fork and exec shows the parent's command
+            # line until its exec: look again once it has had the time, so only a worker is killed
+            time.sleep(0.05)
             try:
                 os.kill(min(set(descendants(os.getpid())[1]) - old), signal.SIGKILL)
             except (ProcessLookupError, ValueError):  # pragma: no cover - it ended first

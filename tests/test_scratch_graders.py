@@ -491,9 +491,12 @@ def test_a_function_that_never_returns_is_stopped(monkeypatch):
     from course_lib.grading import core
 
     monkeypatch.setattr(core, "IN_PROCESS_LIMIT", 1.0)
+    # an endless loop that allocates nothing: one that appends (the 1F1B loop made endless) grew a
+    # pytest worker to 23 GB once, on a loaded machine, until the kernel's out-of-memory killer ended it
     plant(monkeypatch, Bug("stage_order", "an endless loop", (
         ("    for i in range(micro_batches - warmup):  # then one forward, one backward\n",
-         "    i = 0\n    while True:  # then one forward, one backward\n"),), ""))
+         "    while True:  # waits for ever\n        pass\n"
+         "    for i in range(micro_batches - warmup):  # then one forward, one backward\n"),), ""))
     t0 = time.monotonic()
     outcome = grade(_function("stage_order"))
     assert outcome.status == "hangs" and "did not return within 1 s" in outcome.message, outcome
