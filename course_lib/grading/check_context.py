@@ -29,7 +29,14 @@ import numpy as np
 from ..parallel.context import chunk_pairs, sequence_chunks, token_positions
 from ..transformer import _heads, _merge
 from .core import GRADER_TIMEOUT, Mistake
-from .harness import arrays_differ, counted, learner, run_threads, start_method
+from .harness import (
+    arrays_differ,
+    counted,
+    learner,
+    require_trained_as_serial,
+    run_threads,
+    start_method,
+)
 
 __all__ = ["CHECKS", "HINTS"]
 
@@ -41,8 +48,6 @@ RING_CASES = ((2, "even", False), (3, "zigzag", True), (3, "even", True), (2, "z
 #: (workers, split) of the thread runs of the all-to-all.
 A2A_CASES = ((2, "even"), (3, "zigzag"), (2, "zigzag"))
 TOLERANCE = 1e-10
-#: The trainer's run: the course's bar for the context-parallel trainer against the serial one.
-TRAINED_WITHIN = 1e-6
 
 
 @dataclass(frozen=True)
@@ -336,11 +341,8 @@ def _check_trainer(method: str, name: str) -> None:
     ref = train_serial(model, x, y, **kw)
     run = train_context_parallel(model, x, y, workers=2, method=method, split="zigzag", timeout=GRADER_TIMEOUT,
                                  start_method=start_method(), progress=False, **kw)
-    gap = float(np.abs(run.params - ref.params).max())
-    if not gap <= TRAINED_WITHIN:
-        raise Mistake(f"{name}: train_context_parallel(method={method!r}) on 2 processes (zig-zag split, causal) "
-                      f"trains parameters {gap:.3g} away from train_serial's; the course's are within "
-                      f"{TRAINED_WITHIN:g}: {arrays_differ(run.params, ref.params)}")
+    require_trained_as_serial(run, ref, f"{name}: train_context_parallel(method={method!r}) on 2 processes "
+                                        "(zig-zag split, causal)")
 
 
 def check_ring_forward() -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import multiprocessing as mp
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -33,7 +32,9 @@ def learner(module: str, qualname: str):
 
 def start_method() -> str:
     """Fork where there is one (fast, and the library as this process holds it), else spawn."""
-    return "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+    from ..parallel.engine.workers import fastest_start_method
+
+    return fastest_start_method()
 
 
 @contextlib.contextmanager
@@ -97,6 +98,19 @@ def require(condition: bool, message: str) -> None:
     """Raise :class:`Mistake` with ``message`` unless ``condition``."""
     if not condition:
         raise Mistake(message)
+
+
+#: How far a trainer run on processes may end from ``train_serial``'s parameters (float64: the
+#: course's trainers are within 1.6e-15).
+TRAINED_WITHIN = 1e-6
+
+
+def require_trained_as_serial(run, ref, said: str) -> None:
+    """Raise :class:`Mistake` unless ``run`` trained the parameters of ``ref`` (``train_serial``'s
+    run) within :data:`TRAINED_WITHIN`; ``said`` names what ran."""
+    gap = float(np.abs(run.params - ref.params).max())
+    require(gap <= TRAINED_WITHIN, f"{said} trains parameters {gap:.3g} away from train_serial's; the course's "
+                                   f"are within {TRAINED_WITHIN:g}: {arrays_differ(run.params, ref.params)}")
 
 
 # ------------------------------------------------------------------ workers as threads
