@@ -92,6 +92,7 @@ SKIP = {
     "course_lib.parallel.engine.launch.LoggedBarrier": "process layer: built by Launcher.barrier(log_waits=...) around a checked barrier",
     "course_lib.parallel.engine.shm.remove_stale_segments": "takes no arguments",
     "course_lib.parallel.engine.workers.default_start_method": "takes no arguments",
+    "course_lib.parallel.engine.workers.fastest_start_method": "takes no arguments",
     "course_lib.timing.keep_freed_memory": "takes no arguments",
     "course_lib.plots.cost.levers_figure": "takes no arguments",
     "course_lib.plots.style.rc_params": "takes no arguments",
