@@ -120,8 +120,8 @@ def ex_straggler(answer) -> Result:
         expected,
         name=tr("parallel efficiency with the straggler"),
         rtol=5e-3,
-        hint=tr("every step now waits for the late device: 350 + 90 ms; η shrinks by the same factor as the "
-                "step grows."),
+        hint=tr("every step now waits for the late device: {step} + {late} ms; η shrinks by the same factor as "
+                "the step grows.", step=f"{g['step_ms']:g}", late=f"{g['late_ms']:g}"),
         mistakes={
             g["efficiency"] - g["late_ms"] / g["step_ms"]: tr("η shrinks by a factor t / (t + t_slow), not by a "
                                                               "difference."),
