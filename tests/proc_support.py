@@ -53,6 +53,14 @@ def descendants(root: int) -> tuple[list[int], list[int]]:
     return everyone, workers
 
 
+def pgid(pid: int) -> int | None:
+    """Process group of ``pid``, None once it is gone."""
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
 def running(pid: int) -> bool:
     """True while ``pid`` exists and is not a zombie."""
     try:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from proc_support import cmdline, descendants, new_shm, running, stop_button, wait_until  # noqa: E402
+from proc_support import cmdline, descendants, new_shm, pgid, running, stop_button, wait_until  # noqa: E402
 
 from course_lib.parallel.engine.workers import (  # noqa: E402
     Fault,
@@ -148,7 +148,7 @@ def test_the_parent_killed_leaves_no_worker_and_nothing_in_dev_shm(run, method):
     try:
         assert parent.stdout.readline().startswith("started")
         assert wait_until(lambda: len(descendants(parent.pid)[1]) >= WORKERS, 60) is not None
-        assert wait_until(lambda: all(_pgid(p) not in (None, parent.pid) for p in descendants(parent.pid)[1]),
+        assert wait_until(lambda: all(pgid(p) not in (None, parent.pid) for p in descendants(parent.pid)[1]),
                           60) is not None  # the workers are in their loops, each in its own group
         time.sleep(0.5)
         everyone, _ = descendants(parent.pid)
@@ -166,12 +166,6 @@ def test_the_parent_killed_leaves_no_worker_and_nothing_in_dev_shm(run, method):
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
 
-
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
 
 
 @pytest.mark.slow  # a start fault per run and start method

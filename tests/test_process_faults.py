@@ -34,7 +34,7 @@ from course_lib.testing import leaked_resources, resource_snapshot
 sys.path.insert(0, str(Path(__file__).parent))
 import process_runs  # noqa: E402
 from pairwise import all_pairs  # noqa: E402
-from proc_support import cmdline, descendants, new_shm, running, stop_button, wait_until  # noqa: E402
+from proc_support import cmdline, descendants, new_shm, pgid, running, stop_button, wait_until  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inspects /proc and /dev/shm"),
@@ -72,7 +72,7 @@ def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run,
         # before that (a spawned worker still importing numpy on a loaded machine) a
         # group SIGKILL kills it too, and its segments wait for the next run's
         # remove_stale_segments. The test is about workers that run: wait for that.
-        own_group = wait_until(lambda: all(_pgid(p) not in (None, parent.pid)
+        own_group = wait_until(lambda: all(pgid(p) not in (None, parent.pid)
                                            for p in descendants(parent.pid)[1]), 60)
         assert own_group is not None, f"the workers of {run} never reached their entry point"
         time.sleep(0.5)  # well into the training loop
@@ -99,13 +99,6 @@ def test_parent_killed_with_sigkill_leaves_no_worker_and_nothing_in_dev_shm(run,
             if running(pid):
                 os.kill(pid, signal.SIGKILL)
 
-
-def _pgid(pid: int) -> int | None:
-    """Process group of ``pid``, None once it is gone."""
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
 
 
 def _act_on_a_worker(before, count: int, act) -> threading.Thread:
