@@ -227,6 +227,39 @@ def test_the_build_writes_a_runnable_chinese_twin_and_never_touches_the_english(
     assert (root / "notebooks" / "zh" / f"{NOTEBOOK}.ipynb").read_bytes() == written
 
 
+def _blank_strings(source: str) -> str:
+    """The syntax tree of a code cell with every string literal made the same."""
+    import ast
+
+    from course_lib.tools.i18n_code import _mask_magics
+
+    class Blank(ast.NodeTransformer):
+        def visit_JoinedStr(self, node):
+            return ast.Constant("")
+
+        def visit_Constant(self, node):
+            return ast.Constant("") if isinstance(node.value, str) else node
+
+    return ast.dump(Blank().visit(ast.parse(_mask_magics(source))))
+
+
+@pytest.mark.parametrize("stem", sorted(p.stem for p in (ROOT / "notebooks").glob("*.ipynb")))
+def test_the_chinese_code_differs_from_the_english_only_in_its_literals(stem, tools):
+    """Point 2: what a notebook's code prints is translated, and nothing else of the code
+    changes: every code cell, with the catalogue's translations written in, has the English
+    cell's syntax tree once the string literals are blanked, and a translated literal is there."""
+    from course_lib.tools.i18n_code import CONTEXT, translate_code
+
+    table = {e.msgid: e.msgstr for e in tools._translations(LOCALE / f"{stem}.po") if e.msgctxt == CONTEXT}
+    changed = 0
+    for cell_id, source in ((c["id"], "".join(c["source"])) for c in json.loads(
+            (ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"):
+        zh = translate_code(source, table)
+        assert _blank_strings(zh) == _blank_strings(source), cell_id
+        changed += zh != source
+    assert changed or not any(k != v for k, v in table.items())
+
+
 def test_the_build_uses_what_msgattrib_keeps(tmp_path, tools):
     """The build's filter is ``msgattrib --translated --no-fuzzy --no-obsolete`` (mdpo alone
     would apply fuzzy entries)."""
@@ -312,13 +345,23 @@ def test_set_language_switches_the_wrapped_strings(chinese):
     set_language("zh_CN")
     assert i18n.language() == "zh_CN" and os.environ[i18n.ENV] == "zh_CN"  # inherited by workers
     assert str(check(10, 10, name="limit")) == "✓ 正确：limit = 10。"
-    assert str(check(9, 10, name="limit", hint="S → 1/(1-p)")) == "✗ limit = 9 不正确。 提示：S → 1/(1-p)"
+    assert str(check(9, 10, name="limit", hint="S → 1/(1-p)")) == "✗ limit = 9 不正确。提示：S → 1/(1-p)"
+    assert str(check(8, 8, name="N", unit="devices")) == "✓ 正确：N = 8 个设备。"  # a unit word, translated
+    assert str(check(8, 8, name="m", unit="MB")) == "✓ 正确：m = 8 MB。"  # a symbol, as it is
     assert str(busy).startswith("你的 2 个核心被其他工作共用（")
     assert "其他工作拖慢了并排运行的忙循环（1.90x > 1.25x）" in str(busy)  # numbers formatted by the code
     set_language("zh-CN")  # the notebooks' metadata spelling
     assert i18n.language() == "zh_CN"
     set_language("en")
     assert str(check(10, 10, name="limit")) == "✓ Correct: limit = 10."
+
+
+def test_sentences_join_as_each_language_writes():
+    assert i18n.sentences("✗ N = 3 is not right.", "", " Hint: try 4. ") == "✗ N = 3 is not right. Hint: try 4."
+    assert i18n.sentences("✗ N = 3 不正确。", "提示：试试 4。", "（见第 2 节）") == "✗ N = 3 不正确。提示：试试 4。（见第 2 节）"
+    assert i18n.sentences("时间：  3 s", "a b") == "时间：3 s a b"
+    with pytest.raises(TypeError, match=r"parts\[1\]"):
+        i18n.sentences("a", 3)
 
 
 def test_an_unknown_language_names_the_parameter_and_the_choices(english):

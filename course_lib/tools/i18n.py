@@ -7,7 +7,8 @@ for the library (``course_lib.po``: every literal passed to :func:`course_lib.i1
 :func:`~course_lib.i18n.tr_n` or :func:`~course_lib.i18n.N_`).
 
 ``extract``
-    Cuts each Markdown cell into messages with mdpo (paragraphs, list items, headings,
+    Takes the string literals a notebook's code cells print (context ``code``, see
+    :mod:`course_lib.tools.i18n_code`), and cuts each Markdown cell into messages with mdpo (paragraphs, list items, headings,
     table cells and ``<summary>`` titles; math, inline code and links stay inside the
     messages, never wrapped) and merges them into the catalogues with GNU gettext's
     ``msgmerge --previous``: an unchanged sentence keeps its translation, an edited one
@@ -16,7 +17,8 @@ for the library (``course_lib.po``: every literal passed to :func:`course_lib.i1
     translations of identical sentences from the others. Extracting twice writes the same
     bytes: no dates, messages in the order of the notebook (of the source files).
 ``build``
-    Writes ``notebooks/zh/<stem>.ipynb`` for every notebook: the same cells and ids, each
+    Writes ``notebooks/zh/<stem>.ipynb`` for every notebook: the same cells and ids, the
+    code's translated literals in their places and nothing else of the code changed, each
     Markdown cell with the translated messages (fuzzy and untranslated ones stay English,
     so a stale translation is never shown), ``metadata.language = "zh-CN"``, and the setup
     cell selecting Chinese for the library (:func:`course_lib.i18n.set_language`). Code
@@ -51,6 +53,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..i18n import DOMAIN, field_names
+from .i18n_code import CONTEXT, code_messages, literal_problems, translate_code
 
 #: The commands' API. The per-file functions below (cell_messages, notebook_template,
 #: library_template, extract_notebook, translate_cell, build_notebook, msgfmt_problems,
@@ -212,14 +215,19 @@ def _template(entries: dict, *, brace_format: bool):
 
 
 def notebook_template(path: Path):
-    """The catalogue template (POT) of one notebook: every message of its Markdown cells,
-    located by cell id, in the order of the notebook."""
+    """The catalogue template (POT) of one notebook: every message of its Markdown cells and
+    the string literals its code prints (context ``code``, :mod:`.i18n_code`), located by
+    cell id, in the order of the notebook."""
     nb = json.loads(_file(path, "path").read_text(encoding="utf-8"))
     entries: dict = {}
     for cell in nb["cells"]:
+        source = "".join(cell["source"])
         if cell["cell_type"] == "markdown":
-            for msgid in cell_messages("".join(cell["source"])):
+            for msgid in cell_messages(source):
                 entries.setdefault((None, msgid, None), []).append(cell["id"])
+        elif cell["cell_type"] == "code":
+            for msgid, _ in code_messages(source):
+                entries.setdefault((CONTEXT, msgid, None), []).append(cell["id"])
     return _template(entries, brace_format=False)  # Markdown: braces are LaTeX, not fields
 
 
@@ -385,6 +393,9 @@ def build_notebook(notebook: Path, catalogue: Path, out: Path) -> None:
     """Write the Chinese twin of ``notebook`` to ``out`` from ``catalogue``."""
     nb = json.loads(_file(notebook, "notebook").read_text(encoding="utf-8"))
     translations = _translations(catalogue)
+    code = {e.msgid: e.msgstr for e in translations if e.msgctxt == CONTEXT}
+    for e in [e for e in translations if e.msgctxt == CONTEXT]:
+        translations.remove(e)  # mdpo would put them into the prose
     zh = copy.deepcopy(nb)
     zh["metadata"].pop("widgets", None)  # the widget state of outputs that are not there
     zh["metadata"]["language"] = NOTEBOOK_LANGUAGE
@@ -395,6 +406,7 @@ def build_notebook(notebook: Path, catalogue: Path, out: Path) -> None:
         elif cell["cell_type"] == "code":
             cell["outputs"], cell["execution_count"] = [], None
             cell["metadata"].pop("execution", None)
+            cell["source"] = _lines(translate_code("".join(cell["source"]), code))
             tags = [t for t in cell["metadata"].get("tags", []) if t != "nbval-check-output"]
             if "tags" in cell["metadata"]:
                 cell["metadata"]["tags"] = tags
@@ -443,8 +455,10 @@ def msgfmt_problems(catalogue: Path) -> str:
 def placeholder_problems(catalogue) -> list[str]:
     """Translated entries that do not keep what must not be translated. A python-brace-format
     entry (the library's) must have the English fields, spec included (``{t:.2f}`` stays
-    ``{t:.2f}``: the check ``msgfmt -c`` makes, with the spec); any other entry (the
-    notebooks') the same formulas ``$...$`` and inline code, in any order."""
+    ``{t:.2f}``: the check ``msgfmt -c`` makes, with the spec); a code cell's literal
+    (context ``code``) valid Python with the English fields (:func:`.i18n_code.literal_problems`);
+    any other entry (the notebooks' prose) the same formulas ``$...$`` and inline code, in
+    any order."""
     po = _load(catalogue)
     spans = re.compile(r"\$\$.+?\$\$|\$[^$]+\$|`[^`]+`", re.S)
     out = []
@@ -455,6 +469,9 @@ def placeholder_problems(catalogue) -> list[str]:
             [(e.msgid_plural, s) for s in e.msgstr_plural.values()]
         for msgid, msgstr in pairs:
             if not msgstr:
+                continue
+            if e.msgctxt == CONTEXT:  # a code cell's literal: valid Python, the same fields
+                out += literal_problems(msgid, msgstr)
                 continue
             if "python-brace-format" not in e.flags:
                 want, got = sorted(spans.findall(msgid)), sorted(spans.findall(msgstr))
