@@ -37,11 +37,12 @@ from __future__ import annotations
 import functools
 import numbers
 import os
+import re
 import string
 import warnings
 from pathlib import Path
 
-__all__ = ["ENV", "LANGUAGES", "N_", "language", "set_language", "tr", "tr_n"]
+__all__ = ["ENV", "LANGUAGES", "N_", "language", "sentences", "set_language", "tr", "tr_n"]
 
 #: The languages of the course: English (the source) and Simplified Chinese.
 LANGUAGES = ("en", "zh_CN")
@@ -229,6 +230,27 @@ def N_(message: str) -> str:
     "worked solution's output"
     """
     return _check_text(message, "message")
+
+
+#: The spaces Chinese does not write: after a full-width punctuation mark, before an opening one.
+_NO_SPACE = re.compile(r"(?<=[。！？；：，、）」』])[ \t]+|[ \t]+(?=[（「『])")
+
+
+def sentences(*parts: str) -> str:
+    """Sentences (translated with :func:`tr`) one after another, as their language writes
+    them: a space between English sentences, none after a Chinese full-width mark such as
+    。 or ：. Empty parts are left out; one part is tidied alone.
+
+    Examples
+    --------
+    >>> sentences("✗ S = 3 is not right.", "Hint: S = 1/(1-p).")
+    '✗ S = 3 is not right. Hint: S = 1/(1-p).'
+    >>> sentences("✗ S = 3 不对。", "提示：S = 1/(1-p)。")
+    '✗ S = 3 不对。提示：S = 1/(1-p)。'
+    """
+    for i, part in enumerate(parts):
+        _check_text(part, f"parts[{i}]")
+    return _NO_SPACE.sub("", " ".join(p.strip() for p in parts if p.strip()))
 
 
 def _check_text(value: str, name: str) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ..i18n import N_, tr
+from ..i18n import N_, sentences, tr
 from ..typed_numbers import read_quantity, unit_kind
 
 __all__ = ["UNIT_SLIPS", "Result", "check", "check_count", "checker", "shown_tolerance"]
@@ -59,6 +59,10 @@ class Result:
 
     correct: bool
     message: str
+
+    def __post_init__(self) -> None:
+        # Feedback is built of translated sentences joined by spaces: none after 。 in Chinese.
+        object.__setattr__(self, "message", sentences(self.message))
 
     def __bool__(self) -> bool:
         return self.correct
@@ -125,7 +129,7 @@ def check(
     >>> check("False", False).correct and check("2x8", (2, 8)).correct
     True
     """
-    suffix = f" {unit}" if unit else ""
+    suffix = f" {_shown_unit(unit)}" if isinstance(unit, str) and unit else ""
     if answer is None or answer is Ellipsis:
         return Result(False, tr("… {name}: not answered yet - replace None with your answer and run "
                                 "the cell again.", name=name))
@@ -153,6 +157,17 @@ def check(
     rights = [expected, *(right for right, _ in _items(accept))]
     why = why or _general_mistake(answer, rights, rtol, atol, unit)  # a percent, another unit
     return Result(False, f"{text} {why}" if why else f"{text} {tr('Hint: {hint}', hint=hint)}" if hint else text)
+
+
+def _shown_unit(unit: str) -> str:
+    """``unit`` as the feedback writes it after a number: a word in the reader's language
+    ("devices" is 个设备 in Chinese), a symbol (MB, ms, TFLOP/s) as it is."""
+    if not isinstance(unit, str):
+        return ""
+    words = {"devices": tr("devices", context="unit"), "steps": tr("steps", context="unit"),
+             "processes": tr("processes", context="unit"), "days": tr("days", context="unit"),
+             "GPU-hours": tr("GPU-hours", context="unit"), "bytes": tr("bytes", context="unit")}
+    return words.get(unit, unit)
 
 
 def _wrong(name: str, value: str) -> str:
@@ -200,7 +215,7 @@ def check_count(
     >>> check_count("29", 29).correct
     True
     """
-    suffix = f" {unit}" if unit else ""
+    suffix = f" {_shown_unit(unit)}" if isinstance(unit, str) and unit else ""
     mistakes = dict(_items(mistakes))
     try:
         value = _number(answer, unit)
