@@ -92,7 +92,7 @@ def _course(folder: Path) -> Path:
 def test_write_student_edition(tmp_path):
     root, out = _course(tmp_path / "course"), tmp_path / "student"
     (out / "stale").mkdir(parents=True)
-    written = write_student_edition(root, out)
+    written = write_student_edition(root, out, chinese=False)
     assert [p.relative_to(out).as_posix() for p in written] == ["notebooks/01_a.ipynb"]
     assert _load(out / "notebooks" / "01_a.ipynb")["cells"] == []
     assert (out / "notebooks" / "notation.md").read_text() == "# Notation\n"
@@ -188,7 +188,7 @@ def test_the_edition_runs_on_its_own_outside_the_repository(tmp_path):
     import sys
 
     build = tmp_path / "build" / "student"
-    write_student_edition(ROOT, build)
+    write_student_edition(ROOT, build, chinese=False)  # the Chinese twins: the test below
     copy = tmp_path / "elsewhere" / "ddl-student"
     shutil.copytree(build, copy)
     shutil.rmtree(build)
@@ -224,6 +224,8 @@ def test_the_edition_runs_on_its_own_outside_the_repository(tmp_path):
     assert re.search(r"^\$\(STAMP\):.*\n(?:\t.*\n)*\t\$\(BIN\)/python -m pip install --quiet -e \.$", makefile, re.M)
     assert "--ServerApp.root_dir=notebooks" in makefile
     for path in re.findall(r"`((?:[\w.-]+/)+[\w.-]*|LICENSE[\w-]*)`", readme):
+        if path.startswith("notebooks/zh") and not (copy / "notebooks" / "zh").exists():
+            continue  # the README says: where the edition was built with them (the extra [i18n])
         if not path.startswith(".venv"):
             assert (copy / path).exists(), f"the edition's README names {path}, which it does not hold"
 
@@ -280,7 +282,7 @@ def test_the_edition_speaks_only_of_what_it_holds(tmp_path):
     """Built as `make student` builds it, the edition names no file, make target or tool it
     lacks (its notebooks' Markdown and stored outputs, its README and Makefile), counts its
     notebooks right, and shows no folder of the machine that ran them."""
-    written = write_student_edition(ROOT, tmp_path / "student")
+    written = write_student_edition(ROOT, tmp_path / "student", chinese=False)
     edition = tmp_path / "student"
     makefile = (edition / "Makefile").read_text(encoding="utf-8")
     targets = set(re.findall(r"^([a-z][\w-]*):", makefile, re.M))
@@ -294,6 +296,34 @@ def test_the_edition_speaks_only_of_what_it_holds(tmp_path):
                      for n in _counts_of_notebooks(text) if n != len(written)]
     assert problems == [], "the student edition speaks of what it lacks:\n" + "\n".join(problems)
     assert str(len(written)) in readme
+
+
+@pytest.mark.slow  # mdpo translates every notebook: about 6 s
+def test_the_chinese_twins_are_the_student_notebooks_translated(tmp_path):
+    """Issue 43 point 4: the edition holds the Chinese notebooks too (with the extra [i18n]):
+    the student notebooks' cells, translated, the sentences only the student edition says
+    included, and the library's catalogue, so that set_language("zh_CN") works in it."""
+    import importlib.util
+
+    if not all(importlib.util.find_spec(m) for m in ("mdpo", "polib")):
+        if os.environ.get("DDL_REQUIRE_I18N") == "1":
+            pytest.fail("DDL_REQUIRE_I18N=1 but mdpo or polib is missing")
+        pytest.skip("the Chinese edition needs pip install -e '.[i18n]'")
+    from course_lib.tools import i18n
+
+    edition = tmp_path / "student"
+    written = write_student_edition(ROOT, edition)  # the default: Chinese where the extra is installed
+    english = [p for p in written if p.parent.name == "notebooks"]
+    chinese = [p for p in written if p.parent.name == "zh"]
+    assert [p.name for p in chinese] == [p.name for p in english] == [p.name for p in NOTEBOOKS]
+    assert (edition / "locale" / "zh_CN" / "LC_MESSAGES" / "course_lib.po").is_file()
+    said_by_the_edition = {"Run the cell to check your answer."}
+    for en, zh in zip(english, chinese):
+        en_nb, zh_nb = _load(en), _load(zh)
+        assert [c["id"] for c in zh_nb["cells"]] == [c["id"] for c in en_nb["cells"]], zh.name
+        assert zh_nb["metadata"]["language"] == i18n.NOTEBOOK_LANGUAGE
+        prose = "".join(_source(c) for c in zh_nb["cells"] if c["cell_type"] == "markdown")
+        assert not [s for s in said_by_the_edition if s in prose], f"{zh.name}: the edition's own sentence in English"
 
 
 def test_the_edition_check_sees_what_it_must():

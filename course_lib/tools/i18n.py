@@ -217,7 +217,10 @@ def _template(entries: dict, *, brace_format: bool):
 def notebook_template(path: Path):
     """The catalogue template (POT) of one notebook: every message of its Markdown cells and
     the string literals its code prints (context ``code``, :mod:`.i18n_code`), located by
-    cell id, in the order of the notebook."""
+    cell id, in the order of the notebook; then the sentences that only its student edition
+    says (:func:`.student.student_notebook`)."""
+    from .student import student_notebook
+
     nb = json.loads(_file(path, "path").read_text(encoding="utf-8"))
     entries: dict = {}
     for cell in nb["cells"]:
@@ -228,6 +231,12 @@ def notebook_template(path: Path):
         elif cell["cell_type"] == "code":
             for msgid, _ in code_messages(source):
                 entries.setdefault((CONTEXT, msgid, None), []).append(cell["id"])
+    # The student edition rewrites a few sentences (no solutions in it): its Chinese twin
+    # is built from the same catalogue, so they are messages too, after the notebook's own.
+    for cell in student_notebook(nb)["cells"]:
+        if cell["cell_type"] == "markdown":
+            for msgid in cell_messages("".join(cell["source"])):
+                entries.setdefault((None, msgid, None), []).append(cell["id"])
     return _template(entries, brace_format=False)  # Markdown: braces are LaTeX, not fields
 
 

@@ -99,6 +99,8 @@ LECTURER_OUTPUT = "lecturer-output"
 
 #: What the edition holds besides its notebooks: copied from the course folder as they are.
 EDITION_FILES = ("course_lib", "data", "benchmarks", "pyproject.toml", "LICENSE", "LICENSE-CONTENT")
+#: The library's catalogue in ``locale/<language>/LC_MESSAGES/``: every edition holds it.
+LIBRARY_CATALOGUE = "course_lib.po"
 #: The editions' own README.md and Makefile, one folder per edition.
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: The student edition's.
@@ -257,6 +259,10 @@ def write_edition(root: Path | str | None, target: Path | str | None, *, folder:
             shutil.copytree(root / name, target / name, ignore=_IGNORED)
         else:
             shutil.copy2(root / name, target / name)
+    # The library's printed text in the course's other languages (course_lib.i18n reads it).
+    for catalogue in sorted(root.glob(f"locale/*/LC_MESSAGES/{LIBRARY_CATALOGUE}")):
+        (target / catalogue.relative_to(root)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(catalogue, target / catalogue.relative_to(root))
     values = {"notebook_count": str(len(written)), **fields}
     for template in sorted(templates.iterdir()):
         text = template.read_text(encoding="utf-8")
@@ -266,17 +272,48 @@ def write_edition(root: Path | str | None, target: Path | str | None, *, folder:
     return written
 
 
-def write_student_edition(root: Path | str | None = None, target: Path | str | None = None) -> list[Path]:
+def write_student_edition(root: Path | str | None = None, target: Path | str | None = None, *,
+                          chinese: bool | None = None) -> list[Path]:
     """Write the student edition of the course folder ``root`` to ``target``
     (``root/build/student`` by default; emptied first): :func:`write_edition` with
-    :func:`student_notebook` and ``templates/student/``.
+    :func:`student_notebook` and ``templates/student/``, and the Chinese twin of every
+    student notebook in ``target/notebooks/zh/``, built from the course's catalogues
+    (:func:`course_lib.tools.i18n.build_notebook`): the sentences only the student edition
+    says are messages of those catalogues too.
+
+    Parameters
+    ----------
+    chinese : bool, optional
+        Write the Chinese notebooks: True needs the extra ``[i18n]`` (mdpo, polib); None,
+        the default, writes them where it is installed.
 
     Returns
     -------
     list of Path
-        The notebooks written, in chapter order (``target/notebooks/*.ipynb``).
+        The notebooks written, in chapter order (``target/notebooks/*.ipynb``), then the
+        Chinese ones (``target/notebooks/zh/*.ipynb``).
     """
-    return write_edition(root, target, folder="student", templates=TEMPLATE_DIR)
+    if chinese is not None and not isinstance(chinese, bool):
+        raise TypeError(f"chinese must be True, False or None, got {type(chinese).__name__}")
+    if chinese is None:
+        import importlib.util
+
+        chinese = all(importlib.util.find_spec(m) is not None for m in ("mdpo", "polib"))
+    written = write_edition(root, target, folder="student", templates=TEMPLATE_DIR)
+    if not chinese:
+        return written
+    from . import i18n
+
+    course = repo_root() if root is None else Path(root)
+    folder = i18n.locale_folder(course)
+    zh = []
+    for path in written:
+        catalogue = folder / f"{path.stem}.po"
+        if not catalogue.is_file():
+            raise ValueError(f"root has no catalogue {catalogue} for {path.name}: run python -m course_lib i18n extract")
+        zh.append(path.parent / "zh" / path.name)
+        i18n.build_notebook(path, catalogue, zh[-1])
+    return written + zh
 
 
 def edition_parser(command: str, description: str, folder: str) -> argparse.ArgumentParser:
@@ -304,6 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"student: error: {exc}", file=sys.stderr)
         return 2
-    print(f"student: wrote {len(written)} notebooks to {out / 'notebooks'}; {out / 'README.md'} says how to "
-          "install and open it")
+    zh = [p for p in written if p.parent.name == "zh"]
+    print(f"student: wrote {len(written) - len(zh)} notebooks to {out / 'notebooks'}", end="")
+    print(f" and their Chinese twins to {out / 'notebooks' / 'zh'}" if zh else
+          " (the Chinese ones need the extra [i18n]: make zh installs it)", end="")
+    print(f"; {out / 'README.md'} says how to install and open it")
     return 0
