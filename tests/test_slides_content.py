@@ -113,7 +113,13 @@ def test_deck_notebook_copies_and_keeps_widget_only_outputs():
 
 
 # ------------------------------------------------------------------ the built decks
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+#: The decks make test-fast builds (each about a second): notes with formulas, live figures,
+#: the bubble note; make test builds every deck (the others are marked slow).
+FAST_DECKS = ("02_scaling_laws", "11_pipeline_parallelism")
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem, marks=[] if p.stem in FAST_DECKS else [pytest.mark.slow])
+                                  for p in NOTEBOOKS])
 def test_deck_notes_are_open_and_live_figures_static(decks, path):
     """One test per deck (each deck is built once): its notes, then its live figures."""
     _notes_are_open_with_formulas_as_text(decks[path.name], path)
