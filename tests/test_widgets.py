@@ -218,7 +218,7 @@ def test_fallback_shows_the_states_under_the_initial_one_and_the_widget_starts_a
     assert band % 3 == 0
     first = stacked[band // 3: band // 3 + one.shape[0], :, : one.shape[2]]
     assert abs(first - one).max() < 1 / 255
-    assert fig._caption(fig.values(), "as first shown") == "as first shown: p = 0.9, N = 16"
+    assert fig._caption(fig.values(), first=True) == "as first shown: p = 0.9, N = 16"
     fig.controls["n"].value = 64  # the live figure still works after drawing the states
     assert fig.values() == {"p": 0.9, "n": 64}
     fig.controls["n"].value = 16  # back at the initial values: the initial state's layout again

@@ -29,6 +29,7 @@ from traitlets import Any as AnyTrait
 from traitlets import HasTraits, TraitError, validate
 
 from .._validate import check_positive, check_sequence, check_type
+from ..i18n import tr
 from ..plots.style import DPI, display_width
 from ..typed_numbers import unit_kind
 from .render import Renderer
@@ -513,20 +514,21 @@ class LiveFigure:
     def _fallback(self) -> bytes:
         """The initial state and each of ``states``, one under the other, each captioned."""
         initial, kept, layout = self.values(), dict(self.renderer.layouts), self.renderer.layout
-        frames = [(self._caption(initial, "as first shown"), self.initial_png)]
+        frames = [(self._caption(initial, first=True), self.initial_png)]
         for state in self.states:
             values = {**initial, **state}
-            frames.append((self._caption(values, "moved"), self._render(values, stored=True)))
+            frames.append((self._caption(values, first=False), self._render(values, stored=True)))
         # a state with the initial state's signature replaced its layout: put it back,
         # so that the live figure at its initial values is the initial PNG's pixels
         self.renderer.layouts.update(kept)
         self.renderer.layout = layout
         return stack_pngs(frames, self.dpi)
 
-    def _caption(self, values: dict[str, Any], what: str) -> str:
+    def _caption(self, values: dict[str, Any], *, first: bool) -> str:
         labels = {s.name: s.label for s in self.sliders}
         moved = {k for state in self.states for k in state}
-        return f"{what}: " + ", ".join(f"{labels[k]} = {_fmt(v)}" for k, v in values.items() if k in moved)
+        shown = ", ".join(f"{labels[k]} = {_fmt(v)}" for k, v in values.items() if k in moved)
+        return tr("as first shown: {values}", values=shown) if first else tr("moved: {values}", values=shown)
 
     def _on_change(self, change=None) -> None:
         if self._quiet:
@@ -608,22 +610,24 @@ def stack_pngs(frames: Sequence[tuple[str, bytes]], dpi: float = DPI) -> bytes:
     import io
 
     import numpy as np
+    from matplotlib import rc_context
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.image import imread, imsave
 
-    from ..plots.style import COLORS, RC
+    from ..plots.style import COLORS, RC, rc_params
 
     frames = check_sequence(frames, "frames", tuple, "a (caption, png bytes) pair")
     images = [imread(io.BytesIO(png), format="png") for _, png in frames]
     width = max(im.shape[1] for im in images)
     rows = []
     for (caption, _), im in zip(frames, images):
-        band = Figure(figsize=(width / dpi, 0.36), dpi=dpi)
-        band.text(0.01, 0.5, caption, va="center", fontsize=RC["axes.titlesize"], color=COLORS[0],
-                  fontweight="bold")
-        canvas = FigureCanvasAgg(band)
-        canvas.draw()
+        with rc_context(rc_params()):  # the course's fonts: a Chinese caption gets its glyphs
+            band = Figure(figsize=(width / dpi, 0.36), dpi=dpi)
+            band.text(0.01, 0.5, caption, va="center", fontsize=RC["axes.titlesize"], color=COLORS[0],
+                      fontweight="bold")
+            canvas = FigureCanvasAgg(band)
+            canvas.draw()
         rows.append(np.asarray(canvas.buffer_rgba(), dtype=np.float32)[:, :width] / 255.0)
         pad = np.ones((im.shape[0], width, 4), dtype=np.float32)
         pad[:, : im.shape[1], : im.shape[2]] = im[..., :4] if im.shape[2] == 4 else im
