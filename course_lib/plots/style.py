@@ -106,10 +106,11 @@ def rc_params() -> dict[str, Any]:
     params = {**RC, "axes.prop_cycle": cycler(color=COLORS)}
     if language() != "en":
         cjk = cjk_font()
-        if cjk is not None:  # DejaVu Sans first: Latin letters and digits look as in English.
-            # Named families, not "sans-serif": a text keeps them when it is drawn outside
-            # this style (figure_to_png renders after the plot function returned).
-            params["font.family"] = ["DejaVu Sans", cjk]
+        if cjk is not None:  # the CJK font first: a text with $math$ is laid out by mathtext,
+            # which draws the words around the formula in the first family only (DejaVu Sans
+            # first drew them as boxes). Named families, not "sans-serif": a text keeps them
+            # when it is drawn outside this style (figure_to_png renders after the plot returned).
+            params["font.family"] = [cjk, "DejaVu Sans"]
     return params
 
 
