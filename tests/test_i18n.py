@@ -248,7 +248,7 @@ def test_the_chinese_code_differs_from_the_english_only_in_its_literals(stem, to
     """Point 2: what a notebook's code prints is translated, and nothing else of the code
     changes: every code cell, with the catalogue's translations written in, has the English
     cell's syntax tree once the string literals are blanked, and a translated literal is there."""
-    from course_lib.tools.i18n_code import CONTEXT, translate_code
+    from course_lib.tools.i18n_code import CONTEXT, code_shape, translate_code
 
     table = {e.msgid: e.msgstr for e in tools._translations(LOCALE / f"{stem}.po") if e.msgctxt == CONTEXT}
     changed = 0
@@ -256,6 +256,7 @@ def test_the_chinese_code_differs_from_the_english_only_in_its_literals(stem, to
             (ROOT / "notebooks" / f"{stem}.ipynb").read_text(encoding="utf-8"))["cells"] if c["cell_type"] == "code"):
         zh = translate_code(source, table)
         assert _blank_strings(zh) == _blank_strings(source), cell_id
+        assert code_shape(zh) == code_shape(source), cell_id  # the Chinese deck finds its English outputs
         changed += zh != source
     assert changed or not any(k != v for k, v in table.items())
 

@@ -33,7 +33,7 @@ import ast
 import re
 from collections.abc import Callable, Mapping
 
-__all__ = ["CONTEXT", "NAMING_KEYWORDS", "code_messages", "field_signature", "literal_problems",
+__all__ = ["CONTEXT", "NAMING_KEYWORDS", "code_messages", "code_shape", "field_signature", "literal_problems",
            "translate_code"]
 
 #: The msgctxt of a message taken from a code cell (a Markdown sentence of the same words is
@@ -251,3 +251,40 @@ def translate_code(source: str, table: Mapping[str, str]) -> str:
     if not isinstance(source, str):
         raise TypeError(f"source must be the code of a cell (str), got {type(source).__name__}")
     return _rewrite(source, lambda t: _code(table[t]) if table.get(t, t) != t else None)
+
+
+def code_shape(source: str) -> list[str]:
+    """The tokens of a cell, each run of string literals side by side as one ``<str>`` and
+    the line breaks inside brackets left out: a cell and its Chinese twin have one shape
+    (only what they print differs); an edited line, a new comment, have another.
+
+    Examples
+    --------
+    >>> code_shape('print("a b"\\n      "c d")  # note') == code_shape("print('甲乙')  # note")
+    True
+    >>> code_shape('print("a b")') == code_shape('# edited\\nprint("a b")')
+    False
+    """
+    import io
+    import tokenize
+
+    if not isinstance(source, str):
+        raise TypeError(f"source must be the code of a cell (str), got {type(source).__name__}")
+    out: list[str] = []
+    depth = 0  # inside an f-string (Python 3.12 and later tokenize its parts)
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(_mask_magics(source)).readline):
+            name = tokenize.tok_name[tok.type]
+            if name == "NL":
+                continue
+            depth += name == "FSTRING_START"
+            in_string = depth > 0 or tok.type == tokenize.STRING
+            depth -= name == "FSTRING_END"
+            if in_string:
+                if not out or out[-1] != "<str>":
+                    out.append("<str>")
+            else:
+                out.append(f"{name} {tok.string}")
+    except (tokenize.TokenError, SyntaxError):  # not Python (a %%bash cell): its lines
+        return source.splitlines()
+    return out

@@ -49,6 +49,7 @@ from typing import Any
 
 from .._validate import check_sequence, check_type
 from .cells import cell_source, cell_tags, details_parts, slide_type
+from .i18n_code import code_shape
 from .paths import repo_root
 from .texmath import math_as_text
 
@@ -342,8 +343,9 @@ def stored_outputs_from(nb: Any, english: Any) -> tuple[Any, list[str]]:
     the same cells and cell ids and no outputs (it is run, not read stored). Its deck shows
     the English notebook's stored outputs: each code cell of ``nb`` takes the outputs and
     execution count of the English cell with its id, when that cell holds the same code
-    (the lines the Chinese edition adds to the setup cell aside); the English notebook's
-    saved widget state comes along. ``nb`` and ``english`` are not modified.
+    (the lines the Chinese edition adds to the setup cell and its translated string
+    literals aside: :func:`.i18n_code.code_shape`); the English notebook's saved widget
+    state comes along (so a deck's printed lines are the English notebook's). ``nb`` and ``english`` are not modified.
 
     Returns
     -------
@@ -378,7 +380,7 @@ def stored_outputs_from(nb: Any, english: Any) -> tuple[Any, list[str]]:
         if cell.get("cell_type") != "code":
             continue
         twin = by_id.get(cell.get("id"))
-        if twin is None or _code_lines(twin) != _code_lines(cell):
+        if twin is None or code_shape("\n".join(_code_lines(twin))) != code_shape("\n".join(_code_lines(cell))):
             unmatched.append(str(cell.get("id")))
             continue
         cell["outputs"] = copy.deepcopy(twin.get("outputs", []))
