@@ -317,7 +317,12 @@ def human_duration(seconds: float, digits: int = 3) -> str:
         return "0 s"
     for unit, size in _UNITS:
         if s >= size:
-            return f"{s / size:.{digits}g} {unit}"
+            value = f"{s / size:.{digits}g}"
+            if unit == "years":  # the words are translated, the symbols (h, min, s) are not
+                return tr("{value} years", value=value)
+            if unit == "days":
+                return tr("{value} days", value=value)
+            return f"{value} {unit}"
     if s >= 1e-3:
         return f"{s * 1e3:.{digits}g} ms"
     return f"{s * 1e6:.{digits}g} µs"

@@ -42,6 +42,11 @@ msg = ("the first half, " f"then {rest!r} and {{braces}}")
                                  "the first half, then {rest!r} and {{braces}}"]
 
 
+def test_a_word_with_more_than_a_name_is_a_message_a_name_alone_is_not():
+    source = 'print("before:", x, f"limit 1/(1-p) = {lim:.3f}", "BERT-Large", "v100_sxm2", "fits")'
+    assert _messages(source) == ["before:", "limit 1/(1-p) = {lim:.3f}"]
+
+
 def test_names_are_not_messages():
     """Dictionary keys, subscripts, comparisons, naming keywords and identifiers stay out:
     translating them would change what the code does."""
@@ -134,5 +139,8 @@ def test_a_string_field_and_a_spec_may_change_an_expression_may_not():
                    "{'串行':>7} {n:4d 个：{t * 1000.0:.1f} ms {name!r}"):  # a field never closed
         problems = ic.literal_problems(msgid, broken)
         assert bool(problems) == ("{{" not in broken), broken
+    cond = "{('fits' if ok else 'does not fit')}, {n} devices"
+    assert ic.literal_problems(cond, "{n} 个设备，{('放得下' if ok else '放不下')}") == []  # strings inside a field
+    assert ic.literal_problems(cond, "{('放得下' if fits else '放不下')}，{n} 个设备") != []  # not its names
     assert ic.literal_problems("two words", "两个 { 词") != []  # a plain message may not open a field
     assert ic.literal_problems("two words", "两个词") == []

@@ -10,11 +10,12 @@ A message is the literal as a *template*: its text, with each field of an f-stri
 ``{expression!conversion:spec}`` as Python would print the expression (:func:`ast.unparse`),
 and a literal brace doubled (``{{``); several literals side by side (``"a " f"{b}"``) are
 one message, the string Python makes of them. A translation must keep every field's
-expression and conversion (the spec may change: a wider column for Chinese); a field whose
-expression is itself a string (``{'serial':>7}``, a table heading) may be translated too.
+expression and conversion (the spec may change: a wider column for Chinese); the strings
+inside a field's expression (``{'serial':>7}``, ``{'fits' if ok else 'does not fit'}``) may be
+translated too.
 
-Which literals are messages: those with prose (two English words, or a word in a label
-keyword such as ``title=`` or ``xlabel=``), except docstrings and bare string statements,
+Which literals are messages: those with prose (two English words; a word and more than a
+name, such as ``"before:"``; a word in a label keyword such as ``title=`` or ``xlabel=``), except docstrings and bare string statements,
 dictionary keys, subscripts (``row["time s"]``), comparisons and the keyword arguments that
 name things rather than say them (``loc="upper left"``, :data:`NAMING_KEYWORDS`). A literal
 that must stay English (a data set's column named in a sentence) is translated as itself.
@@ -97,8 +98,12 @@ def _skipped(parents: list[ast.AST], node: ast.AST) -> bool:
 
 
 def _has_prose(text: str, label: bool) -> bool:
+    """Two words, or a word and more than a name (``"before:"``, ``"limit 1/(1-p) = {x}"``);
+    one word in a label keyword. A name alone (``"BERT-Large"``, ``"v100_sxm2"``) is none."""
     bare = re.sub(r"\{\{|\}\}|\{[^{}]*(\{[^{}]*\}[^{}]*)*\}|\$[^$]*\$", " ", text)
-    return bool(_PROSE.search(bare) or (label and _WORD.search(bare)))
+    if _PROSE.search(bare) or (label and _WORD.search(bare)):
+        return True
+    return bool(_WORD.search(bare)) and not re.fullmatch(r"\s*[\w.\-/]*\s*", bare)
 
 
 def _literals(source: str) -> list[tuple[ast.AST, str]]:
@@ -196,17 +201,27 @@ def _code(template: str) -> str:
 
 def field_signature(template: str) -> list[tuple[str, str]]:
     """The fields a translation must keep: (expression, conversion) of each field in order
-    of the expressions; a field whose expression is a string is ``<str>``."""
+    of the expressions, every string inside an expression written ``''`` (a translator may
+    translate ``{'fits' if ok else 'does not fit'}``, not change ``ok``)."""
     if not isinstance(template, str):
         raise TypeError(f"template must be a message (str), got {type(template).__name__}")
     node = ast.parse(_code(template), mode="eval").body
     out = []
     for value in getattr(node, "values", []):
         if isinstance(value, ast.FormattedValue):
-            inner = value.value
-            expr = "<str>" if isinstance(inner, ast.Constant) and isinstance(inner.value, str) else ast.unparse(inner)
+            expr = ast.unparse(_Blank().visit(value.value))  # its strings may be translated
             out.append((expr, "" if value.conversion == -1 else chr(value.conversion)))
     return sorted(out)
+
+
+class _Blank(ast.NodeTransformer):
+    """An expression with every string in it made ``''``."""
+
+    def visit_Constant(self, node: ast.Constant) -> ast.AST:
+        return ast.Constant("") if isinstance(node.value, str) else node
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> ast.AST:
+        return ast.Constant("")
 
 
 def literal_problems(msgid: str, msgstr: str) -> list[str]:

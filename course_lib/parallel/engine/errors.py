@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..._validate import check_int, check_real
-from ...i18n import tr
+from ...i18n import sentences, tr
 
 __all__ = ["Fault", "FaultInjected", "ProcessGroupError", "RunStopped", "WorkerDied", "WorkerError", "WorkerTimeout"]
 
@@ -48,8 +48,8 @@ class WorkerError(ProcessGroupError):
         self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
         self.original = original
         super().__init__(
-            f"worker {rank} raised {exc_type}: {message}\n\n"
-            f"--- traceback in worker {rank} ---\n{remote_traceback.rstrip()}"
+            tr("worker {rank} raised {exc_type}: {message}", rank=rank, exc_type=exc_type, message=message) + "\n\n"
+            + tr("--- traceback in worker {rank} ---", rank=rank) + f"\n{remote_traceback.rstrip()}"
         )
 
 
@@ -60,15 +60,16 @@ class WorkerDied(ProcessGroupError):
         self.rank, self.exitcode = rank, exitcode
         if exitcode is not None and exitcode < 0:
             try:
-                how = f"was killed by signal {signal.Signals(-exitcode).name}"
+                name = signal.Signals(-exitcode).name
             except ValueError:  # pragma: no cover - unknown signal number
-                how = f"was killed by signal {-exitcode}"
+                name = str(-exitcode)
+            text = tr("worker {rank} was killed by signal {signal} before returning a result; the other "
+                      "workers were stopped", rank=rank, signal=name)
         else:
-            how = f"exited with code {exitcode}"
-        super().__init__(
-            f"worker {rank} {how} before returning a result; the other workers were stopped"
-            + (" (SIGKILL often means the out-of-memory killer)" if exitcode == -9 else "")
-        )
+            text = tr("worker {rank} exited with code {code} before returning a result; the other workers "
+                      "were stopped", rank=rank, code=exitcode)
+        oom = tr("(SIGKILL often means the out-of-memory killer)") if exitcode == -9 else ""
+        super().__init__(sentences(text, oom))
 
 
 class WorkerTimeout(ProcessGroupError):
