@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ._validate import check_int
+from .i18n import language, tr
 
 __all__ = [
     "CPU_TRENDS_ATTRIBUTION",
@@ -155,31 +156,51 @@ def _parse_bool(text: str) -> bool:
 _PARSERS: dict[Any, Callable[[str], Any]] = {int: int, float: float, str: str, bool: _parse_bool}
 
 
+#: A text column ``<field>_zh`` after a record's fields holds that field in Chinese (the
+#: Chinese edition's text of a definition or a note): :func:`read_csv` reads it instead of
+#: the English when the course's language is Chinese, and an empty cell leaves the English.
+TRANSLATED = {"zh_CN": "_zh"}
+
+
 def read_csv(name: str, record_type: type) -> tuple[Any, ...]:
     """Read ``data/<name>`` into a tuple of ``record_type`` dataclass instances.
 
-    The header must list exactly the dataclass's fields, in order. A field annotated
+    The header must list exactly the dataclass's fields, in order, then, optionally, the
+    translations of text fields (``definition_zh``, :data:`TRANSLATED`), which replace the
+    English in the course's language (:func:`course_lib.i18n.language`). A field annotated
     ``X | None`` may be empty (giving ``None``); any other empty cell, a value that does
     not parse, or a wrong header raises :class:`DataFileError` naming file and line.
     """
+
     path = data_dir() / name
     if not path.is_file():
         raise DataFileError(f"{path}: file not found")
     spec = [(f.name, _field_type(f.type)) for f in fields(record_type)]
+    texts = {n for n, (typ, _) in spec if typ is str}
     rows = []
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
-        header = next(reader, None)
+        header = next(reader, None) or []
         expected = [n for n, _ in spec]
-        if header != expected:
-            raise DataFileError(f"{path}, line 1: header must be {expected}, got {header}")
+        extra = header[len(expected):]
+        if header[:len(expected)] != expected or any(
+                not (c.endswith("_zh") and c[:-3] in texts) or header.count(c) > 1 for c in extra):
+            raise DataFileError(f"{path}, line 1: header must be {expected}, then optional translations of its "
+                                f"text fields (definition_zh), got {header}")
+        suffix = TRANSLATED.get(language())
+        translated = {i: expected.index(c[: -len(suffix)]) for i, c in enumerate(header)
+                      if suffix and i >= len(expected) and c.endswith(suffix)}
         for line_no, row in enumerate(reader, start=2):
-            if len(row) != len(spec):
+            if len(row) != len(header):
                 raise DataFileError(
-                    f"{path}, line {line_no}: expected {len(spec)} cells, got {len(row)}"
+                    f"{path}, line {line_no}: expected {len(header)} cells, got {len(row)}"
                 )
+            row = list(row)
+            for i, field_at in translated.items():
+                if row[i].strip():
+                    row[field_at] = row[i]
             values = {}
-            for (field_name, (typ, optional)), cell in zip(spec, row, strict=True):
+            for (field_name, (typ, optional)), cell in zip(spec, row[: len(spec)], strict=True):
                 cell = cell.strip()
                 if cell == "":
                     if not optional:
@@ -728,7 +749,7 @@ def glossary_markdown(chapter: int) -> str:
     >>> print(glossary_markdown(2).splitlines()[0])
     | term | 中文 | definition |
     """
-    lines = ["| term | 中文 | definition |", "|---|---|---|"]
+    lines = [f"| {tr('term', context='glossary')} | 中文 | {tr('definition', context='glossary')} |", "|---|---|---|"]
     for e in load_glossary(chapter):
         lines.append(f"| {e.term} | {e.term_zh} | {e.definition} |")
     return "\n".join(lines)

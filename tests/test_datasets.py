@@ -359,3 +359,34 @@ def test_the_schema_and_the_loader_agree_on_the_last_chapter():
               for f in r["schema"]["fields"] if f["name"] == "chapter"}
     assert maxima == {"glossary": ds.LAST_CHAPTER, "notation": ds.LAST_CHAPTER}
     assert ds.LAST_CHAPTER == max(int(p.name[:2]) for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+
+def test_a_text_field_is_read_in_the_courses_language(data_copy, monkeypatch):
+    """A ``<field>_zh`` column after a record's fields replaces the English in Chinese; an
+    empty cell keeps the English; a column that translates no text field is refused."""
+    import csv
+
+    path = data_copy / "glossary.csv"
+    with path.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    rows[0].append("definition_zh")
+    rows[1].append("一个处理器依次执行程序的指令。")
+    for row in rows[2:]:
+        row.append("")
+    with path.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    monkeypatch.setenv("DDL_LANG", "en")
+    english = ds.load_glossary()
+    monkeypatch.setenv("DDL_LANG", "zh_CN")
+    chinese = ds.load_glossary()
+    assert chinese[0].definition == "一个处理器依次执行程序的指令。" != english[0].definition
+    assert chinese[1:] == english[1:]  # empty cells: the English
+    for bad in ("chapter_zh", "colour_zh", "definition_zh"):  # a number, no field, twice
+        rows[0][-1] = bad
+        if bad == "definition_zh":
+            rows[0][-2:] = ["definition_zh", "definition_zh"]
+            rows[1:] = [r + [""] for r in rows[1:]]
+        with path.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(rows)
+        with pytest.raises(ds.DataFileError, match="translations of its text fields"):
+            ds.load_glossary()

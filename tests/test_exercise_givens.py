@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import fast_schema  # noqa: F401 - before nbformat: see its docstring
 import nbformat
 import pytest
 from nbformat.v4.rwbase import rejoin_lines

@@ -35,6 +35,7 @@ import subprocess
 import types
 import warnings
 
+import fast_schema  # noqa: F401 - before nbformat: see its docstring
 import matplotlib
 import nbformat
 import numpy as np

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fast_schema  # noqa: F401 - before nbformat: see its docstring
 import nbformat
 import pytest
 from hypothesis import given, settings

@@ -13,6 +13,7 @@ import json
 import re
 from pathlib import Path
 
+import fast_schema  # noqa: F401 - before nbformat: see its docstring
 import nbformat
 import pytest
 

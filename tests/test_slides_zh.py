@@ -22,6 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import fast_schema  # noqa: F401 - before nbformat: see its docstring
 import nbformat
 import pytest
 from readme_support import SLIDES_TIME_LIMIT, missing_npm, readme_commands_unavailable

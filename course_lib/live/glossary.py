@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._validate import check_sequence, check_type
+from ..i18n import tr
 
 __all__ = ["GlossarySearch", "glossary_table"]
 
@@ -41,8 +42,11 @@ def glossary_table(entries: Sequence, query: str = "") -> str:
         f"<tr><td>{html.escape(e.term)}</td><td>{html.escape(e.term_zh)}{'' if e.zh_from_source else ' *'}</td>"
         f"<td>{e.chapter:02d}</td><td style='text-align:left'>{html.escape(e.definition)}</td></tr>"
         for e in rows)
-    return (f"<p>{len(rows)} of {len(entries)} terms</p><table class='ddl-glossary-table'><thead><tr>"
-            f"<th>term</th><th>中文</th><th>chapter</th><th>definition</th></tr></thead><tbody>{body}</tbody></table>")
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in (
+        tr("term", context="glossary"), "中文", tr("chapter", context="glossary"), tr("definition", context="glossary")))
+    count = tr("{shown} of {total} terms", shown=len(rows), total=len(entries))
+    return (f"<p>{count}</p><table class='ddl-glossary-table'><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
+            "</table>")
 
 
 class GlossarySearch:
@@ -60,7 +64,7 @@ class GlossarySearch:
         from ..datasets import GlossaryEntry
 
         self.entries = check_sequence(entries, "entries", GlossaryEntry, "a GlossaryEntry (load_glossary())")
-        self.search = w.Text(placeholder="filter, e.g. all-reduce or 并行", description="search")
+        self.search = w.Text(placeholder=tr("filter, e.g. all-reduce or 并行"), description=tr("search"))
         self.table = w.HTML(glossary_table(self.entries))
         self.search.observe(lambda change: setattr(self.table, "value", glossary_table(self.entries, change["new"])),
                             names="value")

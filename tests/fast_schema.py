@@ -1,4 +1,4 @@
-"""What every test process shares: one start-up cost taken away.
+"""One start-up cost of the test processes taken away: import this before nbformat.
 
 nbformat validates notebooks with jsonschema, and jsonschema, on import, looks for the optional
 ``rfc3987_syntax`` (installed with JupyterLab's dependencies) to check the "iri" string format;
@@ -6,8 +6,10 @@ that module compiles 38 lark grammars as it is imported: 1.5 s on a quiet core, 
 busy one, in every pytest worker that reads a notebook. The notebook schema uses no "iri"
 format (``nbformat/v4/nbformat.v4.5.schema.json``), so the test processes go without it:
 jsonschema then simply has no "iri" checker. The notebooks, the lab and the course are not
-affected (this runs in pytest's processes only). Under ``make test`` nbval imports nbformat
-before this file is read, so there the saving is only where nbval was not loaded first.
+affected (this runs in pytest's processes only). The test modules that import nbformat as
+they are collected import this module first (a ``tests/conftest.py`` would clash with
+``tests/browser/conftest.py`` under ``--doctest-modules``); under ``make test`` nbval has
+imported nbformat already, so the saving is make test-fast's.
 """
 
 import sys
