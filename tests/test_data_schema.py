@@ -66,9 +66,13 @@ def test_numeric_columns_carry_units():
 @pytest.mark.parametrize("name", sorted(RECORD_TYPES))
 def test_schema_and_loader_agree(name):
     """The schema's fields are the loader's dataclass fields, with matching optionality."""
-    schema_fields = RESOURCES[name]["schema"]["fields"]
     record_fields = dataclasses.fields(RECORD_TYPES[name])
+    schema_fields = RESOURCES[name]["schema"]["fields"][:len(record_fields)]
+    translations = RESOURCES[name]["schema"]["fields"][len(record_fields):]  # <field>_zh (read_csv)
     assert [f["name"] for f in schema_fields] == [f.name for f in record_fields]
+    texts = {f.name for f in record_fields if str(f.type).split("|")[0].strip() == "str"}
+    assert all(t["name"].endswith("_zh") and t["name"][:-3] in texts and not t["constraints"]["required"]
+               for t in translations), translations
     for sf, rf in zip(schema_fields, record_fields, strict=True):
         optional = "None" in str(rf.type)
         assert optional == (not sf["constraints"]["required"]), sf["name"]

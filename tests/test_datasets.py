@@ -369,24 +369,41 @@ def test_a_text_field_is_read_in_the_courses_language(data_copy, monkeypatch):
     path = data_copy / "glossary.csv"
     with path.open(newline="", encoding="utf-8") as f:
         rows = list(csv.reader(f))
-    rows[0].append("definition_zh")
-    rows[1].append("一个处理器依次执行程序的指令。")
+    at = rows[0].index("definition_zh")
+    rows[1][at] = "一个处理器依次执行程序的指令。"
     for row in rows[2:]:
-        row.append("")
-    with path.open("w", newline="", encoding="utf-8") as f:
-        csv.writer(f).writerows(rows)
+        row[at] = ""
+
+    def write(rows):
+        with path.open("w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(rows)
+
+    write(rows)
     monkeypatch.setenv("DDL_LANG", "en")
     english = ds.load_glossary()
     monkeypatch.setenv("DDL_LANG", "zh_CN")
     chinese = ds.load_glossary()
     assert chinese[0].definition == "一个处理器依次执行程序的指令。" != english[0].definition
     assert chinese[1:] == english[1:]  # empty cells: the English
-    for bad in ("chapter_zh", "colour_zh", "definition_zh"):  # a number, no field, twice
-        rows[0][-1] = bad
-        if bad == "definition_zh":
-            rows[0][-2:] = ["definition_zh", "definition_zh"]
-            rows[1:] = [r + [""] for r in rows[1:]]
-        with path.open("w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows(rows)
+    for bad in (["chapter_zh"], ["colour_zh"], ["definition_zh", "definition_zh"]):  # a number, no field, twice
+        write([rows[0][:at] + bad] + [r[:at] + [""] * len(bad) for r in rows[1:]])
         with pytest.raises(ds.DataFileError, match="translations of its text fields"):
             ds.load_glossary()
+
+
+def test_every_translated_data_text_is_there_in_chinese():
+    """The Chinese edition's glossary, hardware notes and training-record notes: every
+    definition has its Chinese, with the English's numbers."""
+    import csv
+    import re
+
+    for name, columns in (("glossary.csv", ["definition"]), ("hardware.csv", ["sustained_basis", "note"]),
+                          ("training_records.csv", ["note"])):
+        with (ds.data_dir() / name).open(newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                for c in columns:
+                    english, chinese = row[c], row[f"{c}_zh"]
+                    assert bool(english) == bool(chinese), (name, c, english)
+                    assert sorted(re.findall(r"\d+", english)) == sorted(re.findall(r"\d+", chinese)), (name, c, english)
+                    prose = re.search(r"[A-Za-z]{2,}\W+[A-Za-z]{2,}", english)  # not "81.4 h"
+                    assert not prose or re.search(r"[\u4e00-\u9fff]", chinese), (name, c, chinese)
