@@ -43,6 +43,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._validate import check_int
+from .i18n import tr
 
 __all__ = [
     "LongContextCase",
@@ -147,18 +148,18 @@ def parallelism_axes() -> tuple[ParallelAxis, ...]:
     ['data', 'pipeline', 'tensor', 'context', 'expert']
     """
     return (
-        ParallelAxis("data", "the batch (samples)", "gradients: an all-reduce per step",
-                     "the parameters P, whatever B", "the model fits one device; more throughput"),
-        ParallelAxis("pipeline", "the layers (stages)", "activations to the next stage, their gradients back",
-                     "B and h, at each stage boundary", "the model does not fit one device; slow links between groups"),
-        ParallelAxis("tensor", "each layer's weight matrices", "activations: all-reduces inside every layer",
-                     "B L h per layer, whatever N_t", "one layer too large for one device; fast links (NVLink)"),
-        ParallelAxis("context", "the sequence (tokens), attention included",
-                     "keys and values round a ring, or all-to-alls over heads", "B L h per layer",
-                     "a sequence's activations do not fit one device: long context"),
-        ParallelAxis("expert", "the experts of a mixture-of-experts layer",
-                     "tokens to their experts and back: all-to-alls", "the tokens routed, k_top B L h",
-                     "more parameters than one device holds, each token using a few"),
+        ParallelAxis("data", tr("the batch (samples)"), tr("gradients: an all-reduce per step"),
+                     tr("the parameters P, whatever B"), tr("the model fits one device; more throughput")),
+        ParallelAxis("pipeline", tr("the layers (stages)"), tr("activations to the next stage, their gradients back"),
+                     tr("B and h, at each stage boundary"), tr("the model does not fit one device; slow links between groups")),
+        ParallelAxis("tensor", tr("each layer's weight matrices"), tr("activations: all-reduces inside every layer"),
+                     tr("B L h per layer, whatever N_t"), tr("one layer too large for one device; fast links (NVLink)")),
+        ParallelAxis("context", tr("the sequence (tokens), attention included"),
+                     tr("keys and values round a ring, or all-to-alls over heads"), tr("B L h per layer"),
+                     tr("a sequence's activations do not fit one device: long context")),
+        ParallelAxis("expert", tr("the experts of a mixture-of-experts layer"),
+                     tr("tokens to their experts and back: all-to-alls"), tr("the tokens routed, k_top B L h"),
+                     tr("more parameters than one device holds, each token using a few")),
     )
 
 

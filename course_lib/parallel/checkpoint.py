@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..i18n import tr
 from .engine.crash import crash_point
 
 __all__ = ["MANIFEST", "Checkpoint", "CheckpointError", "latest_checkpoint", "load_checkpoint", "save_shard",
@@ -220,16 +221,19 @@ def read_manifest(folder: Path) -> dict:
 
 def verify_shard(path: Path, entry: dict) -> None:
     """That the shard at ``path`` is the one the manifest's ``entry`` describes."""
-    where = f"checkpoint {path.parent.name}: shard {path.name}"
+    names = {"checkpoint": path.parent.name, "shard": path.name}
     if not path.is_file():
-        raise CheckpointError(f"{where} is missing")
+        raise CheckpointError(tr("checkpoint {checkpoint}: shard {shard} is missing", **names))
     size = path.stat().st_size
     if size != entry["bytes"]:
-        raise CheckpointError(f"{where} is truncated: {size:,} bytes, the manifest says {entry['bytes']:,}"
-                              if size < entry["bytes"] else
-                              f"{where} has {size:,} bytes, the manifest says {entry['bytes']:,}")
+        sizes = {"size": f"{size:,}", "expected": f"{entry['bytes']:,}", **names}
+        raise CheckpointError(tr("checkpoint {checkpoint}: shard {shard} is truncated: {size} bytes, the manifest "
+                                 "says {expected}", **sizes) if size < entry["bytes"] else
+                              tr("checkpoint {checkpoint}: shard {shard} has {size} bytes, the manifest says "
+                                 "{expected}", **sizes))
     if sha256_of(path) != entry["sha256"]:
-        raise CheckpointError(f"{where} is corrupted: its sha256 differs from the manifest's")
+        raise CheckpointError(tr("checkpoint {checkpoint}: shard {shard} is corrupted: its sha256 differs from the "
+                                 "manifest's", **names))
 
 
 def assemble(folder: Path, manifest: dict, shards: list[dict]) -> Checkpoint:

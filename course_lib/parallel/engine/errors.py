@@ -191,8 +191,10 @@ class Fault:
     def fire(self, rank: int, step: int) -> None:
         """Fail now, as ``kind`` says (the caller has decided that it is time)."""
         if self.kind == "raise":
-            where = f" at step {step}" if self.point is None else f" {self.point} of the checkpoint of step {step}"
-            raise FaultInjected(f"injected fault in worker {rank}{where}")
+            raise FaultInjected(tr("injected fault in worker {rank} at step {step}", rank=rank, step=step)
+                                if self.point is None else
+                                tr("injected fault in worker {rank} {point} of the checkpoint of step {step}",
+                                   rank=rank, point=self.point, step=step))
         if self.kind == "exit":
             os._exit(3)
         if self.kind == "kill":

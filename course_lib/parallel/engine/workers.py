@@ -92,6 +92,7 @@ from typing import Any
 import numpy as np
 
 from ..._validate import check_int, check_positive, check_type
+from ...i18n import tr
 from ...progress import ProgressBar
 from ...timing import keep_freed_memory
 from .errors import (
@@ -171,11 +172,10 @@ def _check_importable(target: Callable, start_method: str) -> None:
     main = sys.modules.get("__main__")
     interactive_main = module == "__main__" and not getattr(main, "__file__", None)
     if module is None or "<locals>" in qualname or "<lambda>" in qualname or interactive_main:
-        raise ValueError(
-            f"target {qualname or target!r} must be a module-level function of an importable "
-            f"module for start_method={start_method!r} (the worker re-imports it by name); "
-            "functions defined in a notebook or inside another function cannot be found there"
-        )
+        raise ValueError(tr(
+            "target {target} must be a module-level function of an importable module for start_method={method} "
+            "(the worker re-imports it by name); functions defined in a notebook or inside another function "
+            "cannot be found there", target=repr(qualname or target), method=repr(start_method)))
 
 
 # ------------------------------------------------------------- what goes in a start
