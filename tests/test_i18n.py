@@ -458,6 +458,8 @@ def test_a_chinese_figure_renders_every_glyph(chinese):
     def with_math():
         fig, ax = new_figure(size=(6.4, 3.0))
         ax.set_title("$N_p$ 个流水阶段，气泡 $(N_p-1)/(M+N_p-1)$")
+        ax.plot([1e-3, 1.0], [1.0, 2.0])
+        ax.set_xscale("log")  # tick labels 10^{-3}: a minus sign, which a CJK font may lack
         return fig
 
     seen = []

@@ -184,6 +184,7 @@ def styled(plot: F) -> F:
 
         with matplotlib.rc_context(rc_params()):
             fig = plot(*args, **kwargs)
+            _latin_tick_labels(fig)
             problems = audit(fig)
         for problem in problems:
             warnings.warn(f"{plot.__name__}: {problem}", StyleWarning, stacklevel=2)
@@ -191,6 +192,23 @@ def styled(plot: F) -> F:
 
     wrapper.__styled__ = True  # type: ignore[attr-defined]
     return wrapper  # type: ignore[return-value]
+
+
+def _latin_tick_labels(fig: Figure) -> None:
+    """Tick labels (numbers) in DejaVu Sans when a CJK font leads the family: a log axis
+    writes ``$\\mathdefault{10^{-3}}$``, drawn in the first family's font, and a CJK font
+    may lack the minus sign U+2212 (WenQuanYi does: a box)."""
+    import matplotlib
+
+    from ..i18n import language
+
+    if language() == "en" or matplotlib.rcParams["font.family"][:1] != [cjk_font()]:  # English: as it was
+        return
+    for ax in fig.axes:
+        try:
+            ax.tick_params(which="both", labelfontfamily="DejaVu Sans")
+        except (TypeError, ValueError, AttributeError):  # matplotlib < 3.8: no such parameter
+            return
 
 
 def audit(fig: Figure) -> list[str]:

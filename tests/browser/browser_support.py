@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,9 @@ CHROMIUM_ARGS = [
     "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
 ]
 REQUIRE = os.environ.get("DDL_REQUIRE_BROWSER") == "1"
+REQUIRE_I18N = os.environ.get("DDL_REQUIRE_I18N") == "1"
+#: The Chinese edition's folder below notebooks/ (the zh notebooks' relative links assume it).
+ZH = "zh"
 
 #: notebook name -> list of (slider description, latency in ms), filled by the Lab tests.
 LATENCIES: dict[str, list[tuple[str, float]]] = {}
@@ -42,6 +46,33 @@ LATENCY_GOAL_MS = 300
 def notebooks() -> list[Path]:
     """Every notebook of the course, in chapter order (the tests iterate over them)."""
     return sorted(NOTEBOOK_DIR.glob("*.ipynb"))
+
+
+def lab_notebooks() -> list[str]:
+    """What the JupyterLab tests open, as paths below notebooks/ without ``.ipynb``: every
+    English notebook (``07_data_parallelism``), then every Chinese one (``zh/07_data_parallelism``;
+    the ``zh_edition`` fixture builds them from locale/). The Chinese ones only when the
+    notebooks are the repository's own (not ``$DDL_BROWSER_NOTEBOOKS``): the edition is built
+    from the checkout's notebooks and catalogues."""
+    english = [nb.stem for nb in notebooks()]
+    if NOTEBOOK_DIR.resolve() != (ROOT / "notebooks").resolve():
+        return english
+    return english + [f"{ZH}/{stem}" for stem in english]
+
+
+def i18n_missing() -> str | None:
+    """Why the Chinese edition cannot be built here (its ``[i18n]`` extra), else None."""
+    for module in ("mdpo", "polib"):
+        if importlib.util.find_spec(module) is None:
+            return f"the Chinese notebooks need {module}: pip install -e '.[i18n]'"
+    return None
+
+
+def unavailable_i18n(reason: str):
+    """Skip, or fail when the CI requires the Chinese edition (as tests/test_i18n.py does)."""
+    if REQUIRE_I18N:
+        pytest.fail(f"{reason} (DDL_REQUIRE_I18N=1 turns this skip into a failure)", pytrace=False)
+    pytest.skip(reason)
 
 
 def unavailable(reason: str):
@@ -92,3 +123,56 @@ def cores_busy(before: tuple[int, int] | None, after: tuple[int, int] | None) ->
     if before is None or after is None or after[1] <= before[1]:
         return None
     return (after[0] - before[0]) / (after[1] - before[1]) * (os.cpu_count() or 1)
+
+
+# ------------------------------------------------------------------ English left in Chinese text
+# Material that is no sentence even when it is spelled in English letters: URLs, file paths
+# (anything with a slash or a backslash), identifiers (a letter or digit, then _ or ., then
+# another: snake_case, module.function, file.ext, e.g.) and dtype names (float32, bfloat16,
+# int8, fp16, ...). Each is replaced by a break, so the words on either side of it are two
+# runs, never one.
+_NOT_PROSE = re.compile(r"""
+    (?:[A-Za-z][A-Za-z0-9+.-]*://|www\.)\S+     # URLs
+  | \S*[/\\]\S*                                 # file paths
+  | \S*[A-Za-z0-9][_.][A-Za-z0-9]\S*            # identifiers, dotted names
+  | \S*_\S*                                     # _private, __dunder__, trailing_
+  | \b(?:bfloat\d*|float\d+|u?int\d+|fp\d+|bf\d+|complex\d+|e\dm\d(?:fn)?)\b   # dtypes
+""", re.X)
+# A word: two or more ASCII letters (with ' or - inside), or one of the one-letter words a,
+# A, I; any other single letter is a symbol (N, C, H, W; r x N x 2), not a word.
+_WORD = r"(?<![\w'’-])(?:[A-Za-z]{2,}(?:['’-][A-Za-z]+)*|[A-Za-z](?:['’-][A-Za-z]+)+|[aAI])(?![\w'’-])"
+#: An English sentence: at least this many English words in a row, separated only by spaces,
+#: tabs or commas (a full stop, a colon, a bracket, a line break or any CJK character ends a run).
+ENGLISH_RUN = 4
+_SENTENCE = re.compile(rf"{_WORD}(?:[ \t\u00a0,]+{_WORD}){{{ENGLISH_RUN - 1},}}")
+
+
+#: What a Chinese sentence quotes in English on purpose: a term's English beside it in
+#: full-width brackets (（fully sharded data parallelism）, the house rule for a key concept)
+#: and a quotation of an English source in Chinese quotation marks (“not real single processor”).
+_QUOTED = re.compile(r"（[^（）]*）|“[^“”]*”")
+
+
+def english_sentences(text: str) -> list[str]:
+    """The English sentences left in ``text`` (what a reader sees of a Chinese notebook):
+    runs of at least :data:`ENGLISH_RUN` English words (ASCII letters, with ' or - inside a
+    word; a single letter only as a, A or I: others are symbols) separated only by spaces,
+    tabs or commas, once URLs, file paths, identifiers with
+    ``_`` or ``.`` and dtype names are taken out (:data:`_NOT_PROSE`), and what a Chinese
+    sentence quotes in English on purpose (:data:`_QUOTED`).
+
+    >>> english_sentences("工作进程 the workers took longer than expected，见 torch.distributed")
+    ['the workers took longer than expected']
+    >>> english_sentences("算子内并行（intra-operator parallelism），见 https://example.org/a/long/path")
+    []
+    >>> english_sentences("从 float32 to bfloat16 in ring_all_reduce 里")
+    []
+    >>> english_sentences("Ring all-reduce, tree all-reduce, and 2D torus")
+    ['Ring all-reduce, tree all-reduce, and']
+    >>> english_sentences("布局 N, C, H, W，共 r x N x 2 字节；I took a long time")
+    ['I took a long time']
+    >>> english_sentences("完全分片数据并行（fully sharded data parallelism）；批注写道“not real single processor”")
+    []
+    """
+    text = _QUOTED.sub(" \u2029 ", text)
+    return [m.group(0).strip(" \t\u00a0,") for m in _SENTENCE.finditer(_NOT_PROSE.sub(" \u2029 ", text))]

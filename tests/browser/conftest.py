@@ -1,5 +1,6 @@
 """Fixtures of the real-browser tests: one JupyterLab server and one headless Chromium
-per session, and the offline slide decks built once.
+per session, the Chinese notebooks built once into that server's ``notebooks/zh/``
+(``zh_edition``), and the offline slide decks built once.
 
 The tests drive a system chromium through playwright (never a browser that playwright
 downloads): ``$DDL_CHROMIUM``, else Debian's ``/usr/bin/chromium``, else ``chromium`` on
@@ -35,8 +36,11 @@ from browser_support import (  # noqa: E402
     DURATIONS,
     LATENCIES,
     LATENCY_GOAL_MS,
+    ROOT,
     SLIDE_BUILD,
+    ZH,
     browser_missing,
+    i18n_missing,
     notebooks,
     unavailable,
 )
@@ -172,6 +176,43 @@ def lab_server(browser, tmp_path_factory):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+@dataclass
+class ZhEdition:
+    """The Chinese notebooks in the Lab server's ``notebooks/zh/`` (``names``), or why there
+    are none: ``missing`` (no ``[i18n]`` extra: a skip, a failure under DDL_REQUIRE_I18N=1)
+    or ``error`` (the build failed: a failure)."""
+
+    names: list[str]
+    missing: str | None = None
+    error: str | None = None
+
+
+@pytest.fixture(scope="session")
+def zh_edition(lab_server, tmp_path_factory) -> ZhEdition:
+    """The Chinese edition, built once from the checkout's notebooks and catalogues
+    (``course_lib.tools.i18n.build(ROOT, out=...)``, never into the repository's
+    notebooks/zh/) and prepared like the English copies into the Lab server's
+    ``notebooks/zh/``: one folder below the English notebooks, where its relative links
+    (``../notation.md``) expect it. Never skips by itself: each test decides."""
+    missing = i18n_missing()
+    if missing:
+        return ZhEdition([], missing=missing)
+    from course_lib.tools import i18n
+
+    t0 = time.perf_counter()
+    built = tmp_path_factory.mktemp("zh-build") / ZH
+    try:
+        written = i18n.build(ROOT, out=built)
+    except Exception as exc:  # I18nError (a catalogue missing), an mdpo failure, ...
+        return ZhEdition([], error=f"building the Chinese notebooks failed: {type(exc).__name__}: {exc}")
+    folder = lab_server.root / "notebooks" / ZH
+    folder.mkdir(parents=True, exist_ok=True)
+    for nb in written:
+        _prepare_notebook(nb, folder / nb.name)
+    DURATIONS["zh edition build"] = time.perf_counter() - t0
+    return ZhEdition([nb.name for nb in written])
 
 
 @pytest.fixture(scope="session")

@@ -1,13 +1,18 @@
-"""Every notebook in a real JupyterLab: run all cells without an error, then move every
-slider of every live figure through the UI and check that its readout and the figure
-change. The change-to-redraw latency is recorded and reported (not asserted: timings
-depend on the machine).
+"""Every notebook in a real JupyterLab, the English ones and their Chinese twins
+(``zh/07_data_parallelism``, built from locale/ by the ``zh_edition`` fixture; skipped
+without the ``[i18n]`` extra, failed instead under ``DDL_REQUIRE_I18N=1``): run all cells
+without an error, then move every slider of every live figure through the UI and check that
+its readout and the figure change. The change-to-redraw latency is recorded and reported
+(not asserted: timings depend on the machine). In a Chinese notebook, no English sentence
+may be left in what a reader sees outside code (``browser_support.english_sentences``).
 
 Run All goes first, for every notebook, two notebooks at a time (``LANES``): a kernel
 running a notebook keeps about two thirds of one core busy (it waits for worker processes,
 timers and the browser), so two side by side take about two thirds of the time one after
-the other. Each notebook's test then checks what its Run All left and moves its sliders
-alone, with every other kernel idle, so the latencies are those of a quiet machine."""
+the other. The English notebooks run first, the Chinese ones when the first Chinese test comes
+(a batch each, so no more than one edition's kernels are open at a time). Each notebook's
+test then checks what its Run All left and moves its sliders alone, with every other
+kernel idle, so the latencies are those of a quiet machine."""
 
 from __future__ import annotations
 
@@ -20,10 +25,13 @@ from browser_support import (
     CORES_BUSY,
     DURATIONS,
     LATENCIES,
+    ZH,
     cores_busy,
     cpu_ticks,
+    english_sentences,
     evaluate,
-    notebooks,
+    lab_notebooks,
+    unavailable_i18n,
 )
 
 pytestmark = pytest.mark.browser
@@ -247,57 +255,134 @@ REPORT_JS = """(i) => {
 }"""
 
 
+# What a reader sees of each cell outside code, as text: a Markdown cell's rendering without
+# its code (pre, code, kbd, samp) and math (typeset, or TeX that is not typeset yet, as in a
+# closed <details>), a code cell's outputs (stream text, text/plain, HTML, widgets: labels,
+# readouts, drop-down choices) without their pictures and without code they show (a source
+# listing, IPython's Code: <div class="highlight">; <pre> and <code> in HTML; stream text and
+# text/plain, though rendered in a <pre> too, count); never a code cell's source. Hidden
+# content counts (a closed answer, a folded output: one click shows it). Every element that
+# is left out, and every block's edge, becomes a break (U+2029), so no run of words goes
+# across it; line breaks inside a Markdown paragraph are spaces, as they are on the page.
+# Cited works keep their published titles: in Markdown, a link's text, an emphasised title and
+# a reference (a list item with an external link and a year) are left out too.
+READER_TEXT_JS = r"""() => {
+  const BREAK = '\u2029';
+  const BLOCKS = 'address,article,aside,blockquote,br,button,dd,details,div,dl,dt,figcaption,figure,' +
+    'footer,h1,h2,h3,h4,h5,h6,header,hr,label,li,ol,option,p,pre,section,summary,table,tbody,td,' +
+    'tfoot,th,thead,tr,ul';
+  const UNSEEN = 'script,style,template,img,svg,canvas,video,audio,math,mjx-container,' +
+    '.MathJax,.MathJax_Display,.MathJax_Preview,.MathJax_SVG';
+  const CODE = 'pre,code,kbd,samp,tt';
+  // cited works keep their titles: a link's text, an emphasised title, a reference (a list
+  // item with a link and a year) stay in the language they were published in
+  const CITED = 'a,em,cite';
+  const isReference = (li) => li.querySelector('a[href^="http"]') && /\b(1[89]|20)\d\d\b/.test(li.textContent);
+  const LISTING = 'code,kbd,samp,tt,.highlight,.jp-RenderedHTMLCommon pre';
+  const text = (node, drop) => {
+    const copy = node.cloneNode(true);
+    if (drop.includes(CITED)) for (const li of copy.querySelectorAll('li')) if (isReference(li)) li.replaceWith(BREAK);
+    for (const e of copy.querySelectorAll(drop)) e.replaceWith(BREAK);
+    for (const e of copy.querySelectorAll(BLOCKS)) { e.before(BREAK); e.after(BREAK); }
+    return copy.textContent;
+  };
+  return window.jupyterapp.shell.currentWidget.content.widgets.map((w, i) => {
+    const cell = {index: i, id: w.model.id, kind: w.model.type, text: ''};
+    if (w.model.type === 'markdown') {
+      const md = w.node.querySelector('.jp-RenderedMarkdown');
+      cell.text = !w.rendered || !md ? null : text(md, UNSEEN + ',' + CODE + ',' + CITED).replace(/[\r\n]+/g, ' ')
+        .replace(/\$\$[\s\S]*?\$\$|\$[^$]*\$|\\\([\s\S]*?\\\)|\\\[[\s\S]*?\\\]/g, BREAK);
+    } else if (w.model.type === 'code') {
+      cell.text = text(w.outputArea.node, UNSEEN + ',' + LISTING);
+    }
+    return cell;
+  });
+}"""
+
+
 def _live_figure_count(cells) -> int:
     return sum(o["plain"].startswith("<live figure") for c in cells for o in c["outputs"])
 
 
+def _edition(notebook: str) -> str:
+    """``zh`` for a Chinese notebook (``zh/07_data_parallelism``), ``en`` for an English one."""
+    return ZH if notebook.startswith(f"{ZH}/") else "en"
+
+
+class LabRuns:
+    """What the Run All of each selected notebook did (``window.__ddlRuns``), by notebook
+    (``07_data_parallelism``, ``zh/07_data_parallelism``). The selected notebooks of an
+    edition run together, ``LANES`` at a time, when the first of them is asked for."""
+
+    def __init__(self, page, wanted: list[str]):
+        self.page, self.wanted, self.runs = page, wanted, {}
+
+    def __getitem__(self, notebook: str) -> dict:
+        if notebook not in self.runs:
+            self._run_all([nb for nb in self.wanted if _edition(nb) == _edition(notebook)] or [notebook])
+        return self.runs[notebook]
+
+    def _run_all(self, batch: list[str]) -> None:
+        page = self.page
+        paths = [f"notebooks/{nb}.ipynb" for nb in batch]
+        t0 = time.perf_counter()
+        page.evaluate(START_RUNS_JS, [paths, LANES, RUN_ALL_TIMEOUT_MS])
+        # every notebook has its own time limits in the page; this one ends the wait whatever happens
+        limit = (120 + RUN_ALL_TIMEOUT_MS / 1000) * len(paths) / LANES + 60
+        deadline = time.monotonic() + limit
+        while page.evaluate(RUNS_DONE_JS) < len(paths):
+            if time.monotonic() > deadline:
+                pytest.fail(f"Run All of {len(paths)} notebooks not done in {limit:.0f} s", pytrace=False)
+            time.sleep(0.5)
+        runs = {path.removeprefix("notebooks/").removesuffix(".ipynb"): run
+                for path, run in page.evaluate("() => window.__ddlRuns").items()}
+        self.runs.update(runs)
+        edition = "Chinese " if _edition(batch[0]) == ZH else ""
+        DURATIONS[f"lab run-all, {len(paths)} {edition}notebooks {LANES} at a time"] = time.perf_counter() - t0
+        for notebook, run in runs.items():
+            if run["seconds"] is not None:
+                DURATIONS[f"lab run-all {notebook} (beside another)"] = run["seconds"]
+
+
 @pytest.fixture(scope="module")
 def lab_runs(request, lab_page):
-    """Run All of every notebook whose test was selected, ``LANES`` at a time; what each
-    one's Run All did (``window.__ddlRuns``), by notebook name. The notebooks stay open
-    with their kernels until their test closes them (every one is closed at the end)."""
-    page = lab_page
+    """Run All of every notebook whose test was selected (:class:`LabRuns`). The notebooks
+    stay open with their kernels until their test closes them (every one is closed at the end)."""
     wanted = [item.callspec.params["notebook"] for item in request.session.items
               if getattr(item, "originalname", "") == "test_notebook_runs_and_sliders_redraw"]
-    paths = [f"notebooks/{nb.name}" for nb in dict.fromkeys(wanted)]
-    t0 = time.perf_counter()
-    page.evaluate(START_RUNS_JS, [paths, LANES, RUN_ALL_TIMEOUT_MS])
-    # every notebook has its own time limits in the page; this one ends the wait whatever happens
-    deadline = time.monotonic() + (120 + RUN_ALL_TIMEOUT_MS / 1000) * len(paths) / LANES + 60
-    while page.evaluate(RUNS_DONE_JS) < len(paths):
-        if time.monotonic() > deadline:
-            pytest.fail(f"Run All of {len(paths)} notebooks not done in {deadline:.0f} s", pytrace=False)
-        time.sleep(0.5)
-    runs = {path.split("/", 1)[1]: run for path, run in page.evaluate("() => window.__ddlRuns").items()}
-    DURATIONS[f"lab run-all, {len(paths)} notebooks {LANES} at a time"] = time.perf_counter() - t0
-    for name, run in runs.items():
-        if run["seconds"] is not None:
-            DURATIONS[f"lab run-all {name.removesuffix('.ipynb')} (beside another)"] = run["seconds"]
     try:
-        yield runs
+        yield LabRuns(lab_page, list(dict.fromkeys(wanted)))
     finally:
-        evaluate(page, CLOSE_ALL_JS, timeout_s=120)
+        evaluate(lab_page, CLOSE_ALL_JS, timeout_s=120)
 
 
-@pytest.mark.parametrize("notebook", notebooks(), ids=lambda p: p.stem)
-def test_notebook_runs_and_sliders_redraw(lab_page, lab_runs, notebook):
+@pytest.mark.parametrize("notebook", lab_notebooks())
+def test_notebook_runs_and_sliders_redraw(request, lab_page, lab_runs, notebook):
     page = lab_page
-    run = lab_runs[notebook.name]
+    name = f"{notebook}.ipynb"
+    chinese = _edition(notebook) == ZH
+    if chinese:
+        edition = request.getfixturevalue("zh_edition")
+        if edition.missing:
+            unavailable_i18n(edition.missing)
+        assert edition.error is None, edition.error
+        assert name.removeprefix(f"{ZH}/") in edition.names, f"the Chinese edition has no {name}"
+    run = lab_runs[notebook]
     try:
-        assert run["id"] is not None, f"{notebook.name}: could not be opened: {run['error']}"
+        assert run["id"] is not None, f"{name}: could not be opened: {run['error']}"
         page.evaluate(ACTIVATE_JS, run["id"])  # its tab in front, as a learner clicks it
         page.wait_for_function(CURRENT_JS, arg=run["id"], timeout=REDRAW_TIMEOUT_MS)
         panel_id = run["id"]
         # Nothing lay over the notebook (JupyterLab's news pop-up, a dialog), and every
         # answer and speaker note was a closed <details> before Run All ...
-        assert run["opened"] is not None, f"{notebook.name}: its kernel did not start: {run['error']}"
-        assert run["opened"]["shown"], f"{notebook.name}: was not in front when its <details> were read"
+        assert run["opened"] is not None, f"{name}: its kernel did not start: {run['error']}"
+        assert run["opened"]["shown"], f"{name}: was not in front when its <details> were read"
         overlays = run["opened"]["overlays"]
-        assert not overlays, f"{notebook.name}: something covers the notebook after opening: {overlays}"
-        _assert_answers_closed(run["opened"]["details"], notebook, "after opening")
+        assert not overlays, f"{name}: something covers the notebook after opening: {overlays}"
+        _assert_answers_closed(run["opened"]["details"], name, "after opening")
         # Run All ended when the last cell had finished, or when a cell failed (Lab then
         # drops the rest of the queue), or at its time limit.
-        assert run["error"] is None, f"{notebook.name}: {run['error']}"
+        assert run["error"] is None, f"{name}: {run['error']}"
         page.wait_for_function(KERNEL_IDLE_JS, timeout=REDRAW_TIMEOUT_MS)
         cells = page.evaluate(CELLS_JS)
 
@@ -308,26 +393,26 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_runs, notebook):
             f"cell {c['index']}: traceback on stderr: {o['text'][-300:]}" for c in cells for o in c["outputs"]
             if o["type"] == "stream" and o["name"] == "stderr" and "Traceback" in o["text"]
         ]
-        assert not errors, f"{notebook.name}: error output after Run All:\n" + "\n".join(errors)
+        assert not errors, f"{name}: error output after Run All:\n" + "\n".join(errors)
         not_run = [c["index"] for c in cells if c["count"] is None]
-        assert not not_run, f"{notebook.name}: Run All did not execute cells {not_run}"
+        assert not not_run, f"{name}: Run All did not execute cells {not_run}"
         # Run All executes the worked solutions (so they are tested), but their code stays
         # collapsed and their output folded (%%solution: Lab re-opens collapsed outputs when
         # a cell runs).
         shown = page.evaluate(HIDDEN_JS)
         open_code = [c["index"] for c in shown if "solution" in c["tags"] and not c["input"]]
         verdicts = [c["index"] for c in shown if "solution" in c["tags"] and "✓" in c["visible"]]
-        assert not open_code, f"{notebook.name}: solution cells {open_code} show their code after Run All"
-        assert not verdicts, f"{notebook.name}: solution cells {verdicts} show their verdict after Run All"
+        assert not open_code, f"{name}: solution cells {open_code} show their code after Run All"
+        assert not verdicts, f"{name}: solution cells {verdicts} show their verdict after Run All"
         # ... and after it: Run All renders every Markdown cell again (it used to expand the
         # collapsed ones) and re-opens collapsed outputs; every <details> stays closed.
-        _assert_answers_closed(page.evaluate(DETAILS_JS), notebook, "after Run All")
+        _assert_answers_closed(page.evaluate(DETAILS_JS), name, "after Run All")
         shown = evaluate(page, OPEN_ANSWER_JS, timeout_s=30)
-        assert shown["items"] >= 5, f"{notebook.name}: the opened answers show no Markdown list: {shown}"
-        assert not shown["wantsMath"] or shown["math"] > 0, f"{notebook.name}: math in the answers not typeset: {shown}"
-        assert not shown["raw"], f"{notebook.name}: raw $...$ in the opened answers"
+        assert shown["items"] >= 5, f"{name}: the opened answers show no Markdown list: {shown}"
+        assert not shown["wantsMath"] or shown["math"] > 0, f"{name}: math in the answers not typeset: {shown}"
+        assert not shown["raw"], f"{name}: raw $...$ in the opened answers"
         overlays = page.evaluate(OVERLAY_JS)
-        assert not overlays, f"{notebook.name}: something covers the notebook after Run All: {overlays}"
+        assert not overlays, f"{name}: something covers the notebook after Run All: {overlays}"
 
         expected = _live_figure_count(cells)
         figures = page.locator(f'[id="{panel_id}"] .ddl-live-figure')
@@ -339,42 +424,61 @@ def test_notebook_runs_and_sliders_redraw(lab_page, lab_runs, notebook):
                 arg=expected, timeout=60_000,
             )
         assert figures.count() == expected, (
-            f"{notebook.name}: {expected} live figures in the outputs but {figures.count()} rendered as widgets"
+            f"{name}: {expected} live figures in the outputs but {figures.count()} rendered as widgets"
             " (is the widget front-end installed? run `python -m course_lib doctor`)"
         )
-        LATENCIES[notebook.stem] = []
+        LATENCIES[notebook] = []
         _settle(page)
         ticks = cpu_ticks()
         for i in range(expected):
             _exercise_sliders(page, figures.nth(i), i, notebook)
         if expected:
-            CORES_BUSY[notebook.stem] = cores_busy(ticks, cpu_ticks())  # what ran while the sliders moved
+            CORES_BUSY[notebook] = cores_busy(ticks, cpu_ticks())  # what ran while the sliders moved
         searches = page.locator(f'[id="{panel_id}"] .ddl-glossary')
         for i in range(searches.count()):
-            _exercise_search(page, searches.nth(i), notebook)
-        ARTIFACTS.mkdir(exist_ok=True)
-        (ARTIFACTS / "lab").mkdir(exist_ok=True)
-        page.screenshot(path=str(ARTIFACTS / "lab" / f"{notebook.stem}.png"))
+            _exercise_search(page, searches.nth(i), name)
+        shot = ARTIFACTS / "lab" / f"{notebook}.png"
+        shot.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(shot))
+        if chinese:
+            _assert_no_english(page.evaluate(READER_TEXT_JS), name)
     except BaseException as failure:  # pytest.fail raises a BaseException
         _close_notebook(page, run["id"], failure)
         raise
     _close_notebook(page, run["id"])
 
 
-def _assert_answers_closed(found: dict, notebook, when: str) -> None:
+def _assert_no_english(cells: list[dict], name: str) -> None:
+    """No English sentence (:func:`english_sentences`) in what a reader sees of the Chinese
+    notebook ``name`` outside code (``cells``: READER_TEXT_JS's answer); the failure lists
+    every one, with its cell (index in the notebook as opened in Lab, and its cell id)."""
+    unrendered = [c["index"] for c in cells if c["text"] is None]
+    assert not unrendered, f"{name}: Markdown cells {unrendered} are not rendered after Run All"
+    found = {}  # (cell, sentence) -> how often (a warning repeated in one output is one line)
+    for c in cells:
+        for sentence in english_sentences(c["text"]):
+            key = (c["index"], c["id"], "Markdown" if c["kind"] == "markdown" else "output", sentence)
+            found[key] = found.get(key, 0) + 1
+    lines = [f"  cell {index} (id {cell_id}, {kind}): {sentence!r}" + (f" ({n} times)" if n > 1 else "")
+             for (index, cell_id, kind, sentence), n in found.items()]
+    assert not lines, (f"{name}: {len(lines)} English sentences left in what a reader sees outside code:\n"
+                       + "\n".join(lines))
+
+
+def _assert_answers_closed(found: dict, name: str, when: str) -> None:
     """Every answer and speaker note is rendered as a closed <details>, and no <details> of
     the notebook is open or shows more than its summary line (``found``: DETAILS_JS's answer)."""
     answers = found["answers"]
-    assert answers, f"{notebook.name}: no answer or notes cells found {when}"
+    assert answers, f"{name}: no answer or notes cells found {when}"
     plain = [a["index"] for a in answers if not a["rendered"] or a["details"] != 1]
-    assert not plain, f"{notebook.name} {when}: answer/notes cells {plain} are not one rendered <details>"
+    assert not plain, f"{name} {when}: answer/notes cells {plain} are not one rendered <details>"
     opened = [d["index"] for d in found["details"] if d["open"]]
-    assert not opened, f"{notebook.name} {when}: <details> open in cells {opened}"
+    assert not opened, f"{name} {when}: <details> open in cells {opened}"
     visible = [(d["index"], d["shown"][:80]) for d in found["details"]
                if d["summary"] is None or d["shown"] != d["summary"] or d["held"] <= len(d["summary"])]
-    assert not visible, f"{notebook.name} {when}: answer text visible beside its summary: {visible}"
+    assert not visible, f"{name} {when}: answer text visible beside its summary: {visible}"
     texts = [a["text"] for a in answers]
-    assert all(texts), f"{notebook.name} {when}: an answer cell shows nothing, not even its summary"
+    assert all(texts), f"{name} {when}: an answer cell shows nothing, not even its summary"
 
 
 def _close_notebook(page, panel_id: str | None, failure: BaseException | None = None) -> None:
@@ -400,11 +504,11 @@ def _settle(page) -> None:
     evaluate(page, SETTLE_JS, timeout_s=REDRAW_TIMEOUT_MS / 1000)
 
 
-def _exercise_search(page, box, notebook):
+def _exercise_search(page, box, name):
     """A searchable table (the glossary): typing a word keeps exactly the rows containing it."""
     rows = box.locator("tbody tr")
     total = rows.count()
-    assert total > 1, f"{notebook.name}: the searchable table shows {total} rows"
+    assert total > 1, f"{name}: the searchable table shows {total} rows"
     texts = [t.lower() for t in rows.all_inner_texts()]
     # a word that occurs in some rows but not all of them, taken from the table itself
     words = sorted({w for t in texts for w in t.split() if len(w) > 5 and w.isalpha()})
@@ -415,14 +519,14 @@ def _exercise_search(page, box, notebook):
         "([id, n]) => document.getElementById(id).querySelectorAll('.ddl-glossary tbody tr').length === n",
         arg=[box.evaluate("e => e.closest('.jp-NotebookPanel').id"), expected], timeout=REDRAW_TIMEOUT_MS,
     )
-    assert all(query in t.lower() for t in rows.all_inner_texts()), f"{notebook.name}: filter {query!r} kept other rows"
+    assert all(query in t.lower() for t in rows.all_inner_texts()), f"{name}: filter {query!r} kept other rows"
 
 
 def _exercise_sliders(page, figure, i, notebook):
     """Move every control of live figure ``i`` once through the UI (a key press on a
     slider's handle, a new choice in a drop-down); check and time the redraw."""
     controls = figure.locator(CONTROLS).count()
-    assert controls > 0, f"{notebook.name}: live figure {i} has no slider"
+    assert controls > 0, f"{notebook}.ipynb: live figure {i} has no slider"
     for k in range(controls):
         shown = page.evaluate(MOVE_JS, [i, k])
         label, before = shown["label"], shown["before"]
@@ -433,7 +537,7 @@ def _exercise_sliders(page, figure, i, notebook):
         else:
             page.keyboard.press("ArrowLeft" if shown["atMax"] else "ArrowRight")
         after = page.evaluate(VALUE_JS, [i, k])
-        where = f"{notebook.name}: figure {i}, control {label!r}"
+        where = f"{notebook}.ipynb: figure {i}, control {label!r}"
         assert after != before, f"{where}: value stayed at {before} after the change"
         try:
             page.wait_for_function("window.__ddl.done !== null", timeout=REDRAW_TIMEOUT_MS, polling="raf")
@@ -443,5 +547,5 @@ def _exercise_sliders(page, figure, i, notebook):
                         f"{before} -> {after}" + (f"; the figure says: {message}" if message else ""), pytrace=False)
         _settle(page)
         report = page.evaluate(REPORT_JS, i)
-        LATENCIES[notebook.stem].append((f"figure {i} {label} {before}->{after}", round(report["latency"], 1)))
+        LATENCIES[notebook].append((f"figure {i} {label} {before}->{after}", round(report["latency"], 1)))
         assert not report["message"], f"{where}: the figure reports an error after {before} -> {after}: {report['message']}"
