@@ -15,15 +15,18 @@ inside a field's expression (``{'serial':>7}``, ``{'fits' if ok else 'does not f
 translated too.
 
 Which literals are messages: those with prose (two English words; a word and more than a
-name, such as ``"before:"``; a word in a label keyword such as ``title=`` or ``xlabel=``), except docstrings and bare string statements,
-dictionary keys, subscripts (``row["time s"]``), comparisons and the keyword arguments that
-name things rather than say them (``loc="upper left"``, :data:`NAMING_KEYWORDS`). A literal
-that must stay English (a data set's column named in a sentence) is translated as itself.
+name, such as ``"before:"``; a word in a label keyword such as ``title=`` or ``xlabel=``),
+except docstrings and bare string statements and the keyword arguments that name things
+rather than say them (``loc="upper left"``, :data:`NAMING_KEYWORDS`). Dictionary keys,
+subscripts and compared strings are messages too: one English text has one translation in a
+notebook, so a key that the notebook writes in one cell and looks up in another stays one
+key. A literal that must stay English (a key of the library's, an option it compares) is
+translated as itself.
 
 Examples
 --------
 >>> [m for m, _ in code_messages('print(f"{n} workers took {t:.2f} s")\\nd["a key"] = 1')]
-['{n} workers took {t:.2f} s']
+['{n} workers took {t:.2f} s', 'a key']
 >>> translate_code('print(f"{n} workers took {t:.2f} s")', {"{n} workers took {t:.2f} s": "{n} 个工作进程用时 {t:.2f} s"})
 'print(f"{n} 个工作进程用时 {t:.2f} s")'
 """
@@ -88,13 +91,10 @@ def _skipped(parents: list[ast.AST], node: ast.AST) -> bool:
     parent = parents[-1] if parents else None
     if isinstance(parent, ast.Expr):
         return True  # a docstring, or a string on its own
-    if isinstance(parent, ast.Dict) and any(k is node for k in parent.keys):
-        return True
-    if isinstance(parent, (ast.Subscript, ast.Compare)):
-        return True
-    if isinstance(parent, ast.keyword) and parent.arg in NAMING_KEYWORDS:
-        return True
-    return False
+    # A dictionary key, a subscript or a compared string is a message like any other: one
+    # English text has one translation in its notebook, so a key the notebook writes and
+    # looks up stays one key; a key of the library's (step["L0 ReLU"]) is translated as itself.
+    return isinstance(parent, ast.keyword) and parent.arg in NAMING_KEYWORDS
 
 
 def _has_prose(text: str, label: bool) -> bool:

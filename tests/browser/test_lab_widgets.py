@@ -265,7 +265,7 @@ REPORT_JS = """(i) => {
 # is left out, and every block's edge, becomes a break (U+2029), so no run of words goes
 # across it; line breaks inside a Markdown paragraph are spaces, as they are on the page.
 # Cited works keep their published titles: in Markdown, a link's text, an emphasised title and
-# a reference (a list item with an external link and a year) are left out too.
+# a reference (a list item with an external link and a year, or in a numbered list) are left out.
 READER_TEXT_JS = r"""() => {
   const BREAK = '\u2029';
   const BLOCKS = 'address,article,aside,blockquote,br,button,dd,details,div,dl,dt,figcaption,figure,' +
@@ -277,7 +277,8 @@ READER_TEXT_JS = r"""() => {
   // cited works keep their titles: a link's text, an emphasised title, a reference (a list
   // item with a link and a year) stay in the language they were published in
   const CITED = 'a,em,cite';
-  const isReference = (li) => li.querySelector('a[href^="http"]') && /\b(1[89]|20)\d\d\b/.test(li.textContent);
+  const isReference = (li) => li.querySelector('a[href^="http"]') &&
+    (/\b(1[89]|20)\d\d\b/.test(li.textContent) || li.parentElement.tagName === 'OL');
   const LISTING = 'code,kbd,samp,tt,.highlight,.jp-RenderedHTMLCommon pre';
   const text = (node, drop) => {
     const copy = node.cloneNode(true);
