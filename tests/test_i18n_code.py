@@ -147,3 +147,10 @@ def test_a_string_field_and_a_spec_may_change_an_expression_may_not():
     assert ic.literal_problems(cond, "{('放得下' if fits else '放不下')}，{n} 个设备") != []  # not its names
     assert ic.literal_problems("two words", "两个 { 词") != []  # a plain message may not open a field
     assert ic.literal_problems("two words", "两个词") == []
+
+
+def test_a_table_heading_made_of_fields_is_a_message_a_key_inside_a_field_is_not():
+    source = ('print(f"{\'latency\':>9} {\'total\':>9}")\n'
+              'print(f"{row[\'seconds\'] * 1e3:6.1f} ms")\n'
+              'print(f"{\'above\' if d > 0 else \'below\'}")\n')
+    assert _messages(source) == ["{'latency':>9} {'total':>9}", "{'above' if d > 0 else 'below'}"]

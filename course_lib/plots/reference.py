@@ -592,8 +592,8 @@ def conv_rows(references: ReferenceRuns) -> list[dict]:
                     continue
                 best = by["fastest"] or min(by["seconds"], key=by["seconds"].get)
                 threads = by["threads"]
-                variant = ("course's fastest, 1 thread" if threads == 1 else "course's fastest, all cores"
-                           if threads == most else f"course's fastest, {threads} threads")
+                variant = _shown("course's fastest, 1 thread" if threads == 1 else "course's fastest, all cores"
+                                 if threads == most else f"course's fastest, {threads} threads")  # as printed
                 rows.append({"machine": machine, "layer": layer["name"], "device": "CPU", "variant": variant,
                              "threads": threads, "seconds": float(by["seconds"][best]), "batch": batch,
                              "per_image": float(by["seconds"][best]) / batch, "kind": best, "kernel": "",

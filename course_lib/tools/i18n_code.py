@@ -106,6 +106,24 @@ def _has_prose(text: str, label: bool) -> bool:
     return bool(_WORD.search(bare)) and not re.fullmatch(r"\s*[\w.\-/]*\s*", bare)
 
 
+def _words_in_fields(node: ast.AST) -> bool:
+    """Whether a field of the f-string ``node`` shows words: a string that is the field's value
+    (``{'latency':>9}``, a table heading; ``{'above' if d > 0 else 'below'}``), not one that
+    names something inside it (``{row['seconds']}``, ``{f(x, algorithm='im2col')}``)."""
+    def shown(expr: ast.AST) -> list[ast.AST]:
+        if isinstance(expr, ast.IfExp):
+            return shown(expr.body) + shown(expr.orelse)
+        if isinstance(expr, ast.BinOp):
+            return shown(expr.left) + shown(expr.right)
+        if isinstance(expr, ast.JoinedStr):
+            return [v for v in expr.values if isinstance(v, ast.Constant)]
+        return [expr]
+
+    return isinstance(node, ast.JoinedStr) and any(
+        isinstance(inner, ast.Constant) and isinstance(inner.value, str) and _WORD.search(inner.value)
+        for value in node.values if isinstance(value, ast.FormattedValue) for inner in shown(value.value))
+
+
 def _literals(source: str) -> list[tuple[ast.AST, str]]:
     """The message literals of a cell: (node, template), in source order."""
     try:
@@ -119,7 +137,7 @@ def _literals(source: str) -> list[tuple[ast.AST, str]]:
             if not _skipped(parents, node):
                 label = isinstance(parents[-1], ast.keyword) and parents[-1].arg in LABEL_KEYWORDS
                 text = _template(node)
-                if _has_prose(text, label):
+                if _has_prose(text, label) or _words_in_fields(node):
                     found.append((node, text))
             return  # a field's own strings belong to this message
         for child in ast.iter_child_nodes(node):
