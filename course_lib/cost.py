@@ -279,13 +279,7 @@ def device_hours(seconds, devices=1):
     return scalar_or_array(s * n / 3600.0, seconds, devices)
 
 
-_UNITS = (
-    ("years", 365.25 * 86400.0),
-    ("days", 86400.0),
-    ("h", 3600.0),
-    ("min", 60.0),
-    ("s", 1.0),
-)
+_UNITS = (("years", 365.25 * 86400.0), ("days", 86400.0), ("h", 3600.0), ("min", 60.0), ("s", 1.0))
 
 
 def human_duration(seconds: float, digits: int = 3) -> str:
@@ -317,12 +311,9 @@ def human_duration(seconds: float, digits: int = 3) -> str:
         return "0 s"
     for unit, size in _UNITS:
         if s >= size:
-            value = f"{s / size:.{digits}g}"
-            if unit == "years":  # the words are translated, the symbols (h, min, s) are not
-                return tr("{value} years", value=value)
-            if unit == "days":
-                return tr("{value} days", value=value)
-            return f"{value} {unit}"
+            value = f"{s / size:.{digits}g}"  # the words are translated, the symbols (h, min) not:
+            words = {"years": tr("{value} years", value=value), "days": tr("{value} days", value=value)}
+            return words.get(unit, f"{value} {unit}")
     if s >= 1e-3:
         return f"{s * 1e3:.{digits}g} ms"
     return f"{s * 1e6:.{digits}g} µs"

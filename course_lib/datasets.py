@@ -19,36 +19,13 @@ import numpy as np
 from ._validate import check_int
 from .i18n import language, tr
 
-__all__ = [
-    "CPU_TRENDS_ATTRIBUTION",
-    "CPU_TREND_SERIES",
-    "CpuTrend",
-    "DataFileError",
-    "Digits",
-    "DnnModel",
-    "FailureRecord",
-    "GlossaryEntry",
-    "HardwareDevice",
-    "MegatronConfig",
-    "ParallelLayout",
-    "TrainingRecord",
-    "data_dir",
-    "get_device",
-    "glossary_markdown",
-    "lamb_scaling_table",
-    "load_cpu_trends",
-    "load_digits",
-    "load_dnn_models",
-    "load_failure_records",
-    "load_glossary",
-    "load_notation",
-    "notation_markdown",
-    "load_hardware",
-    "load_megatron_configs",
-    "load_parallel_layouts",
-    "load_training_records",
-    "read_csv",
-]
+__all__ = ["CPU_TRENDS_ATTRIBUTION", "CPU_TREND_SERIES", "CpuTrend", "DataFileError", "Digits",
+           "DnnModel", "FailureRecord", "GlossaryEntry", "HardwareDevice", "MegatronConfig",
+           "ParallelLayout", "TrainingRecord", "data_dir", "get_device", "glossary_markdown",
+           "lamb_scaling_table", "load_cpu_trends", "load_digits", "load_dnn_models",
+           "load_failure_records", "load_glossary", "load_notation", "notation_markdown",
+           "load_hardware", "load_megatron_configs", "load_parallel_layouts",
+           "load_training_records", "read_csv"]
 
 
 class DataFileError(ValueError):
@@ -64,9 +41,7 @@ def data_dir() -> Path:
     env = os.environ.get("DDL_COURSE_DATA")
     path = Path(env) if env else Path(__file__).resolve().parent.parent / "data"
     if not path.is_dir():
-        raise DataFileError(
-            f"course data directory not found: {path} (set DDL_COURSE_DATA or run from a clone)"
-        )
+        raise DataFileError(f"course data directory not found: {path} (set DDL_COURSE_DATA or run from a clone)")
     return path
 
 
@@ -156,49 +131,40 @@ def _parse_bool(text: str) -> bool:
 _PARSERS: dict[Any, Callable[[str], Any]] = {int: int, float: float, str: str, bool: _parse_bool}
 
 
-#: A text column ``<field>_zh`` after a record's fields holds that field in Chinese (the
-#: Chinese edition's text of a definition or a note): :func:`read_csv` reads it instead of
-#: the English when the course's language is Chinese, and an empty cell leaves the English.
+#: The suffix of a column that holds a text field in a language: read instead of the English.
 TRANSLATED = {"zh_CN": "_zh"}
 
 
 def read_csv(name: str, record_type: type) -> tuple[Any, ...]:
     """Read ``data/<name>`` into a tuple of ``record_type`` dataclass instances.
 
-    The header must list exactly the dataclass's fields, in order, then, optionally, the
-    translations of text fields (``definition_zh``, :data:`TRANSLATED`), which replace the
-    English in the course's language (:func:`course_lib.i18n.language`). A field annotated
-    ``X | None`` may be empty (giving ``None``); any other empty cell, a value that does
-    not parse, or a wrong header raises :class:`DataFileError` naming file and line.
+    The header must list exactly the dataclass's fields, in order, then, optionally, text
+    fields in Chinese (``definition_zh``, :data:`TRANSLATED`): read instead of the English
+    in the course's language (:func:`course_lib.i18n.language`), where the cell is not empty.
+    A field annotated ``X | None`` may be empty (giving ``None``); any other empty cell, a
+    value that does not parse, or a wrong header raises :class:`DataFileError` naming file and line.
     """
-
     path = data_dir() / name
     if not path.is_file():
         raise DataFileError(f"{path}: file not found")
     spec = [(f.name, _field_type(f.type)) for f in fields(record_type)]
-    texts = {n for n, (typ, _) in spec if typ is str}
+    expected, texts = [n for n, _ in spec], {n for n, (typ, _) in spec if typ is str}
     rows = []
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle)
         header = next(reader, None) or []
-        expected = [n for n, _ in spec]
-        extra = header[len(expected):]
-        if header[:len(expected)] != expected or any(
-                not (c.endswith("_zh") and c[:-3] in texts) or header.count(c) > 1 for c in extra):
+        if header[:len(expected)] != expected or any(not (c.endswith("_zh") and c[:-3] in texts)
+                                                     or header.count(c) > 1 for c in header[len(expected):]):
             raise DataFileError(f"{path}, line 1: header must be {expected}, then optional translations of its "
                                 f"text fields (definition_zh), got {header}")
         suffix = TRANSLATED.get(language())
-        translated = {i: expected.index(c[: -len(suffix)]) for i, c in enumerate(header)
-                      if suffix and i >= len(expected) and c.endswith(suffix)}
+        use = {i: expected.index(c[: -len(suffix)]) for i, c in enumerate(header[len(expected):], len(expected))
+               if suffix and c.endswith(suffix)}
         for line_no, row in enumerate(reader, start=2):
             if len(row) != len(header):
-                raise DataFileError(
-                    f"{path}, line {line_no}: expected {len(header)} cells, got {len(row)}"
-                )
-            row = list(row)
-            for i, field_at in translated.items():
-                if row[i].strip():
-                    row[field_at] = row[i]
+                raise DataFileError(f"{path}, line {line_no}: expected {len(header)} cells, got {len(row)}")
+            for i, at in use.items():  # the field in the course's language, where it is written
+                row[at] = row[i] if row[i].strip() else row[at]
             values = {}
             for (field_name, (typ, optional)), cell in zip(spec, row[: len(spec)], strict=True):
                 cell = cell.strip()
@@ -210,10 +176,8 @@ def read_csv(name: str, record_type: type) -> tuple[Any, ...]:
                 try:
                     values[field_name] = _PARSERS[typ](cell)
                 except ValueError as exc:
-                    raise DataFileError(
-                        f"{path}, line {line_no}: {field_name} = {cell!r} is not a valid "
-                        f"{typ.__name__} ({exc})"
-                    ) from exc
+                    raise DataFileError(f"{path}, line {line_no}: {field_name} = {cell!r} is not a valid "
+                                        f"{typ.__name__} ({exc})") from exc
             rows.append(record_type(**values))
     return tuple(rows)
 

@@ -218,8 +218,8 @@ def notebook_template(path: Path):
     """The catalogue template (POT) of one notebook: every message of its Markdown cells and
     the string literals its code prints (context ``code``, :mod:`.i18n_code`), located by
     cell id, in the order of the notebook; then the sentences that only its student edition
-    says (:func:`.student.student_notebook`)."""
-    from .student import student_notebook
+    says (:func:`.student_cells.student_notebook`)."""
+    from .student_cells import student_notebook
 
     nb = json.loads(_file(path, "path").read_text(encoding="utf-8"))
     entries: dict = {}
