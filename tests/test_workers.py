@@ -29,7 +29,9 @@ from course_lib.progress import ProgressBar as _Progress
 from course_lib.timing import blas_threads
 
 LINUX = sys.platform.startswith("linux")
-METHODS = ["fork", "forkserver", "spawn"]
+#: Every start method; spawn (a fresh interpreter per worker, about half a second more per
+#: test) only under make test, the fork-based ones under make test-fast too.
+METHODS = ["fork", "forkserver", pytest.param("spawn", marks=pytest.mark.slow)]
 pytest_plugins = ["leak_fixtures"]  # no_leaks
 
 
