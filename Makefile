@@ -50,9 +50,10 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=notebooks $(ROOT_FLAG)
 
 # Every test, in two pytest runs. (1) Every notebook under nbval, and the unit, property and
-# process tests and the library's doctests, together, on one pytest-xdist worker more than
+# process tests and the library's doctests, together, on two pytest-xdist workers more than
 # there are cores: a notebook's kernel keeps about two thirds of a core busy and the process
-# tests wait for their workers, so the extra worker fills those gaps. --dist loadscope keeps
+# tests wait for their workers, so the extra workers fill those gaps (on 2 cores: 246 s with
+# 4 workers, 270 s with 3, measured side by side in one session). --dist loadscope keeps
 # a notebook's cells in order on one kernel (nbval needs it) and a module's tests, and so its
 # module fixtures, together; the notebooks come first, as the longest pieces of work.
 # (2) One test at a time, the tests that need the whole machine: Chromium's slider timings
@@ -61,9 +62,10 @@ lab: $(STAMP)
 # that is interrupted (2, e.g. at CI's time limit) does. The exit status is the higher one.
 PYTEST := $(BIN)/python -m pytest -p no:cacheprovider
 TEST_WORKERS := $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 1)' 2>/dev/null || echo 3)
+NOTEBOOK_WORKERS := $(shell $(PYTHON) -c 'import os; print((os.cpu_count() or 1) + 2)' 2>/dev/null || echo 4)
 test: $(STAMP)
 	status=0; run() { "$$@" || { rc=$$?; [ $$rc -le $$status ] || status=$$rc; }; }; \
-	run $(PYTEST) -n $(TEST_WORKERS) --dist loadscope notebooks tests course_lib --doctest-modules \
+	run $(PYTEST) -n $(NOTEBOOK_WORKERS) --dist loadscope notebooks tests course_lib --doctest-modules \
 	    --ignore=notebooks/zh --nbval-lax --nbval-current-env -m "not browser and not serial"; \
 	[ $$status -gt 1 ] || run $(PYTEST) tests -m "browser or serial"; \
 	exit $$status
@@ -140,7 +142,7 @@ zh-extract: $(I18N_STAMP) gettext
 	$(BIN)/python -m course_lib i18n stats
 
 test-zh: zh
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadscope --nbval-lax --nbval-current-env notebooks/zh
+	$(PYTEST) -n $(NOTEBOOK_WORKERS) --dist loadscope --nbval-lax --nbval-current-env notebooks/zh
 
 lab-zh: zh
 	$(BIN)/python -m course_lib lab-settings
