@@ -349,6 +349,9 @@ def test_set_language_switches_the_wrapped_strings(chinese):
     assert str(check(9, 10, name="limit", hint="S → 1/(1-p)")) == "✗ limit = 9 不正确。提示：S → 1/(1-p)"
     assert str(check(8, 8, name="N", unit="devices")) == "✓ 正确：N = 8 个设备。"  # a unit word, translated
     assert str(check(8, 8, name="m", unit="MB")) == "✓ 正确：m = 8 MB。"  # a symbol, as it is
+    from course_lib.live.widgets import Slider
+
+    assert Slider("n", "N", 0, 10, 1, 16, unit="devices", kind="log2").description == "N [设备]"  # a slider's unit
     assert str(busy).startswith("你的 2 个核心被其他工作共用（")
     assert "其他工作拖慢了并排运行的忙循环（1.90x > 1.25x）" in str(busy)  # numbers formatted by the code
     set_language("zh-CN")  # the notebooks' metadata spelling

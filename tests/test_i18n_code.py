@@ -154,3 +154,8 @@ def test_a_table_heading_made_of_fields_is_a_message_a_key_inside_a_field_is_not
               'print(f"{row[\'seconds\'] * 1e3:6.1f} ms")\n'
               'print(f"{\'above\' if d > 0 else \'below\'}")\n')
     assert _messages(source) == ["{'latency':>9} {'total':>9}", "{'above' if d > 0 else 'below'}"]
+
+
+def test_a_widgets_label_is_a_message_its_name_and_unit_are_not():
+    source = 'Slider("bandwidth_gbit", "link", 0, 3, 0.1, 1, unit="devices", kind="log")\ncheck(a, 3, unit="devices")'
+    assert _messages(source) == ["link"]  # not the name, the kind, the unit (the widget reads it)

@@ -204,7 +204,7 @@ class Slider:
     @property
     def description(self) -> str:
         """Text shown beside the slider: the label, and the unit unless the value box shows it."""
-        return f"{self.label} [{self.unit}]" if self.unit and not self.shows_unit else self.label
+        return f"{self.label} [{_unit_label(self.unit)}]" if self.unit and not self.shows_unit else self.label
 
     def make_widget(self):
         """The ipywidgets slider for this description."""
@@ -237,6 +237,15 @@ class Slider:
 
 #: The kinds of :class:`Slider`.
 KINDS = ("float", "int", "log2", "log", "fraction")
+def _unit_label(unit: str) -> str:
+    """A slider's unit as its label shows it in brackets: a word in the reader's language
+    (devices: 设备), a symbol as it is."""
+    words = {"devices": tr("devices", context="unit label"), "samples": tr("samples", context="unit label"),
+             "pixels": tr("pixels", context="unit label"), "fraction": tr("fraction", context="unit label"),
+             "processes": tr("processes", context="unit label"), "steps": tr("steps", context="unit label")}
+    return words.get(unit, unit)
+
+
 #: Count units whose values the box shows with a suffix (7.5 billion: ``7.5B``).
 _SCALED = ("thousand", "million", "billion", "trillion")
 

@@ -54,6 +54,10 @@ NAMING_KEYWORDS = frozenset({
 #: Keywords whose string is shown to the reader even when it is one word.
 LABEL_KEYWORDS = frozenset({"title", "xlabel", "ylabel", "label", "description", "help",
                             "caption", "legend", "text", "suptitle", "header", "placeholder"})
+#: The course's widgets (course_lib.live.widgets), whose second argument is the label a reader
+#: sees (``Slider("bandwidth_gbit", "link", ...)``); their unit is a name the widget reads
+#: (it translates the unit it shows itself).
+WIDGETS = frozenset({"Slider", "Choice"})
 _PROSE = re.compile(r"[A-Za-z]{2,}[^\w\s]*\s+[^\w\s]*[A-Za-z]{2,}")
 _WORD = re.compile(r"[A-Za-z]{3,}")
 
@@ -97,6 +101,15 @@ def _skipped(parents: list[ast.AST], node: ast.AST) -> bool:
     return isinstance(parent, ast.keyword) and parent.arg in NAMING_KEYWORDS
 
 
+def _is_label(parents: list[ast.AST], node: ast.AST) -> bool:
+    """Whether the literal ``node`` labels something a reader sees, so that one word is a message."""
+    parent = parents[-1] if parents else None
+    if isinstance(parent, ast.keyword):
+        return parent.arg in LABEL_KEYWORDS
+    name = getattr(getattr(parent, "func", None), "id", getattr(getattr(parent, "func", None), "attr", None))
+    return isinstance(parent, ast.Call) and name in WIDGETS and len(parent.args) > 1 and parent.args[1] is node
+
+
 def _has_prose(text: str, label: bool) -> bool:
     """Two words, or a word and more than a name (``"before:"``, ``"limit 1/(1-p) = {x}"``);
     one word in a label keyword. A name alone (``"BERT-Large"``, ``"v100_sxm2"``) is none."""
@@ -135,7 +148,7 @@ def _literals(source: str) -> list[tuple[ast.AST, str]]:
     def walk(node: ast.AST, parents: list[ast.AST]) -> None:
         if isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str)):
             if not _skipped(parents, node):
-                label = isinstance(parents[-1], ast.keyword) and parents[-1].arg in LABEL_KEYWORDS
+                label = _is_label(parents, node)
                 text = _template(node)
                 if _has_prose(text, label) or _words_in_fields(node):
                     found.append((node, text))
