@@ -31,7 +31,8 @@ def learner(module: str, qualname: str):
 
 
 def start_method() -> str:
-    """Fork where there is one (fast, and the library as this process holds it), else spawn."""
+    """The start method a check's workers use: the process layer's fastest
+    (:func:`course_lib.parallel.engine.workers.fastest_start_method`), asked when a check runs."""
     from ..parallel.engine.workers import fastest_start_method
 
     return fastest_start_method()
